@@ -1,0 +1,43 @@
+#pragma once
+// Value types of the session log. Thread-agnostic plain data; copy freely.
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace paddock::core {
+
+// Event kinds. docs/events.md describes each payload.
+namespace kind {
+inline constexpr const char *SessionCreated = "session.created";
+inline constexpr const char *StateChanged = "state.changed";
+inline constexpr const char *SandboxClaimed = "sandbox.claimed";
+inline constexpr const char *SandboxReleased = "sandbox.released";
+inline constexpr const char *SandboxFailed = "sandbox.failed";
+inline constexpr const char *ModelRequest = "model.request";
+inline constexpr const char *ModelResponse = "model.response";
+inline constexpr const char *ModelError = "model.error";
+inline constexpr const char *ToolCall = "tool.call";
+inline constexpr const char *ToolResult = "tool.result";
+inline constexpr const char *Cost = "cost";
+inline constexpr const char *Checkpoint = "checkpoint";
+} // namespace kind
+
+// An event as stored: seq is dense per session, starting at 1.
+struct Event {
+    std::string sessionId;
+    int64_t seq = 0;
+    int64_t timeUnixMs = 0;
+    std::string kind;
+    std::string payload;     // a JSON object
+    int64_t costMicros = 0;  // millionths of a US dollar
+};
+
+// An event to append; the store assigns seq and time.
+struct NewEvent {
+    std::string kind;
+    std::string payload = "{}";
+    int64_t costMicros = 0;
+};
+
+} // namespace paddock::core

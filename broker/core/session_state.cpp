@@ -1,0 +1,124 @@
+#include "broker/core/session_state.h"
+
+#include <nlohmann/json.hpp>
+
+namespace paddock::core {
+
+namespace {
+
+struct StatusName {
+    SessionStatus status;
+    const char *name;
+};
+
+constexpr StatusName kStatusNames[] = {
+    {SessionStatus::Queued, "queued"},
+    {SessionStatus::Running, "running"},
+    {SessionStatus::WaitingApproval, "waiting_approval"},
+    {SessionStatus::Paused, "paused"},
+    {SessionStatus::Succeeded, "succeeded"},
+    {SessionStatus::Failed, "failed"},
+    {SessionStatus::Cancelled, "cancelled"},
+};
+
+std::string stringField(const nlohmann::json &j, const char *key)
+{
+    auto it = j.find(key);
+    return it != j.end() && it->is_string() ? it->get<std::string>() : std::string();
+}
+
+} // namespace
+
+const char *statusName(SessionStatus status)
+{
+    for (const auto &entry : kStatusNames) {
+        if (entry.status == status)
+            return entry.name;
+    }
+    return "unknown";
+}
+
+std::optional<SessionStatus> statusFromName(std::string_view name)
+{
+    for (const auto &entry : kStatusNames) {
+        if (name == entry.name)
+            return entry.status;
+    }
+    return std::nullopt;
+}
+
+bool isTerminal(SessionStatus status)
+{
+    return status == SessionStatus::Succeeded || status == SessionStatus::Failed
+        || status == SessionStatus::Cancelled;
+}
+
+bool SessionState::needsWork() const
+{
+    if (isTerminal(status))
+        return !sandboxId.empty();
+    return status == SessionStatus::Queued || status == SessionStatus::Running;
+}
+
+void applyEvent(SessionState &state, const Event &event)
+{
+    state.lastSeq = event.seq;
+    state.lastEventKind = event.kind;
+    state.updatedUnixMs = event.timeUnixMs;
+    state.costMicros += event.costMicros;
+
+    const bool interesting = event.kind == kind::SessionCreated || event.kind == kind::StateChanged
+        || event.kind == kind::SandboxClaimed || event.kind == kind::SandboxReleased
+        || event.kind == kind::SandboxFailed || event.kind == kind::ToolResult;
+    if (!interesting)
+        return;
+
+    // A payload that does not parse is kept in the log as it is; the fold skips what it cannot read.
+    const auto payload = nlohmann::json::parse(event.payload, nullptr, /*allow_exceptions=*/false);
+    if (!payload.is_object())
+        return;
+
+    if (event.kind == kind::SessionCreated) {
+        state.id = event.sessionId;
+        state.agent = stringField(payload, "agent");
+        state.goal = stringField(payload, "goal");
+        state.model = stringField(payload, "model");
+        state.playbook = stringField(payload, "playbook");
+        state.tier = stringField(payload, "tier");
+        state.tags.clear();
+        if (auto tags = payload.find("tags"); tags != payload.end() && tags->is_array()) {
+            for (const auto &tag : *tags) {
+                if (tag.is_string())
+                    state.tags.push_back(tag.get<std::string>());
+            }
+        }
+        state.createdUnixMs = event.timeUnixMs;
+        state.status = SessionStatus::Queued;
+    } else if (event.kind == kind::StateChanged) {
+        if (auto status = statusFromName(stringField(payload, "status"))) {
+            // A final state is final: a late pause or resume cannot revive a session.
+            if (!isTerminal(state.status))
+                state.status = *status;
+            state.statusReason = stringField(payload, "reason");
+        }
+    } else if (event.kind == kind::SandboxClaimed) {
+        state.sandboxId = stringField(payload, "sandbox_id");
+        state.pool = stringField(payload, "pool");
+        if (auto tier = stringField(payload, "tier"); !tier.empty())
+            state.tier = tier;
+    } else if (event.kind == kind::SandboxReleased || event.kind == kind::SandboxFailed) {
+        state.sandboxId.clear();
+    } else if (event.kind == kind::ToolResult) {
+        ++state.steps;
+    }
+}
+
+SessionState foldEvents(std::span<const Event> events)
+{
+    SessionState state;
+    for (const auto &event : events)
+        applyEvent(state, event);
+    return state;
+}
+
+} // namespace paddock::core

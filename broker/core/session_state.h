@@ -1,0 +1,51 @@
+#pragma once
+// A session's state is a fold over its events: SessionState{} folded with every event in seq order.
+// The store keeps the fold's result as a projection, updated in the same transaction as the events,
+// and the console computes the same fold.
+
+#include "broker/core/event.h"
+
+#include <optional>
+#include <span>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace paddock::core {
+
+enum class SessionStatus { Queued, Running, WaitingApproval, Paused, Succeeded, Failed, Cancelled };
+
+const char *statusName(SessionStatus status);                          // "queued", "running", ...
+std::optional<SessionStatus> statusFromName(std::string_view name);
+bool isTerminal(SessionStatus status);
+
+struct SessionState {
+    std::string id;
+    std::string agent;
+    std::string goal;
+    std::string model;
+    std::string playbook;       // name, when the session runs a named playbook
+    std::string tier;
+    std::vector<std::string> tags;
+    SessionStatus status = SessionStatus::Queued;
+    std::string statusReason;
+    std::string pool;           // of the current sandbox
+    std::string sandboxId;      // empty when no sandbox is held
+    int64_t steps = 0;          // tool results recorded
+    int64_t costMicros = 0;
+    int64_t createdUnixMs = 0;
+    int64_t updatedUnixMs = 0;
+    int64_t lastSeq = 0;
+    std::string lastEventKind;
+
+    // True while a step worker has something to do: the session is live, or it has ended but
+    // still holds a sandbox that must be released.
+    bool needsWork() const;
+};
+
+// Applies one event. Events must come in seq order; unknown kinds only advance lastSeq.
+void applyEvent(SessionState &state, const Event &event);
+
+SessionState foldEvents(std::span<const Event> events);
+
+} // namespace paddock::core

@@ -1,0 +1,80 @@
+#pragma once
+// Model adapters: given a session's goal and its history of tool calls and results, produce the next
+// turn (text and tool calls). Adapters hold no per-session state: everything they need is in the
+// ModelContext the step engine rebuilds from the log, so any worker can take any step.
+//
+// Threads: next() blocks (network) and may be called from several step workers at once; adapters
+// must be thread-safe.
+
+#include "common/result.h"
+
+#include <nlohmann/json.hpp>
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+namespace paddock::model {
+
+// The tools the engine offers to models. Arguments, as JSON objects:
+//   run_command {"command": "<shell line>", "timeout_ms"?: int}
+//   write_file  {"path": "...", "content": "..."}
+//   read_file   {"path": "..."}
+//   finish      {"status": "succeeded"|"failed", "summary": "..."}
+namespace tool {
+inline constexpr const char *RunCommand = "run_command";
+inline constexpr const char *WriteFile = "write_file";
+inline constexpr const char *ReadFile = "read_file";
+inline constexpr const char *Finish = "finish";
+} // namespace tool
+
+struct ToolCall {
+    std::string id;                 // unique within the session
+    std::string name;
+    nlohmann::json arguments;       // an object
+};
+
+struct Usage {
+    int64_t inputTokens = 0;
+    int64_t outputTokens = 0;
+    int64_t cachedTokens = 0;
+};
+
+struct ModelTurn {
+    std::string text;               // the model's prose, if any
+    std::vector<ToolCall> toolCalls;
+    Usage usage;
+    std::string model;              // the model that answered (e.g. "gpt-4o-mini", "scripted")
+    double latencyMs = 0;
+    int attempts = 1;               // requests made, retries included
+};
+
+// One earlier turn and the results of its tool calls, in the same order as turn.toolCalls.
+// A result is the tool.result payload as recorded: for run_command
+// {"exit_code", "stdout", "stderr", "duration_ms", "timed_out"}, for read_file {"content"}, and
+// {"error": "..."} when the tool failed.
+struct Exchange {
+    ModelTurn turn;
+    std::vector<nlohmann::json> results;
+};
+
+struct ModelContext {
+    std::string sessionId;
+    std::string goal;
+    std::string playbookToml;       // the scripted model's playbook (resolved at submit time)
+    std::vector<Exchange> history;
+    std::string idempotencyKey;     // derived from (session, seq) of the response to be recorded
+};
+
+class ModelAdapter {
+public:
+    virtual ~ModelAdapter() = default;
+    virtual std::string name() const = 0;
+    // Errors: Unavailable after retries are exhausted (network, 429, 5xx), InvalidArgument for a
+    // malformed response (the message quotes what was wrong), FailedPrecondition for missing
+    // configuration (an API key variable that is not set).
+    virtual Result<ModelTurn> next(const ModelContext &context) = 0;
+};
+
+} // namespace paddock::model

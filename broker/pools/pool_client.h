@@ -1,0 +1,96 @@
+#pragma once
+// The broker's view of one pool agent (paddock-pool). grpc_pool_client.h implements it over gRPC;
+// tests may implement it directly.
+//
+// Threads: every method may be called from any thread concurrently; each call blocks until done
+// or until its deadline.
+
+#include "common/result.h"
+
+#include <cstdint>
+#include <functional>
+#include <map>
+#include <string>
+#include <vector>
+
+namespace paddock::pools {
+
+struct ClaimedSandbox {
+    std::string sandboxId;
+    std::string tier;
+    std::string runtime;
+    std::string host;
+    bool warm = false;
+    double claimMs = 0;
+};
+
+struct ExecSpec {
+    std::string sandboxId;
+    std::vector<std::string> argv;
+    std::map<std::string, std::string> env;
+    std::string cwd;                      // empty: /workspace
+    int64_t timeoutMs = 0;                // 0: the pool's default
+    std::string stdinData;
+    std::string idempotencyKey;
+};
+
+struct ExecOutcome {
+    int exitCode = 0;                     // -1 when killed by a signal
+    int signal = 0;
+    std::string stdoutData;
+    std::string stderrData;
+    double durationMs = 0;
+    bool timedOut = false;
+    bool replayed = false;                // an earlier run with the same key answered
+};
+
+struct DirEntry {
+    std::string name;
+    bool isDir = false;
+    int64_t size = 0;
+    uint32_t mode = 0;
+    int64_t mtimeUnixMs = 0;
+};
+
+struct TierStatus {
+    std::string name;
+    std::string runtime;
+    int warm = 0;
+    int claimed = 0;
+    int max = 0;
+    double hitRate = 0;
+    int64_t coldFallbacks = 0;
+};
+
+struct PoolStatus {
+    std::string poolId;
+    std::string host;
+    std::string version;
+    std::string cgroupVersion;
+    std::vector<TierStatus> tiers;
+};
+
+// Called with chunks of output as they arrive (stream 1 = stdout, 2 = stderr).
+using OutputSink = std::function<void(int stream, const std::string &chunk)>;
+
+class PoolClient {
+public:
+    virtual ~PoolClient() = default;
+    virtual std::string name() const = 0;
+    virtual std::string endpoint() const = 0;
+
+    // Errors: NotFound (unknown sandbox or tier), Unavailable (pool unreachable), ResourceExhausted
+    // (tier at its max), and the pool's own statuses passed through.
+    virtual Result<ClaimedSandbox> claim(const std::string &tier, const std::string &sessionId,
+                                         const std::string &idempotencyKey) = 0;
+    virtual Result<ExecOutcome> exec(const ExecSpec &spec, const OutputSink &sink = {}) = 0;
+    virtual Result<std::string> readFile(const std::string &sandboxId, const std::string &path,
+                                         int64_t maxBytes = 0) = 0;
+    virtual Status writeFile(const std::string &sandboxId, const std::string &path,
+                             const std::string &content, uint32_t mode = 0644) = 0;
+    virtual Result<std::vector<DirEntry>> listDir(const std::string &sandboxId, const std::string &path) = 0;
+    virtual Status release(const std::string &sandboxId) = 0;
+    virtual Result<PoolStatus> status() = 0;
+};
+
+} // namespace paddock::pools

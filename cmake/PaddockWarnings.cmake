@@ -1,0 +1,17 @@
+# One warnings function for every first-party target. CI turns warnings into errors
+# (PADDOCK_WERROR=ON, set by scripts/test when CI=true).
+option(PADDOCK_WERROR "Treat compiler warnings as errors" OFF)
+
+function(paddock_set_warnings target)
+  target_compile_options(${target} PRIVATE -Wall -Wextra -Wshadow -Woverloaded-virtual -Wnon-virtual-dtor
+    -Wno-missing-field-initializers)
+  if(PADDOCK_WERROR)
+    target_compile_options(${target} PRIVATE -Werror)
+  endif()
+endfunction()
+
+# A first-party library or executable: warnings on, project include root visible.
+function(paddock_target target)
+  paddock_set_warnings(${target})
+  target_include_directories(${target} PUBLIC ${PROJECT_SOURCE_DIR})
+endfunction()
