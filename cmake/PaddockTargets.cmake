@@ -15,3 +15,13 @@ function(paddock_target target)
   paddock_set_warnings(${target})
   target_include_directories(${target} PUBLIC ${PROJECT_SOURCE_DIR})
 endfunction()
+
+# Adds each listed subdirectory that has a CMakeLists.txt, so a folder joins the build when it
+# gets code.
+function(paddock_add_subdirectories)
+  foreach(dir ${ARGN})
+    if(EXISTS ${CMAKE_CURRENT_SOURCE_DIR}/${dir}/CMakeLists.txt)
+      add_subdirectory(${dir})
+    endif()
+  endforeach()
+endfunction()
