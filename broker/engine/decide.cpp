@@ -1,0 +1,146 @@
+#include "broker/engine/decide.h"
+
+#include <nlohmann/json.hpp>
+
+#include <map>
+#include <set>
+
+namespace paddock::engine {
+
+namespace {
+
+using nlohmann::json;
+
+json parsePayload(const core::Event &event)
+{
+    auto payload = json::parse(event.payload, nullptr, /*allow_exceptions=*/false);
+    return payload.is_object() ? payload : json::object();
+}
+
+model::ToolCall toolCallFromJson(const json &j)
+{
+    model::ToolCall call;
+    call.id = j.value("call_id", j.value("id", std::string()));
+    call.name = j.value("name", std::string());
+    call.arguments = j.contains("arguments") ? j["arguments"] : json::object();
+    return call;
+}
+
+} // namespace
+
+const char *actionName(ActionKind kind)
+{
+    switch (kind) {
+    case ActionKind::None: return "none";
+    case ActionKind::ClaimSandbox: return "claim_sandbox";
+    case ActionKind::CallModel: return "call_model";
+    case ActionKind::RunTool: return "run_tool";
+    case ActionKind::Finish: return "finish";
+    case ActionKind::FailSession: return "fail_session";
+    case ActionKind::ReleaseSandbox: return "release_sandbox";
+    }
+    return "unknown";
+}
+
+Action decide(std::span<const core::Event> events)
+{
+    Action action;
+    action.state = core::foldEvents(events);
+    const core::SessionState &state = action.state;
+    action.idempotencyKey = state.id + ":" + std::to_string(state.lastSeq + 1);
+
+    if (events.empty() || events.front().kind != core::kind::SessionCreated)
+        return action;
+
+    if (core::isTerminal(state.status)) {
+        if (!state.sandboxId.empty())
+            action.kind = ActionKind::ReleaseSandbox;
+        return action;
+    }
+    if (!state.needsWork())
+        return action;
+
+    if (state.sandboxId.empty()) {
+        action.kind = ActionKind::ClaimSandbox;
+        action.tier = state.tier;
+        return action;
+    }
+
+    // Tool calls without a result, in the order the model made them; count model errors since the
+    // last response.
+    std::vector<model::ToolCall> calls;
+    std::set<std::string> resolved;
+    int modelErrorsInARow = 0;
+    std::string lastModelError;
+    for (const auto &event : events) {
+        if (event.kind == core::kind::ToolCall) {
+            calls.push_back(toolCallFromJson(parsePayload(event)));
+        } else if (event.kind == core::kind::ToolResult) {
+            resolved.insert(parsePayload(event).value("call_id", std::string()));
+        } else if (event.kind == core::kind::ModelResponse) {
+            modelErrorsInARow = 0;
+        } else if (event.kind == core::kind::ModelError) {
+            ++modelErrorsInARow;
+            lastModelError = parsePayload(event).value("error", std::string());
+        }
+    }
+    for (const auto &call : calls) {
+        if (resolved.contains(call.id))
+            continue;
+        action.kind = call.name == model::tool::Finish ? ActionKind::Finish : ActionKind::RunTool;
+        action.call = call;
+        return action;
+    }
+
+    if (modelErrorsInARow >= kMaxConsecutiveModelErrors) {
+        action.kind = ActionKind::FailSession;
+        action.reason = "the model failed " + std::to_string(modelErrorsInARow)
+            + " times in a row; last error: " + lastModelError;
+        return action;
+    }
+    action.kind = ActionKind::CallModel;
+    return action;
+}
+
+model::ModelContext buildModelContext(std::span<const core::Event> events)
+{
+    model::ModelContext context;
+    std::map<std::string, std::pair<size_t, size_t>> callIndex;   // call id -> (exchange, position)
+    for (const auto &event : events) {
+        if (event.kind == core::kind::SessionCreated) {
+            const json payload = parsePayload(event);
+            context.sessionId = event.sessionId;
+            context.goal = payload.value("goal", std::string());
+            context.playbookToml = payload.value("playbook_toml", std::string());
+        } else if (event.kind == core::kind::ModelResponse) {
+            const json payload = parsePayload(event);
+            model::Exchange exchange;
+            exchange.turn.text = payload.value("text", std::string());
+            exchange.turn.model = payload.value("model", std::string());
+            if (auto usage = payload.find("usage"); usage != payload.end() && usage->is_object()) {
+                exchange.turn.usage.inputTokens = usage->value("input_tokens", int64_t{0});
+                exchange.turn.usage.outputTokens = usage->value("output_tokens", int64_t{0});
+                exchange.turn.usage.cachedTokens = usage->value("cached_tokens", int64_t{0});
+            }
+            if (auto toolCalls = payload.find("tool_calls"); toolCalls != payload.end() && toolCalls->is_array()) {
+                for (const auto &call : *toolCalls) {
+                    callIndex[call.value("id", std::string())] = {context.history.size(),
+                                                                  exchange.turn.toolCalls.size()};
+                    exchange.turn.toolCalls.push_back(toolCallFromJson(call));
+                }
+            }
+            exchange.results.assign(exchange.turn.toolCalls.size(), json());
+            context.history.push_back(std::move(exchange));
+        } else if (event.kind == core::kind::ToolResult) {
+            json payload = parsePayload(event);
+            auto it = callIndex.find(payload.value("call_id", std::string()));
+            if (it != callIndex.end())
+                context.history[it->second.first].results[it->second.second] = std::move(payload);
+        }
+    }
+    const int64_t nextSeq = events.empty() ? 1 : events.back().seq + 1;
+    context.idempotencyKey = context.sessionId + ":" + std::to_string(nextSeq);
+    return context;
+}
+
+} // namespace paddock::engine

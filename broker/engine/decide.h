@@ -1,0 +1,46 @@
+#pragma once
+// The step engine's brain: the next action of a session as a pure function of its log.
+// Any worker that reads the same log derives the same action, which is what lets a step be repeated
+// safely after a crash (together with idempotency keys derived from (session, seq)).
+
+#include "broker/core/event.h"
+#include "broker/core/session_state.h"
+#include "broker/model/model_adapter.h"
+
+#include <span>
+#include <string>
+
+namespace paddock::engine {
+
+enum class ActionKind {
+    None,            // nothing to do now (paused, waiting, or finished with nothing held)
+    ClaimSandbox,    // claim a sandbox of `tier`
+    CallModel,       // ask the model for the next turn
+    RunTool,         // perform `call` in the sandbox
+    Finish,          // `call` is finish: record its result and the final state
+    FailSession,     // end the session as failed because of `reason`
+    ReleaseSandbox,  // the session has ended; give its sandbox back
+};
+
+const char *actionName(ActionKind kind);
+
+struct Action {
+    ActionKind kind = ActionKind::None;
+    core::SessionState state;   // the fold of the log the action was derived from
+    std::string tier;           // ClaimSandbox
+    model::ToolCall call;       // RunTool, Finish
+    std::string reason;         // FailSession
+    // Every external call made for this action carries this key: "<session>:<seq>", where seq is
+    // the seq its result will be appended at.
+    std::string idempotencyKey;
+};
+
+// Consecutive model errors after which a session fails instead of retrying.
+inline constexpr int kMaxConsecutiveModelErrors = 3;
+
+Action decide(std::span<const core::Event> events);
+
+// The model's view of the session: goal, playbook and every earlier turn with its tool results.
+model::ModelContext buildModelContext(std::span<const core::Event> events);
+
+} // namespace paddock::engine

@@ -1,0 +1,338 @@
+#include "broker/engine/step_engine.h"
+
+#include <nlohmann/json.hpp>
+#include <spdlog/spdlog.h>
+
+#include <climits>
+
+namespace paddock::engine {
+
+namespace {
+
+using nlohmann::json;
+
+// Program output is arbitrary bytes; recorded JSON must stay valid, so invalid UTF-8 is replaced.
+std::string dumpJson(const json &j)
+{
+    return j.dump(-1, ' ', false, json::error_handler_t::replace);
+}
+
+core::NewEvent event(const char *kind, const json &payload)
+{
+    return core::NewEvent{kind, dumpJson(payload), 0};
+}
+
+// Keeps the head and the tail of a long output, which is where compilers and test runners put what
+// matters, and says how much was left out.
+std::string clipOutput(const std::string &data, bool *clipped)
+{
+    *clipped = data.size() > kMaxRecordedOutputBytes;
+    if (!*clipped)
+        return data;
+    const size_t head = kMaxRecordedOutputBytes / 8;
+    const size_t tail = kMaxRecordedOutputBytes - head;
+    return data.substr(0, head) + "\n[... " + std::to_string(data.size() - head - tail)
+        + " bytes omitted ...]\n" + data.substr(data.size() - tail);
+}
+
+std::string stringArg(const model::ToolCall &call, const char *key)
+{
+    auto it = call.arguments.find(key);
+    return it != call.arguments.end() && it->is_string() ? it->get<std::string>() : std::string();
+}
+
+json toolResultBase(const model::ToolCall &call)
+{
+    return json{{"call_id", call.id}, {"name", call.name}};
+}
+
+} // namespace
+
+StepEngine::StepEngine(store::EventStore &store, const pools::PoolSet &pools, ModelLookup models,
+                       EngineOptions options)
+    : m_store(store), m_pools(pools), m_models(std::move(models)), m_options(std::move(options))
+{
+}
+
+StepEngine::~StepEngine()
+{
+    stop();
+}
+
+void StepEngine::start()
+{
+    m_stopping = false;
+    for (int i = 0; i < m_options.workers; ++i)
+        m_workers.emplace_back([this, i] { workerLoop(i); });
+    m_keeper = std::thread([this] { keeperLoop(); });
+}
+
+void StepEngine::stop()
+{
+    m_stopping = true;
+    m_keeperWake.notify_all();
+    for (auto &worker : m_workers) {
+        if (worker.joinable())
+            worker.join();
+    }
+    m_workers.clear();
+    if (m_keeper.joinable())
+        m_keeper.join();
+}
+
+void StepEngine::workerLoop(int index)
+{
+    const std::string workerId = m_options.workerPrefix + "-" + std::to_string(index);
+    while (!m_stopping) {
+        auto lease = m_store.acquireLease(workerId, m_options.leaseMs, m_options.idleWaitMs);
+        if (!lease)
+            continue;
+        {
+            std::lock_guard lock(m_leasesMutex);
+            m_activeLeases[index] = *lease;
+        }
+        StepOutcome outcome;
+        try {
+            outcome = runOneStep(*lease);
+        } catch (const std::exception &e) {
+            // A bug in one step must not take the broker down; the session is retried later.
+            spdlog::error("step of session {} threw: {}", lease->sessionId, e.what());
+            outcome.retryAfterMs = m_options.retryAfterUnavailableMs;
+        }
+        {
+            std::lock_guard lock(m_leasesMutex);
+            m_activeLeases.erase(index);
+        }
+        if (!outcome.note.empty())
+            spdlog::debug("session {}: {} ({})", lease->sessionId, actionName(outcome.action), outcome.note);
+        m_store.releaseLease(*lease, outcome.retryAfterMs);
+    }
+}
+
+void StepEngine::keeperLoop()
+{
+    std::unique_lock lock(m_leasesMutex);
+    while (!m_stopping) {
+        m_keeperWake.wait_for(lock, std::chrono::milliseconds(m_options.leaseMs / 3));
+        for (auto &[index, lease] : m_activeLeases) {
+            if (!m_store.renewLease(lease, m_options.leaseMs))
+                spdlog::warn("lease on session {} expired during a step; its result will lose the race",
+                             lease.sessionId);
+        }
+    }
+}
+
+StepOutcome StepEngine::runOneStep(const store::Lease &lease)
+{
+    auto events = m_store.readEvents(lease.sessionId, 1, INT_MAX);
+    if (!events)
+        return {ActionKind::None, false, m_options.retryAfterUnavailableMs, events.error().message};
+    const Action action = decide(*events);
+
+    switch (action.kind) {
+    case ActionKind::None:
+        return {};
+    case ActionKind::ClaimSandbox:
+        return claimSandbox(action);
+    case ActionKind::CallModel:
+        return callModel(action, *events);
+    case ActionKind::RunTool:
+        return runTool(action);
+    case ActionKind::Finish: {
+        const std::string status = stringArg(action.call, "status") == "failed" ? "failed" : "succeeded";
+        json result = toolResultBase(action.call);
+        result["ok"] = true;
+        return appendResult(action, {event(core::kind::ToolResult, result),
+                                     event(core::kind::StateChanged,
+                                           {{"status", status}, {"reason", stringArg(action.call, "summary")}})});
+    }
+    case ActionKind::FailSession:
+        return appendResult(action, {event(core::kind::StateChanged, {{"status", "failed"}, {"reason", action.reason}})});
+    case ActionKind::ReleaseSandbox:
+        return releaseSandbox(action);
+    }
+    return {};
+}
+
+StepOutcome StepEngine::appendResult(const Action &action, std::vector<core::NewEvent> events)
+{
+    store::AppendRequest request;
+    request.sessionId = action.state.id;
+    request.expectedLastSeq = action.state.lastSeq;
+    request.events = std::move(events);
+    auto appended = m_store.appendSync(std::move(request));
+    if (!appended) {
+        // Aborted: someone appended first (a cancel, or another worker after our lease expired).
+        // The next step derives its action from the new tail.
+        return {action.kind, false, 0, appended.error().message};
+    }
+    return {action.kind, true, 0, {}};
+}
+
+StepOutcome StepEngine::claimSandbox(const Action &action)
+{
+    auto pool = m_pools.choose(action.tier);
+    if (!pool)
+        return {action.kind, false, m_options.retryAfterUnavailableMs, pool.error().message};
+    auto claimed = (*pool)->claim(action.tier, action.state.id, action.idempotencyKey);
+    if (!claimed) {
+        const auto code = claimed.error().code;
+        if (code == ErrorCode::Unavailable || code == ErrorCode::ResourceExhausted
+            || code == ErrorCode::DeadlineExceeded)
+            return {action.kind, false, m_options.retryAfterUnavailableMs, claimed.error().message};
+        return appendResult(action, {event(core::kind::StateChanged,
+                                           {{"status", "failed"},
+                                            {"reason", "could not claim a sandbox: " + claimed.error().message}})});
+    }
+    std::vector<core::NewEvent> events;
+    if (action.state.status == core::SessionStatus::Queued)
+        events.push_back(event(core::kind::StateChanged, {{"status", "running"}}));
+    events.push_back(event(core::kind::SandboxClaimed, {{"pool", (*pool)->name()},
+                                                        {"sandbox_id", claimed->sandboxId},
+                                                        {"tier", claimed->tier},
+                                                        {"runtime", claimed->runtime},
+                                                        {"host", claimed->host},
+                                                        {"warm", claimed->warm},
+                                                        {"claim_ms", claimed->claimMs}}));
+    return appendResult(action, std::move(events));
+}
+
+StepOutcome StepEngine::callModel(const Action &action, std::span<const core::Event> events)
+{
+    model::ModelAdapter *adapter = m_models(action.state.model);
+    if (!adapter) {
+        return appendResult(action, {event(core::kind::StateChanged,
+                                           {{"status", "failed"},
+                                            {"reason", "no model named '" + action.state.model
+                                                 + "' is configured on this broker"}})});
+    }
+    const model::ModelContext context = buildModelContext(events);
+    auto turn = adapter->next(context);
+    if (!turn) {
+        const auto &error = turn.error();
+        if (error.code == ErrorCode::FailedPrecondition) {
+            // Configuration problems do not heal by retrying.
+            return appendResult(action, {event(core::kind::StateChanged,
+                                               {{"status", "failed"}, {"reason", error.message}})});
+        }
+        auto outcome = appendResult(action, {event(core::kind::ModelError,
+                                                   {{"error", error.message}, {"code", errorCodeName(error.code)}})});
+        outcome.retryAfterMs = m_options.retryAfterUnavailableMs;
+        return outcome;
+    }
+
+    json calls = json::array();
+    std::vector<core::NewEvent> out;
+    for (const auto &call : turn->toolCalls)
+        calls.push_back({{"id", call.id}, {"name", call.name}, {"arguments", call.arguments}});
+    json response{{"model", turn->model},
+                  {"text", turn->text},
+                  {"tool_calls", calls},
+                  {"usage", {{"input_tokens", turn->usage.inputTokens},
+                             {"output_tokens", turn->usage.outputTokens},
+                             {"cached_tokens", turn->usage.cachedTokens}}},
+                  {"latency_ms", turn->latencyMs},
+                  {"attempts", turn->attempts}};
+    out.push_back(event(core::kind::ModelResponse, response));
+    for (const auto &call : turn->toolCalls)
+        out.push_back(event(core::kind::ToolCall, {{"call_id", call.id}, {"name", call.name}, {"arguments", call.arguments}}));
+    if (turn->toolCalls.empty()) {
+        // Without a tool call there is no next step to take: the model has said its last word.
+        out.push_back(event(core::kind::StateChanged,
+                            {{"status", "succeeded"}, {"reason", "the model answered without calling a tool"}}));
+    }
+    return appendResult(action, std::move(out));
+}
+
+StepOutcome StepEngine::runTool(const Action &action)
+{
+    const model::ToolCall &call = action.call;
+    pools::PoolClient *pool = m_pools.find(action.state.pool);
+    if (!pool) {
+        return appendResult(action, {event(core::kind::SandboxFailed,
+                                           {{"sandbox_id", action.state.sandboxId},
+                                            {"reason", "pool_lost"},
+                                            {"error", "pool '" + action.state.pool + "' is no longer configured"}})});
+    }
+
+    json result = toolResultBase(call);
+    Status done;
+    if (call.name == model::tool::RunCommand) {
+        pools::ExecSpec spec;
+        spec.sandboxId = action.state.sandboxId;
+        spec.argv = {"/bin/sh", "-c", stringArg(call, "command")};
+        spec.timeoutMs = call.arguments.value("timeout_ms", m_options.defaultCommandTimeoutMs);
+        spec.idempotencyKey = action.idempotencyKey;
+        result["command"] = stringArg(call, "command");
+        auto outcome = pool->exec(spec);
+        if (outcome) {
+            bool clippedOut = false;
+            bool clippedErr = false;
+            result["exit_code"] = outcome->exitCode;
+            result["signal"] = outcome->signal;
+            result["stdout"] = clipOutput(outcome->stdoutData, &clippedOut);
+            result["stderr"] = clipOutput(outcome->stderrData, &clippedErr);
+            result["stdout_clipped"] = clippedOut;
+            result["stderr_clipped"] = clippedErr;
+            result["duration_ms"] = outcome->durationMs;
+            result["timed_out"] = outcome->timedOut;
+            result["replayed"] = outcome->replayed;
+        } else {
+            done = std::unexpected(outcome.error());
+        }
+    } else if (call.name == model::tool::WriteFile) {
+        const std::string content = stringArg(call, "content");
+        done = pool->writeFile(action.state.sandboxId, stringArg(call, "path"), content);
+        if (done) {
+            result["path"] = stringArg(call, "path");
+            result["bytes"] = content.size();
+        }
+    } else if (call.name == model::tool::ReadFile) {
+        auto content = pool->readFile(action.state.sandboxId, stringArg(call, "path"));
+        if (content) {
+            bool clipped = false;
+            result["path"] = stringArg(call, "path");
+            result["content"] = clipOutput(*content, &clipped);
+            result["content_clipped"] = clipped;
+        } else {
+            done = std::unexpected(content.error());
+        }
+    } else {
+        result["error"] = "unknown tool '" + call.name + "'; the tools are run_command, write_file, read_file and finish";
+    }
+
+    if (!done) {
+        const auto &error = done.error();
+        if (error.code == ErrorCode::Unavailable || error.code == ErrorCode::DeadlineExceeded)
+            return {action.kind, false, m_options.retryAfterUnavailableMs, error.message};
+        if (error.code == ErrorCode::NotFound && error.message.find("sandbox") != std::string::npos) {
+            // The sandbox is gone (pool restarted, sandbox reaped): the next step claims a new one.
+            return appendResult(action, {event(core::kind::SandboxFailed,
+                                               {{"sandbox_id", action.state.sandboxId},
+                                                {"reason", "crashed"},
+                                                {"error", error.message}})});
+        }
+        // Anything else is the tool's own failure (a missing file, say): the model gets to see it.
+        result["error"] = error.message;
+    }
+    return appendResult(action, {event(core::kind::ToolResult, result)});
+}
+
+StepOutcome StepEngine::releaseSandbox(const Action &action)
+{
+    json payload{{"sandbox_id", action.state.sandboxId}, {"pool", action.state.pool}};
+    if (pools::PoolClient *pool = m_pools.find(action.state.pool)) {
+        auto released = pool->release(action.state.sandboxId);
+        if (!released) {
+            if (released.error().code == ErrorCode::Unavailable)
+                return {action.kind, false, m_options.retryAfterUnavailableMs, released.error().message};
+            // NotFound: it is gone already, which is what releasing wants.
+            payload["note"] = released.error().message;
+        }
+    } else {
+        payload["note"] = "pool '" + action.state.pool + "' is no longer configured";
+    }
+    return appendResult(action, {event(core::kind::SandboxReleased, payload)});
+}
+
+} // namespace paddock::engine

@@ -1,0 +1,88 @@
+#pragma once
+// Step workers: each leases one runnable session, derives its next action from the log (decide.h),
+// performs that one action, compare-and-appends the result and lets the lease go. Workers hold
+// nothing between steps; a worker that dies leaves a lease that expires, and the next worker derives
+// the same action from the same log.
+//
+// Threads: start() spawns `workers` worker threads and one lease keeper that renews the leases of
+// steps in progress. stop() may be called from any thread; it lets each worker finish its current
+// step and joins them. runOneStep() is for tests and may be called from any thread.
+
+#include "broker/engine/decide.h"
+#include "broker/model/model_adapter.h"
+#include "broker/pools/pool_set.h"
+#include "broker/store/event_store.h"
+
+#include <atomic>
+#include <condition_variable>
+#include <functional>
+#include <map>
+#include <mutex>
+#include <string>
+#include <thread>
+#include <vector>
+
+namespace paddock::engine {
+
+struct EngineOptions {
+    int workers = 4;
+    int64_t leaseMs = 30000;
+    int64_t idleWaitMs = 200;                     // how long acquireLease waits before re-checking stop
+    int64_t defaultCommandTimeoutMs = 300000;
+    int64_t retryAfterUnavailableMs = 1000;       // back-off when a pool or model is unreachable
+    std::string workerPrefix = "worker";
+};
+
+// Finds the adapter for a session's model name; nullptr when none is configured.
+using ModelLookup = std::function<model::ModelAdapter *(const std::string &name)>;
+
+// Bytes of each output stream kept in a recorded tool.result (head and tail kept, middle elided).
+inline constexpr size_t kMaxRecordedOutputBytes = 64 * 1024;
+
+struct StepOutcome {
+    ActionKind action = ActionKind::None;
+    bool appended = false;            // false: nothing to do, lost the race, or must retry later
+    int64_t retryAfterMs = 0;
+    std::string note;                 // why nothing was appended, for logs and tests
+};
+
+class StepEngine {
+public:
+    StepEngine(store::EventStore &store, const pools::PoolSet &pools, ModelLookup models,
+               EngineOptions options = {});
+    ~StepEngine();
+
+    StepEngine(const StepEngine &) = delete;
+    StepEngine &operator=(const StepEngine &) = delete;
+
+    void start();
+    void stop();
+
+    // Takes one step of the session the lease is for.
+    StepOutcome runOneStep(const store::Lease &lease);
+
+private:
+    void workerLoop(int index);
+    void keeperLoop();
+
+    StepOutcome claimSandbox(const Action &action);
+    StepOutcome callModel(const Action &action, std::span<const core::Event> events);
+    StepOutcome runTool(const Action &action);
+    StepOutcome releaseSandbox(const Action &action);
+    StepOutcome appendResult(const Action &action, std::vector<core::NewEvent> events);
+
+    store::EventStore &m_store;
+    const pools::PoolSet &m_pools;
+    ModelLookup m_models;
+    EngineOptions m_options;
+
+    std::atomic<bool> m_stopping{false};
+    std::vector<std::thread> m_workers;
+    std::thread m_keeper;
+
+    std::mutex m_leasesMutex;                     // guards m_activeLeases, m_keeperWake
+    std::condition_variable m_keeperWake;
+    std::map<int, store::Lease> m_activeLeases;   // worker index -> lease of its step in progress
+};
+
+} // namespace paddock::engine

@@ -1,0 +1,48 @@
+#include "broker/pools/pool_set.h"
+
+#include <algorithm>
+
+namespace paddock::pools {
+
+void PoolSet::add(std::unique_ptr<PoolClient> client, bool local)
+{
+    m_entries.push_back({std::move(client), local});
+}
+
+PoolClient *PoolSet::find(const std::string &name) const
+{
+    for (const auto &entry : m_entries) {
+        if (entry.client->name() == name)
+            return entry.client.get();
+    }
+    return nullptr;
+}
+
+Result<PoolClient *> PoolSet::choose(const std::string &tier) const
+{
+    if (m_entries.empty())
+        return fail(ErrorCode::FailedPrecondition,
+                    "no pools are configured: add a [[pool]] to the broker config or pass --pool NAME=HOST:PORT");
+    std::string tried;
+    for (const auto &entry : m_entries) {
+        auto status = entry.client->status();
+        if (!status) {
+            tried += " " + entry.client->name() + " (" + status.error().message + ");";
+            continue;
+        }
+        const bool offers = std::any_of(status->tiers.begin(), status->tiers.end(),
+                                        [&](const TierStatus &t) { return t.name == tier; });
+        if (offers)
+            return entry.client.get();
+        tried += " " + entry.client->name() + " (no tier '" + tier + "');";
+    }
+    return fail(ErrorCode::Unavailable, "no pool can take a sandbox of tier '" + tier + "':" + tried
+                    + " start a pool offering it or pick another tier");
+}
+
+bool PoolSet::anyLocal() const
+{
+    return std::any_of(m_entries.begin(), m_entries.end(), [](const Entry &e) { return e.local; });
+}
+
+} // namespace paddock::pools

@@ -1,0 +1,172 @@
+// decide() on event lists: the step engine's next action is a pure function of the log.
+
+#include "broker/engine/decide.h"
+
+#include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
+
+namespace paddock::engine {
+namespace {
+
+using nlohmann::json;
+
+class Log {
+public:
+    Log &add(const char *kind, const json &payload)
+    {
+        core::Event e;
+        e.sessionId = "s1";
+        e.seq = static_cast<int64_t>(m_events.size()) + 1;
+        e.timeUnixMs = 1000 + e.seq;
+        e.kind = kind;
+        e.payload = payload.dump();
+        m_events.push_back(e);
+        return *this;
+    }
+    Log &created() { return add(core::kind::SessionCreated, {{"goal", "g"}, {"model", "scripted"}, {"tier", "lite"}, {"playbook_toml", "x"}}); }
+    Log &claimed() { return add(core::kind::SandboxClaimed, {{"sandbox_id", "sb1"}, {"pool", "p"}, {"tier", "lite"}}); }
+    Log &response(const std::string &id, const std::string &name)
+    {
+        add(core::kind::ModelResponse, {{"tool_calls", json::array({{{"id", id}, {"name", name}, {"arguments", {{"command", "ls"}}}}})}});
+        return add(core::kind::ToolCall, {{"call_id", id}, {"name", name}, {"arguments", {{"command", "ls"}}}});
+    }
+    Log &result(const std::string &id) { return add(core::kind::ToolResult, {{"call_id", id}, {"exit_code", 0}, {"stdout", "out"}}); }
+    Log &state(const char *status) { return add(core::kind::StateChanged, {{"status", status}}); }
+    const std::vector<core::Event> &events() const { return m_events; }
+
+private:
+    std::vector<core::Event> m_events;
+};
+
+TEST(Decide, EmptyLogHasNothingToDo)
+{
+    EXPECT_EQ(decide({}).kind, ActionKind::None);
+}
+
+TEST(Decide, NewSessionClaimsASandboxOfItsTier)
+{
+    Log log;
+    log.created();
+    const Action action = decide(log.events());
+    EXPECT_EQ(action.kind, ActionKind::ClaimSandbox);
+    EXPECT_EQ(action.tier, "lite");
+    EXPECT_EQ(action.idempotencyKey, "s1:2");
+}
+
+TEST(Decide, WithASandboxAndNoPendingCallAsksTheModel)
+{
+    Log log;
+    log.created().claimed();
+    EXPECT_EQ(decide(log.events()).kind, ActionKind::CallModel);
+}
+
+TEST(Decide, PendingToolCallRunsBeforeAnythingElse)
+{
+    Log log;
+    log.created().claimed().response("c1", "run_command");
+    const Action action = decide(log.events());
+    EXPECT_EQ(action.kind, ActionKind::RunTool);
+    EXPECT_EQ(action.call.id, "c1");
+    EXPECT_EQ(action.call.arguments.value("command", ""), "ls");
+    EXPECT_EQ(action.idempotencyKey, "s1:5");
+}
+
+TEST(Decide, ResolvedCallLeadsBackToTheModel)
+{
+    Log log;
+    log.created().claimed().response("c1", "run_command").result("c1");
+    EXPECT_EQ(decide(log.events()).kind, ActionKind::CallModel);
+}
+
+TEST(Decide, FinishCallFinishes)
+{
+    Log log;
+    log.created().claimed().response("c1", "finish");
+    const Action action = decide(log.events());
+    EXPECT_EQ(action.kind, ActionKind::Finish);
+    EXPECT_EQ(action.call.id, "c1");
+}
+
+TEST(Decide, EndedSessionReleasesItsSandboxThenRests)
+{
+    Log log;
+    log.created().claimed().state("succeeded");
+    EXPECT_EQ(decide(log.events()).kind, ActionKind::ReleaseSandbox);
+    log.add(core::kind::SandboxReleased, {{"sandbox_id", "sb1"}});
+    EXPECT_EQ(decide(log.events()).kind, ActionKind::None);
+}
+
+TEST(Decide, CancelledSessionWithPendingCallDoesNotRunIt)
+{
+    Log log;
+    log.created().claimed().response("c1", "run_command").state("cancelled");
+    EXPECT_EQ(decide(log.events()).kind, ActionKind::ReleaseSandbox);
+}
+
+TEST(Decide, PausedSessionRests)
+{
+    Log log;
+    log.created().claimed().state("running").state("paused");
+    EXPECT_EQ(decide(log.events()).kind, ActionKind::None);
+    log.state("running");
+    EXPECT_EQ(decide(log.events()).kind, ActionKind::CallModel);
+}
+
+TEST(Decide, LostSandboxIsClaimedAgain)
+{
+    Log log;
+    log.created().claimed().response("c1", "run_command");
+    log.add(core::kind::SandboxFailed, {{"sandbox_id", "sb1"}, {"reason", "crashed"}});
+    EXPECT_EQ(decide(log.events()).kind, ActionKind::ClaimSandbox);
+}
+
+TEST(Decide, RepeatedModelErrorsFailTheSession)
+{
+    Log log;
+    log.created().claimed();
+    for (int i = 0; i < kMaxConsecutiveModelErrors - 1; ++i)
+        log.add(core::kind::ModelError, {{"error", "HTTP 500"}});
+    EXPECT_EQ(decide(log.events()).kind, ActionKind::CallModel);
+    log.add(core::kind::ModelError, {{"error", "HTTP 503"}});
+    const Action action = decide(log.events());
+    EXPECT_EQ(action.kind, ActionKind::FailSession);
+    EXPECT_NE(action.reason.find("HTTP 503"), std::string::npos);
+}
+
+TEST(Decide, ModelResponseResetsTheErrorCount)
+{
+    Log log;
+    log.created().claimed();
+    for (int i = 0; i < kMaxConsecutiveModelErrors; ++i)
+        log.add(core::kind::ModelError, {{"error", "x"}});
+    log.response("c1", "run_command").result("c1");
+    EXPECT_EQ(decide(log.events()).kind, ActionKind::CallModel);
+}
+
+TEST(Decide, SameLogSameAction)
+{
+    Log log;
+    log.created().claimed().response("c1", "run_command");
+    const Action a = decide(log.events());
+    const Action b = decide(log.events());
+    EXPECT_EQ(a.kind, b.kind);
+    EXPECT_EQ(a.idempotencyKey, b.idempotencyKey);
+    EXPECT_EQ(a.call.id, b.call.id);
+}
+
+TEST(BuildModelContext, PairsEachResultWithItsCall)
+{
+    Log log;
+    log.created().claimed().response("c1", "run_command").result("c1").response("c2", "run_command");
+    const model::ModelContext context = buildModelContext(log.events());
+    EXPECT_EQ(context.goal, "g");
+    EXPECT_EQ(context.playbookToml, "x");
+    ASSERT_EQ(context.history.size(), 2u);
+    ASSERT_EQ(context.history[0].results.size(), 1u);
+    EXPECT_EQ(context.history[0].results[0].value("stdout", ""), "out");
+    EXPECT_TRUE(context.history[1].results[0].is_null());
+    EXPECT_EQ(context.idempotencyKey, "s1:8");
+}
+
+} // namespace
+} // namespace paddock::engine
