@@ -1,0 +1,138 @@
+#include "broker/server/broker.h"
+
+#include "broker/engine/step_engine.h"
+#include "broker/pools/grpc_pool_client.h"
+#include "broker/pools/pool_set.h"
+#include "broker/server/broker_service.h"
+#include "broker/server/stream_hub.h"
+#include "broker/store/sqlite_event_store.h"
+#include "common/paths.h"
+
+#include <grpcpp/ext/proto_server_reflection_plugin.h>
+#include <grpcpp/grpcpp.h>
+#include <grpcpp/health_check_service_interface.h>
+#include <spdlog/spdlog.h>
+
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/un.h>
+#include <unistd.h>
+
+namespace paddock::server {
+
+namespace {
+
+// True when something accepts connections on the unix socket at path.
+bool socketIsLive(const std::filesystem::path &path)
+{
+    const int fd = ::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    if (fd < 0)
+        return false;
+    sockaddr_un addr{};
+    addr.sun_family = AF_UNIX;
+    std::strncpy(addr.sun_path, path.c_str(), sizeof addr.sun_path - 1);
+    const bool live = ::connect(fd, reinterpret_cast<sockaddr *>(&addr), sizeof addr) == 0;
+    ::close(fd);
+    return live;
+}
+
+} // namespace
+
+struct Broker::Parts {
+    std::unique_ptr<store::EventStore> store;
+    pools::PoolSet pools;
+    std::unique_ptr<model::ModelRegistry> models;
+    std::unique_ptr<StreamHub> hub;
+    std::unique_ptr<engine::StepEngine> engine;
+    std::unique_ptr<BrokerService> service;
+    std::unique_ptr<grpc::Server> server;
+};
+
+Broker::Broker(BrokerConfig config) : m_config(std::move(config)) {}
+
+Broker::~Broker()
+{
+    stop();
+}
+
+Status Broker::start()
+{
+    if (auto valid = validateBrokerConfig(m_config); !valid)
+        return valid;
+    auto parts = std::make_unique<Parts>();
+
+    if (auto error = ensurePrivateDirectory(m_config.dataDir); !error.empty())
+        return fail(ErrorCode::FailedPrecondition, error + ": pick another --data-dir");
+    auto store = store::openSqliteEventStore(m_config.dataDir / "broker.db");
+    if (!store)
+        return std::unexpected(store.error());
+    parts->store = std::move(*store);
+
+    for (const auto &pool : m_config.pools)
+        parts->pools.add(pools::makeGrpcPoolClient(pool.name, pool.endpoint), isLocalEndpoint(pool.endpoint));
+    if (parts->pools.anyLocal())
+        spdlog::warn("local execution: agents' commands run on this machine (allow_local_execution = true)");
+
+    parts->models = std::make_unique<model::ModelRegistry>(m_config.models);
+    model::ModelRegistry *models = parts->models.get();
+    engine::ModelLookup lookup = [models](const std::string &name) { return models->find(name); };
+
+    parts->hub = std::make_unique<StreamHub>(*parts->store);
+    parts->hub->start();
+
+    engine::EngineOptions engineOptions;
+    engineOptions.workers = m_config.workers;
+    engineOptions.leaseMs = m_config.leaseMs;
+    parts->engine = std::make_unique<engine::StepEngine>(*parts->store, parts->pools, lookup, engineOptions);
+
+    BrokerServiceOptions serviceOptions;
+    serviceOptions.playbookDir = m_config.models.playbookDir;
+    serviceOptions.defaultTier = m_config.defaultTier;
+    serviceOptions.modelNames = models->names();
+    parts->service = std::make_unique<BrokerService>(*parts->store, *parts->hub, parts->pools, lookup, serviceOptions);
+
+    // The socket's directory is private (0700) and the socket 0600: the peer's OS user is the principal.
+    const auto socketDir = m_config.socketPath.parent_path();
+    if (auto error = ensurePrivateDirectory(socketDir); !error.empty())
+        return fail(ErrorCode::FailedPrecondition, error + ": pick another --socket");
+    if (std::filesystem::exists(m_config.socketPath)) {
+        if (socketIsLive(m_config.socketPath))
+            return fail(ErrorCode::FailedPrecondition, "another broker is already listening on " + m_config.socketPath.string()
+                            + ": stop it first, or pass --socket to use another path");
+        std::filesystem::remove(m_config.socketPath);   // left behind by a broker that was killed
+    }
+
+    grpc::EnableDefaultHealthCheckService(true);
+    grpc::reflection::InitProtoReflectionServerBuilderPlugin();
+    grpc::ServerBuilder builder;
+    builder.AddListeningPort("unix:" + m_config.socketPath.string(), grpc::InsecureServerCredentials());
+    builder.RegisterService(parts->service.get());
+    parts->server = builder.BuildAndStart();
+    if (!parts->server)
+        return fail(ErrorCode::Unavailable, "could not listen on " + m_config.socketPath.string()
+                        + ": check that its directory is writable, or pass --socket");
+    ::chmod(m_config.socketPath.c_str(), 0600);
+
+    parts->engine->start();
+    m_parts = std::move(parts);
+    spdlog::info("broker listening on unix:{} with {} workers, database {}", m_config.socketPath.string(),
+                 m_config.workers, (m_config.dataDir / "broker.db").string());
+    return {};
+}
+
+void Broker::stop()
+{
+    if (!m_parts)
+        return;
+    auto parts = std::move(m_parts);
+    parts->hub->beginShutdown();
+    parts->server->Shutdown(std::chrono::system_clock::now() + std::chrono::seconds(2));
+    parts->engine->stop();
+    parts->hub->stop();
+    parts->store->close();
+    std::error_code ec;
+    std::filesystem::remove(m_config.socketPath, ec);
+    spdlog::info("broker stopped; the store is committed and checkpointed");
+}
+
+} // namespace paddock::server

@@ -1,0 +1,36 @@
+#pragma once
+// One running broker: the store, the pools, the models, the step engine and the gRPC server,
+// started and stopped in order.
+//
+// Threads: start() and stop() from the main thread. Everything else runs on the threads of its
+// parts (store writer, step workers, stream pump, gRPC).
+
+#include "broker/server/broker_config.h"
+
+#include <memory>
+
+namespace paddock::server {
+
+class Broker {
+public:
+    explicit Broker(BrokerConfig config);
+    ~Broker();
+
+    Broker(const Broker &) = delete;
+    Broker &operator=(const Broker &) = delete;
+
+    // Opens the store, connects the pools and starts serving on the socket. Errors name the fix.
+    Status start();
+    // Stops accepting calls, ends the streams, lets each worker finish its step, commits and
+    // checkpoints the store. Idempotent.
+    void stop();
+
+    const BrokerConfig &config() const { return m_config; }
+
+private:
+    struct Parts;
+    BrokerConfig m_config;
+    std::unique_ptr<Parts> m_parts;
+};
+
+} // namespace paddock::server

@@ -1,0 +1,284 @@
+#include "broker/server/broker_service.h"
+
+#include "broker/model/playbook.h"
+#include "broker/server/convert.h"
+
+#include <nlohmann/json.hpp>
+
+#include <random>
+
+namespace paddock::server {
+
+namespace {
+
+grpc::ServerUnaryReactor *finish(grpc::CallbackServerContext *context, const grpc::Status &status)
+{
+    auto *reactor = context->DefaultReactor();
+    reactor->Finish(status);
+    return reactor;
+}
+
+template <typename T>
+grpc::ServerUnaryReactor *finish(grpc::CallbackServerContext *context, const Result<T> &result)
+{
+    return finish(context, result ? grpc::Status::OK : toGrpcStatus(result.error()));
+}
+
+std::string newSessionId()
+{
+    thread_local std::mt19937_64 random{std::random_device{}()};
+    static const char *digits = "0123456789abcdef";
+    std::string id = "s-";
+    uint64_t bits = random();
+    for (int i = 0; i < 12; ++i, bits >>= 4)
+        id += digits[bits & 0xf];
+    return id;
+}
+
+std::string joined(const std::vector<std::string> &names)
+{
+    std::string out;
+    for (const auto &name : names)
+        out += (out.empty() ? "" : ", ") + name;
+    return out.empty() ? "(none)" : out;
+}
+
+} // namespace
+
+BrokerService::BrokerService(store::EventStore &store, StreamHub &hub, const pools::PoolSet &pools,
+                             engine::ModelLookup models, BrokerServiceOptions options)
+    : m_store(store), m_hub(hub), m_pools(pools), m_models(std::move(models)), m_options(std::move(options))
+{
+}
+
+Result<core::SessionState> BrokerService::getSession(const std::string &id)
+{
+    if (id.empty())
+        return fail(ErrorCode::InvalidArgument, "no session id given: pass the id that `paddockctl ls` shows");
+    auto state = m_store.getSession(id);
+    if (!state && state.error().code == ErrorCode::NotFound)
+        return fail(ErrorCode::NotFound, "no session '" + id + "' on this broker: list sessions with `paddockctl ls`");
+    return state;
+}
+
+Result<core::SessionState> BrokerService::submit(const v1::SubmitSessionRequest &request)
+{
+    const bool hasPlaybook = !request.playbook().empty() || !request.playbook_toml().empty();
+    std::string modelName = request.model();
+    if (modelName.empty()) {
+        if (!hasPlaybook)
+            return fail(ErrorCode::InvalidArgument,
+                        "nothing to run: give a playbook (paddockctl submit --playbook NAME) or a goal and a model "
+                        "(--goal TEXT --model NAME)");
+        modelName = "scripted";
+    }
+    if (!m_models(modelName))
+        return fail(ErrorCode::NotFound, "no model named '" + modelName + "' is configured on this broker; configured: "
+                        + joined(m_options.modelNames) + ". Add it under [models] in the broker config or pick one of those");
+
+    std::string goal = request.goal();
+    std::string playbookName = request.playbook();
+    std::string playbookToml;
+    if (modelName == "scripted") {
+        if (!request.playbook().empty() && !request.playbook_toml().empty())
+            return fail(ErrorCode::InvalidArgument, "give either a playbook name or a playbook's text, not both");
+        if (!hasPlaybook)
+            return fail(ErrorCode::InvalidArgument,
+                        "the scripted model needs a playbook: pass --playbook NAME or --playbook FILE (available: "
+                            + joined(model::listPlaybooks(m_options.playbookDir)) + ")");
+        if (!request.playbook().empty()) {
+            auto text = model::loadPlaybookText(m_options.playbookDir, request.playbook());
+            if (!text)
+                return std::unexpected(text.error());
+            playbookToml = std::move(*text);
+        } else {
+            playbookToml = request.playbook_toml();
+        }
+        auto playbook = model::parsePlaybook(playbookToml, playbookName.empty() ? "<submitted playbook>" : playbookName);
+        if (!playbook)
+            return std::unexpected(playbook.error());
+        if (playbookName.empty())
+            playbookName = playbook->name;
+        if (goal.empty())
+            goal = playbook->goal;
+    } else if (goal.empty()) {
+        return fail(ErrorCode::InvalidArgument, "model '" + modelName + "' needs a goal: pass --goal TEXT");
+    }
+
+    nlohmann::json tags = nlohmann::json::array();
+    for (const auto &tag : request.tags())
+        tags.push_back(tag);
+    const nlohmann::json payload{{"agent", request.agent().empty() ? "default" : request.agent()},
+                                 {"goal", goal},
+                                 {"model", modelName},
+                                 {"playbook", playbookName},
+                                 {"playbook_toml", playbookToml},
+                                 {"tier", request.tier().empty() ? m_options.defaultTier : request.tier()},
+                                 {"tags", tags}};
+    store::AppendRequest append;
+    append.sessionId = newSessionId();
+    append.expectedLastSeq = 0;
+    append.events.push_back({core::kind::SessionCreated,
+                             payload.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace), 0});
+    auto appended = m_store.appendSync(std::move(append));
+    if (!appended)
+        return std::unexpected(appended.error());
+    return appended->state;
+}
+
+Result<core::SessionState> BrokerService::changeStatus(const std::string &id, core::SessionStatus status,
+                                                       const std::string &reason, const char *verb,
+                                                       const std::function<bool(core::SessionStatus)> &allowed)
+{
+    // Compare-and-append: if a step lands between our read and our append, read again and re-check,
+    // so a session that has just ended is never "cancelled" after the fact.
+    for (int attempt = 0; attempt < 20; ++attempt) {
+        auto state = getSession(id);
+        if (!state)
+            return state;
+        if (!allowed(state->status))
+            return fail(ErrorCode::FailedPrecondition, std::string("cannot ") + verb + " session " + id + ": it is "
+                            + core::statusName(state->status));
+        store::AppendRequest append;
+        append.sessionId = id;
+        append.expectedLastSeq = state->lastSeq;
+        nlohmann::json payload{{"status", core::statusName(status)}};
+        if (!reason.empty())
+            payload["reason"] = reason;
+        append.events.push_back({core::kind::StateChanged, payload.dump(), 0});
+        auto appended = m_store.appendSync(std::move(append));
+        if (appended)
+            return appended->state;
+        if (appended.error().code != ErrorCode::Aborted)
+            return std::unexpected(appended.error());
+    }
+    return fail(ErrorCode::Aborted, std::string("could not ") + verb + " session " + id
+                    + ": it kept changing under us; try again");
+}
+
+grpc::ServerUnaryReactor *BrokerService::SubmitSession(grpc::CallbackServerContext *context,
+                                                       const v1::SubmitSessionRequest *request, v1::Session *response)
+{
+    auto state = submit(*request);
+    if (state)
+        toProto(*state, response);
+    return finish(context, state);
+}
+
+grpc::ServerUnaryReactor *BrokerService::GetSession(grpc::CallbackServerContext *context,
+                                                    const v1::GetSessionRequest *request, v1::Session *response)
+{
+    auto state = getSession(request->id());
+    if (state)
+        toProto(*state, response);
+    return finish(context, state);
+}
+
+grpc::ServerUnaryReactor *BrokerService::ListSessions(grpc::CallbackServerContext *context,
+                                                      const v1::ListSessionsRequest *request,
+                                                      v1::ListSessionsResponse *response)
+{
+    auto query = toQuery(request->filter());
+    if (!query)
+        return finish(context, query);
+    query->pageSize = request->page_size() > 0 ? std::min(request->page_size(), 1000) : 100;
+    query->pageToken = request->page_token();
+    auto page = m_store.listSessions(*query);
+    if (page) {
+        for (const auto &state : page->sessions)
+            toProto(state, response->add_sessions());
+        response->set_next_page_token(page->nextPageToken);
+    }
+    return finish(context, page);
+}
+
+grpc::ServerWriteReactor<v1::SessionChanges> *BrokerService::WatchSessions(grpc::CallbackServerContext *,
+                                                                           const v1::WatchSessionsRequest *request)
+{
+    return m_hub.watchSessions(*request);
+}
+
+grpc::ServerWriteReactor<v1::EventBatch> *BrokerService::StreamEvents(grpc::CallbackServerContext *,
+                                                                      const v1::StreamEventsRequest *request)
+{
+    class Refusal : public grpc::ServerWriteReactor<v1::EventBatch> {
+    public:
+        explicit Refusal(const Error &error) { Finish(toGrpcStatus(error)); }
+        void OnDone() override { delete this; }
+    };
+
+    auto state = getSession(request->session_id());
+    if (!state)
+        return new Refusal(state.error());
+    if (request->from_seq() < 0 || request->from_seq() > state->lastSeq + 1) {
+        return new Refusal({ErrorCode::OutOfRange,
+                            "from_seq " + std::to_string(request->from_seq()) + " is past the end of session "
+                                + state->id + ", which has " + std::to_string(state->lastSeq)
+                                + " events: pass a seq from 1 to " + std::to_string(state->lastSeq + 1)});
+    }
+    return m_hub.streamEvents(*request, *state);
+}
+
+grpc::ServerUnaryReactor *BrokerService::CancelSession(grpc::CallbackServerContext *context,
+                                                       const v1::SessionActionRequest *request, v1::Session *response)
+{
+    auto state = changeStatus(request->id(), core::SessionStatus::Cancelled,
+                              request->reason().empty() ? "cancelled by request" : request->reason(), "cancel",
+                              [](core::SessionStatus s) { return !core::isTerminal(s); });
+    if (state)
+        toProto(*state, response);
+    return finish(context, state);
+}
+
+grpc::ServerUnaryReactor *BrokerService::PauseSession(grpc::CallbackServerContext *context,
+                                                      const v1::SessionActionRequest *request, v1::Session *response)
+{
+    auto state = changeStatus(request->id(), core::SessionStatus::Paused, request->reason(), "pause",
+                              [](core::SessionStatus s) {
+                                  return s == core::SessionStatus::Queued || s == core::SessionStatus::Running;
+                              });
+    if (state)
+        toProto(*state, response);
+    return finish(context, state);
+}
+
+grpc::ServerUnaryReactor *BrokerService::ResumeSession(grpc::CallbackServerContext *context,
+                                                       const v1::SessionActionRequest *request, v1::Session *response)
+{
+    auto state = changeStatus(request->id(), core::SessionStatus::Running, request->reason(), "resume",
+                              [](core::SessionStatus s) { return s == core::SessionStatus::Paused; });
+    if (state)
+        toProto(*state, response);
+    return finish(context, state);
+}
+
+grpc::ServerUnaryReactor *BrokerService::ListPools(grpc::CallbackServerContext *context, const v1::ListPoolsRequest *,
+                                                   v1::ListPoolsResponse *response)
+{
+    for (const auto &entry : m_pools.entries()) {
+        auto *info = response->add_pools();
+        info->set_name(entry.client->name());
+        info->set_endpoint(entry.client->endpoint());
+        info->set_local(entry.local);
+        auto status = entry.client->status();
+        info->set_healthy(status.has_value());
+        if (!status) {
+            info->set_error(status.error().message);
+            continue;
+        }
+        for (const auto &tier : status->tiers) {
+            auto *out = info->add_tiers();
+            out->mutable_tier()->set_name(tier.name);
+            out->mutable_tier()->set_runtime(tier.runtime);
+            out->set_warm(tier.warm);
+            out->set_claimed(tier.claimed);
+            out->set_max(tier.max);
+            out->set_hit_rate(tier.hitRate);
+            out->set_cold_fallbacks(tier.coldFallbacks);
+        }
+    }
+    response->set_local_execution(m_pools.anyLocal());
+    return finish(context, grpc::Status::OK);
+}
+
+} // namespace paddock::server

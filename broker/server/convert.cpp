@@ -1,0 +1,127 @@
+#include "broker/server/convert.h"
+
+#include <algorithm>
+
+namespace paddock::server {
+
+grpc::StatusCode toGrpcCode(ErrorCode code)
+{
+    switch (code) {
+    case ErrorCode::InvalidArgument: return grpc::StatusCode::INVALID_ARGUMENT;
+    case ErrorCode::NotFound: return grpc::StatusCode::NOT_FOUND;
+    case ErrorCode::AlreadyExists: return grpc::StatusCode::ALREADY_EXISTS;
+    case ErrorCode::FailedPrecondition: return grpc::StatusCode::FAILED_PRECONDITION;
+    case ErrorCode::Aborted: return grpc::StatusCode::ABORTED;
+    case ErrorCode::OutOfRange: return grpc::StatusCode::OUT_OF_RANGE;
+    case ErrorCode::Unavailable: return grpc::StatusCode::UNAVAILABLE;
+    case ErrorCode::DeadlineExceeded: return grpc::StatusCode::DEADLINE_EXCEEDED;
+    case ErrorCode::ResourceExhausted: return grpc::StatusCode::RESOURCE_EXHAUSTED;
+    case ErrorCode::PermissionDenied: return grpc::StatusCode::PERMISSION_DENIED;
+    case ErrorCode::Cancelled: return grpc::StatusCode::CANCELLED;
+    case ErrorCode::Unimplemented: return grpc::StatusCode::UNIMPLEMENTED;
+    case ErrorCode::Internal: return grpc::StatusCode::INTERNAL;
+    }
+    return grpc::StatusCode::UNKNOWN;
+}
+
+grpc::Status toGrpcStatus(const Error &error)
+{
+    return grpc::Status(toGrpcCode(error.code), error.message);
+}
+
+void toProto(const core::Event &event, v1::Event *out)
+{
+    out->set_session_id(event.sessionId);
+    out->set_seq(event.seq);
+    out->set_time_unix_ms(event.timeUnixMs);
+    out->set_kind(event.kind);
+    out->set_payload_json(event.payload);
+    out->set_cost_micros(event.costMicros);
+}
+
+v1::SessionStatus toProto(core::SessionStatus status)
+{
+    switch (status) {
+    case core::SessionStatus::Queued: return v1::SESSION_STATUS_QUEUED;
+    case core::SessionStatus::Running: return v1::SESSION_STATUS_RUNNING;
+    case core::SessionStatus::WaitingApproval: return v1::SESSION_STATUS_WAITING_APPROVAL;
+    case core::SessionStatus::Paused: return v1::SESSION_STATUS_PAUSED;
+    case core::SessionStatus::Succeeded: return v1::SESSION_STATUS_SUCCEEDED;
+    case core::SessionStatus::Failed: return v1::SESSION_STATUS_FAILED;
+    case core::SessionStatus::Cancelled: return v1::SESSION_STATUS_CANCELLED;
+    }
+    return v1::SESSION_STATUS_UNSPECIFIED;
+}
+
+std::optional<core::SessionStatus> fromProto(v1::SessionStatus status)
+{
+    switch (status) {
+    case v1::SESSION_STATUS_QUEUED: return core::SessionStatus::Queued;
+    case v1::SESSION_STATUS_RUNNING: return core::SessionStatus::Running;
+    case v1::SESSION_STATUS_WAITING_APPROVAL: return core::SessionStatus::WaitingApproval;
+    case v1::SESSION_STATUS_PAUSED: return core::SessionStatus::Paused;
+    case v1::SESSION_STATUS_SUCCEEDED: return core::SessionStatus::Succeeded;
+    case v1::SESSION_STATUS_FAILED: return core::SessionStatus::Failed;
+    case v1::SESSION_STATUS_CANCELLED: return core::SessionStatus::Cancelled;
+    default: return std::nullopt;
+    }
+}
+
+void toProto(const core::SessionState &state, v1::Session *out)
+{
+    out->set_id(state.id);
+    out->set_agent(state.agent);
+    out->set_goal(state.goal);
+    out->set_model(state.model);
+    out->set_playbook(state.playbook);
+    out->set_status(toProto(state.status));
+    out->set_tier(state.tier);
+    out->set_pool(state.pool);
+    out->set_sandbox_id(state.sandboxId);
+    out->set_steps(state.steps);
+    out->set_cost_micros(state.costMicros);
+    out->set_created_unix_ms(state.createdUnixMs);
+    out->set_updated_unix_ms(state.updatedUnixMs);
+    out->set_last_seq(state.lastSeq);
+    out->set_last_event_kind(state.lastEventKind);
+    out->set_status_reason(state.statusReason);
+    out->clear_tags();
+    for (const auto &tag : state.tags)
+        out->add_tags(tag);
+}
+
+Result<store::SessionQuery> toQuery(const v1::SessionFilter &filter)
+{
+    store::SessionQuery query;
+    for (int raw : filter.statuses()) {
+        auto status = fromProto(static_cast<v1::SessionStatus>(raw));
+        if (!status)
+            return fail(ErrorCode::InvalidArgument,
+                        "unknown session status " + std::to_string(raw)
+                            + " in the filter: use queued, running, waiting_approval, paused, succeeded, failed or cancelled");
+        query.statuses.push_back(*status);
+    }
+    query.agent = filter.agent();
+    query.text = filter.text();
+    return query;
+}
+
+bool matches(const v1::SessionFilter &filter, const core::SessionState &state)
+{
+    if (filter.statuses_size() > 0) {
+        const auto status = toProto(state.status);
+        if (std::find(filter.statuses().begin(), filter.statuses().end(), status) == filter.statuses().end())
+            return false;
+    }
+    if (!filter.agent().empty() && filter.agent() != state.agent)
+        return false;
+    if (!filter.text().empty()) {
+        const auto &text = filter.text();
+        if (state.id.find(text) == std::string::npos && state.goal.find(text) == std::string::npos
+            && state.playbook.find(text) == std::string::npos)
+            return false;
+    }
+    return true;
+}
+
+} // namespace paddock::server

@@ -1,0 +1,29 @@
+#pragma once
+// Translations between the broker's own types and the generated protobuf/gRPC types. Only
+// broker/server sees the generated code.
+
+#include "broker/core/event.h"
+#include "broker/core/session_state.h"
+#include "broker/store/event_store.h"
+#include "common/result.h"
+
+#include "paddock/v1/broker.pb.h"
+
+#include <grpcpp/support/status.h>
+
+namespace paddock::server {
+
+grpc::StatusCode toGrpcCode(ErrorCode code);
+grpc::Status toGrpcStatus(const Error &error);
+
+void toProto(const core::Event &event, v1::Event *out);
+void toProto(const core::SessionState &state, v1::Session *out);
+
+v1::SessionStatus toProto(core::SessionStatus status);
+std::optional<core::SessionStatus> fromProto(v1::SessionStatus status);
+
+// The store query for a filter; InvalidArgument for an unspecified status in the list.
+Result<store::SessionQuery> toQuery(const v1::SessionFilter &filter);
+bool matches(const v1::SessionFilter &filter, const core::SessionState &state);
+
+} // namespace paddock::server
