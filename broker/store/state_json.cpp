@@ -1,0 +1,83 @@
+#include "broker/store/state_json.h"
+
+#include <nlohmann/json.hpp>
+
+namespace paddock::store {
+
+namespace {
+
+void readString(const nlohmann::json &j, const char *key, std::string &out)
+{
+    if (auto it = j.find(key); it != j.end() && it->is_string())
+        out = it->get<std::string>();
+}
+
+void readInt(const nlohmann::json &j, const char *key, int64_t &out)
+{
+    if (auto it = j.find(key); it != j.end() && it->is_number_integer())
+        out = it->get<int64_t>();
+}
+
+} // namespace
+
+std::string sessionStateToJson(const core::SessionState &state)
+{
+    nlohmann::json j{
+        {"id", state.id},
+        {"agent", state.agent},
+        {"goal", state.goal},
+        {"model", state.model},
+        {"playbook", state.playbook},
+        {"tier", state.tier},
+        {"tags", state.tags},
+        {"status", core::statusName(state.status)},
+        {"status_reason", state.statusReason},
+        {"pool", state.pool},
+        {"sandbox_id", state.sandboxId},
+        {"steps", state.steps},
+        {"cost_micros", state.costMicros},
+        {"created_unix_ms", state.createdUnixMs},
+        {"updated_unix_ms", state.updatedUnixMs},
+        {"last_seq", state.lastSeq},
+        {"last_event_kind", state.lastEventKind},
+    };
+    // Session ids come from callers and are not checked for UTF-8; replace rather than throw on the
+    // writer thread.
+    return j.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
+}
+
+std::optional<core::SessionState> sessionStateFromJson(std::string_view text)
+{
+    const auto j = nlohmann::json::parse(text, nullptr, /*allow_exceptions=*/false);
+    if (!j.is_object())
+        return std::nullopt;
+    core::SessionState state;
+    readString(j, "id", state.id);
+    readString(j, "agent", state.agent);
+    readString(j, "goal", state.goal);
+    readString(j, "model", state.model);
+    readString(j, "playbook", state.playbook);
+    readString(j, "tier", state.tier);
+    if (auto it = j.find("tags"); it != j.end() && it->is_array()) {
+        for (const auto &tag : *it) {
+            if (tag.is_string())
+                state.tags.push_back(tag.get<std::string>());
+        }
+    }
+    std::string status;
+    readString(j, "status", status);
+    if (auto parsed = core::statusFromName(status))
+        state.status = *parsed;
+    readString(j, "status_reason", state.statusReason);
+    readString(j, "pool", state.pool);
+    readString(j, "sandbox_id", state.sandboxId);
+    readInt(j, "steps", state.steps);
+    readInt(j, "cost_micros", state.costMicros);
+    readInt(j, "created_unix_ms", state.createdUnixMs);
+    readInt(j, "updated_unix_ms", state.updatedUnixMs);
+    readInt(j, "last_seq", state.lastSeq);
+    readString(j, "last_event_kind", state.lastEventKind);
+    return state;
+}
+
+} // namespace paddock::store
