@@ -1,0 +1,50 @@
+#pragma once
+// paddock-pool's configuration: TOML ($XDG_CONFIG_HOME/paddock/pool.toml or --config), then
+// command-line flags on top. docs/pool.md lists every key with its default.
+//
+// Threads: a plain value, built once in main() and copied into the pool.
+
+#include "common/result.h"
+
+#include <cstdint>
+#include <filesystem>
+#include <string>
+#include <vector>
+
+namespace paddock::pool {
+
+struct TierConfig {
+    std::string name = "lite";
+    std::string runtime = "bwrap";
+    int warmCount = 2;
+    int maxCount = 32;
+    double cpu = 0.5;                        // parsed now, enforced by a later issue
+    int64_t memoryBytes = 512ll << 20;       // ditto
+};
+
+struct PoolConfig {
+    std::string poolId;                      // default: the host name
+    std::string listen = "127.0.0.1:7701";
+    std::filesystem::path stateDir;          // default: $XDG_DATA_HOME/paddock/pool
+    std::filesystem::path initPath;          // default: next to the paddock-pool executable
+    std::string logLevel = "info";
+    int64_t defaultExecTimeoutMs = 600000;   // when a request says 0
+    int64_t maxExecTimeoutMs = 3600000;
+    int64_t maxOutputBytes = 16ll << 20;     // per exec; beyond it output is dropped
+    int execCachePerSandbox = 256;           // idempotency records kept per sandbox
+    int64_t execCacheBytesPerSandbox = 64ll << 20;
+    int drainTimeoutMs = 5000;               // SIGTERM: how long in-flight calls may take
+    std::vector<TierConfig> tiers;           // default: one lite tier
+
+    TierConfig *findTier(const std::string &name);
+};
+
+// Reads a TOML file into a config that starts from the defaults. A missing file is fine when
+// mustExist is false (the default location); a file that does not parse is an InvalidArgument
+// naming the file, line and key.
+Result<PoolConfig> loadPoolConfig(const std::filesystem::path &file, bool mustExist);
+
+// Fills what is still empty: pool id, state dir, init path, and the lite tier.
+void applyPoolDefaults(PoolConfig &config);
+
+} // namespace paddock::pool

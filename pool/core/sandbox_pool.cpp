@@ -1,0 +1,657 @@
+#include "pool/core/sandbox_pool.h"
+
+#include "common/clock.h"
+#include "common/paths.h"
+
+#include <spdlog/spdlog.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <climits>
+#include <poll.h>
+#include <random>
+#include <sys/eventfd.h>
+#include <unistd.h>
+
+namespace paddock::pool {
+namespace fs = std::filesystem;
+
+namespace {
+
+constexpr int kRefillThreadsPerTier = 2;   // the budget measures refill at two parallel starts
+constexpr int64_t kClaimWaitMs = 30000;    // at max_count with starts in flight: wait this long
+constexpr int64_t kRefillBackoffMinMs = 500;
+constexpr int64_t kRefillBackoffMaxMs = 30000;
+constexpr size_t kReleasedIdsKept = 4096;
+const std::vector<int64_t> kLatencyBucketsUs = {250, 500, 1000, 2000, 5000, 10000, 25000,
+                                                50000, 100000, 250000, 1000000, INT64_MAX};
+
+std::string randomHex(int chars)
+{
+    thread_local std::mt19937_64 rng{std::random_device{}()};
+    static const char *digits = "0123456789abcdef";
+    std::string s;
+    for (int i = 0; i < chars; ++i)
+        s.push_back(digits[rng() & 15]);
+    return s;
+}
+
+std::string detectCgroupVersion()
+{
+    std::error_code ec;
+    if (fs::exists("/sys/fs/cgroup/cgroup.controllers", ec))
+        return "v2";
+    if (fs::exists("/sys/fs/cgroup/memory", ec))
+        return "v1";
+    return "none";
+}
+
+std::string hostName()
+{
+    char host[256] = {};
+    ::gethostname(host, sizeof host - 1);
+    return host;
+}
+
+std::unexpected<Error> noSuchSandbox(const std::string &id)
+{
+    return fail(ErrorCode::NotFound, "no sandbox '" + id + "' on this pool; it may have been released — claim a new one");
+}
+
+} // namespace
+
+struct SandboxPool::ExecRecord {
+    bool done = false;                                 // guarded by Sandbox::execMutex
+    std::vector<std::pair<int, std::string>> chunks;   // written only by the running thread until done
+    int64_t bytes = 0;
+    Result<InitExecResult> result;
+};
+
+struct SandboxPool::Sandbox {
+    enum class State { Warm, Claimed, Dead };
+
+    std::string id;
+    Tier *tier = nullptr;
+    fs::path dir;
+    std::unique_ptr<RunningSandbox> running;
+    InitClient init;
+    // Guarded by the pool's m_mutex.
+    State state = State::Warm;
+    std::string deathReason;
+    std::string sessionId;
+    std::string claimKey;
+
+    // Exec idempotency records, guarded by execMutex.
+    std::mutex execMutex;
+    std::condition_variable execCv;
+    std::map<std::string, std::shared_ptr<ExecRecord>> records;
+    std::deque<std::string> order;
+    int64_t recordBytes = 0;
+
+    Sandbox(std::string id_, Tier *tier_, fs::path dir_, std::unique_ptr<RunningSandbox> running_)
+        : id(std::move(id_)), tier(tier_), dir(std::move(dir_)), running(std::move(running_)),
+          init(running->controlSocket())
+    {
+    }
+};
+
+struct SandboxPool::Tier {
+    TierConfig config;
+    Runtime *runtime = nullptr;
+    // Guarded by the pool's m_mutex.
+    std::deque<std::shared_ptr<Sandbox>> warm;
+    int claimed = 0;
+    int starting = 0;     // cold starts and refills in flight
+    int refilling = 0;    // the refill part of `starting`
+    int64_t claims = 0;
+    int64_t warmClaims = 0;
+    int64_t coldFallbacks = 0;
+    int64_t starts = 0;
+    int64_t startUsTotal = 0;
+    std::vector<int64_t> latencyCounts = std::vector<int64_t>(kLatencyBucketsUs.size(), 0);
+
+    int total() const { return static_cast<int>(warm.size()) + claimed + starting; }
+};
+
+Result<std::unique_ptr<SandboxPool>> SandboxPool::create(PoolConfig config)
+{
+    applyPoolDefaults(config);
+    std::map<std::string, std::unique_ptr<Runtime>> runtimes;
+    for (const auto &tier : config.tiers) {
+        if (runtimes.count(tier.runtime))
+            continue;
+        auto rt = makeRuntime(tier.runtime);
+        if (!rt)
+            return fail(rt.error().code, "tier '" + tier.name + "': " + rt.error().message);
+        runtimes.emplace(tier.runtime, std::move(*rt));
+    }
+    if (::access(config.initPath.c_str(), X_OK) != 0)
+        return fail(ErrorCode::FailedPrecondition,
+                    "the sandbox init is not at " + config.initPath.string() +
+                        "; build the paddock-sandbox-init target next to paddock-pool or set init_path in pool.toml");
+    if (auto err = ensurePrivateDirectory(config.stateDir, 0700); !err.empty())
+        return fail(ErrorCode::FailedPrecondition, err + "; pass a writable --state-dir");
+    const fs::path sandboxes = config.stateDir / "sandboxes";
+    std::error_code ec;
+    // Sandboxes of an earlier run died with it (bwrap --die-with-parent); their directories remain.
+    if (fs::exists(sandboxes, ec)) {
+        for (const auto &entry : fs::directory_iterator(sandboxes, ec)) {
+            spdlog::info("removing sandbox directory left by an earlier run: {}", entry.path().string());
+            fs::remove_all(entry.path(), ec);
+        }
+    }
+    if (auto err = ensurePrivateDirectory(sandboxes, 0700); !err.empty())
+        return fail(ErrorCode::FailedPrecondition, err + "; pass a writable --state-dir");
+    return std::unique_ptr<SandboxPool>(new SandboxPool(std::move(config), std::move(runtimes)));
+}
+
+SandboxPool::SandboxPool(PoolConfig config, std::map<std::string, std::unique_ptr<Runtime>> runtimes)
+    : m_config(std::move(config)), m_runtimes(std::move(runtimes)), m_startedUs(monotonicUs())
+{
+    for (const auto &tc : m_config.tiers) {
+        auto tier = std::make_unique<Tier>();
+        tier->config = tc;
+        tier->runtime = m_runtimes.at(tc.runtime).get();
+        m_tiers.push_back(std::move(tier));
+    }
+    m_wakeFd = ::eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
+}
+
+SandboxPool::~SandboxPool()
+{
+    shutdown();
+    if (m_wakeFd >= 0)
+        ::close(m_wakeFd);
+}
+
+void SandboxPool::start()
+{
+    for (auto &tier : m_tiers)
+        for (int i = 0; i < kRefillThreadsPerTier; ++i)
+            m_threads.emplace_back([this, t = tier.get()] { refillLoop(t); });
+    m_threads.emplace_back([this] { monitorLoop(); });
+}
+
+void SandboxPool::shutdown()
+{
+    if (m_shutDown.exchange(true))
+        return;
+    {
+        std::lock_guard lock(m_mutex);
+        m_stopping = true;
+    }
+    m_cv.notify_all();
+    wakeMonitor();
+    for (auto &t : m_threads)
+        t.join();
+    m_threads.clear();
+    std::vector<std::shared_ptr<Sandbox>> all;
+    {
+        std::lock_guard lock(m_mutex);
+        for (auto &[id, sb] : m_sandboxes)
+            all.push_back(sb);
+        m_sandboxes.clear();
+        for (auto &tier : m_tiers) {
+            tier->warm.clear();
+            tier->claimed = 0;
+        }
+    }
+    m_cv.notify_all();
+    for (auto &sb : all)
+        destroy(sb);
+    spdlog::info("released {} sandboxes", all.size());
+}
+
+void SandboxPool::wakeMonitor()
+{
+    if (m_wakeFd >= 0) {
+        uint64_t one = 1;
+        (void)!::write(m_wakeFd, &one, sizeof one);
+    }
+}
+
+Result<std::shared_ptr<SandboxPool::Sandbox>> SandboxPool::startSandbox(Tier &tier)
+{
+    const std::string id = tier.config.name + "-" + randomHex(12);
+    const fs::path dir = m_config.stateDir / "sandboxes" / id;
+    SandboxSpec spec;
+    spec.id = id;
+    spec.workspaceDir = dir / "workspace";
+    spec.controlDir = dir / "ctl";
+    spec.initPath = m_config.initPath;
+    spec.cpu = tier.config.cpu;
+    spec.memoryBytes = tier.config.memoryBytes;
+    std::error_code ec;
+    fs::create_directories(spec.workspaceDir, ec);
+    if (!ec)
+        fs::create_directories(spec.controlDir, ec);
+    if (ec)
+        return fail(ErrorCode::FailedPrecondition, "cannot create " + dir.string() + ": " + ec.message() +
+                                                       "; check that the pool's --state-dir is writable and has space");
+    fs::permissions(spec.controlDir, fs::perms::owner_all, ec);
+    const int64_t t0 = monotonicUs();
+    auto running = tier.runtime->start(spec);
+    const int64_t took = monotonicUs() - t0;
+    if (!running) {
+        fs::remove_all(dir, ec);
+        return std::unexpected(running.error());
+    }
+    {
+        std::lock_guard lock(m_mutex);
+        tier.starts++;
+        tier.startUsTotal += took;
+    }
+    spdlog::debug("started sandbox {} in {:.1f} ms", id, took / 1000.0);
+    return std::make_shared<Sandbox>(id, &tier, dir, std::move(*running));
+}
+
+void SandboxPool::destroy(const std::shared_ptr<Sandbox> &sandbox)
+{
+    sandbox->running->kill();
+    std::error_code ec;
+    // The sandbox is dead: nothing inside can race the removal. remove_all does not follow
+    // symlinks, so a link the agent planted is removed, not its target.
+    fs::remove_all(sandbox->dir, ec);
+    if (ec)
+        spdlog::warn("could not delete {}: {}", sandbox->dir.string(), ec.message());
+}
+
+void SandboxPool::recordClaimLatency(Tier &tier, int64_t us)
+{
+    for (size_t i = 0; i < kLatencyBucketsUs.size(); ++i) {
+        if (us <= kLatencyBucketsUs[i]) {
+            tier.latencyCounts[i]++;
+            return;
+        }
+    }
+}
+
+Result<ClaimResult> SandboxPool::claim(const std::string &tierName, const std::string &sessionId,
+                                       const std::string &idempotencyKey)
+{
+    const int64_t t0 = monotonicUs();
+    std::unique_lock lock(m_mutex);
+    if (!idempotencyKey.empty()) {
+        for (;;) {
+            auto it = m_claimKeys.find(idempotencyKey);
+            if (it == m_claimKeys.end()) {
+                m_claimKeys.emplace(idempotencyKey, std::nullopt);
+                break;
+            }
+            if (it->second)
+                return *it->second;   // the same sandbox as the first claim with this key
+            m_cv.wait(lock);          // the first claim with this key is still running
+        }
+    }
+    auto forgetKey = [&] {
+        if (!idempotencyKey.empty())
+            m_claimKeys.erase(idempotencyKey);
+        m_cv.notify_all();
+    };
+    if (m_stopping) {
+        forgetKey();
+        return fail(ErrorCode::Unavailable, "the pool is shutting down; claim from another pool or retry when it is back");
+    }
+    Tier *tier = nullptr;
+    std::string offered;
+    for (auto &t : m_tiers) {
+        offered += (offered.empty() ? "" : ", ") + t->config.name;
+        if (t->config.name == tierName)
+            tier = t.get();
+    }
+    if (!tier) {
+        forgetKey();
+        return fail(ErrorCode::NotFound, "no tier '" + tierName + "' on this pool; it offers: " + offered);
+    }
+
+    std::shared_ptr<Sandbox> sandbox;
+    std::vector<std::shared_ptr<Sandbox>> deadWarm;
+    bool warm = false;
+    const int64_t waitUntilUs = t0 + kClaimWaitMs * 1000;
+    while (!sandbox) {
+        while (!tier->warm.empty()) {
+            auto candidate = tier->warm.front();
+            tier->warm.pop_front();
+            if (candidate->state == Sandbox::State::Dead) {
+                m_sandboxes.erase(candidate->id);
+                deadWarm.push_back(candidate);
+                continue;
+            }
+            sandbox = candidate;
+            warm = true;
+            break;
+        }
+        if (sandbox)
+            break;
+        if (tier->total() < tier->config.maxCount) {
+            tier->starting++;
+            tier->coldFallbacks++;
+            lock.unlock();
+            auto started = startSandbox(*tier);
+            lock.lock();
+            tier->starting--;
+            if (!started) {
+                forgetKey();
+                return std::unexpected(started.error());
+            }
+            sandbox = *started;
+            m_sandboxes[sandbox->id] = sandbox;
+            wakeMonitor();
+            break;
+        }
+        if (tier->starting == 0 || m_stopping || monotonicUs() >= waitUntilUs) {
+            forgetKey();
+            return fail(ErrorCode::ResourceExhausted,
+                        "tier '" + tierName + "' is at its max_count of " + std::to_string(tier->config.maxCount) +
+                            " sandboxes; release sandboxes that are done or raise max_count in pool.toml");
+        }
+        m_cv.wait_until(lock, std::chrono::steady_clock::now() + std::chrono::microseconds(waitUntilUs - monotonicUs()));
+    }
+    sandbox->state = Sandbox::State::Claimed;
+    sandbox->sessionId = sessionId;
+    sandbox->claimKey = idempotencyKey;
+    tier->claimed++;
+    tier->claims++;
+    if (warm)
+        tier->warmClaims++;
+    const int64_t tookUs = monotonicUs() - t0;
+    recordClaimLatency(*tier, tookUs);
+
+    ClaimResult result;
+    result.sandboxId = sandbox->id;
+    result.tier = tier->config.name;
+    result.runtime = tier->config.runtime;
+    result.host = m_config.poolId;
+    result.warm = warm;
+    result.claimMs = static_cast<double>(tookUs) / 1000.0;
+    if (!idempotencyKey.empty())
+        m_claimKeys[idempotencyKey] = result;
+    m_cv.notify_all();   // refill workers: a warm slot opened; waiters on this key
+    lock.unlock();
+    for (auto &dead : deadWarm)
+        destroy(dead);
+    spdlog::info("claimed {} ({}, {:.2f} ms) for session '{}'", result.sandboxId, warm ? "warm" : "cold",
+                 result.claimMs, sessionId);
+    return result;
+}
+
+Result<std::shared_ptr<SandboxPool::Sandbox>> SandboxPool::findClaimed(const std::string &sandboxId) const
+{
+    std::lock_guard lock(m_mutex);
+    auto it = m_sandboxes.find(sandboxId);
+    if (it == m_sandboxes.end() || it->second->state == Sandbox::State::Warm)
+        return noSuchSandbox(sandboxId);
+    if (it->second->state == Sandbox::State::Dead)
+        return fail(ErrorCode::FailedPrecondition, "sandbox '" + sandboxId + "' has died (" + it->second->deathReason +
+                                                       "); release it and claim a new one");
+    return it->second;
+}
+
+Result<ExecResult> SandboxPool::exec(const ExecRequest &request, const ChunkSink &sink)
+{
+    auto found = findClaimed(request.sandboxId);
+    if (!found)
+        return std::unexpected(found.error());
+    auto sandbox = *found;
+    if (request.argv.empty() || request.argv.front().empty())
+        return fail(ErrorCode::InvalidArgument, "exec needs a command in argv; for a shell line use [\"/bin/sh\", \"-c\", \"...\"]");
+
+    InitExecRequest ir;
+    ir.argv = request.argv;
+    ir.env = request.env;
+    ir.cwd = request.cwd;
+    ir.stdinData = request.stdinData;
+    ir.timeoutMs = request.timeoutMs > 0 ? std::min(request.timeoutMs, m_config.maxExecTimeoutMs) : m_config.defaultExecTimeoutMs;
+    ir.maxOutputBytes = m_config.maxOutputBytes;
+
+    if (request.idempotencyKey.empty() || m_config.execCachePerSandbox == 0) {
+        auto r = sandbox->init.exec(ir, sink);
+        if (!r)
+            return std::unexpected(r.error());
+        return ExecResult{*r, false};
+    }
+
+    std::shared_ptr<ExecRecord> record;
+    {
+        std::unique_lock lock(sandbox->execMutex);
+        auto it = sandbox->records.find(request.idempotencyKey);
+        if (it != sandbox->records.end()) {
+            auto earlier = it->second;
+            // A repeat (the broker retried after losing the answer): wait for the first run if it
+            // is still going, then answer with what it recorded. The command does not run again.
+            sandbox->execCv.wait(lock, [&] { return earlier->done; });
+            auto chunks = earlier->chunks;
+            auto result = earlier->result;
+            lock.unlock();
+            if (!result)
+                return std::unexpected(result.error());
+            if (sink)
+                for (const auto &[stream, chunk] : chunks)
+                    sink(stream, chunk);
+            return ExecResult{*result, true};
+        }
+        record = std::make_shared<ExecRecord>();
+        sandbox->records.emplace(request.idempotencyKey, record);
+        sandbox->order.push_back(request.idempotencyKey);
+    }
+
+    const int64_t maxRecorded = m_config.maxOutputBytes;
+    auto r = sandbox->init.exec(ir, [&](int stream, std::string_view chunk) {
+        if (record->bytes < maxRecorded) {
+            record->chunks.emplace_back(stream, std::string(chunk));
+            record->bytes += static_cast<int64_t>(chunk.size());
+        }
+        if (sink)
+            sink(stream, chunk);
+    });
+
+    {
+        std::lock_guard lock(sandbox->execMutex);
+        record->result = r;
+        record->done = true;
+        if (!r) {
+            // The command may not have run at all (the init was unreachable): let a retry run it.
+            sandbox->records.erase(request.idempotencyKey);
+        } else {
+            sandbox->recordBytes += record->bytes;
+        }
+        // Bound the records: drop the oldest finished ones beyond the count or byte limit.
+        size_t scanned = 0;
+        while ((sandbox->records.size() > static_cast<size_t>(m_config.execCachePerSandbox) ||
+                sandbox->recordBytes > m_config.execCacheBytesPerSandbox) &&
+               !sandbox->order.empty() && scanned++ < sandbox->order.size() + 1) {
+            std::string oldest = sandbox->order.front();
+            sandbox->order.pop_front();
+            auto it = sandbox->records.find(oldest);
+            if (it == sandbox->records.end())
+                continue;
+            if (!it->second->done) {
+                sandbox->order.push_back(oldest);   // still running: keep it
+                continue;
+            }
+            sandbox->recordBytes -= it->second->bytes;
+            sandbox->records.erase(it);
+        }
+    }
+    sandbox->execCv.notify_all();
+    if (!r)
+        return std::unexpected(r.error());
+    return ExecResult{*r, false};
+}
+
+Result<InitFile> SandboxPool::readFile(const std::string &sandboxId, const std::string &path, int64_t maxBytes)
+{
+    auto sandbox = findClaimed(sandboxId);
+    if (!sandbox)
+        return std::unexpected(sandbox.error());
+    return (*sandbox)->init.readFile(path, maxBytes);
+}
+
+Result<int64_t> SandboxPool::writeFile(const std::string &sandboxId, const std::string &path, std::string_view content,
+                                       uint32_t mode)
+{
+    auto sandbox = findClaimed(sandboxId);
+    if (!sandbox)
+        return std::unexpected(sandbox.error());
+    return (*sandbox)->init.writeFile(path, content, mode == 0 ? 0644 : mode);
+}
+
+Result<std::vector<InitDirEntry>> SandboxPool::listDir(const std::string &sandboxId, const std::string &path)
+{
+    auto sandbox = findClaimed(sandboxId);
+    if (!sandbox)
+        return std::unexpected(sandbox.error());
+    return (*sandbox)->init.listDir(path);
+}
+
+Status SandboxPool::release(const std::string &sandboxId)
+{
+    std::shared_ptr<Sandbox> sandbox;
+    {
+        std::lock_guard lock(m_mutex);
+        auto it = m_sandboxes.find(sandboxId);
+        if (it == m_sandboxes.end() || it->second->state == Sandbox::State::Warm)
+            return noSuchSandbox(sandboxId);
+        sandbox = it->second;
+        m_sandboxes.erase(it);
+        sandbox->tier->claimed--;
+        if (!sandbox->claimKey.empty())
+            m_claimKeys.erase(sandbox->claimKey);
+    }
+    m_cv.notify_all();
+    wakeMonitor();
+    destroy(sandbox);
+    spdlog::info("released {} (session '{}')", sandbox->id, sandbox->sessionId);
+    return {};
+}
+
+PoolStats SandboxPool::stats() const
+{
+    PoolStats s;
+    s.poolId = m_config.poolId;
+    s.host = hostName();
+    s.cgroupVersion = detectCgroupVersion();
+    s.uptimeMs = (monotonicUs() - m_startedUs) / 1000;
+    std::lock_guard lock(m_mutex);
+    for (const auto &tier : m_tiers) {
+        TierStats t;
+        t.config = tier->config;
+        t.warm = static_cast<int>(tier->warm.size());
+        t.claimed = tier->claimed;
+        t.starting = tier->starting;
+        t.hitRate = tier->claims ? static_cast<double>(tier->warmClaims) / static_cast<double>(tier->claims) : 0;
+        t.coldFallbacks = tier->coldFallbacks;
+        if (tier->starts > 0 && tier->startUsTotal > 0)
+            t.refillPerSecond = kRefillThreadsPerTier * 1e6 * static_cast<double>(tier->starts) / static_cast<double>(tier->startUsTotal);
+        t.latencyBucketsUs = kLatencyBucketsUs;
+        t.latencyCounts = tier->latencyCounts;
+        s.tiers.push_back(std::move(t));
+    }
+    return s;
+}
+
+bool SandboxPool::waitWarm(int64_t timeoutMs)
+{
+    std::unique_lock lock(m_mutex);
+    return m_cv.wait_for(lock, std::chrono::milliseconds(timeoutMs), [&] {
+        for (const auto &t : m_tiers)
+            if (static_cast<int>(t->warm.size()) < std::min(t->config.warmCount, t->config.maxCount - t->claimed))
+                return false;
+        return true;
+    });
+}
+
+void SandboxPool::refillLoop(Tier *tier)
+{
+    int64_t backoffMs = kRefillBackoffMinMs;
+    std::unique_lock lock(m_mutex);
+    for (;;) {
+        m_cv.wait(lock, [&] {
+            return m_stopping || (static_cast<int>(tier->warm.size()) + tier->refilling < tier->config.warmCount &&
+                                  tier->total() < tier->config.maxCount);
+        });
+        if (m_stopping)
+            return;
+        tier->starting++;
+        tier->refilling++;
+        lock.unlock();
+        auto started = startSandbox(*tier);
+        lock.lock();
+        tier->starting--;
+        tier->refilling--;
+        if (!started) {
+            spdlog::error("cannot refill tier '{}': {}", tier->config.name, started.error().message);
+            m_cv.wait_for(lock, std::chrono::milliseconds(backoffMs), [&] { return m_stopping; });
+            backoffMs = std::min(backoffMs * 2, kRefillBackoffMaxMs);
+            continue;
+        }
+        backoffMs = kRefillBackoffMinMs;
+        auto sandbox = *started;
+        if (m_stopping) {
+            lock.unlock();
+            destroy(sandbox);
+            return;
+        }
+        tier->warm.push_back(sandbox);
+        m_sandboxes[sandbox->id] = sandbox;
+        m_cv.notify_all();
+        wakeMonitor();
+    }
+}
+
+void SandboxPool::monitorLoop()
+{
+    for (;;) {
+        std::vector<std::shared_ptr<Sandbox>> watched;
+        std::vector<pollfd> fds;
+        fds.push_back({m_wakeFd, POLLIN, 0});
+        {
+            std::lock_guard lock(m_mutex);
+            if (m_stopping)
+                return;
+            for (const auto &[id, sb] : m_sandboxes) {
+                if (sb->state == Sandbox::State::Dead || sb->running->exitFd() < 0)
+                    continue;
+                watched.push_back(sb);
+                fds.push_back({sb->running->exitFd(), POLLIN, 0});
+            }
+        }
+        int rc = ::poll(fds.data(), fds.size(), -1);
+        if (rc < 0 && errno != EINTR)
+            return;
+        if (fds[0].revents & POLLIN) {
+            uint64_t count;
+            (void)!::read(m_wakeFd, &count, sizeof count);
+        }
+        std::vector<std::shared_ptr<Sandbox>> toDestroy;
+        for (size_t i = 1; i < fds.size(); ++i) {
+            if (!(fds[i].revents & (POLLIN | POLLHUP | POLLERR)))
+                continue;
+            auto &sb = watched[i - 1];
+            auto reason = sb->running->exitReason();
+            if (!reason)
+                continue;
+            std::lock_guard lock(m_mutex);
+            auto it = m_sandboxes.find(sb->id);
+            if (it == m_sandboxes.end() || it->second != sb)
+                continue;   // released meanwhile
+            if (sb->state == Sandbox::State::Warm) {
+                auto &warm = sb->tier->warm;
+                warm.erase(std::remove(warm.begin(), warm.end(), sb), warm.end());
+                m_sandboxes.erase(it);
+                toDestroy.push_back(sb);
+                spdlog::warn("warm sandbox {} died ({}); starting a replacement", sb->id, *reason);
+            } else {
+                sb->state = Sandbox::State::Dead;
+                sb->deathReason = *reason;
+                spdlog::warn("claimed sandbox {} (session '{}') died: {}", sb->id, sb->sessionId, *reason);
+            }
+        }
+        if (!toDestroy.empty())
+            m_cv.notify_all();
+        for (auto &sb : toDestroy)
+            destroy(sb);
+    }
+}
+
+} // namespace paddock::pool

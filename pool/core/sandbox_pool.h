@@ -1,0 +1,130 @@
+#pragma once
+// The pool core: warm sandboxes per tier, claims, idempotent execs through each sandbox's init,
+// file operations, release and statistics. It knows nothing of gRPC (pool/server translates).
+//
+// Threads: every public method may be called from any thread concurrently (the gRPC server calls
+// them from its worker threads). Internally: one mutex (m_mutex) guards the tier state and the
+// sandbox table; each sandbox has its own mutex for its exec records. Background threads:
+// kRefillThreadsPerTier refill workers per tier and one monitor that notices sandboxes dying.
+// Blocking work (starting a sandbox, talking to an init) never happens under m_mutex.
+
+#include "common/result.h"
+#include "pool/core/pool_config.h"
+#include "pool/init/init_client.h"
+#include "pool/runtimes/runtime.h"
+
+#include <atomic>
+#include <condition_variable>
+#include <deque>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <thread>
+#include <vector>
+
+namespace paddock::pool {
+
+struct ClaimResult {
+    std::string sandboxId;
+    std::string tier;
+    std::string runtime;
+    std::string host;
+    bool warm = false;
+    double claimMs = 0;
+};
+
+struct ExecRequest {
+    std::string sandboxId;
+    std::vector<std::string> argv;
+    std::map<std::string, std::string> env;
+    std::string cwd;
+    int64_t timeoutMs = 0;        // 0: the configured default
+    std::string stdinData;
+    std::string idempotencyKey;   // empty: not recorded
+};
+
+struct ExecResult {
+    InitExecResult exit;
+    bool replayed = false;
+};
+
+struct TierStats {
+    TierConfig config;
+    int warm = 0;
+    int claimed = 0;
+    int starting = 0;
+    double hitRate = 0;
+    int64_t coldFallbacks = 0;
+    double refillPerSecond = 0;
+    std::vector<int64_t> latencyBucketsUs;   // upper bounds
+    std::vector<int64_t> latencyCounts;
+};
+
+struct PoolStats {
+    std::string poolId;
+    std::string host;
+    std::string cgroupVersion;
+    int64_t uptimeMs = 0;
+    std::vector<TierStats> tiers;
+};
+
+class SandboxPool {
+public:
+    // Checks the config (runtimes exist, the init binary is there, the state directory is usable)
+    // and clears sandboxes left by an earlier run. Starts no thread yet.
+    static Result<std::unique_ptr<SandboxPool>> create(PoolConfig config);
+    ~SandboxPool();
+
+    // Starts the refill workers and the monitor.
+    void start();
+    // Stops refilling, kills every sandbox and deletes their workspaces. Idempotent.
+    void shutdown();
+
+    Result<ClaimResult> claim(const std::string &tier, const std::string &sessionId, const std::string &idempotencyKey);
+    // sink gets output chunks as they arrive (stream 1 stdout, 2 stderr), on the calling thread.
+    Result<ExecResult> exec(const ExecRequest &request, const ChunkSink &sink);
+    Result<InitFile> readFile(const std::string &sandboxId, const std::string &path, int64_t maxBytes);
+    Result<int64_t> writeFile(const std::string &sandboxId, const std::string &path, std::string_view content, uint32_t mode);
+    Result<std::vector<InitDirEntry>> listDir(const std::string &sandboxId, const std::string &path);
+    Status release(const std::string &sandboxId);
+    PoolStats stats() const;
+
+    const PoolConfig &config() const { return m_config; }
+    // Blocks until every tier has its warm_count ready (or timeoutMs passes). For tests and
+    // benchmarks that want to measure warm claims.
+    bool waitWarm(int64_t timeoutMs);
+
+private:
+    struct ExecRecord;
+    struct Sandbox;
+    struct Tier;
+
+    SandboxPool(PoolConfig config, std::map<std::string, std::unique_ptr<Runtime>> runtimes);
+    Result<std::shared_ptr<Sandbox>> startSandbox(Tier &tier);
+    Result<std::shared_ptr<Sandbox>> findClaimed(const std::string &sandboxId) const;
+    void destroy(const std::shared_ptr<Sandbox> &sandbox);
+    void refillLoop(Tier *tier);
+    void monitorLoop();
+    void wakeMonitor();
+    void recordClaimLatency(Tier &tier, int64_t us);
+
+    const PoolConfig m_config;
+    const std::map<std::string, std::unique_ptr<Runtime>> m_runtimes;
+    const int64_t m_startedUs;
+
+    mutable std::mutex m_mutex;
+    std::condition_variable m_cv;   // warm sandbox added, slot freed, claim key resolved, stopping
+    std::vector<std::unique_ptr<Tier>> m_tiers;                        // fixed after construction
+    std::map<std::string, std::shared_ptr<Sandbox>> m_sandboxes;       // claimed ones, by id
+    // Claim idempotency: key -> result; nullopt while the first claim with that key is running.
+    std::map<std::string, std::optional<ClaimResult>> m_claimKeys;
+    bool m_stopping = false;
+
+    std::vector<std::thread> m_threads;
+    int m_wakeFd = -1;              // eventfd: the monitor's set of sandboxes changed
+    std::atomic<bool> m_shutDown{false};
+};
+
+} // namespace paddock::pool

@@ -1,0 +1,72 @@
+#pragma once
+// The host side of the init protocol: talks to one sandbox's paddock-sandbox-init over its unix
+// socket. Stateless: each call opens its own connection (one request per connection), so any
+// number of threads may call concurrently on the same or different sandboxes.
+
+#include "common/result.h"
+
+#include <cstdint>
+#include <filesystem>
+#include <functional>
+#include <map>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace paddock::pool {
+
+struct InitExecRequest {
+    std::vector<std::string> argv;
+    std::map<std::string, std::string> env;   // added to PATH, HOME, LANG
+    std::string cwd;                          // empty: the workspace
+    int64_t timeoutMs = 0;                    // 0: none (the pool always sets one)
+    std::string stdinData;
+    int64_t maxOutputBytes = 16ll << 20;
+};
+
+struct InitExecResult {
+    int exitCode = 0;      // -1 when killed by a signal
+    int signal = 0;
+    double durationMs = 0;
+    bool timedOut = false;
+    bool truncated = false;
+};
+
+struct InitDirEntry {
+    std::string name;
+    bool isDir = false;
+    int64_t size = 0;
+    uint32_t mode = 0;
+    int64_t mtimeUnixMs = 0;
+};
+
+struct InitFile {
+    std::string content;
+    bool truncated = false;
+    int64_t size = 0;
+};
+
+// stream 1 = stdout, 2 = stderr; called on the calling thread as chunks arrive.
+using ChunkSink = std::function<void(int stream, std::string_view chunk)>;
+
+class InitClient {
+public:
+    explicit InitClient(std::filesystem::path socketPath) : m_socketPath(std::move(socketPath)) {}
+
+    Result<InitExecResult> exec(const InitExecRequest &request, const ChunkSink &sink) const;
+    Result<InitFile> readFile(const std::string &path, int64_t maxBytes) const;
+    Result<int64_t> writeFile(const std::string &path, std::string_view content, uint32_t mode) const;
+    Result<std::vector<InitDirEntry>> listDir(const std::string &path) const;
+    Status ping() const;
+
+    const std::filesystem::path &socketPath() const { return m_socketPath; }
+
+private:
+    // A connected socket whose reads give up after ioTimeoutMs (so a hung sandbox cannot hang
+    // the pool's thread).
+    Result<int> connect(int64_t ioTimeoutMs) const;
+
+    std::filesystem::path m_socketPath;
+};
+
+} // namespace paddock::pool

@@ -1,0 +1,649 @@
+// paddock-sandbox-init: the first process inside every sandbox (PID 1 under bwrap --as-pid-1).
+//
+// It takes requests from the pool on a unix socket, one request per connection (protocol in
+// init_protocol.h and docs/pool.md), and answers each in a forked handler process, so a slow
+// command never blocks another request and a crashing handler never takes PID 1 down. PID 1
+// itself only accepts, forks and reaps: as the namespace's init it inherits every orphan.
+//
+// Known limits: a command that daemonizes into its own session (setsid) survives the end of its
+// exec until the sandbox is released; output beyond max_output_bytes is dropped (reported as
+// truncated).
+
+#include "pool/init/init_protocol.h"
+
+#include <nlohmann/json.hpp>
+
+#include <algorithm>
+#include <cerrno>
+#include <chrono>
+#include <climits>
+#include <csignal>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <fcntl.h>
+#include <filesystem>
+#include <linux/openat2.h>
+#include <map>
+#include <poll.h>
+#include <string>
+#include <sys/signalfd.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/syscall.h>
+#include <sys/un.h>
+#include <sys/wait.h>
+#include <dirent.h>
+#include <unistd.h>
+#include <vector>
+
+namespace {
+
+namespace proto = paddock::pool::init;
+using nlohmann::json;
+
+constexpr int64_t kDefaultMaxOutputBytes = 16ll << 20;
+constexpr int64_t kDefaultMaxReadBytes = 1ll << 20;
+constexpr int kDrainAfterExitMs = 200;   // output still in flight after the command's group died
+constexpr size_t kReadChunkBytes = 64 * 1024;
+
+std::string g_workspace = "/workspace";
+
+int64_t monoUs()
+{
+    return std::chrono::duration_cast<std::chrono::microseconds>(
+               std::chrono::steady_clock::now().time_since_epoch())
+        .count();
+}
+
+std::string dumpJson(const json &j)
+{
+    // Names and arguments may hold bytes that are not UTF-8; replace rather than throw.
+    return j.dump(-1, ' ', false, json::error_handler_t::replace);
+}
+
+void sendError(int conn, const char *code, const std::string &message)
+{
+    proto::writeFrame(conn, proto::kError, dumpJson({{"code", code}, {"message", message}}));
+}
+
+std::string errnoText(int err) { return std::strerror(err); }
+
+void setNonBlocking(int fd) { ::fcntl(fd, F_SETFL, ::fcntl(fd, F_GETFL) | O_NONBLOCK); }
+
+// Sandbox paths: absolute as given, relative ones under the workspace.
+std::string sandboxPath(const std::string &path)
+{
+    if (path.empty())
+        return g_workspace;
+    if (path.front() == '/')
+        return path;
+    return g_workspace + "/" + path;
+}
+
+// ---- exec ---------------------------------------------------------------------------------------
+
+std::string findProgram(const std::string &name, const std::string &pathVar)
+{
+    if (name.find('/') != std::string::npos)
+        return name;
+    size_t start = 0;
+    while (start <= pathVar.size()) {
+        size_t end = pathVar.find(':', start);
+        if (end == std::string::npos)
+            end = pathVar.size();
+        std::string dir = pathVar.substr(start, end - start);
+        if (dir.empty())
+            dir = ".";
+        std::string candidate = dir + "/" + name;
+        struct stat st {};
+        if (::stat(candidate.c_str(), &st) == 0 && S_ISREG(st.st_mode) && ::access(candidate.c_str(), X_OK) == 0)
+            return candidate;
+        start = end + 1;
+    }
+    return {};
+}
+
+void handleExec(int conn, const json &header)
+{
+    std::vector<std::string> argv = header.value("argv", std::vector<std::string>{});
+    if (argv.empty() || argv[0].empty()) {
+        sendError(conn, "invalid_argument", "exec needs a non-empty argv; pass e.g. [\"/bin/sh\", \"-c\", \"...\"]");
+        return;
+    }
+    auto stdinFrame = proto::readFrame(conn);
+    if (!stdinFrame || stdinFrame->type != proto::kStdin) {
+        sendError(conn, "invalid_argument", "exec header must be followed by a stdin frame");
+        return;
+    }
+    const int64_t timeoutMs = header.value("timeout_ms", int64_t{0});
+    const int64_t maxOutput = header.value("max_output_bytes", kDefaultMaxOutputBytes);
+
+    // The environment is built from nothing: no variable of the host or of the pool leaks in.
+    std::map<std::string, std::string> env = {
+        {"PATH", "/usr/local/bin:/usr/bin:/bin"}, {"HOME", g_workspace}, {"LANG", "C.UTF-8"}};
+    if (header.contains("env") && header["env"].is_object())
+        for (auto &[k, v] : header["env"].items())
+            if (v.is_string() && !k.empty() && k.find('=') == std::string::npos)
+                env[k] = v.get<std::string>();
+
+    std::string cwd = sandboxPath(header.value("cwd", std::string{}));
+    struct stat st {};
+    if (::stat(cwd.c_str(), &st) != 0 || !S_ISDIR(st.st_mode)) {
+        sendError(conn, "invalid_argument",
+                  "working directory '" + cwd + "' does not exist in the sandbox; use a directory under " + g_workspace);
+        return;
+    }
+
+    const std::string program = findProgram(argv[0], env["PATH"]);
+    if (program.empty()) {
+        std::string msg = "paddock-sandbox-init: " + argv[0] + ": command not found\n";
+        proto::writeFrame(conn, proto::kStderr, msg);
+        proto::writeFrame(conn, proto::kExit,
+                          dumpJson({{"exit_code", 127}, {"signal", 0}, {"duration_ms", 0.0}, {"timed_out", false},
+                                    {"truncated", false}}));
+        return;
+    }
+
+    std::vector<std::string> envStrings;
+    for (auto &[k, v] : env)
+        envStrings.push_back(k + "=" + v);
+    std::vector<char *> envp, args;
+    for (auto &s : envStrings)
+        envp.push_back(s.data());
+    envp.push_back(nullptr);
+    for (auto &s : argv)
+        args.push_back(s.data());
+    args.push_back(nullptr);
+
+    int in[2], out[2], err[2];
+    if (::pipe2(in, O_CLOEXEC) != 0 || ::pipe2(out, O_CLOEXEC) != 0 || ::pipe2(err, O_CLOEXEC) != 0) {
+        sendError(conn, "internal", "cannot create pipes: " + errnoText(errno));
+        return;
+    }
+
+    const int64_t startUs = monoUs();
+    pid_t pid = ::fork();
+    if (pid < 0) {
+        sendError(conn, "resource_exhausted", "cannot fork: " + errnoText(errno) + "; the sandbox may be out of processes");
+        return;
+    }
+    if (pid == 0) {
+        // A new process group, so a timeout kills the command and everything it started.
+        ::setpgid(0, 0);
+        ::dup2(in[0], 0);
+        ::dup2(out[1], 1);
+        ::dup2(err[1], 2);
+        sigset_t none;
+        sigemptyset(&none);
+        ::sigprocmask(SIG_SETMASK, &none, nullptr);
+        for (int sig = 1; sig < NSIG; ++sig)
+            ::signal(sig, SIG_DFL);
+        if (::chdir(cwd.c_str()) != 0)
+            _exit(126);
+        ::execve(program.c_str(), args.data(), envp.data());
+        const int e = errno;
+        const char *prefix = "paddock-sandbox-init: cannot run ";
+        (void)!::write(2, prefix, std::strlen(prefix));
+        (void)!::write(2, program.c_str(), program.size());
+        (void)!::write(2, ": ", 2);
+        const char *why = std::strerror(e);
+        (void)!::write(2, why, std::strlen(why));
+        (void)!::write(2, "\n", 1);
+        _exit(e == ENOENT ? 127 : 126);
+    }
+    ::setpgid(pid, pid);   // also from the parent: no window where a kill(-pid) misses it
+    ::close(in[0]);
+    ::close(out[1]);
+    ::close(err[1]);
+    int pidfd = static_cast<int>(::syscall(SYS_pidfd_open, pid, 0));
+
+    int stdinFd = in[1];
+    setNonBlocking(stdinFd);
+    setNonBlocking(out[0]);
+    setNonBlocking(err[0]);
+    size_t stdinOff = 0;
+    const std::string &stdinData = stdinFrame->payload;
+    if (stdinData.empty()) {
+        ::close(stdinFd);
+        stdinFd = -1;
+    }
+
+    int outFd = out[0], errFd = err[0];
+    bool exited = false, timedOut = false, peerGone = false, truncated = false;
+    int status = 0;
+    int64_t endUs = 0, sent = 0;
+    const int64_t deadlineUs = timeoutMs > 0 ? startUs + timeoutMs * 1000 : INT64_MAX;
+    std::vector<char> buf(kReadChunkBytes);
+
+    auto reap = [&](int flags) {
+        if (exited)
+            return;
+        pid_t r = ::waitpid(pid, &status, flags);
+        if (r == pid) {
+            exited = true;
+            endUs = monoUs();
+            // Whatever the command left running in its group goes with it.
+            ::kill(-pid, SIGKILL);
+        }
+    };
+
+    while (!exited || outFd >= 0 || errFd >= 0) {
+        pollfd fds[5];
+        int n = 0;
+        int iOut = -1, iErr = -1, iIn = -1, iConn = -1, iPid = -1;
+        if (outFd >= 0) { iOut = n; fds[n++] = {outFd, POLLIN, 0}; }
+        if (errFd >= 0) { iErr = n; fds[n++] = {errFd, POLLIN, 0}; }
+        if (stdinFd >= 0) { iIn = n; fds[n++] = {stdinFd, POLLOUT, 0}; }
+        if (!peerGone) { iConn = n; fds[n++] = {conn, POLLRDHUP, 0}; }
+        if (!exited && pidfd >= 0) { iPid = n; fds[n++] = {pidfd, POLLIN, 0}; }
+
+        const int64_t now = monoUs();
+        int64_t waitMs = -1;
+        if (exited)
+            waitMs = std::max<int64_t>(0, (endUs + kDrainAfterExitMs * 1000 - now) / 1000);
+        else if (deadlineUs != INT64_MAX && !timedOut)
+            waitMs = std::max<int64_t>(0, (deadlineUs - now + 999) / 1000);
+        else if (pidfd < 0)
+            waitMs = 10;   // no pidfd (old kernel): poll for the exit
+        int ready = ::poll(fds, static_cast<nfds_t>(n), static_cast<int>(std::min<int64_t>(waitMs, INT_MAX)));
+        if (ready < 0 && errno != EINTR)
+            break;
+
+        if (ready == 0 && exited)
+            break;   // drain window over; something outside the group still holds the pipes
+        if (!exited && !timedOut && monoUs() >= deadlineUs) {
+            timedOut = true;
+            ::kill(-pid, SIGKILL);
+        }
+        if (ready <= 0) {
+            if (pidfd < 0)
+                reap(WNOHANG);
+            continue;
+        }
+
+        auto pump = [&](int idx, int &fd, char type) {
+            if (idx < 0 || !(fds[idx].revents & (POLLIN | POLLHUP | POLLERR)))
+                return;
+            ssize_t got = ::read(fd, buf.data(), buf.size());
+            if (got > 0) {
+                if (sent + got > maxOutput) {
+                    truncated = true;
+                    got = std::max<int64_t>(0, maxOutput - sent);
+                }
+                if (got > 0 && !peerGone) {
+                    if (!proto::writeFrame(conn, type, std::string_view(buf.data(), static_cast<size_t>(got))))
+                        peerGone = true;
+                    sent += got;
+                }
+            } else if (got == 0 || (errno != EAGAIN && errno != EINTR)) {
+                ::close(fd);
+                fd = -1;
+            }
+        };
+        pump(iOut, outFd, proto::kStdout);
+        pump(iErr, errFd, proto::kStderr);
+
+        if (iIn >= 0 && (fds[iIn].revents & (POLLOUT | POLLERR | POLLHUP))) {
+            ssize_t w = ::write(stdinFd, stdinData.data() + stdinOff, stdinData.size() - stdinOff);
+            if (w > 0)
+                stdinOff += static_cast<size_t>(w);
+            if ((w < 0 && errno != EAGAIN && errno != EINTR) || stdinOff >= stdinData.size()) {
+                ::close(stdinFd);
+                stdinFd = -1;
+            }
+        }
+        if (iConn >= 0 && (fds[iConn].revents & (POLLRDHUP | POLLHUP | POLLERR))) {
+            // The pool gave up on this exec (deadline, shutdown): nobody reads the result.
+            peerGone = true;
+            ::kill(-pid, SIGKILL);
+        }
+        if (iPid >= 0 && (fds[iPid].revents & POLLIN))
+            reap(0);
+    }
+    if (stdinFd >= 0)
+        ::close(stdinFd);
+    if (outFd >= 0)
+        ::close(outFd);
+    if (errFd >= 0)
+        ::close(errFd);
+    if (!exited) {
+        ::kill(-pid, SIGKILL);
+        reap(0);
+    }
+    if (pidfd >= 0)
+        ::close(pidfd);
+    if (peerGone)
+        return;
+
+    int exitCode = -1, signal = 0;
+    if (WIFEXITED(status))
+        exitCode = WEXITSTATUS(status);
+    else if (WIFSIGNALED(status))
+        signal = WTERMSIG(status);
+    proto::writeFrame(conn, proto::kExit,
+                      dumpJson({{"exit_code", exitCode},
+                                {"signal", signal},
+                                {"duration_ms", static_cast<double>(endUs - startUs) / 1000.0},
+                                {"timed_out", timedOut},
+                                {"truncated", truncated}}));
+}
+
+// ---- files --------------------------------------------------------------------------------------
+
+const char *codeForErrno(int err)
+{
+    switch (err) {
+    case ENOENT:
+    case ENOTDIR:
+        return "not_found";
+    case EACCES:
+    case EPERM:
+    case EROFS:
+    case EXDEV:
+    case ELOOP:
+        return "permission_denied";
+    case EISDIR:
+    case EINVAL:
+        return "invalid_argument";
+    case ENOSPC:
+    case EDQUOT:
+        return "resource_exhausted";
+    default:
+        return "internal";
+    }
+}
+
+void handleReadFile(int conn, const json &header)
+{
+    const std::string path = sandboxPath(header.value("path", std::string{}));
+    int64_t maxBytes = header.value("max_bytes", int64_t{0});
+    if (maxBytes <= 0)
+        maxBytes = kDefaultMaxReadBytes;
+    maxBytes = std::min<int64_t>(maxBytes, proto::kMaxFrameBytes);
+
+    int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NOCTTY | O_NONBLOCK);
+    if (fd < 0) {
+        const int e = errno;
+        sendError(conn, codeForErrno(e), "cannot read '" + path + "' in the sandbox: " + errnoText(e));
+        return;
+    }
+    struct stat st {};
+    ::fstat(fd, &st);
+    if (S_ISDIR(st.st_mode)) {
+        ::close(fd);
+        sendError(conn, "invalid_argument", "'" + path + "' is a directory; use list_dir for directories");
+        return;
+    }
+    if (!S_ISREG(st.st_mode)) {
+        ::close(fd);
+        sendError(conn, "invalid_argument", "'" + path + "' is not a regular file; read_file reads regular files only");
+        return;
+    }
+    std::string content;
+    content.resize(static_cast<size_t>(maxBytes) + 1);
+    size_t got = 0;
+    while (got < content.size()) {
+        ssize_t n = ::read(fd, content.data() + got, content.size() - got);
+        if (n < 0 && errno == EINTR)
+            continue;
+        if (n <= 0)
+            break;
+        got += static_cast<size_t>(n);
+    }
+    ::close(fd);
+    const bool truncated = got > static_cast<size_t>(maxBytes);
+    content.resize(std::min(got, static_cast<size_t>(maxBytes)));
+    proto::writeFrame(conn, proto::kOk,
+                      dumpJson({{"size", std::max<int64_t>(st.st_size, static_cast<int64_t>(got))}, {"truncated", truncated}}));
+    proto::writeFrame(conn, proto::kData, content);
+}
+
+int openBeneath(int dirfd, const std::string &rel, uint64_t flags, uint64_t mode = 0)
+{
+    // RESOLVE_BENEATH: every step, symlinks included, must stay under the workspace. The
+    // resolution happens inside the sandbox, so an agent's symlink is judged by what it means
+    // there, and an absolute or ../ link out of the workspace fails with EXDEV.
+    open_how how {};
+    how.flags = flags;
+    how.mode = mode;
+    how.resolve = RESOLVE_BENEATH | RESOLVE_NO_MAGICLINKS;
+    int fd;
+    do {
+        fd = static_cast<int>(::syscall(SYS_openat2, dirfd, rel.c_str(), &how, sizeof how));
+    } while (fd < 0 && errno == EAGAIN);
+    return fd;
+}
+
+void handleWriteFile(int conn, const json &header)
+{
+    const std::string given = header.value("path", std::string{});
+    const auto mode = static_cast<mode_t>(header.value("mode", 0644u) & 07777);
+    auto data = proto::readFrame(conn);
+    if (!data || data->type != proto::kData) {
+        sendError(conn, "invalid_argument", "write_file header must be followed by a data frame");
+        return;
+    }
+    namespace fs = std::filesystem;
+    fs::path norm = fs::path(sandboxPath(given)).lexically_normal();
+    const fs::path ws = fs::path(g_workspace).lexically_normal();
+    fs::path rel = norm.lexically_relative(ws);
+    if (given.empty() || rel.empty() || rel == "." || *rel.begin() == "..") {
+        sendError(conn, "permission_denied",
+                  "'" + given + "' is not a file inside " + g_workspace + "; write_file only writes inside " + g_workspace);
+        return;
+    }
+    const std::string escapeMsg = "'" + given + "' resolves outside " + g_workspace +
+                                  " (through a symlink); write to a path inside " + g_workspace;
+
+    int wsfd = ::open(g_workspace.c_str(), O_PATH | O_DIRECTORY | O_CLOEXEC);
+    if (wsfd < 0) {
+        sendError(conn, "internal", "cannot open " + g_workspace + ": " + errnoText(errno));
+        return;
+    }
+    // mkdir -p of the parents, one component at a time, each checked beneath the workspace.
+    fs::path prefix;
+    for (const auto &comp : rel.parent_path()) {
+        fs::path next = prefix / comp;
+        int d = openBeneath(wsfd, next.string(), O_PATH | O_DIRECTORY | O_CLOEXEC);
+        if (d < 0 && errno == ENOENT) {
+            int parent = prefix.empty() ? ::dup(wsfd) : openBeneath(wsfd, prefix.string(), O_PATH | O_DIRECTORY | O_CLOEXEC);
+            if (parent >= 0) {
+                ::mkdirat(parent, comp.c_str(), 0755);
+                ::close(parent);
+            }
+            d = openBeneath(wsfd, next.string(), O_PATH | O_DIRECTORY | O_CLOEXEC);
+        }
+        if (d < 0) {
+            const int e = errno;
+            ::close(wsfd);
+            if (e == EXDEV || e == ELOOP)
+                sendError(conn, "permission_denied", escapeMsg);
+            else
+                sendError(conn, codeForErrno(e), "cannot create directory '" + next.string() + "' in " + g_workspace + ": " + errnoText(e));
+            return;
+        }
+        ::close(d);
+        prefix = next;
+    }
+    int fd = openBeneath(wsfd, rel.string(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOCTTY, mode);
+    const int e = errno;
+    ::close(wsfd);
+    if (fd < 0) {
+        if (e == EXDEV || e == ELOOP)
+            sendError(conn, "permission_denied", escapeMsg);
+        else
+            sendError(conn, codeForErrno(e), "cannot write '" + given + "': " + errnoText(e));
+        return;
+    }
+    ::fchmod(fd, mode);
+    const bool ok = proto::writeAll(fd, data->payload.data(), data->payload.size());
+    const int we = errno;
+    ::close(fd);
+    if (!ok) {
+        sendError(conn, codeForErrno(we), "cannot write '" + given + "': " + errnoText(we));
+        return;
+    }
+    proto::writeFrame(conn, proto::kOk, dumpJson({{"size", data->payload.size()}}));
+}
+
+void handleListDir(int conn, const json &header)
+{
+    const std::string path = sandboxPath(header.value("path", std::string{}));
+    DIR *dir = ::opendir(path.c_str());
+    if (!dir) {
+        const int e = errno;
+        sendError(conn, codeForErrno(e), "cannot list '" + path + "' in the sandbox: " + errnoText(e));
+        return;
+    }
+    json entries = json::array();
+    std::vector<std::pair<std::string, json>> rows;
+    while (dirent *de = ::readdir(dir)) {
+        std::string name = de->d_name;
+        if (name == "." || name == "..")
+            continue;
+        struct stat st {};
+        if (::fstatat(::dirfd(dir), de->d_name, &st, AT_SYMLINK_NOFOLLOW) != 0)
+            continue;
+        rows.emplace_back(name, json{{"name", name},
+                                     {"is_dir", S_ISDIR(st.st_mode)},
+                                     {"size", static_cast<int64_t>(st.st_size)},
+                                     {"mode", static_cast<uint32_t>(st.st_mode)},
+                                     {"mtime_ms", static_cast<int64_t>(st.st_mtim.tv_sec) * 1000 + st.st_mtim.tv_nsec / 1000000}});
+    }
+    ::closedir(dir);
+    std::sort(rows.begin(), rows.end(), [](const auto &a, const auto &b) { return a.first < b.first; });
+    for (auto &r : rows)
+        entries.push_back(std::move(r.second));
+    proto::writeFrame(conn, proto::kOk, dumpJson({{"entries", entries}}));
+}
+
+void handleConnection(int conn)
+{
+    auto frame = proto::readFrame(conn);
+    if (!frame)
+        return;
+    json header = json::object();
+    if (!frame->payload.empty()) {
+        header = json::parse(frame->payload, nullptr, false);
+        if (header.is_discarded() || !header.is_object()) {
+            sendError(conn, "invalid_argument", "request header is not a JSON object");
+            return;
+        }
+    }
+    try {
+        switch (frame->type) {
+        case proto::kExec: handleExec(conn, header); break;
+        case proto::kReadFile: handleReadFile(conn, header); break;
+        case proto::kWriteFile: handleWriteFile(conn, header); break;
+        case proto::kListDir: handleListDir(conn, header); break;
+        case proto::kPing: proto::writeFrame(conn, proto::kOk, "{}"); break;
+        default: sendError(conn, "invalid_argument", std::string("unknown request type '") + frame->type + "'");
+        }
+    } catch (const std::exception &e) {
+        // Wrong JSON types in a header (e.g. argv not a list of strings).
+        sendError(conn, "invalid_argument", std::string("malformed request: ") + e.what());
+    }
+}
+
+int usage()
+{
+    std::fprintf(stderr, "usage: paddock-sandbox-init (--listen-fd N | --socket PATH) [--ready-fd N] [--workspace DIR]\n"
+                         "Started by paddock-pool inside a sandbox; not meant to be run by hand.\n");
+    return 2;
+}
+
+} // namespace
+
+int main(int argc, char **argv)
+{
+    int listenFd = -1, readyFd = -1;
+    std::string socketPath;
+    for (int i = 1; i < argc; ++i) {
+        std::string a = argv[i];
+        if (i + 1 >= argc)
+            return usage();
+        if (a == "--listen-fd")
+            listenFd = std::atoi(argv[++i]);
+        else if (a == "--ready-fd")
+            readyFd = std::atoi(argv[++i]);
+        else if (a == "--socket")
+            socketPath = argv[++i];
+        else if (a == "--workspace")
+            g_workspace = argv[++i];
+        else
+            return usage();
+    }
+    if (!socketPath.empty()) {
+        listenFd = ::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+        sockaddr_un addr {};
+        addr.sun_family = AF_UNIX;
+        if (socketPath.size() >= sizeof addr.sun_path) {
+            std::fprintf(stderr, "paddock-sandbox-init: socket path too long: %s\n", socketPath.c_str());
+            return 1;
+        }
+        std::strcpy(addr.sun_path, socketPath.c_str());
+        ::unlink(socketPath.c_str());
+        if (::bind(listenFd, reinterpret_cast<sockaddr *>(&addr), sizeof addr) != 0 || ::listen(listenFd, 128) != 0) {
+            std::fprintf(stderr, "paddock-sandbox-init: cannot listen on %s: %s\n", socketPath.c_str(), std::strerror(errno));
+            return 1;
+        }
+        ::chmod(socketPath.c_str(), 0600);
+    }
+    if (listenFd < 0)
+        return usage();
+    ::fcntl(listenFd, F_SETFD, FD_CLOEXEC);
+    // Whatever else bwrap or the pool let through must not reach the agent's commands.
+    for (int fd = 3; fd < 1024; ++fd)
+        if (fd != listenFd && fd != readyFd)
+            ::close(fd);
+
+    sigset_t mask;
+    sigemptyset(&mask);
+    for (int s : {SIGCHLD, SIGTERM, SIGINT, SIGHUP})
+        sigaddset(&mask, s);
+    ::sigprocmask(SIG_BLOCK, &mask, nullptr);
+    int sigFd = ::signalfd(-1, &mask, SFD_CLOEXEC | SFD_NONBLOCK);
+    ::signal(SIGPIPE, SIG_IGN);
+
+    if (readyFd >= 0) {
+        proto::writeAll(readyFd, "R", 1);
+        ::close(readyFd);
+    }
+
+    for (;;) {
+        pollfd fds[2] = {{listenFd, POLLIN, 0}, {sigFd, POLLIN, 0}};
+        if (::poll(fds, 2, -1) < 0)
+            continue;
+        if (fds[1].revents & POLLIN) {
+            signalfd_siginfo si {};
+            bool stop = false;
+            while (::read(sigFd, &si, sizeof si) == static_cast<ssize_t>(sizeof si))
+                if (si.ssi_signo != SIGCHLD)
+                    stop = true;
+            // Reap every child and every orphan the namespace handed to us.
+            while (::waitpid(-1, nullptr, WNOHANG) > 0) {
+            }
+            if (stop)
+                return 0;
+        }
+        if (fds[0].revents & POLLIN) {
+            int conn = ::accept4(listenFd, nullptr, nullptr, SOCK_CLOEXEC);
+            if (conn < 0)
+                continue;
+            pid_t pid = ::fork();
+            if (pid == 0) {
+                ::close(listenFd);
+                ::close(sigFd);
+                ::sigprocmask(SIG_UNBLOCK, &mask, nullptr);
+                ::signal(SIGCHLD, SIG_DFL);
+                handleConnection(conn);
+                ::close(conn);
+                _exit(0);
+            }
+            if (pid < 0)
+                sendError(conn, "resource_exhausted", "sandbox init cannot fork: " + errnoText(errno));
+            ::close(conn);
+        }
+    }
+}

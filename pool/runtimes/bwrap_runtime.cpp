@@ -1,0 +1,273 @@
+#include "pool/runtimes/bwrap_runtime.h"
+
+#include <cerrno>
+#include <cstdlib>
+#include <cstring>
+#include <fcntl.h>
+#include <mutex>
+#include <poll.h>
+#include <signal.h>
+#include <spawn.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/syscall.h>
+#include <sys/un.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+extern char **environ;
+
+namespace paddock::pool {
+namespace {
+
+namespace fs = std::filesystem;
+
+constexpr int kStartTimeoutMs = 10000;
+constexpr int kListenFdInside = 3;
+constexpr int kReadyFdInside = 4;
+constexpr int kListenBacklog = 128;
+
+std::string describeStatus(int status)
+{
+    if (WIFEXITED(status))
+        return "bwrap exited with status " + std::to_string(WEXITSTATUS(status));
+    if (WIFSIGNALED(status))
+        return std::string("bwrap was killed by signal ") + std::to_string(WTERMSIG(status)) + " (" +
+               strsignal(WTERMSIG(status)) + ")";
+    return "bwrap ended";
+}
+
+// A descriptor at 10 or above, close-on-exec, so that posix_spawn's dup2 onto 3 and 4 never
+// collides with its source and no other thread's spawn inherits it.
+int highFd(int fd)
+{
+    int high = ::fcntl(fd, F_DUPFD_CLOEXEC, 10);
+    ::close(fd);
+    return high;
+}
+
+class BwrapSandbox : public RunningSandbox {
+public:
+    BwrapSandbox(pid_t pid, int pidfd, fs::path socket) : m_pid(pid), m_pidfd(pidfd), m_socket(std::move(socket)) {}
+    ~BwrapSandbox() override
+    {
+        kill();
+        if (m_pidfd >= 0)
+            ::close(m_pidfd);
+    }
+
+    fs::path controlSocket() const override { return m_socket; }
+    int exitFd() const override { return m_pidfd; }
+
+    std::optional<std::string> exitReason() override
+    {
+        std::lock_guard lock(m_mutex);
+        reapLocked(WNOHANG);
+        return m_reason;
+    }
+
+    void kill() override
+    {
+        std::lock_guard lock(m_mutex);
+        if (m_reason)
+            return;
+        // bwrap --die-with-parent makes the init (PID 1 inside) die with bwrap, and the kernel
+        // kills the rest of the PID namespace with its init.
+        ::kill(m_pid, SIGKILL);
+        reapLocked(0);
+    }
+
+private:
+    void reapLocked(int flags)
+    {
+        if (m_reason)
+            return;
+        int status = 0;
+        pid_t r;
+        do {
+            r = ::waitpid(m_pid, &status, flags);
+        } while (r < 0 && errno == EINTR);
+        if (r == m_pid)
+            m_reason = describeStatus(status);
+        else if (r < 0)
+            m_reason = std::string("bwrap is gone: ") + std::strerror(errno);
+    }
+
+    std::mutex m_mutex;
+    const pid_t m_pid;
+    const int m_pidfd;
+    const fs::path m_socket;
+    std::optional<std::string> m_reason;   // guarded by m_mutex
+};
+
+std::string findOnPath(const std::string &name)
+{
+    const char *path = std::getenv("PATH");
+    std::string dirs = path ? path : "/usr/local/bin:/usr/bin:/bin";
+    size_t start = 0;
+    while (start <= dirs.size()) {
+        size_t end = dirs.find(':', start);
+        if (end == std::string::npos)
+            end = dirs.size();
+        std::string candidate = dirs.substr(start, end - start) + "/" + name;
+        if (::access(candidate.c_str(), X_OK) == 0)
+            return candidate;
+        start = end + 1;
+    }
+    return {};
+}
+
+} // namespace
+
+Result<std::unique_ptr<BwrapRuntime>> BwrapRuntime::create()
+{
+    std::string bwrap = findOnPath("bwrap");
+    if (bwrap.empty())
+        return fail(ErrorCode::NotFound, "bwrap (bubblewrap) is not installed or not on PATH; install it "
+                                         "(Debian/Ubuntu: apt-get install bubblewrap) and start paddock-pool again");
+    return std::unique_ptr<BwrapRuntime>(new BwrapRuntime(std::move(bwrap)));
+}
+
+std::vector<std::string> BwrapRuntime::commandLine(const SandboxSpec &spec, const std::vector<std::string> &command) const
+{
+    std::vector<std::string> args = {
+        m_bwrap, "--unshare-all", "--new-session", "--die-with-parent", "--as-pid-1",
+        "--clearenv", "--setenv", "PATH", "/usr/local/bin:/usr/bin:/bin", "--setenv", "HOME", "/workspace",
+        "--setenv", "LANG", "C.UTF-8",
+        "--ro-bind", "/usr", "/usr"};
+    // Mirror the host's top-level system directories: symlinks on a merged-/usr system, read-only
+    // binds otherwise.
+    for (const char *dir : {"bin", "sbin", "lib", "lib32", "lib64", "libx32"}) {
+        const fs::path host = fs::path("/") / dir;
+        std::error_code ec;
+        auto st = fs::symlink_status(host, ec);
+        if (ec)
+            continue;
+        if (fs::is_symlink(st)) {
+            args.insert(args.end(), {"--symlink", fs::read_symlink(host, ec).string(), host.string()});
+        } else if (fs::is_directory(st)) {
+            args.insert(args.end(), {"--ro-bind", host.string(), host.string()});
+        }
+    }
+    args.insert(args.end(), {"--ro-bind", "/etc", "/etc",
+                             "--proc", "/proc", "--dev", "/dev", "--tmpfs", "/tmp",
+                             "--bind", spec.workspaceDir.string(), "/workspace",
+                             "--ro-bind", spec.initPath.string(), kInitInsidePath,
+                             // bwrap's root is a writable tmpfs; only /workspace and /tmp stay writable.
+                             "--remount-ro", "/",
+                             "--chdir", "/workspace", "--"});
+    args.insert(args.end(), command.begin(), command.end());
+    return args;
+}
+
+Result<std::unique_ptr<RunningSandbox>> BwrapRuntime::start(const SandboxSpec &spec)
+{
+    const fs::path socketPath = spec.controlDir / "init.sock";
+    int listenFd = ::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    if (listenFd < 0)
+        return fail(ErrorCode::ResourceExhausted, std::string("cannot create a socket: ") + std::strerror(errno));
+    listenFd = highFd(listenFd);
+    sockaddr_un addr {};
+    addr.sun_family = AF_UNIX;
+    // Bind through the directory's descriptor: deep state directories exceed sun_path.
+    int dirFd = ::open(spec.controlDir.c_str(), O_PATH | O_DIRECTORY | O_CLOEXEC);
+    const std::string bindPath = "/proc/self/fd/" + std::to_string(dirFd) + "/init.sock";
+    std::strncpy(addr.sun_path, bindPath.c_str(), sizeof addr.sun_path - 1);
+    ::unlinkat(dirFd, "init.sock", 0);
+    const bool bound = dirFd >= 0 && ::bind(listenFd, reinterpret_cast<sockaddr *>(&addr), sizeof addr) == 0 &&
+                       ::listen(listenFd, kListenBacklog) == 0;
+    const int bindErr = errno;
+    if (dirFd >= 0) {
+        ::fchmodat(dirFd, "init.sock", 0600, 0);
+        ::close(dirFd);
+    }
+    if (!bound) {
+        ::close(listenFd);
+        return fail(ErrorCode::Internal, "cannot create the sandbox's control socket in " + spec.controlDir.string() +
+                                             ": " + std::strerror(bindErr) + "; check the pool's state directory");
+    }
+
+    int ready[2];
+    if (::pipe2(ready, O_CLOEXEC) != 0) {
+        ::close(listenFd);
+        return fail(ErrorCode::ResourceExhausted, std::string("cannot create a pipe: ") + std::strerror(errno));
+    }
+    ready[0] = highFd(ready[0]);
+    ready[1] = highFd(ready[1]);
+
+    const auto argvStrings = commandLine(spec, {kInitInsidePath, "--listen-fd", std::to_string(kListenFdInside),
+                                                "--ready-fd", std::to_string(kReadyFdInside)});
+    std::vector<char *> argv;
+    for (const auto &s : argvStrings)
+        argv.push_back(const_cast<char *>(s.c_str()));
+    argv.push_back(nullptr);
+
+    posix_spawn_file_actions_t fa;
+    posix_spawn_file_actions_init(&fa);
+    posix_spawn_file_actions_addopen(&fa, 0, "/dev/null", O_RDONLY, 0);
+    posix_spawn_file_actions_addopen(&fa, 1, "/dev/null", O_WRONLY, 0);
+    posix_spawn_file_actions_adddup2(&fa, listenFd, kListenFdInside);
+    posix_spawn_file_actions_adddup2(&fa, ready[1], kReadyFdInside);
+    posix_spawnattr_t attr;
+    posix_spawnattr_init(&attr);
+    sigset_t none, all;
+    sigemptyset(&none);
+    sigfillset(&all);
+    posix_spawnattr_setsigmask(&attr, &none);
+    posix_spawnattr_setsigdefault(&attr, &all);
+    // Own process group: a Ctrl-C on the pool's terminal reaches the pool, which then releases
+    // the sandboxes in order, instead of killing them under it.
+    posix_spawnattr_setpgroup(&attr, 0);
+    posix_spawnattr_setflags(&attr, POSIX_SPAWN_SETSIGMASK | POSIX_SPAWN_SETSIGDEF | POSIX_SPAWN_SETPGROUP);
+    // The sandbox gets an empty environment from bwrap --clearenv; bwrap itself needs none.
+    char *emptyEnv[] = {nullptr};
+    pid_t pid = -1;
+    const int spawnErr = posix_spawn(&pid, m_bwrap.c_str(), &fa, &attr, argv.data(), emptyEnv);
+    posix_spawn_file_actions_destroy(&fa);
+    posix_spawnattr_destroy(&attr);
+    ::close(listenFd);   // only the init holds it now: its death makes connect() fail at once
+    ::close(ready[1]);
+    if (spawnErr != 0) {
+        ::close(ready[0]);
+        return fail(ErrorCode::Internal, "cannot start " + m_bwrap + ": " + std::strerror(spawnErr));
+    }
+    int pidfd = static_cast<int>(::syscall(SYS_pidfd_open, pid, 0));
+    auto sandbox = std::make_unique<BwrapSandbox>(pid, pidfd, socketPath);
+
+    // The init writes one byte once it is listening; EOF means bwrap or the init died first.
+    pollfd pfd {ready[0], POLLIN, 0};
+    int rc;
+    do {
+        rc = ::poll(&pfd, 1, kStartTimeoutMs);
+    } while (rc < 0 && errno == EINTR);
+    char byte = 0;
+    const bool ok = rc > 0 && ::read(ready[0], &byte, 1) == 1 && byte == 'R';
+    ::close(ready[0]);
+    if (!ok) {
+        if (rc == 0) {
+            sandbox->kill();
+            return fail(ErrorCode::DeadlineExceeded, "sandbox " + spec.id + " did not start within " +
+                                                         std::to_string(kStartTimeoutMs) + " ms; the host may be overloaded");
+        }
+        sandbox->kill();
+        return fail(ErrorCode::Internal, "sandbox " + spec.id + " failed to start (" +
+                                             sandbox->exitReason().value_or("unknown") +
+                                             "); bwrap's own message is in paddock-pool's log (stderr)");
+    }
+    return std::unique_ptr<RunningSandbox>(std::move(sandbox));
+}
+
+Result<std::unique_ptr<Runtime>> makeRuntime(const std::string &name)
+{
+    if (name == "bwrap") {
+        auto r = BwrapRuntime::create();
+        if (!r)
+            return std::unexpected(r.error());
+        return std::unique_ptr<Runtime>(std::move(*r));
+    }
+    if (name == "runsc" || name == "crun")
+        return fail(ErrorCode::Unimplemented, "runtime '" + name + "' is not implemented yet in this pool; use runtime = \"bwrap\" for now");
+    return fail(ErrorCode::InvalidArgument, "unknown runtime '" + name + "'; known runtimes: bwrap (runsc and crun come later)");
+}
+
+} // namespace paddock::pool
