@@ -1,0 +1,385 @@
+// Known limits: a playbook is read whole into memory (they are small, hand-written files); the
+// "did you mean" suggestions only cover keys, not tool names longer than a typo away.
+
+#include "broker/model/playbook.h"
+
+#include "broker/model/model_adapter.h"
+
+#include <toml++/toml.h>
+
+#include <algorithm>
+#include <array>
+#include <fmt/format.h>
+#include <fstream>
+#include <span>
+#include <sstream>
+
+namespace paddock::model {
+namespace {
+
+enum class Kind { String, Integer };
+
+struct FieldSpec {
+    std::string_view key;
+    Kind kind;
+    bool required;
+    std::string_view example;   // shown in the fix when the field is missing or has the wrong type
+};
+
+struct ToolSpec {
+    std::string_view tool;
+    std::span<const FieldSpec> fields;
+};
+
+constexpr std::array kRunCommandFields{
+    FieldSpec{"command", Kind::String, true, R"(command = "make test")"},
+    FieldSpec{"timeout_ms", Kind::Integer, false, "timeout_ms = 60000"},
+    FieldSpec{"expect_exit", Kind::Integer, false, "expect_exit = 0"},
+    FieldSpec{"expect_stdout", Kind::String, false, R"(expect_stdout = "Hello")"},
+    FieldSpec{"expect_stderr", Kind::String, false, R"(expect_stderr = "warning")"},
+};
+constexpr std::array kWriteFileFields{
+    FieldSpec{"path", Kind::String, true, R"(path = "hello.c")"},
+    FieldSpec{"content", Kind::String, true, R"(content = '''...''')"},
+};
+constexpr std::array kReadFileFields{
+    FieldSpec{"path", Kind::String, true, R"(path = "hello.c")"},
+    FieldSpec{"expect_content", Kind::String, false, R"(expect_content = "main")"},
+};
+constexpr std::array kFinishFields{
+    FieldSpec{"summary", Kind::String, true, R"(summary = "built and ran hello")"},
+    FieldSpec{"status", Kind::String, false, R"(status = "succeeded")"},
+};
+
+constexpr std::array kTools{
+    ToolSpec{tool::RunCommand, kRunCommandFields},
+    ToolSpec{tool::WriteFile, kWriteFileFields},
+    ToolSpec{tool::ReadFile, kReadFileFields},
+    ToolSpec{tool::Finish, kFinishFields},
+};
+
+constexpr std::string_view kToolList = "run_command, write_file, read_file, finish";
+
+std::string_view kindName(Kind kind)
+{
+    return kind == Kind::String ? "a string" : "an integer";
+}
+
+std::string_view nodeTypeName(const toml::node &node)
+{
+    switch (node.type()) {
+    case toml::node_type::string: return "a string";
+    case toml::node_type::integer: return "an integer";
+    case toml::node_type::floating_point: return "a float";
+    case toml::node_type::boolean: return "a boolean";
+    case toml::node_type::table: return "a table";
+    case toml::node_type::array: return "an array";
+    case toml::node_type::date: return "a date";
+    case toml::node_type::time: return "a time";
+    case toml::node_type::date_time: return "a date-time";
+    case toml::node_type::none: break;
+    }
+    return "nothing";
+}
+
+int lineOf(const toml::node &node)
+{
+    return static_cast<int>(node.source().begin.line);
+}
+
+// Edit distance, for "did you mean" on misspelt keys: a typo is the likeliest cause of an unknown key.
+size_t editDistance(std::string_view a, std::string_view b)
+{
+    std::vector<size_t> row(b.size() + 1);
+    for (size_t j = 0; j <= b.size(); ++j)
+        row[j] = j;
+    for (size_t i = 1; i <= a.size(); ++i) {
+        size_t diagonal = row[0];
+        row[0] = i;
+        for (size_t j = 1; j <= b.size(); ++j) {
+            const size_t above = row[j];
+            row[j] = std::min({row[j] + 1, row[j - 1] + 1, diagonal + (a[i - 1] == b[j - 1] ? 0 : 1)});
+            diagonal = above;
+        }
+    }
+    return row[b.size()];
+}
+
+template <typename Names>
+std::string suggestion(std::string_view key, const Names &candidates)
+{
+    std::string_view best;
+    size_t bestDistance = 3;   // more than two edits away is not a typo
+    for (std::string_view candidate : candidates) {
+        const size_t d = editDistance(key, candidate);
+        if (d < bestDistance) {
+            bestDistance = d;
+            best = candidate;
+        }
+    }
+    return best.empty() ? std::string() : fmt::format("Did you mean '{}'? ", best);
+}
+
+class Parser {
+public:
+    explicit Parser(std::string_view sourceName) : m_source(sourceName) {}
+
+    Result<Playbook> parse(std::string_view text)
+    {
+        toml::table root;
+        try {
+            root = toml::parse(text, m_source);
+        } catch (const toml::parse_error &e) {
+            return error(static_cast<int>(e.source().begin.line),
+                         fmt::format("this is not valid TOML: {} (column {})", e.description(),
+                                     e.source().begin.column),
+                         "Fix the syntax; docs/playbooks.md shows a complete example.");
+        }
+        return parseRoot(root);
+    }
+
+private:
+    std::unexpected<Error> error(int line, std::string_view problem, std::string_view fix) const
+    {
+        std::string where = line > 0 ? fmt::format("{}:{}", m_source, line) : std::string(m_source);
+        return fail(ErrorCode::InvalidArgument, fmt::format("playbook {}: {}. {}", where, problem, fix));
+    }
+
+    std::unexpected<Error> stepError(const PlaybookStep &step, int line, std::string_view problem,
+                                     std::string_view fix) const
+    {
+        const std::string what = step.tool.empty()
+            ? fmt::format("step {}: {}", step.number, problem)
+            : fmt::format("step {} ({}): {}", step.number, step.tool, problem);
+        return error(line, what, fix);
+    }
+
+    Result<Playbook> parseRoot(const toml::table &root)
+    {
+        Playbook playbook;
+        for (const auto &[key, node] : root) {
+            const std::string_view k = key.str();
+            if (k == "name" || k == "goal") {
+                if (!node.is_string())
+                    return error(lineOf(node), fmt::format("'{}' is {}, not a string", k, nodeTypeName(node)),
+                                 fmt::format("Write {} = \"...\".", k));
+                (k == "name" ? playbook.name : playbook.goal) = node.as_string()->get();
+            } else if (k == "step") {
+                // handled below, in order
+            } else {
+                constexpr std::array kTopKeys{std::string_view("name"), std::string_view("goal"),
+                                              std::string_view("step")};
+                return error(lineOf(node), fmt::format("unknown top-level key '{}'", k),
+                             suggestion(k, kTopKeys)
+                                 + "A playbook has name, goal and [[step]] tables; step fields go "
+                                   "below a [[step]] header.");
+            }
+        }
+        if (playbook.name.empty())
+            playbook.name = std::filesystem::path(m_source).stem().string();
+        if (playbook.goal.empty())
+            return error(0, "'goal' is missing or empty",
+                         "Add goal = \"what the session should achieve\" at the top of the file.");
+
+        const toml::node *steps = root.get("step");
+        if (steps == nullptr)
+            return error(0, "there are no steps",
+                         "Add at least one [[step]] table, e.g. [[step]] tool = \"run_command\" "
+                         "command = \"true\".");
+        if (steps->is_table())
+            return error(lineOf(*steps), "'step' is a single table",
+                         "Write each step as [[step]] (two brackets), not [step].");
+        const toml::array *array = steps->as_array();
+        if (array != nullptr && array->empty())
+            return error(lineOf(*steps), "there are no steps", "Add at least one [[step]] table.");
+        if (array == nullptr || !array->is_array_of_tables())
+            return error(lineOf(*steps), fmt::format("'step' is {}, not a list of tables", nodeTypeName(*steps)),
+                         "Write each step as a [[step]] table.");
+
+        int number = 0;
+        for (const toml::node &node : *array) {
+            PlaybookStep step;
+            step.number = ++number;
+            auto status = parseStep(*node.as_table(), step);
+            if (!status)
+                return std::unexpected(status.error());
+            playbook.steps.push_back(std::move(step));
+        }
+
+        for (const PlaybookStep &step : playbook.steps) {
+            if (step.tool == tool::Finish && step.number != static_cast<int>(playbook.steps.size())) {
+                return stepError(step, step.line,
+                                 fmt::format("finish must be the last step, but {} more step(s) follow it",
+                                             playbook.steps.size() - static_cast<size_t>(step.number)),
+                                 "Move the finish step to the end or delete the steps after it.");
+            }
+        }
+        return playbook;
+    }
+
+    Status parseStep(const toml::table &table, PlaybookStep &step)
+    {
+        step.line = lineOf(table);
+        const toml::node *toolNode = table.get("tool");
+        if (toolNode == nullptr)
+            return stepError(step, step.line, "'tool' is missing",
+                             fmt::format("Add tool = \"run_command\" (one of: {}).", kToolList));
+        if (!toolNode->is_string())
+            return stepError(step, lineOf(*toolNode),
+                             fmt::format("'tool' is {}, not a string", nodeTypeName(*toolNode)),
+                             fmt::format("Write tool = \"run_command\" (one of: {}).", kToolList));
+        const std::string &toolName = toolNode->as_string()->get();
+        const auto spec = std::ranges::find(kTools, toolName, &ToolSpec::tool);
+        if (spec == kTools.end()) {
+            std::vector<std::string_view> names;
+            for (const ToolSpec &t : kTools)
+                names.push_back(t.tool);
+            return stepError(step, lineOf(*toolNode), fmt::format("unknown tool '{}'", toolName),
+                             suggestion(toolName, names) + fmt::format("Use one of: {}.", kToolList));
+        }
+        step.tool = toolName;
+        step.arguments = nlohmann::json::object();
+
+        for (const auto &[key, node] : table) {
+            const std::string_view k = key.str();
+            if (k == "tool")
+                continue;
+            const auto field = std::ranges::find(spec->fields, k, &FieldSpec::key);
+            if (field == spec->fields.end()) {
+                std::string accepted = "tool";
+                std::vector<std::string_view> names;
+                for (const FieldSpec &f : spec->fields) {
+                    accepted += ", " + std::string(f.key);
+                    names.push_back(f.key);
+                }
+                return stepError(step, lineOf(node), fmt::format("unknown key '{}'", k),
+                                 suggestion(k, names) + fmt::format("A {} step accepts: {}.", toolName, accepted));
+            }
+            const bool typeOk = field->kind == Kind::String ? node.is_string() : node.is_integer();
+            if (!typeOk)
+                return stepError(step, lineOf(node),
+                                 fmt::format("'{}' is {}, not {}", k, nodeTypeName(node), kindName(field->kind)),
+                                 fmt::format("Write it like {}.", field->example));
+            auto stored = storeField(step, *field, node);
+            if (!stored)
+                return stored;
+        }
+        for (const FieldSpec &f : spec->fields) {
+            if (f.required && !table.contains(f.key))
+                return stepError(step, step.line, fmt::format("'{}' is missing", f.key),
+                                 fmt::format("Add {} to this [[step]].", f.example));
+        }
+        if (step.tool == tool::RunCommand && !step.expectExit)
+            step.expectExit = 0;   // a command that fails should fail the script unless it says otherwise
+        if (step.tool == tool::Finish && !step.arguments.contains("status"))
+            step.arguments["status"] = "succeeded";
+        return {};
+    }
+
+    Status storeField(PlaybookStep &step, const FieldSpec &field, const toml::node &node)
+    {
+        const int line = lineOf(node);
+        if (field.kind == Kind::Integer) {
+            const int64_t value = node.as_integer()->get();
+            if (field.key == "timeout_ms") {
+                if (value <= 0)
+                    return stepError(step, line, fmt::format("timeout_ms is {}, it must be positive", value),
+                                     "Give the command's time limit in milliseconds, e.g. timeout_ms = 60000.");
+                step.arguments["timeout_ms"] = value;
+            } else if (field.key == "expect_exit") {
+                if (value < 0 || value > 255)
+                    return stepError(step, line, fmt::format("expect_exit is {}, outside 0..255", value),
+                                     "An exit code is between 0 and 255; a signal shows as 128 + its number.");
+                step.expectExit = value;
+            }
+            return {};
+        }
+        const std::string &value = node.as_string()->get();
+        if (field.key == "command" || field.key == "path") {
+            if (value.empty())
+                return stepError(step, line, fmt::format("'{}' is empty", field.key),
+                                 fmt::format("Write it like {}.", field.example));
+            step.arguments[std::string(field.key)] = value;
+        } else if (field.key == "content" || field.key == "summary") {
+            step.arguments[std::string(field.key)] = value;
+        } else if (field.key == "status") {
+            if (value != "succeeded" && value != "failed")
+                return stepError(step, line, fmt::format("status is '{}'", value),
+                                 "Write status = \"succeeded\" or status = \"failed\".");
+            step.arguments["status"] = value;
+        } else if (field.key == "expect_stdout") {
+            step.expectStdout = value;
+        } else if (field.key == "expect_stderr") {
+            step.expectStderr = value;
+        } else if (field.key == "expect_content") {
+            step.expectContent = value;
+        }
+        return {};
+    }
+
+    std::string m_source;
+};
+
+} // namespace
+
+Result<Playbook> parsePlaybook(std::string_view toml, std::string_view sourceName)
+{
+    try {
+        return Parser(sourceName).parse(toml);
+    } catch (const std::exception &e) {
+        // toml++ and nlohmann only throw on bugs or allocation failure; keep them inside.
+        return fail(ErrorCode::Internal, fmt::format("playbook {}: unexpected error while parsing: {}",
+                                                     sourceName, e.what()));
+    }
+}
+
+std::vector<std::string> listPlaybooks(const std::filesystem::path &dir)
+{
+    std::vector<std::string> names;
+    std::error_code ec;
+    for (std::filesystem::directory_iterator it(dir, ec), end; !ec && it != end; it.increment(ec)) {
+        if (it->path().extension() == ".toml" && it->is_regular_file(ec))
+            names.push_back(it->path().stem().string());
+    }
+    std::ranges::sort(names);
+    return names;
+}
+
+Result<std::string> loadPlaybookText(const std::filesystem::path &dir, std::string_view name)
+{
+    std::string stem(name);
+    if (stem.ends_with(".toml"))
+        stem.resize(stem.size() - 5);
+    if (stem.empty() || stem.starts_with('.') || stem.find_first_of("/\\") != std::string::npos)
+        return fail(ErrorCode::InvalidArgument,
+                    fmt::format("'{}' is not a playbook name. Give the name of a file in {} without "
+                                "directories, e.g. hello-c.",
+                                name, dir.string()));
+
+    const std::filesystem::path file = dir / (stem + ".toml");
+    std::ifstream in(file, std::ios::binary);
+    if (!in) {
+        std::error_code ec;
+        if (std::filesystem::exists(file, ec))
+            return fail(ErrorCode::FailedPrecondition,
+                        fmt::format("cannot read playbook {}. Check its permissions.", file.string()));
+        const std::vector<std::string> available = listPlaybooks(dir);
+        std::string list;
+        for (const std::string &n : available)
+            list += (list.empty() ? "" : ", ") + n;
+        return fail(ErrorCode::NotFound,
+                    available.empty()
+                        ? fmt::format("no playbook '{}': {} has no playbooks. Check the models.playbook_dir "
+                                      "setting.",
+                                      stem, dir.string())
+                        : fmt::format("no playbook '{}' in {}. Available: {}.", stem, dir.string(), list));
+    }
+    std::ostringstream text;
+    text << in.rdbuf();
+    if (in.bad())
+        return fail(ErrorCode::FailedPrecondition,
+                    fmt::format("cannot read playbook {}. Check the file.", file.string()));
+    return std::move(text).str();
+}
+
+} // namespace paddock::model
