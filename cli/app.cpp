@@ -1,0 +1,554 @@
+#include "cli/app.h"
+
+#include "cli/address.h"
+#include "cli/exit_codes.h"
+#include "paddock/v1/broker.grpc.pb.h"
+
+#include <CLI/CLI.hpp>
+#include <grpcpp/grpcpp.h>
+
+#include <algorithm>
+#include <chrono>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+#include <thread>
+
+#ifndef PADDOCK_VERSION
+#define PADDOCK_VERSION "unknown"
+#endif
+
+namespace paddock::cli {
+namespace {
+
+namespace v1 = paddock::v1;
+using nlohmann::json;
+
+constexpr auto kInterruptPoll = std::chrono::milliseconds(50);
+constexpr int kMaxPageSize = 1000;
+
+int64_t nowMs()
+{
+    return std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::system_clock::now().time_since_epoch())
+        .count();
+}
+
+// One broker connection for the life of a command.
+class BrokerConnection {
+public:
+    BrokerConnection(BrokerAddress address, std::string shown, double timeoutS)
+        : m_address(std::move(address))
+        , m_shown(std::move(shown))
+        , m_timeoutS(timeoutS)
+        , m_channel(grpc::CreateChannel(m_address.target, grpc::InsecureChannelCredentials()))
+        , m_stub(v1::BrokerService::NewStub(m_channel))
+    {
+    }
+
+    v1::BrokerService::Stub &stub() { return *m_stub; }
+    const std::string &shown() const { return m_shown; }
+
+    // Every call that is not a follow gets a deadline: a broker that hangs must not hang scripts.
+    void setDeadline(grpc::ClientContext &context) const
+    {
+        context.set_deadline(std::chrono::system_clock::now()
+                             + std::chrono::milliseconds(static_cast<int64_t>(m_timeoutS * 1000)));
+    }
+
+    // Whether calls reach the broker. A status the broker itself returned leaves the channel READY;
+    // a refused or lost connection does not.
+    bool connected() const { return m_channel->GetState(false) == GRPC_CHANNEL_READY; }
+
+private:
+    BrokerAddress m_address;
+    std::string m_shown;
+    double m_timeoutS;
+    std::shared_ptr<grpc::Channel> m_channel;
+    std::unique_ptr<v1::BrokerService::Stub> m_stub;
+};
+
+struct CommandContext {
+    const Invocation &inv;
+    const Environment &env;
+    BrokerConnection &broker;
+    std::ostream &out;
+    std::ostream &err;
+
+    bool interrupted() const { return env.interrupted && env.interrupted(); }
+
+    int fail(std::string_view action, const grpc::Status &status, std::string_view hint = {}) const
+    {
+        const bool isConnected = broker.connected();
+        err << "paddockctl: " << describeFailure(action, status, isConnected, broker.shown(), hint) << "\n";
+        return toInt(exitCodeFor(status.error_code(), isConnected));
+    }
+
+    int failWith(ExitCode code, const std::string &message) const
+    {
+        err << "paddockctl: " << message << "\n";
+        return toInt(code);
+    }
+};
+
+std::string listSessionsHint() { return "`paddockctl ls` lists the sessions this broker knows"; }
+
+std::string sessionHint(const grpc::Status &status, const std::string &id)
+{
+    switch (status.error_code()) {
+    case grpc::StatusCode::NOT_FOUND:
+        return "check the id; " + listSessionsHint();
+    case grpc::StatusCode::FAILED_PRECONDITION:
+    case grpc::StatusCode::ABORTED:
+        return "`paddockctl show " + id + "` shows its status";
+    default:
+        return {};
+    }
+}
+
+void printSession(const CommandContext &c, const v1::Session &session)
+{
+    if (c.inv.output == OutputFormat::Json)
+        c.out << sessionToJson(session).dump(2) << "\n";
+    else
+        c.out << formatSessionDetail(session, nowMs());
+}
+
+// Streams a session's events to out. follow: until the session ends, then exit with its outcome.
+int streamEvents(const CommandContext &c, const std::string &id, int64_t fromSeq, bool follow)
+{
+    const std::string action = "cannot read the events of session " + id;
+    if (fromSeq < 0) {
+        return c.failWith(ExitCode::InvalidArgument, action + ": --from " + std::to_string(fromSeq)
+                                                         + " is negative; seqs start at 1");
+    }
+    v1::StreamEventsRequest request;
+    request.set_session_id(id);
+    request.set_from_seq(std::max<int64_t>(fromSeq, 1));
+    request.set_follow(follow);
+
+    grpc::ClientContext context;
+    if (!follow)
+        c.broker.setDeadline(context);
+
+    // Ctrl-C: the handler only sets a flag; this thread turns it into a clean cancel of the call.
+    std::jthread watcher;
+    if (follow && c.env.interrupted) {
+        watcher = std::jthread([&](std::stop_token stop) {
+            while (!stop.stop_requested()) {
+                if (c.env.interrupted()) {
+                    context.TryCancel();
+                    return;
+                }
+                std::this_thread::sleep_for(kInterruptPoll);
+            }
+        });
+    }
+
+    auto reader = c.broker.stub().StreamEvents(&context, request);
+    v1::EventBatch batch;
+    bool endOfSession = false;
+    int64_t lastSeq = request.from_seq() - 1;
+    while (reader->Read(&batch)) {
+        for (const auto &event : batch.events()) {
+            if (c.inv.output == OutputFormat::Json)
+                c.out << eventToJson(event).dump() << "\n";
+            else
+                c.out << formatEvent(event);
+            lastSeq = event.seq();
+        }
+        c.out.flush();   // live: a pipe reader sees each batch as it comes
+        endOfSession = endOfSession || batch.end_of_session();
+    }
+    const grpc::Status status = reader->Finish();
+    if (watcher.joinable()) {
+        watcher.request_stop();
+        watcher.join();
+    }
+
+    if (c.interrupted()) {
+        c.err << "paddockctl: stopped following session " << id << "; it goes on (`paddockctl cancel " << id
+              << "` stops it, `paddockctl events " << id << " --from " << lastSeq + 1 << " -f` follows again)\n";
+        return toInt(ExitCode::Interrupted);
+    }
+    if (!status.ok()) {
+        std::string hint;
+        if (status.error_code() == grpc::StatusCode::OUT_OF_RANGE)
+            hint = "`paddockctl show " + id + "` shows its last seq; --from may be at most that + 1";
+        else
+            hint = sessionHint(status, id);
+        return c.fail(action, status, hint);
+    }
+    if (!follow)
+        return toInt(ExitCode::Ok);
+
+    // The outcome decides the exit code, so ask for the session as the fold now has it.
+    v1::GetSessionRequest getRequest;
+    getRequest.set_id(id);
+    v1::Session session;
+    grpc::ClientContext getContext;
+    c.broker.setDeadline(getContext);
+    if (const auto got = c.broker.stub().GetSession(&getContext, getRequest, &session); !got.ok())
+        return c.fail("cannot read the outcome of session " + id, got, sessionHint(got, id));
+    if (!isFinal(session.status())) {
+        return c.failWith(ExitCode::Error,
+                          "the event stream of session " + id + " ended before the session did (it is "
+                              + statusName(session.status()) + "); follow again with `paddockctl events " + id
+                              + " --from " + std::to_string(lastSeq + 1) + " -f`");
+    }
+    (void)endOfSession;
+    const bool succeeded = session.status() == v1::SESSION_STATUS_SUCCEEDED;
+    if (c.inv.output == OutputFormat::Table) {
+        std::string line = "session " + id + " " + statusName(session.status());
+        if (!session.status_reason().empty())
+            line += ": " + session.status_reason();
+        line += " (" + std::to_string(session.steps()) + " steps, " + formatCost(session.cost_micros()) + ")";
+        (succeeded ? c.out : c.err) << line << "\n";
+    }
+    return toInt(succeeded ? ExitCode::Ok : ExitCode::SessionFailed);
+}
+
+// A --playbook argument that names a file sends the file's text; anything else is a playbook name.
+bool looksLikePath(const std::string &text)
+{
+    return text.find('/') != std::string::npos || text.ends_with(".toml");
+}
+
+int runSubmit(const CommandContext &c)
+{
+    const Invocation &inv = c.inv;
+    const std::string action = "cannot submit the session";
+    v1::SubmitSessionRequest request;
+    request.set_agent(inv.agent);
+    request.set_goal(inv.goal);
+    request.set_model(inv.model);
+    request.set_tier(inv.tier);
+    for (const auto &tag : inv.tags)
+        request.add_tags(tag);
+
+    std::string playbookFile;
+    if (!inv.playbook.empty()) {
+        std::error_code ec;
+        if (std::filesystem::is_regular_file(inv.playbook, ec)) {
+            std::ifstream file(inv.playbook, std::ios::binary);
+            std::ostringstream text;
+            text << file.rdbuf();
+            if (!file || file.bad()) {
+                return c.failWith(ExitCode::Error, action + ": cannot read playbook file " + inv.playbook
+                                                       + "; check that it is readable");
+            }
+            request.set_playbook_toml(text.str());
+            playbookFile = inv.playbook;
+        } else if (looksLikePath(inv.playbook)) {
+            return c.failWith(ExitCode::NotFound,
+                              action + ": there is no playbook file " + inv.playbook
+                                  + "; check the path, or give the name of a playbook the broker ships (e.g. hello-c)");
+        } else {
+            request.set_playbook(inv.playbook);
+        }
+    }
+
+    v1::Session session;
+    grpc::ClientContext context;
+    c.broker.setDeadline(context);
+    const grpc::Status status = c.broker.stub().SubmitSession(&context, request, &session);
+    if (!status.ok()) {
+        std::string hint;
+        if (status.error_code() == grpc::StatusCode::INVALID_ARGUMENT && !playbookFile.empty())
+            hint = "fix " + playbookFile + " and submit again";
+        else if (status.error_code() == grpc::StatusCode::NOT_FOUND)
+            hint = "name a playbook the broker ships or a playbook file, and a model the broker has configured";
+        return c.fail(action, status, hint);
+    }
+
+    if (!inv.follow) {
+        if (inv.output == OutputFormat::Json)
+            c.out << sessionToJson(session).dump(2) << "\n";
+        else
+            c.out << session.id() << "\n";   // just the id, so `id=$(paddockctl submit ...)` works
+        return toInt(ExitCode::Ok);
+    }
+    // Followed: the session first (one JSON line, or its id), then its events as they happen.
+    if (inv.output == OutputFormat::Json)
+        c.out << sessionToJson(session).dump() << "\n";
+    else
+        c.out << "session " << session.id() << "\n";
+    c.out.flush();
+    return streamEvents(c, session.id(), 1, true);
+}
+
+int runList(const CommandContext &c)
+{
+    const Invocation &inv = c.inv;
+    v1::ListSessionsRequest request;
+    for (const auto &name : inv.statuses) {
+        // CLI11 already checked the names; this cannot miss.
+        if (const auto status = statusFromName(name))
+            request.mutable_filter()->add_statuses(*status);
+    }
+    request.mutable_filter()->set_agent(inv.agent);
+    request.mutable_filter()->set_text(inv.search);
+
+    std::vector<v1::Session> sessions;
+    std::string nextToken;
+    while (true) {
+        const int remaining = inv.limit > 0 ? inv.limit - static_cast<int>(sessions.size()) : 0;
+        if (inv.limit > 0)
+            request.set_page_size(std::min(remaining, kMaxPageSize));
+        request.set_page_token(nextToken);
+        v1::ListSessionsResponse response;
+        grpc::ClientContext context;
+        c.broker.setDeadline(context);
+        const grpc::Status status = c.broker.stub().ListSessions(&context, request, &response);
+        if (!status.ok())
+            return c.fail("cannot list sessions", status);
+        for (auto &session : *response.mutable_sessions())
+            sessions.push_back(std::move(session));
+        nextToken = response.next_page_token();
+        const bool limitReached = inv.limit > 0 && static_cast<int>(sessions.size()) >= inv.limit;
+        if (nextToken.empty() || limitReached || !inv.all)
+            break;
+    }
+    if (inv.limit > 0 && static_cast<int>(sessions.size()) > inv.limit)
+        sessions.resize(static_cast<size_t>(inv.limit));
+
+    if (inv.output == OutputFormat::Json) {
+        json list = json::array();
+        for (const auto &session : sessions)
+            list.push_back(sessionToJson(session));
+        c.out << list.dump(2) << "\n";
+    } else {
+        c.out << formatSessionTable(sessions, nowMs());
+    }
+    const bool limitReached = inv.limit > 0 && static_cast<int>(sessions.size()) >= inv.limit;
+    if (!nextToken.empty() && !inv.all && !limitReached)
+        c.err << "(more sessions: pass --all for every page, or --limit N)\n";
+    return toInt(ExitCode::Ok);
+}
+
+int runShow(const CommandContext &c)
+{
+    v1::GetSessionRequest request;
+    request.set_id(c.inv.sessionId);
+    v1::Session session;
+    grpc::ClientContext context;
+    c.broker.setDeadline(context);
+    const grpc::Status status = c.broker.stub().GetSession(&context, request, &session);
+    if (!status.ok())
+        return c.fail("cannot show session " + c.inv.sessionId, status, sessionHint(status, c.inv.sessionId));
+    printSession(c, session);
+    return toInt(ExitCode::Ok);
+}
+
+int runAction(const CommandContext &c)
+{
+    v1::SessionActionRequest request;
+    request.set_id(c.inv.sessionId);
+    request.set_reason(c.inv.reason);
+    v1::Session session;
+    grpc::ClientContext context;
+    c.broker.setDeadline(context);
+    grpc::Status status;
+    std::string verb;
+    switch (c.inv.command) {
+    case Command::Cancel:
+        verb = "cancel";
+        status = c.broker.stub().CancelSession(&context, request, &session);
+        break;
+    case Command::Pause:
+        verb = "pause";
+        status = c.broker.stub().PauseSession(&context, request, &session);
+        break;
+    default:
+        verb = "resume";
+        status = c.broker.stub().ResumeSession(&context, request, &session);
+        break;
+    }
+    if (!status.ok())
+        return c.fail("cannot " + verb + " session " + c.inv.sessionId, status, sessionHint(status, c.inv.sessionId));
+    if (c.inv.output == OutputFormat::Json)
+        c.out << sessionToJson(session).dump(2) << "\n";
+    else
+        c.out << "session " << session.id() << ": " << statusName(session.status()) << "\n";
+    return toInt(ExitCode::Ok);
+}
+
+int runPools(const CommandContext &c)
+{
+    v1::ListPoolsResponse response;
+    grpc::ClientContext context;
+    c.broker.setDeadline(context);
+    const grpc::Status status = c.broker.stub().ListPools(&context, v1::ListPoolsRequest{}, &response);
+    if (!status.ok())
+        return c.fail("cannot list pools", status);
+    if (c.inv.output == OutputFormat::Json)
+        c.out << poolsToJson(response).dump(2) << "\n";
+    else
+        c.out << formatPoolsTable(response);
+    return toInt(ExitCode::Ok);
+}
+
+std::string actionName(const Invocation &inv)
+{
+    switch (inv.command) {
+    case Command::Submit: return "cannot submit the session";
+    case Command::List: return "cannot list sessions";
+    case Command::Show: return "cannot show session " + inv.sessionId;
+    case Command::Events: return "cannot read the events of session " + inv.sessionId;
+    case Command::Cancel: return "cannot cancel session " + inv.sessionId;
+    case Command::Pause: return "cannot pause session " + inv.sessionId;
+    case Command::Resume: return "cannot resume session " + inv.sessionId;
+    case Command::Pools: return "cannot list pools";
+    }
+    return "cannot run the command";
+}
+
+} // namespace
+
+ParseOutcome parseCommandLine(const std::vector<std::string> &args, std::ostream &out, std::ostream &err)
+{
+    Invocation inv;
+    std::string broker;
+    std::string output = "table";
+
+    CLI::App app{"paddockctl: drive a Paddock broker from a shell: submit agent sessions, list them, follow their "
+                 "events, cancel, pause and resume them.",
+                 "paddockctl"};
+    app.set_version_flag("--version", std::string("paddockctl ") + PADDOCK_VERSION);
+    app.require_subcommand(1);
+    app.fallthrough();   // global options may follow the command: `paddockctl ls --output json`
+    app.footer(std::string("Broker address: --broker, else $PADDOCK_BROKER, else the default unix socket "
+                           "($XDG_RUNTIME_DIR/paddock/broker.sock).\n\n")
+               + std::string(exitCodeHelp()));
+    app.add_option("--broker", broker,
+                   "Broker address: unix:/path, /path (a unix socket) or host:port. Default: $PADDOCK_BROKER, "
+                   "else the user's broker socket");
+    app.add_option("-o,--output", output, "Output format of every read: table (for people) or json (for scripts)")
+        ->check(CLI::IsMember({"table", "json"}));
+    app.add_option("--timeout", inv.timeoutS, "Deadline in seconds of each call (not of a follow)")
+        ->check(CLI::PositiveNumber);
+
+    auto *submit = app.add_subcommand("submit", "Submit a session: a playbook, or a goal for a model");
+    submit->add_option("--playbook", inv.playbook,
+                       "Playbook name (shipped with the broker) or a playbook file whose text is sent");
+    submit->add_option("--goal", inv.goal, "What the agent should do");
+    submit->add_option("--model", inv.model, "Model: scripted (with --playbook), openai, ...");
+    submit->add_option("--tier", inv.tier, "Sandbox tier (lite, standard, heavy); default: the broker's");
+    submit->add_option("--agent", inv.agent, "Agent to run as; default: the broker's default agent");
+    submit->add_option("--tag", inv.tags, "Tag the session (repeatable)");
+    submit->add_flag("-f,--follow", inv.follow,
+                     "Stream the events until the session ends; exit 0 if it succeeded, 7 if not");
+
+    auto *list = app.add_subcommand("ls", "List sessions, newest first");
+    list->add_option("--status", inv.statuses, "Only sessions in this status (repeatable)")
+        ->check(CLI::IsMember({"queued", "running", "waiting_approval", "paused", "succeeded", "failed",
+                               "cancelled"}));
+    list->add_option("--agent", inv.agent, "Only this agent's sessions");
+    list->add_option("--search", inv.search, "Only sessions whose goal, id or playbook contains TEXT");
+    list->add_option("--limit", inv.limit, "At most N sessions")->check(CLI::PositiveNumber);
+    list->add_flag("--all", inv.all, "Follow page tokens to list every matching session");
+
+    auto *show = app.add_subcommand("show", "Show one session");
+    show->add_option("ID", inv.sessionId, "Session id")->required();
+
+    auto *events = app.add_subcommand("events", "Print a session's events: seq, time, kind, summary");
+    events->add_option("ID", inv.sessionId, "Session id")->required();
+    events->add_option("--from", inv.fromSeq, "Start at this seq (default 1)");
+    events->add_flag("-f,--follow", inv.follow,
+                     "Keep streaming until the session ends; exit 0 if it succeeded, 7 if not");
+
+    auto *cancel = app.add_subcommand("cancel", "Cancel a session");
+    cancel->add_option("ID", inv.sessionId, "Session id")->required();
+    cancel->add_option("--reason", inv.reason, "Why; recorded in the session's log");
+
+    auto *pause = app.add_subcommand("pause", "Pause a session after its current step");
+    pause->add_option("ID", inv.sessionId, "Session id")->required();
+    pause->add_option("--reason", inv.reason, "Why; recorded in the session's log");
+
+    auto *resume = app.add_subcommand("resume", "Resume a paused session");
+    resume->add_option("ID", inv.sessionId, "Session id")->required();
+    resume->add_option("--reason", inv.reason, "Why; recorded in the session's log");
+
+    auto *pools = app.add_subcommand("pools", "List the broker's pools and their tiers");
+
+    try {
+        // CLI11 consumes the vector from the back.
+        std::vector<std::string> reversed(args.rbegin(), args.rend());
+        app.parse(reversed);
+    } catch (const CLI::ParseError &e) {
+        const int cliCode = app.exit(e, out, err);
+        return {std::nullopt, cliCode == 0 ? toInt(ExitCode::Ok) : toInt(ExitCode::Usage)};
+    }
+
+    if (submit->parsed()) {
+        inv.command = Command::Submit;
+        if (inv.playbook.empty() && inv.goal.empty()) {
+            err << "paddockctl submit: say what to run: --playbook NAME_OR_FILE, or --goal TEXT --model NAME\n";
+            return {std::nullopt, toInt(ExitCode::Usage)};
+        }
+        if (inv.playbook.empty() && inv.model.empty()) {
+            err << "paddockctl submit: --goal needs --model NAME (e.g. openai), or a --playbook for the scripted "
+                   "model\n";
+            return {std::nullopt, toInt(ExitCode::Usage)};
+        }
+    } else if (list->parsed()) {
+        inv.command = Command::List;
+    } else if (show->parsed()) {
+        inv.command = Command::Show;
+    } else if (events->parsed()) {
+        inv.command = Command::Events;
+    } else if (cancel->parsed()) {
+        inv.command = Command::Cancel;
+    } else if (pause->parsed()) {
+        inv.command = Command::Pause;
+    } else if (resume->parsed()) {
+        inv.command = Command::Resume;
+    } else if (pools->parsed()) {
+        inv.command = Command::Pools;
+    }
+    if (!broker.empty())
+        inv.broker = broker;
+    inv.output = output == "json" ? OutputFormat::Json : OutputFormat::Table;
+    return {std::move(inv), 0};
+}
+
+int runInvocation(const Invocation &inv, const Environment &env, std::ostream &out, std::ostream &err)
+{
+    const std::string shown = chooseBrokerAddress(inv.broker, env.brokerAddress, env.defaultSocketPath);
+    const auto address = parseBrokerAddress(shown);
+    if (!address) {
+        err << "paddockctl: " << address.error().message << "\n";
+        return toInt(ExitCode::Usage);
+    }
+    // A missing socket file is the common case of "no broker": say so without a connect attempt.
+    if (address->isUnix()) {
+        std::error_code ec;
+        if (!std::filesystem::exists(address->unixPath, ec)) {
+            err << "paddockctl: " << actionName(inv) << ": " << unreachableMessage(shown) << "\n";
+            return toInt(ExitCode::BrokerUnreachable);
+        }
+    }
+
+    BrokerConnection broker(*address, shown, inv.timeoutS);
+    const CommandContext context{inv, env, broker, out, err};
+    switch (inv.command) {
+    case Command::Submit: return runSubmit(context);
+    case Command::List: return runList(context);
+    case Command::Show: return runShow(context);
+    case Command::Events: return streamEvents(context, inv.sessionId, inv.fromSeq, inv.follow);
+    case Command::Cancel:
+    case Command::Pause:
+    case Command::Resume: return runAction(context);
+    case Command::Pools: return runPools(context);
+    }
+    return toInt(ExitCode::Error);
+}
+
+int runCli(const std::vector<std::string> &args, const Environment &env, std::ostream &out, std::ostream &err)
+{
+    const ParseOutcome parsed = parseCommandLine(args, out, err);
+    if (!parsed.invocation)
+        return parsed.exitCode;
+    return runInvocation(*parsed.invocation, env, out, err);
+}
+
+} // namespace paddock::cli

@@ -1,0 +1,74 @@
+#pragma once
+// paddockctl: argument parsing and the commands, as a library so tests can drive it without a shell.
+// main.cpp only installs the Ctrl-C handler and calls runCli.
+//
+// Threads: runCli runs on the caller's thread and blocks on the broker; while following a stream it
+// starts one helper thread that cancels the call when Environment::interrupted turns true.
+
+#include "cli/format.h"
+
+#include <cstdint>
+#include <functional>
+#include <optional>
+#include <ostream>
+#include <string>
+#include <vector>
+
+namespace paddock::cli {
+
+inline constexpr double kDefaultTimeoutS = 30.0;
+
+enum class Command { Submit, List, Show, Events, Cancel, Pause, Resume, Pools };
+
+// Everything the command line said. Fields that a command does not use stay at their defaults.
+struct Invocation {
+    Command command = Command::List;
+    std::optional<std::string> broker;          // --broker
+    OutputFormat output = OutputFormat::Table;
+    double timeoutS = kDefaultTimeoutS;         // deadline of every call that is not a follow
+
+    // submit
+    std::string playbook;                       // a name, or a file whose text is sent
+    std::string goal;
+    std::string model;
+    std::string tier;
+    std::vector<std::string> tags;
+    bool follow = false;                        // submit -f, events -f
+
+    // submit and ls
+    std::string agent;
+
+    // ls
+    std::vector<std::string> statuses;
+    std::string search;
+    int limit = 0;                              // 0: one page of the broker's default size
+    bool all = false;
+
+    // show, events, cancel, pause, resume
+    std::string sessionId;
+    std::string reason;
+    int64_t fromSeq = 1;
+};
+
+struct ParseOutcome {
+    std::optional<Invocation> invocation;   // set when a command should run
+    int exitCode = 0;                       // otherwise exit with this (help, --version, usage error)
+};
+
+// args excludes the program name. Help and --version go to out, usage errors to err.
+ParseOutcome parseCommandLine(const std::vector<std::string> &args, std::ostream &out, std::ostream &err);
+
+struct Environment {
+    std::optional<std::string> brokerAddress;   // $PADDOCK_BROKER
+    std::string defaultSocketPath;              // paddock::defaultBrokerSocketPath()
+    std::function<bool()> interrupted;          // true once the user pressed Ctrl-C; may be empty
+};
+
+int runInvocation(const Invocation &invocation, const Environment &environment, std::ostream &out,
+                  std::ostream &err);
+
+// Parse, then run. Returns the process exit code (cli/exit_codes.h).
+int runCli(const std::vector<std::string> &args, const Environment &environment, std::ostream &out,
+           std::ostream &err);
+
+} // namespace paddock::cli

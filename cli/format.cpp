@@ -1,0 +1,480 @@
+#include "cli/format.h"
+
+#include <algorithm>
+#include <array>
+#include <ctime>
+#include <fmt/format.h>
+
+namespace paddock::cli {
+namespace {
+
+using nlohmann::json;
+using paddock::v1::SessionStatus;
+
+constexpr size_t kGoalWidth = 50;
+constexpr size_t kSummaryWidth = 160;
+constexpr size_t kOutputLinesShown = 40;    // per stream in a tool.result; --output json has all
+constexpr std::string_view kOutputIndent = "        ";
+
+struct StatusNameEntry {
+    SessionStatus status;
+    std::string_view name;
+};
+
+constexpr std::array<StatusNameEntry, 7> kStatusNames{{
+    {v1::SESSION_STATUS_QUEUED, "queued"},
+    {v1::SESSION_STATUS_RUNNING, "running"},
+    {v1::SESSION_STATUS_WAITING_APPROVAL, "waiting_approval"},
+    {v1::SESSION_STATUS_PAUSED, "paused"},
+    {v1::SESSION_STATUS_SUCCEEDED, "succeeded"},
+    {v1::SESSION_STATUS_FAILED, "failed"},
+    {v1::SESSION_STATUS_CANCELLED, "cancelled"},
+}};
+
+// Characters a terminal shows for text: UTF-8 continuation bytes take no column.
+size_t displayWidth(std::string_view text)
+{
+    return static_cast<size_t>(std::ranges::count_if(text, [](char c) { return (static_cast<unsigned char>(c) & 0xC0) != 0x80; }));
+}
+
+std::string padRight(const std::string &text, size_t width)
+{
+    const size_t shown = displayWidth(text);
+    return shown >= width ? text : text + std::string(width - shown, ' ');
+}
+
+std::string padLeft(const std::string &text, size_t width)
+{
+    const size_t shown = displayWidth(text);
+    return shown >= width ? text : std::string(width - shown, ' ') + text;
+}
+
+std::string scalarText(const json &value)
+{
+    if (value.is_string())
+        return value.get<std::string>();
+    if (value.is_number_float())
+        return fmt::format("{:.1f}", value.get<double>());
+    return value.dump();
+}
+
+// key=value for each field, strings with spaces quoted, nested values as compact JSON.
+std::string genericSummary(const json &payload, std::initializer_list<std::string_view> skip = {})
+{
+    std::string out;
+    for (const auto &[key, value] : payload.items()) {
+        if (std::ranges::find(skip, key) != skip.end())
+            continue;
+        if (value.is_null() || (value.is_string() && value.get<std::string>().empty()))
+            continue;
+        if (!out.empty())
+            out += ' ';
+        std::string text = scalarText(value);
+        if (value.is_string() && text.find_first_of(" \t\n\"") != std::string::npos)
+            text = json(text).dump();
+        out += key + "=" + text;
+    }
+    return out;
+}
+
+std::string str(const json &payload, std::string_view key)
+{
+    const auto it = payload.find(key);
+    if (it == payload.end() || it->is_null())
+        return {};
+    return it->is_string() ? it->get<std::string>() : scalarText(*it);
+}
+
+std::string toolCallSummary(const json &payload)
+{
+    const std::string name = str(payload, "name");
+    const json arguments = payload.value("arguments", json::object());
+    std::string detail;
+    if (arguments.is_object()) {
+        if (arguments.contains("command"))
+            detail = str(arguments, "command");
+        else if (name == "write_file")
+            detail = str(arguments, "path") + " (" + std::to_string(str(arguments, "content").size()) + " bytes)";
+        else if (arguments.contains("path"))
+            detail = str(arguments, "path");
+        else if (name == "finish")
+            detail = str(arguments, "status") + (arguments.contains("summary") ? ": " + str(arguments, "summary") : "");
+        else
+            detail = genericSummary(arguments);
+    }
+    return detail.empty() ? name : name + ": " + detail;
+}
+
+std::string toolResultSummary(const json &payload)
+{
+    std::string out = str(payload, "name");
+    if (payload.contains("error"))
+        return out + (out.empty() ? "" : " ") + "error: " + str(payload, "error");
+    if (payload.contains("exit_code")) {
+        out += (out.empty() ? "" : " ") + std::string("exit ") + str(payload, "exit_code");
+        if (const int64_t signal = payload.value("signal", int64_t{0}); signal != 0)
+            out += " (signal " + std::to_string(signal) + ")";
+        if (payload.value("timed_out", false))
+            out += ", timed out";
+        if (payload.contains("duration_ms"))
+            out += fmt::format(", {:.0f} ms", payload.value("duration_ms", 0.0));
+        if (payload.value("replayed", false))
+            out += ", replayed";
+        return out;
+    }
+    if (payload.contains("path"))
+        out += " " + str(payload, "path");
+    if (payload.contains("bytes"))
+        out += " (" + str(payload, "bytes") + " bytes written)";
+    if (payload.value("ok", false))
+        out += " ok";
+    return out;
+}
+
+// The lines of one output stream under a tool.result, indented, cut after kOutputLinesShown.
+void appendOutput(std::string &out, std::string_view label, std::string_view text)
+{
+    if (text.empty())
+        return;
+    if (!label.empty())
+        out += std::string(kOutputIndent) + std::string(label) + ":\n";
+    size_t shown = 0;
+    size_t total = 0;
+    size_t start = 0;
+    while (start < text.size()) {
+        size_t end = text.find('\n', start);
+        if (end == std::string_view::npos)
+            end = text.size();
+        ++total;
+        if (shown < kOutputLinesShown) {
+            out += kOutputIndent;
+            out += text.substr(start, end - start);
+            out += '\n';
+            ++shown;
+        }
+        start = end + 1;
+    }
+    if (total > shown)
+        out += fmt::format("{}... {} more lines (--output json shows all)\n", kOutputIndent, total - shown);
+}
+
+} // namespace
+
+std::string statusName(SessionStatus status)
+{
+    for (const auto &entry : kStatusNames) {
+        if (entry.status == status)
+            return std::string(entry.name);
+    }
+    return "unknown";
+}
+
+std::optional<SessionStatus> statusFromName(std::string_view name)
+{
+    for (const auto &entry : kStatusNames) {
+        if (entry.name == name)
+            return entry.status;
+    }
+    return std::nullopt;
+}
+
+bool isFinal(SessionStatus status)
+{
+    return status == v1::SESSION_STATUS_SUCCEEDED || status == v1::SESSION_STATUS_FAILED
+        || status == v1::SESSION_STATUS_CANCELLED;
+}
+
+std::string formatCost(int64_t costMicros)
+{
+    // Integer arithmetic: a double would print 0.00015 as $0.0001 or $0.0002 depending on luck.
+    const bool negative = costMicros < 0;
+    const int64_t magnitude = negative ? -costMicros : costMicros;
+    const int64_t tenThousandths = (magnitude + 50) / 100;
+    return fmt::format("{}${}.{:04}", negative ? "-" : "", tenThousandths / 10000, tenThousandths % 10000);
+}
+
+std::string formatAge(int64_t sinceUnixMs, int64_t nowUnixMs)
+{
+    if (sinceUnixMs <= 0)
+        return "-";
+    const int64_t seconds = std::max<int64_t>(0, (nowUnixMs - sinceUnixMs) / 1000);
+    if (seconds < 60)
+        return std::to_string(seconds) + "s";
+    if (seconds < 3600)
+        return std::to_string(seconds / 60) + "m";
+    if (seconds < 86400)
+        return std::to_string(seconds / 3600) + "h";
+    return std::to_string(seconds / 86400) + "d";
+}
+
+std::string formatClock(int64_t unixMs, bool utc)
+{
+    const std::time_t seconds = static_cast<std::time_t>(unixMs / 1000);
+    std::tm parts{};
+    if (utc)
+        gmtime_r(&seconds, &parts);
+    else
+        localtime_r(&seconds, &parts);
+    return fmt::format("{:02}:{:02}:{:02}.{:03}", parts.tm_hour, parts.tm_min, parts.tm_sec, unixMs % 1000);
+}
+
+std::string formatIsoTime(int64_t unixMs)
+{
+    const std::time_t seconds = static_cast<std::time_t>(unixMs / 1000);
+    std::tm parts{};
+    gmtime_r(&seconds, &parts);
+    return fmt::format("{:04}-{:02}-{:02}T{:02}:{:02}:{:02}.{:03}Z", parts.tm_year + 1900, parts.tm_mon + 1,
+                       parts.tm_mday, parts.tm_hour, parts.tm_min, parts.tm_sec, unixMs % 1000);
+}
+
+std::string truncateText(std::string_view text, size_t width)
+{
+    std::string flat(text);
+    std::ranges::replace(flat, '\n', ' ');
+    std::ranges::replace(flat, '\r', ' ');
+    std::ranges::replace(flat, '\t', ' ');
+    if (displayWidth(flat) <= width)
+        return flat;
+    const size_t keep = width > 3 ? width - 3 : 0;
+    size_t chars = 0;
+    size_t cut = 0;
+    for (; cut < flat.size(); ++cut) {
+        if ((static_cast<unsigned char>(flat[cut]) & 0xC0) != 0x80) {
+            if (chars == keep)
+                break;
+            ++chars;
+        }
+    }
+    return flat.substr(0, cut) + "...";
+}
+
+std::string renderTable(const std::vector<std::string> &header, const std::vector<std::vector<std::string>> &rows,
+                        const std::vector<size_t> &rightAligned)
+{
+    std::vector<size_t> widths(header.size(), 0);
+    for (size_t i = 0; i < header.size(); ++i)
+        widths[i] = displayWidth(header[i]);
+    for (const auto &row : rows) {
+        for (size_t i = 0; i < row.size() && i < widths.size(); ++i)
+            widths[i] = std::max(widths[i], displayWidth(row[i]));
+    }
+    auto line = [&](const std::vector<std::string> &cells) {
+        std::string out;
+        for (size_t i = 0; i < cells.size() && i < widths.size(); ++i) {
+            const bool last = i + 1 == cells.size();
+            const bool right = std::ranges::find(rightAligned, i) != rightAligned.end();
+            if (right)
+                out += padLeft(cells[i], widths[i]);
+            else
+                out += last ? cells[i] : padRight(cells[i], widths[i]);
+            if (!last)
+                out += "  ";
+        }
+        // Trailing blanks confuse diff-based tests and copy-paste.
+        while (!out.empty() && out.back() == ' ')
+            out.pop_back();
+        return out + "\n";
+    };
+    std::string out = line(header);
+    for (const auto &row : rows)
+        out += line(row);
+    return out;
+}
+
+json sessionToJson(const v1::Session &session)
+{
+    json tags = json::array();
+    for (const auto &tag : session.tags())
+        tags.push_back(tag);
+    return json{
+        {"id", session.id()},
+        {"agent", session.agent()},
+        {"goal", session.goal()},
+        {"model", session.model()},
+        {"playbook", session.playbook()},
+        {"status", statusName(session.status())},
+        {"status_reason", session.status_reason()},
+        {"tier", session.tier()},
+        {"pool", session.pool()},
+        {"sandbox_id", session.sandbox_id()},
+        {"steps", session.steps()},
+        {"cost_micros", session.cost_micros()},
+        {"created_unix_ms", session.created_unix_ms()},
+        {"updated_unix_ms", session.updated_unix_ms()},
+        {"last_seq", session.last_seq()},
+        {"last_event_kind", session.last_event_kind()},
+        {"tags", tags},
+    };
+}
+
+std::string formatSessionTable(std::span<const v1::Session> sessions, int64_t nowUnixMs)
+{
+    std::vector<std::vector<std::string>> rows;
+    rows.reserve(sessions.size());
+    for (const auto &session : sessions) {
+        // A scripted session may have no goal of its own; its playbook says what it does.
+        const std::string goal = !session.goal().empty() ? session.goal()
+                               : !session.playbook().empty() ? "playbook " + session.playbook()
+                                                             : std::string("-");
+        rows.push_back({session.id(), statusName(session.status()), session.agent().empty() ? "-" : session.agent(),
+                        session.tier().empty() ? "-" : session.tier(), std::to_string(session.steps()),
+                        formatCost(session.cost_micros()), formatAge(session.created_unix_ms(), nowUnixMs),
+                        truncateText(goal, kGoalWidth)});
+    }
+    return renderTable({"ID", "STATUS", "AGENT", "TIER", "STEPS", "COST", "AGE", "GOAL"}, rows, {4, 5});
+}
+
+std::string formatSessionDetail(const v1::Session &session, int64_t nowUnixMs)
+{
+    auto orDash = [](const std::string &value) { return value.empty() ? std::string("-") : value; };
+    auto when = [&](int64_t unixMs) {
+        return unixMs > 0 ? formatIsoTime(unixMs) + " (" + formatAge(unixMs, nowUnixMs) + " ago)" : std::string("-");
+    };
+    std::string status = statusName(session.status());
+    if (!session.status_reason().empty())
+        status += ": " + session.status_reason();
+    std::string tags;
+    for (const auto &tag : session.tags())
+        tags += (tags.empty() ? "" : ", ") + tag;
+
+    const std::vector<std::pair<std::string, std::string>> fields{
+        {"ID", session.id()},
+        {"Status", status},
+        {"Agent", orDash(session.agent())},
+        {"Goal", orDash(session.goal())},
+        {"Model", orDash(session.model())},
+        {"Playbook", orDash(session.playbook())},
+        {"Tier", orDash(session.tier())},
+        {"Pool", orDash(session.pool())},
+        {"Sandbox", orDash(session.sandbox_id())},
+        {"Steps", std::to_string(session.steps())},
+        {"Cost", formatCost(session.cost_micros())},
+        {"Created", when(session.created_unix_ms())},
+        {"Updated", when(session.updated_unix_ms())},
+        {"Last event", session.last_seq() > 0 ? std::to_string(session.last_seq()) + " " + session.last_event_kind()
+                                              : std::string("-")},
+        {"Tags", orDash(tags)},
+    };
+    std::string out;
+    for (const auto &[name, value] : fields)
+        out += padRight(name + ":", 12) + value + "\n";
+    return out;
+}
+
+json eventToJson(const v1::Event &event)
+{
+    // The payload goes in as an object so that `jq .payload.stdout` works; a payload that is not
+    // JSON (it should always be) is kept as a string rather than dropped.
+    json payload = json::parse(event.payload_json(), nullptr, false);
+    if (payload.is_discarded())
+        payload = event.payload_json();
+    return json{
+        {"session_id", event.session_id()},
+        {"seq", event.seq()},
+        {"time_unix_ms", event.time_unix_ms()},
+        {"time", formatIsoTime(event.time_unix_ms())},
+        {"kind", event.kind()},
+        {"payload", payload},
+        {"cost_micros", event.cost_micros()},
+    };
+}
+
+std::string eventSummary(std::string_view kind, std::string_view payloadJson)
+{
+    const json payload = json::parse(payloadJson, nullptr, false);
+    if (payload.is_discarded() || !payload.is_object())
+        return truncateText(payloadJson, kSummaryWidth);
+    std::string summary;
+    if (kind == "tool.call") {
+        summary = toolCallSummary(payload);
+    } else if (kind == "tool.result") {
+        summary = toolResultSummary(payload);
+    } else if (kind == "state.changed") {
+        summary = str(payload, "status");
+        if (const std::string reason = str(payload, "reason"); !reason.empty())
+            summary += ": " + reason;
+    } else if (kind == "model.response") {
+        summary = str(payload, "model");
+        if (payload.contains("tool_calls") && payload["tool_calls"].is_array())
+            summary += fmt::format(", {} tool call(s)", payload["tool_calls"].size());
+        if (payload.contains("usage") && payload["usage"].is_object()) {
+            const json &usage = payload["usage"];
+            summary += fmt::format(", {} in / {} out tokens", usage.value("input_tokens", int64_t{0}),
+                                   usage.value("output_tokens", int64_t{0}));
+        }
+        if (const std::string text = str(payload, "text"); !text.empty())
+            summary += ": " + text;
+    } else {
+        summary = genericSummary(payload);
+    }
+    return truncateText(summary, kSummaryWidth);
+}
+
+std::string formatEvent(const v1::Event &event, bool utc)
+{
+    std::string out = fmt::format("{:>6}  {}  {:<16} {}", event.seq(), formatClock(event.time_unix_ms(), utc),
+                                  event.kind(), eventSummary(event.kind(), event.payload_json()));
+    if (event.cost_micros() != 0)
+        out += "  [" + formatCost(event.cost_micros()) + "]";
+    while (!out.empty() && out.back() == ' ')
+        out.pop_back();
+    out += '\n';
+    if (event.kind() == "tool.result") {
+        const json payload = json::parse(event.payload_json(), nullptr, false);
+        if (payload.is_object()) {
+            appendOutput(out, "", str(payload, "stdout"));
+            appendOutput(out, "stderr", str(payload, "stderr"));
+            appendOutput(out, "", str(payload, "content"));
+        }
+    }
+    return out;
+}
+
+json poolsToJson(const v1::ListPoolsResponse &pools)
+{
+    json list = json::array();
+    for (const auto &pool : pools.pools()) {
+        json tiers = json::array();
+        for (const auto &tier : pool.tiers()) {
+            tiers.push_back({{"name", tier.tier().name()},
+                             {"runtime", tier.tier().runtime()},
+                             {"warm", tier.warm()},
+                             {"claimed", tier.claimed()},
+                             {"max", tier.max()},
+                             {"hit_rate", tier.hit_rate()},
+                             {"cold_fallbacks", tier.cold_fallbacks()}});
+        }
+        list.push_back({{"name", pool.name()},
+                        {"endpoint", pool.endpoint()},
+                        {"healthy", pool.healthy()},
+                        {"local", pool.local()},
+                        {"error", pool.error()},
+                        {"tiers", tiers}});
+    }
+    return json{{"local_execution", pools.local_execution()}, {"pools", list}};
+}
+
+std::string formatPoolsTable(const v1::ListPoolsResponse &pools)
+{
+    std::vector<std::vector<std::string>> rows;
+    for (const auto &pool : pools.pools()) {
+        std::string tiers;
+        for (const auto &tier : pool.tiers()) {
+            tiers += (tiers.empty() ? "" : ", ")
+                   + fmt::format("{} {} warm/{} claimed/{} max", tier.tier().name(), tier.warm(), tier.claimed(),
+                                 tier.max());
+        }
+        std::string health = pool.healthy() ? "healthy" : "unhealthy";
+        if (!pool.error().empty())
+            health += " (" + pool.error() + ")";
+        rows.push_back({pool.name(), pool.endpoint(), health, pool.local() ? "yes" : "no", tiers.empty() ? "-" : tiers});
+    }
+    std::string out = renderTable({"NAME", "ENDPOINT", "HEALTH", "LOCAL", "TIERS"}, rows);
+    if (pools.pools().empty())
+        out += "no pools configured: start paddockd with --pool NAME=HOST:PORT\n";
+    if (pools.local_execution())
+        out += "local execution is on: agent commands run on the broker's own machine (development mode)\n";
+    return out;
+}
+
+} // namespace paddock::cli

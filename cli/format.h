@@ -1,0 +1,55 @@
+#pragma once
+// How paddockctl shows sessions, events and pools: aligned tables for people, JSON for scripts.
+// Pure functions of their inputs (the current time is a parameter) so tests pin the output.
+//
+// Threads: free functions over values; call from anywhere.
+
+#include "paddock/v1/broker.pb.h"
+
+#include <nlohmann/json.hpp>
+
+#include <cstdint>
+#include <optional>
+#include <span>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace paddock::cli {
+
+enum class OutputFormat { Table, Json };
+
+// "queued", "running", "waiting_approval", ...; "unknown" for unspecified values.
+std::string statusName(paddock::v1::SessionStatus status);
+std::optional<paddock::v1::SessionStatus> statusFromName(std::string_view name);
+bool isFinal(paddock::v1::SessionStatus status);
+
+std::string formatCost(int64_t costMicros);              // "$0.0012": dollars with 4 decimals
+std::string formatAge(int64_t sinceUnixMs, int64_t nowUnixMs);  // "42s", "5m", "3h", "2d"
+// "HH:MM:SS.mmm", local time unless utc.
+std::string formatClock(int64_t unixMs, bool utc = false);
+std::string formatIsoTime(int64_t unixMs);                // "2024-05-01T12:00:00.123Z"
+
+// Cuts text to at most width characters (UTF-8 aware), ending in "..." when cut; newlines become spaces.
+std::string truncateText(std::string_view text, size_t width);
+
+// Rows under a header, columns padded to their widest cell, two spaces apart. rightAligned lists
+// column indexes to right-align (numbers). The last column is never padded.
+std::string renderTable(const std::vector<std::string> &header, const std::vector<std::vector<std::string>> &rows,
+                        const std::vector<size_t> &rightAligned = {});
+
+nlohmann::json sessionToJson(const paddock::v1::Session &session);
+// ID, STATUS, AGENT, TIER, STEPS, COST, AGE, GOAL (truncated).
+std::string formatSessionTable(std::span<const paddock::v1::Session> sessions, int64_t nowUnixMs);
+// `show`: one field a line.
+std::string formatSessionDetail(const paddock::v1::Session &session, int64_t nowUnixMs);
+
+nlohmann::json eventToJson(const paddock::v1::Event &event);
+// One line (a summary of the payload) for most events; tool.result adds its output, indented.
+std::string formatEvent(const paddock::v1::Event &event, bool utc = false);
+std::string eventSummary(std::string_view kind, std::string_view payloadJson);
+
+nlohmann::json poolsToJson(const paddock::v1::ListPoolsResponse &pools);
+std::string formatPoolsTable(const paddock::v1::ListPoolsResponse &pools);
+
+} // namespace paddock::cli

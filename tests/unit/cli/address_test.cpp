@@ -1,0 +1,74 @@
+#include "cli/address.h"
+
+#include <gtest/gtest.h>
+
+namespace paddock::cli {
+namespace {
+
+TEST(BrokerAddress, UnixPrefixKeepsThePath)
+{
+    auto address = parseBrokerAddress("unix:/run/user/1000/paddock/broker.sock");
+    ASSERT_TRUE(address) << address.error().message;
+    EXPECT_EQ(address->target, "unix:/run/user/1000/paddock/broker.sock");
+    EXPECT_EQ(address->unixPath, "/run/user/1000/paddock/broker.sock");
+    EXPECT_TRUE(address->isUnix());
+}
+
+TEST(BrokerAddress, TripleSlashFormIsTheSameSocket)
+{
+    auto address = parseBrokerAddress("unix:///tmp/b.sock");
+    ASSERT_TRUE(address);
+    EXPECT_EQ(address->target, "unix:/tmp/b.sock");
+    EXPECT_EQ(address->unixPath, "/tmp/b.sock");
+}
+
+TEST(BrokerAddress, BarePathIsAUnixSocket)
+{
+    auto address = parseBrokerAddress("/tmp/x/broker.sock");
+    ASSERT_TRUE(address);
+    EXPECT_EQ(address->target, "unix:/tmp/x/broker.sock");
+    EXPECT_TRUE(address->isUnix());
+
+    auto relative = parseBrokerAddress("./broker.sock");
+    ASSERT_TRUE(relative);
+    EXPECT_EQ(relative->unixPath, "./broker.sock");
+}
+
+TEST(BrokerAddress, HostPortIsTcp)
+{
+    auto address = parseBrokerAddress("127.0.0.1:7443");
+    ASSERT_TRUE(address);
+    EXPECT_EQ(address->target, "127.0.0.1:7443");
+    EXPECT_FALSE(address->isUnix());
+
+    auto named = parseBrokerAddress("broker.example.com:443");
+    ASSERT_TRUE(named);
+    EXPECT_EQ(named->target, "broker.example.com:443");
+
+    auto v6 = parseBrokerAddress("[::1]:7443");
+    ASSERT_TRUE(v6);
+    EXPECT_EQ(v6->target, "[::1]:7443");
+}
+
+TEST(BrokerAddress, RejectsMalformedAddressesAndNamesTheForms)
+{
+    for (const char *bad : {"", "localhost", "host:", "host:0", "host:70000", "host:12ab", ":80", "unix:",
+                            "::1:80", "[::1]", "[::1]80"}) {
+        auto address = parseBrokerAddress(bad);
+        ASSERT_FALSE(address) << bad;
+        EXPECT_EQ(address.error().code, ErrorCode::InvalidArgument);
+        EXPECT_NE(address.error().message.find("host:port"), std::string::npos) << address.error().message;
+    }
+}
+
+TEST(BrokerAddress, FlagWinsOverEnvironmentOverDefault)
+{
+    EXPECT_EQ(chooseBrokerAddress(std::string("a:1"), std::string("b:2"), "/d.sock"), "a:1");
+    EXPECT_EQ(chooseBrokerAddress(std::nullopt, std::string("b:2"), "/d.sock"), "b:2");
+    EXPECT_EQ(chooseBrokerAddress(std::nullopt, std::nullopt, "/d.sock"), "unix:/d.sock");
+    // An empty variable means "unset", not "an empty address".
+    EXPECT_EQ(chooseBrokerAddress(std::nullopt, std::string(), "/d.sock"), "unix:/d.sock");
+}
+
+} // namespace
+} // namespace paddock::cli

@@ -1,0 +1,218 @@
+#include "cli/format.h"
+
+#include <gtest/gtest.h>
+
+#include <regex>
+
+namespace paddock::cli {
+namespace {
+
+using nlohmann::json;
+
+constexpr int64_t kNowMs = 1'700'000'000'000;
+
+v1::Session sampleSession()
+{
+    v1::Session session;
+    session.set_id("s-0001");
+    session.set_agent("default");
+    session.set_goal("compile and run a small C program in the sandbox and check that it prints hello");
+    session.set_model("scripted");
+    session.set_playbook("hello-c");
+    session.set_status(v1::SESSION_STATUS_SUCCEEDED);
+    session.set_tier("lite");
+    session.set_pool("local");
+    session.set_sandbox_id("sb-7");
+    session.set_steps(4);
+    session.set_cost_micros(1234);
+    session.set_created_unix_ms(kNowMs - 125'000);
+    session.set_updated_unix_ms(kNowMs - 5'000);
+    session.set_last_seq(17);
+    session.set_last_event_kind("state.changed");
+    session.add_tags("demo");
+    return session;
+}
+
+v1::Event event(int64_t seq, std::string kind, json payload)
+{
+    v1::Event e;
+    e.set_session_id("s-0001");
+    e.set_seq(seq);
+    e.set_time_unix_ms(kNowMs + 1234);
+    e.set_kind(std::move(kind));
+    e.set_payload_json(payload.dump());
+    return e;
+}
+
+TEST(Format, CostHasFourDecimals)
+{
+    EXPECT_EQ(formatCost(0), "$0.0000");
+    EXPECT_EQ(formatCost(1234), "$0.0012");
+    EXPECT_EQ(formatCost(150), "$0.0002");   // rounds half up, exactly
+    EXPECT_EQ(formatCost(12'345'678), "$12.3457");
+    EXPECT_EQ(formatCost(-1'000'000), "-$1.0000");
+}
+
+TEST(Format, AgeUsesTheLargestWholeUnit)
+{
+    EXPECT_EQ(formatAge(kNowMs - 42'000, kNowMs), "42s");
+    EXPECT_EQ(formatAge(kNowMs - 125'000, kNowMs), "2m");
+    EXPECT_EQ(formatAge(kNowMs - 3 * 3'600'000, kNowMs), "3h");
+    EXPECT_EQ(formatAge(kNowMs - 2 * 86'400'000LL, kNowMs), "2d");
+    EXPECT_EQ(formatAge(0, kNowMs), "-");
+    EXPECT_EQ(formatAge(kNowMs + 5'000, kNowMs), "0s");   // clock skew is not negative age
+}
+
+TEST(Format, TruncateCountsCharactersNotBytes)
+{
+    EXPECT_EQ(truncateText("short", 10), "short");
+    EXPECT_EQ(truncateText("abcdefghijkl", 8), "abcde...");
+    EXPECT_EQ(truncateText("line one\nline two", 40), "line one line two");
+    // "é" is two bytes; a cut must never split it.
+    EXPECT_EQ(truncateText("ééééééééé", 6), "ééé...");
+}
+
+TEST(Format, StatusNamesRoundTrip)
+{
+    for (auto status : {v1::SESSION_STATUS_QUEUED, v1::SESSION_STATUS_RUNNING, v1::SESSION_STATUS_WAITING_APPROVAL,
+                        v1::SESSION_STATUS_PAUSED, v1::SESSION_STATUS_SUCCEEDED, v1::SESSION_STATUS_FAILED,
+                        v1::SESSION_STATUS_CANCELLED})
+        EXPECT_EQ(statusFromName(statusName(status)), status);
+    EXPECT_EQ(statusName(v1::SESSION_STATUS_UNSPECIFIED), "unknown");
+    EXPECT_FALSE(statusFromName("done"));
+    EXPECT_TRUE(isFinal(v1::SESSION_STATUS_CANCELLED));
+    EXPECT_FALSE(isFinal(v1::SESSION_STATUS_PAUSED));
+}
+
+TEST(Format, SessionTableHasTheColumnsAligned)
+{
+    std::vector<v1::Session> sessions{sampleSession(), sampleSession()};
+    sessions[1].set_id("s-2");
+    sessions[1].set_status(v1::SESSION_STATUS_RUNNING);
+    sessions[1].set_steps(12);
+    sessions[1].set_goal("");
+    const std::string table = formatSessionTable(sessions, kNowMs);
+
+    std::vector<std::string> lines;
+    std::string line;
+    std::istringstream in(table);
+    while (std::getline(in, line))
+        lines.push_back(line);
+    ASSERT_EQ(lines.size(), 3u) << table;
+    EXPECT_TRUE(std::regex_match(lines[0], std::regex("ID +STATUS +AGENT +TIER +STEPS +COST +AGE +GOAL"))) << lines[0];
+    EXPECT_TRUE(std::regex_search(lines[1], std::regex("^s-0001 +succeeded +default +lite +4 +\\$0\\.0012 +2m +compile")))
+        << lines[1];
+    // Goals are cut to keep one session on one line.
+    EXPECT_NE(lines[1].find("..."), std::string::npos);
+    EXPECT_LT(lines[1].size(), 120u);
+    // Without a goal the playbook says what the session does.
+    EXPECT_NE(lines[2].find("playbook hello-c"), std::string::npos) << lines[2];
+    // Columns line up: STATUS starts at the same offset on every line.
+    EXPECT_EQ(lines[0].find("STATUS"), lines[1].find("succeeded"));
+    EXPECT_EQ(lines[0].find("STATUS"), lines[2].find("running"));
+    // STEPS is right-aligned: its last character lines up with the header's.
+    EXPECT_EQ(lines[0].find("STEPS") + 4, lines[1].find(" 4 ") + 1);
+    EXPECT_EQ(lines[0].find("STEPS") + 4, lines[2].find("12") + 1);
+}
+
+TEST(Format, SessionJsonIsMachineReadable)
+{
+    const json j = sessionToJson(sampleSession());
+    EXPECT_EQ(j["id"], "s-0001");
+    EXPECT_EQ(j["status"], "succeeded");   // a name, not an enum number
+    EXPECT_EQ(j["steps"], 4);              // a number, not proto3-JSON's int64 string
+    EXPECT_EQ(j["cost_micros"], 1234);
+    EXPECT_EQ(j["tags"], json::array({"demo"}));
+    EXPECT_EQ(j["playbook"], "hello-c");
+}
+
+TEST(Format, SessionDetailNamesEveryField)
+{
+    const std::string detail = formatSessionDetail(sampleSession(), kNowMs);
+    for (const char *needle : {"ID:", "s-0001", "Status:", "succeeded", "Playbook:", "hello-c", "Cost:", "$0.0012",
+                               "Last event:", "17 state.changed", "2m ago"})
+        EXPECT_NE(detail.find(needle), std::string::npos) << needle << "\n" << detail;
+}
+
+TEST(Format, EventLineHasSeqTimeKindAndSummary)
+{
+    const std::string line =
+        formatEvent(event(5, "tool.call", {{"call_id", "c1"}, {"name", "run_command"},
+                                           {"arguments", {{"command", "cc -o hello hello.c"}}}}),
+                    true);
+    EXPECT_TRUE(std::regex_match(line, std::regex(" +5  \\d\\d:\\d\\d:\\d\\d\\.234  tool\\.call +run_command: cc -o hello hello\\.c\n")))
+        << line;
+}
+
+TEST(Format, ToolResultShowsExitCodeAndIndentedOutput)
+{
+    const std::string text = formatEvent(
+        event(6, "tool.result", {{"name", "run_command"}, {"exit_code", 0}, {"stdout", "Hello, world!\nbye\n"},
+                                 {"stderr", "warning: x\n"}, {"duration_ms", 12.4}}),
+        true);
+    EXPECT_NE(text.find("tool.result"), std::string::npos);
+    EXPECT_NE(text.find("exit 0, 12 ms"), std::string::npos) << text;
+    EXPECT_NE(text.find("\n        Hello, world!\n        bye\n"), std::string::npos) << text;
+    EXPECT_NE(text.find("        stderr:\n        warning: x\n"), std::string::npos) << text;
+}
+
+TEST(Format, LongToolOutputIsCutWithAPointerToJson)
+{
+    std::string output;
+    for (int i = 0; i < 100; ++i)
+        output += "line " + std::to_string(i) + "\n";
+    const std::string text = formatEvent(event(6, "tool.result", {{"exit_code", 1}, {"stdout", output}}), true);
+    EXPECT_NE(text.find("line 39\n"), std::string::npos);
+    EXPECT_EQ(text.find("line 40\n"), std::string::npos);
+    EXPECT_NE(text.find("60 more lines (--output json shows all)"), std::string::npos) << text;
+}
+
+TEST(Format, SummariesOfOtherKinds)
+{
+    EXPECT_EQ(eventSummary("state.changed", R"({"status":"failed","reason":"step 2 expected exit 0"})"),
+              "failed: step 2 expected exit 0");
+    EXPECT_EQ(eventSummary("tool.result", R"({"name":"read_file","error":"no such file"})"),
+              "read_file error: no such file");
+    EXPECT_EQ(eventSummary("sandbox.claimed", R"({"pool":"local","sandbox_id":"sb-1","warm":true})"),
+              "pool=local sandbox_id=sb-1 warm=true");
+    EXPECT_EQ(eventSummary("session.created", R"({"goal":"say hi"})"), R"(goal="say hi")");
+    EXPECT_EQ(eventSummary("x", "not json"), "not json");
+}
+
+TEST(Format, EventJsonEmbedsThePayloadAsAnObject)
+{
+    const json j = eventToJson(event(6, "tool.result", {{"exit_code", 0}, {"stdout", "Hello\n"}}));
+    EXPECT_EQ(j["seq"], 6);
+    EXPECT_EQ(j["kind"], "tool.result");
+    EXPECT_EQ(j["payload"]["stdout"], "Hello\n");
+    EXPECT_EQ(j["time"], "2023-11-14T22:13:21.234Z");
+
+    v1::Event broken;
+    broken.set_payload_json("{oops");
+    EXPECT_EQ(eventToJson(broken)["payload"], "{oops");
+}
+
+TEST(Format, PoolsTableMarksLocalExecution)
+{
+    v1::ListPoolsResponse pools;
+    pools.set_local_execution(true);
+    auto *pool = pools.add_pools();
+    pool->set_name("local");
+    pool->set_endpoint("127.0.0.1:7001");
+    pool->set_healthy(true);
+    pool->set_local(true);
+    auto *tier = pool->add_tiers();
+    tier->mutable_tier()->set_name("lite");
+    tier->set_warm(2);
+    tier->set_claimed(1);
+    tier->set_max(8);
+    const std::string table = formatPoolsTable(pools);
+    EXPECT_NE(table.find("lite 2 warm/1 claimed/8 max"), std::string::npos) << table;
+    EXPECT_NE(table.find("development mode"), std::string::npos);
+    const json j = poolsToJson(pools);
+    EXPECT_EQ(j["pools"][0]["tiers"][0]["warm"], 2);
+    EXPECT_EQ(j["local_execution"], true);
+}
+
+} // namespace
+} // namespace paddock::cli
