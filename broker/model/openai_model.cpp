@@ -49,7 +49,10 @@ void initCurlOnce()
 std::string excerpt(std::string_view text)
 {
     std::string out;
-    for (char c : text.substr(0, kExcerptChars)) {
+    size_t end = std::min(text.size(), kExcerptChars);
+    while (end > 0 && end < text.size() && (static_cast<unsigned char>(text[end]) & 0xC0) == 0x80)
+        --end;   // never split a UTF-8 sequence: messages end up in JSON
+    for (char c : text.substr(0, end)) {
         if (c == '\n')
             out += "\\n";
         else if (c == '\r')

@@ -8,11 +8,20 @@ namespace {
 constexpr size_t kTailChars = 400;
 constexpr size_t kCommandChars = 60;
 
+bool isContinuationByte(char c)
+{
+    return (static_cast<unsigned char>(c) & 0xC0) == 0x80;
+}
+
+// Cuts never split a UTF-8 sequence: the summary is recorded as JSON, which must stay valid UTF-8.
 std::string shorten(std::string_view text, size_t limit)
 {
     if (text.size() <= limit)
         return std::string(text);
-    return std::string(text.substr(0, limit - 3)) + "...";
+    size_t end = limit - 3;
+    while (end > 0 && isContinuationByte(text[end]))
+        --end;
+    return std::string(text.substr(0, end)) + "...";
 }
 
 // The end of an output: where compilers and test runners put the line that matters.
@@ -22,7 +31,10 @@ std::string tail(std::string_view text)
         text.remove_suffix(1);
     if (text.size() <= kTailChars)
         return std::string(text);
-    return "..." + std::string(text.substr(text.size() - kTailChars));
+    size_t start = text.size() - kTailChars;
+    while (start < text.size() && isContinuationByte(text[start]))
+        ++start;
+    return "..." + std::string(text.substr(start));
 }
 
 std::string stringField(const nlohmann::json &object, const char *key)

@@ -7,6 +7,7 @@
 #include <gtest/gtest.h>
 #include <httplib.h>
 
+#include <atomic>
 #include <chrono>
 #include <cstdlib>
 #include <deque>
@@ -353,6 +354,30 @@ TEST_F(OpenAiModelTest, AcceptsServersThatSendArgumentsAsObjectsWithoutIds)
     EXPECT_EQ(turn->toolCalls[0].id, "call-s-1:7-0");
     EXPECT_EQ(turn->toolCalls[0].arguments["status"], "succeeded");
     EXPECT_EQ(turn->usage.inputTokens, 0);
+}
+
+TEST_F(OpenAiModelTest, ServesSeveralWorkersAtOnce)
+{
+    respond({{200, toolCallResponse(), {}}});
+    OpenAiModel model = makeModel();
+    constexpr int kThreads = 4;
+    constexpr int kCallsPerThread = 5;
+    std::atomic<int> succeeded{0};
+    std::vector<std::thread> workers;
+    for (int t = 0; t < kThreads; ++t) {
+        workers.emplace_back([&, t] {
+            for (int i = 0; i < kCallsPerThread; ++i) {
+                ModelContext context = m_context;
+                context.idempotencyKey = "s-" + std::to_string(t) + ":" + std::to_string(i);
+                if (model.next(context))
+                    ++succeeded;
+            }
+        });
+    }
+    for (std::thread &worker : workers)
+        worker.join();
+    EXPECT_EQ(succeeded.load(), kThreads * kCallsPerThread);
+    EXPECT_EQ(requests().size(), static_cast<size_t>(kThreads * kCallsPerThread));
 }
 
 } // namespace

@@ -181,6 +181,17 @@ TEST_F(ScriptedModelTest, ChecksExpectationsWithoutExplicitFinish)
                 AllOf(HasSubstr("expected exit code 1"), HasSubstr("exited with 0")));
 }
 
+TEST_F(ScriptedModelTest, SummaryStaysValidUtf8WhenOutputIsCut)
+{
+    step(json::object());
+    std::string err = "ab";   // shifts the 8-byte pattern so the 400-byte tail starts mid-character
+    for (int i = 0; i < 300; ++i)
+        err += "\u2018x\u2019 ";   // three-byte characters, so a byte cut would land mid-sequence
+    step(commandResult(1, "", err));
+    ModelTurn turn = expectFinish("failed");
+    EXPECT_NO_THROW((void)turn.toolCalls.at(0).arguments.dump());
+}
+
 TEST_F(ScriptedModelTest, RejectsABadPlaybook)
 {
     m_context.playbookToml = "goal = \"g\"\n";
