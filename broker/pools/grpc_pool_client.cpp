@@ -1,0 +1,232 @@
+#include "broker/pools/grpc_pool_client.h"
+
+#include "paddock/v1/pool.grpc.pb.h"
+
+#include <grpcpp/grpcpp.h>
+
+#include <chrono>
+
+namespace paddock::pools {
+namespace {
+
+constexpr int64_t kClaimDeadlineMs = 60000;      // a cold start at the tier's max may wait for a slot
+constexpr int64_t kFileDeadlineMs = 30000;
+constexpr int64_t kReleaseDeadlineMs = 30000;
+constexpr int64_t kStatusDeadlineMs = 5000;
+constexpr int64_t kExecDefaultTimeoutMs = 600000;   // the pool's default when the spec says 0
+constexpr int64_t kExecGraceMs = 30000;             // beyond the command's timeout
+
+ErrorCode fromGrpc(grpc::StatusCode code)
+{
+    switch (code) {
+    case grpc::StatusCode::INVALID_ARGUMENT: return ErrorCode::InvalidArgument;
+    case grpc::StatusCode::NOT_FOUND: return ErrorCode::NotFound;
+    case grpc::StatusCode::ALREADY_EXISTS: return ErrorCode::AlreadyExists;
+    case grpc::StatusCode::FAILED_PRECONDITION: return ErrorCode::FailedPrecondition;
+    case grpc::StatusCode::ABORTED: return ErrorCode::Aborted;
+    case grpc::StatusCode::OUT_OF_RANGE: return ErrorCode::OutOfRange;
+    case grpc::StatusCode::UNAVAILABLE: return ErrorCode::Unavailable;
+    case grpc::StatusCode::DEADLINE_EXCEEDED: return ErrorCode::DeadlineExceeded;
+    case grpc::StatusCode::RESOURCE_EXHAUSTED: return ErrorCode::ResourceExhausted;
+    case grpc::StatusCode::PERMISSION_DENIED:
+    case grpc::StatusCode::UNAUTHENTICATED: return ErrorCode::PermissionDenied;
+    case grpc::StatusCode::CANCELLED: return ErrorCode::Cancelled;
+    case grpc::StatusCode::UNIMPLEMENTED: return ErrorCode::Unimplemented;
+    default: return ErrorCode::Internal;
+    }
+}
+
+class GrpcPoolClient final : public PoolClient {
+public:
+    GrpcPoolClient(std::string name, std::string endpoint)
+        : m_name(std::move(name)), m_endpoint(std::move(endpoint)),
+          m_stub(v1::PoolService::NewStub(grpc::CreateChannel(m_endpoint, grpc::InsecureChannelCredentials())))
+    {
+    }
+
+    std::string name() const override { return m_name; }
+    std::string endpoint() const override { return m_endpoint; }
+
+    Result<ClaimedSandbox> claim(const std::string &tier, const std::string &sessionId,
+                                 const std::string &idempotencyKey) override
+    {
+        grpc::ClientContext ctx;
+        setDeadline(ctx, kClaimDeadlineMs);
+        v1::ClaimRequest req;
+        req.set_tier(tier);
+        req.set_session_id(sessionId);
+        req.set_idempotency_key(idempotencyKey);
+        v1::ClaimResponse resp;
+        if (auto s = m_stub->Claim(&ctx, req, &resp); !s.ok())
+            return failure("claim", s);
+        ClaimedSandbox out;
+        out.sandboxId = resp.sandbox_id();
+        out.tier = resp.tier();
+        out.runtime = resp.runtime();
+        out.host = resp.host();
+        out.warm = resp.warm();
+        out.claimMs = resp.claim_ms();
+        return out;
+    }
+
+    Result<ExecOutcome> exec(const ExecSpec &spec, const OutputSink &sink) override
+    {
+        grpc::ClientContext ctx;
+        setDeadline(ctx, (spec.timeoutMs > 0 ? spec.timeoutMs : kExecDefaultTimeoutMs) + kExecGraceMs);
+        v1::ExecRequest req;
+        req.set_sandbox_id(spec.sandboxId);
+        for (const auto &a : spec.argv)
+            req.add_argv(a);
+        req.mutable_env()->insert(spec.env.begin(), spec.env.end());
+        req.set_cwd(spec.cwd);
+        req.set_timeout_ms(spec.timeoutMs);
+        req.set_stdin(spec.stdinData);
+        req.set_idempotency_key(spec.idempotencyKey);
+        auto reader = m_stub->Exec(&ctx, req);
+        ExecOutcome out;
+        bool sawExit = false;
+        v1::ExecResponse msg;
+        while (reader->Read(&msg)) {
+            if (!msg.stdout().empty()) {
+                out.stdoutData += msg.stdout();
+                if (sink)
+                    sink(1, msg.stdout());
+            }
+            if (!msg.stderr().empty()) {
+                out.stderrData += msg.stderr();
+                if (sink)
+                    sink(2, msg.stderr());
+            }
+            if (msg.has_exit()) {
+                sawExit = true;
+                out.exitCode = msg.exit().exit_code();
+                out.signal = msg.exit().signal();
+                out.durationMs = msg.exit().duration_ms();
+                out.timedOut = msg.exit().timed_out();
+                out.replayed = msg.exit().replayed();
+            }
+        }
+        if (auto s = reader->Finish(); !s.ok())
+            return failure("exec", s);
+        if (!sawExit)
+            return fail(ErrorCode::Internal, "pool '" + m_name + "' ended an exec without reporting the exit; retry with the same idempotency key");
+        return out;
+    }
+
+    Result<std::string> readFile(const std::string &sandboxId, const std::string &path, int64_t maxBytes) override
+    {
+        grpc::ClientContext ctx;
+        setDeadline(ctx, kFileDeadlineMs);
+        v1::ReadFileRequest req;
+        req.set_sandbox_id(sandboxId);
+        req.set_path(path);
+        req.set_max_bytes(maxBytes);
+        v1::ReadFileResponse resp;
+        if (auto s = m_stub->ReadFile(&ctx, req, &resp); !s.ok())
+            return failure("read_file", s);
+        return std::move(*resp.mutable_content());
+    }
+
+    Status writeFile(const std::string &sandboxId, const std::string &path, const std::string &content,
+                     uint32_t mode) override
+    {
+        grpc::ClientContext ctx;
+        setDeadline(ctx, kFileDeadlineMs);
+        v1::WriteFileRequest req;
+        req.set_sandbox_id(sandboxId);
+        req.set_path(path);
+        req.set_content(content);
+        req.set_mode(mode);
+        v1::WriteFileResponse resp;
+        if (auto s = m_stub->WriteFile(&ctx, req, &resp); !s.ok())
+            return failure("write_file", s);
+        return {};
+    }
+
+    Result<std::vector<DirEntry>> listDir(const std::string &sandboxId, const std::string &path) override
+    {
+        grpc::ClientContext ctx;
+        setDeadline(ctx, kFileDeadlineMs);
+        v1::ListDirRequest req;
+        req.set_sandbox_id(sandboxId);
+        req.set_path(path);
+        v1::ListDirResponse resp;
+        if (auto s = m_stub->ListDir(&ctx, req, &resp); !s.ok())
+            return failure("list_dir", s);
+        std::vector<DirEntry> out;
+        for (const auto &e : resp.entries())
+            out.push_back(DirEntry{e.name(), e.is_dir(), e.size(), e.mode(), e.mtime_unix_ms()});
+        return out;
+    }
+
+    Status release(const std::string &sandboxId) override
+    {
+        grpc::ClientContext ctx;
+        setDeadline(ctx, kReleaseDeadlineMs);
+        v1::ReleaseRequest req;
+        req.set_sandbox_id(sandboxId);
+        v1::ReleaseResponse resp;
+        if (auto s = m_stub->Release(&ctx, req, &resp); !s.ok())
+            return failure("release", s);
+        return {};
+    }
+
+    Result<PoolStatus> status() override
+    {
+        grpc::ClientContext ctx;
+        setDeadline(ctx, kStatusDeadlineMs);
+        v1::PoolStatusRequest req;
+        v1::PoolStatusResponse resp;
+        if (auto s = m_stub->Status(&ctx, req, &resp); !s.ok())
+            return failure("status", s);
+        PoolStatus out;
+        out.poolId = resp.pool_id();
+        out.host = resp.host();
+        out.version = resp.version();
+        out.cgroupVersion = resp.cgroup_version();
+        for (const auto &t : resp.tiers()) {
+            TierStatus ts;
+            ts.name = t.tier().name();
+            ts.runtime = t.tier().runtime();
+            ts.warm = t.warm();
+            ts.claimed = t.claimed();
+            ts.max = t.max();
+            ts.hitRate = t.hit_rate();
+            ts.coldFallbacks = t.cold_fallbacks();
+            out.tiers.push_back(std::move(ts));
+        }
+        return out;
+    }
+
+private:
+    static void setDeadline(grpc::ClientContext &ctx, int64_t ms)
+    {
+        ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::milliseconds(ms));
+    }
+
+    // The pool's own messages already say what to do; transport failures get the pool named.
+    std::unexpected<Error> failure(const char *op, const grpc::Status &s) const
+    {
+        const ErrorCode code = fromGrpc(s.error_code());
+        if (code == ErrorCode::Unavailable && s.error_message().find("pool") == std::string::npos)
+            return fail(code, "pool '" + m_name + "' at " + m_endpoint + " is unreachable (" + op + ": " + s.error_message() +
+                                  "); check that paddock-pool is running there");
+        if (code == ErrorCode::DeadlineExceeded)
+            return fail(code, "pool '" + m_name + "' did not answer " + op + " in time (" + s.error_message() +
+                                  "); the pool may be overloaded — retry with the same idempotency key");
+        return fail(code, s.error_message());
+    }
+
+    const std::string m_name;
+    const std::string m_endpoint;
+    const std::unique_ptr<v1::PoolService::Stub> m_stub;
+};
+
+} // namespace
+
+std::unique_ptr<PoolClient> makeGrpcPoolClient(std::string name, std::string endpoint)
+{
+    return std::make_unique<GrpcPoolClient>(std::move(name), std::move(endpoint));
+}
+
+} // namespace paddock::pools

@@ -1,0 +1,118 @@
+// paddock-pool: the pool agent. Wires config, the sandbox pool and the gRPC server; nothing else.
+
+#include "common/log.h"
+#include "common/paths.h"
+#include "pool/core/pool_config.h"
+#include "pool/core/sandbox_pool.h"
+#include "pool/server/pool_service.h"
+
+#include <CLI/CLI.hpp>
+#include <grpcpp/ext/proto_server_reflection_plugin.h>
+#include <grpcpp/grpcpp.h>
+#include <grpcpp/health_check_service_interface.h>
+
+#include <chrono>
+#include <csignal>
+#include <cstdio>
+#include <future>
+#include <thread>
+
+namespace {
+
+volatile std::sig_atomic_t g_stop = 0;
+
+void onSignal(int) { g_stop = 1; }
+
+} // namespace
+
+int main(int argc, char **argv)
+{
+    using namespace paddock;
+    CLI::App app{"paddock-pool: the Paddock pool agent (warm sandboxes, served over gRPC)"};
+    std::string configFile, listen, stateDir, logLevel, initPath;
+    int warm = -1;
+    app.add_option("--config", configFile, "TOML config (default: $XDG_CONFIG_HOME/paddock/pool.toml)");
+    app.add_option("--listen", listen, "address to serve on (default 127.0.0.1:7701)");
+    app.add_option("--state-dir", stateDir, "where sandbox workspaces live (default $XDG_DATA_HOME/paddock/pool)");
+    app.add_option("--warm", warm, "warm sandboxes kept for the lite tier (default 2)")->check(CLI::Range(0, 10000));
+    app.add_option("--init-path", initPath, "paddock-sandbox-init binary (default: next to paddock-pool)");
+    app.add_option("--log-level", logLevel, "trace, debug, info, warn or error (default info)")
+        ->check(CLI::IsMember({"trace", "debug", "info", "warn", "error"}));
+    CLI11_PARSE(app, argc, argv);
+
+    const bool explicitConfig = !configFile.empty();
+    const auto file = explicitConfig ? std::filesystem::path(configFile) : defaultConfigDir() / "pool.toml";
+    auto loaded = pool::loadPoolConfig(file, explicitConfig);
+    if (!loaded) {
+        std::fprintf(stderr, "paddock-pool: %s\n", loaded.error().message.c_str());
+        return 2;
+    }
+    pool::PoolConfig config = std::move(*loaded);
+    if (!listen.empty())
+        config.listen = listen;
+    if (!stateDir.empty())
+        config.stateDir = stateDir;
+    if (!logLevel.empty())
+        config.logLevel = logLevel;
+    if (!initPath.empty())
+        config.initPath = initPath;
+    pool::applyPoolDefaults(config);
+    if (warm >= 0) {
+        if (auto *lite = config.findTier("lite")) {
+            lite->warmCount = warm;
+            lite->maxCount = std::max(lite->maxCount, warm);
+        }
+    }
+    setupLogging("paddock-pool", config.logLevel);
+
+    auto created = pool::SandboxPool::create(config);
+    if (!created) {
+        std::fprintf(stderr, "paddock-pool: %s\n", created.error().message.c_str());
+        return 1;
+    }
+    auto &sandboxPool = **created;
+
+    pool::PoolService service(sandboxPool);
+    grpc::EnableDefaultHealthCheckService(true);
+    grpc::reflection::InitProtoReflectionServerBuilderPlugin();
+    grpc::ServerBuilder builder;
+    // Without this a second pool could share the port (SO_REUSEPORT) instead of failing.
+    builder.AddChannelArgument(GRPC_ARG_ALLOW_REUSEPORT, 0);
+    int port = 0;
+    builder.AddListeningPort(config.listen, grpc::InsecureServerCredentials(), &port);
+    builder.RegisterService(&service);
+    std::unique_ptr<grpc::Server> server = builder.BuildAndStart();
+    if (!server || port == 0) {
+        std::fprintf(stderr,
+                     "paddock-pool: cannot listen on %s: the port is taken or the address is invalid; "
+                     "stop the other process or pass --listen HOST:PORT with a free port\n",
+                     config.listen.c_str());
+        return 1;
+    }
+
+    std::signal(SIGTERM, onSignal);
+    std::signal(SIGINT, onSignal);
+    std::signal(SIGPIPE, SIG_IGN);
+
+    sandboxPool.start();
+    spdlog::info("paddock-pool '{}' listening on {} (port {}), state in {}, init {}", config.poolId, config.listen, port,
+                 config.stateDir.string(), config.initPath.string());
+    for (const auto &t : config.tiers)
+        spdlog::info("tier '{}': runtime {}, warm {}, max {}", t.name, t.runtime, t.warmCount, t.maxCount);
+
+    while (!g_stop)
+        std::this_thread::sleep_for(std::chrono::milliseconds(50));
+
+    // Stop accepting and let in-flight calls finish for drain_timeout_ms; execs still running
+    // then end when their sandboxes are released below.
+    spdlog::info("shutting down: draining calls for up to {} ms", config.drainTimeoutMs);
+    auto deadline = std::chrono::system_clock::now() + std::chrono::milliseconds(config.drainTimeoutMs);
+    auto stopped = std::async(std::launch::async, [&] { server->Shutdown(deadline); });
+    if (stopped.wait_until(deadline + std::chrono::seconds(1)) != std::future_status::ready)
+        spdlog::warn("calls still running after the drain window; releasing their sandboxes");
+    sandboxPool.shutdown();
+    stopped.wait();
+    service.stop();
+    spdlog::info("stopped");
+    return 0;
+}

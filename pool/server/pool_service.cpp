@@ -1,0 +1,289 @@
+#include "pool/server/pool_service.h"
+
+#include <spdlog/spdlog.h>
+
+#include <deque>
+#include <mutex>
+#include <optional>
+
+namespace paddock::pool {
+namespace {
+
+constexpr size_t kMaxCoalescedBytes = 1 << 20;   // one Exec stream message carries at most this
+
+const char *kVersion = "0.1.0";
+
+grpc::StatusCode toGrpcCode(ErrorCode code)
+{
+    switch (code) {
+    case ErrorCode::InvalidArgument: return grpc::StatusCode::INVALID_ARGUMENT;
+    case ErrorCode::NotFound: return grpc::StatusCode::NOT_FOUND;
+    case ErrorCode::AlreadyExists: return grpc::StatusCode::ALREADY_EXISTS;
+    case ErrorCode::FailedPrecondition: return grpc::StatusCode::FAILED_PRECONDITION;
+    case ErrorCode::Aborted: return grpc::StatusCode::ABORTED;
+    case ErrorCode::OutOfRange: return grpc::StatusCode::OUT_OF_RANGE;
+    case ErrorCode::Unavailable: return grpc::StatusCode::UNAVAILABLE;
+    case ErrorCode::DeadlineExceeded: return grpc::StatusCode::DEADLINE_EXCEEDED;
+    case ErrorCode::ResourceExhausted: return grpc::StatusCode::RESOURCE_EXHAUSTED;
+    case ErrorCode::PermissionDenied: return grpc::StatusCode::PERMISSION_DENIED;
+    case ErrorCode::Cancelled: return grpc::StatusCode::CANCELLED;
+    case ErrorCode::Unimplemented: return grpc::StatusCode::UNIMPLEMENTED;
+    case ErrorCode::Internal: return grpc::StatusCode::INTERNAL;
+    }
+    return grpc::StatusCode::UNKNOWN;
+}
+
+grpc::Status shuttingDown()
+{
+    return {grpc::StatusCode::UNAVAILABLE, "the pool is shutting down; retry on another pool or when it is back"};
+}
+
+// Exec: output chunks come from a worker thread; this reactor writes them with one write in
+// flight, coalescing what queued up meanwhile, then the exit, then finishes.
+class ExecReactor final : public grpc::ServerWriteReactor<v1::ExecResponse> {
+public:
+    ExecReactor(SandboxPool &pool, TaskRunner &runner, const v1::ExecRequest &req)
+    {
+        ExecRequest request;
+        request.sandboxId = req.sandbox_id();
+        request.argv.assign(req.argv().begin(), req.argv().end());
+        request.env.insert(req.env().begin(), req.env().end());
+        request.cwd = req.cwd();
+        request.timeoutMs = req.timeout_ms();
+        request.stdinData = req.stdin();
+        request.idempotencyKey = req.idempotency_key();
+        const bool posted = runner.post([this, &pool, request = std::move(request)] {
+            auto r = pool.exec(request, [this](int stream, std::string_view chunk) { enqueueChunk(stream, chunk); });
+            if (!r) {
+                complete(toGrpcStatus(r.error()));
+                return;
+            }
+            v1::ExecResponse last;
+            auto *exit = last.mutable_exit();
+            exit->set_exit_code(r->exit.exitCode);
+            exit->set_signal(r->exit.signal);
+            exit->set_duration_ms(r->exit.durationMs);
+            exit->set_timed_out(r->exit.timedOut);
+            exit->set_replayed(r->replayed);
+            enqueue(std::move(last), true);
+            complete(grpc::Status::OK);
+        });
+        if (!posted)
+            complete(shuttingDown());
+    }
+
+    void OnWriteDone(bool ok) override
+    {
+        {
+            std::lock_guard lock(m_mutex);
+            m_writing = false;
+            if (!ok) {
+                m_broken = true;   // the client went away; the run goes on and stays recorded
+                m_queue.clear();
+            }
+        }
+        pump();
+    }
+
+    void OnDone() override { delete this; }
+
+private:
+    void enqueueChunk(int stream, std::string_view chunk)
+    {
+        std::unique_lock lock(m_mutex);
+        if (m_broken)
+            return;
+        // Merge into the last queued message while it is small: fewer, larger writes.
+        if (m_queue.empty() || m_queue.back().has_exit() ||
+            static_cast<size_t>(m_queue.back().ByteSizeLong()) + chunk.size() > kMaxCoalescedBytes)
+            m_queue.emplace_back();
+        auto &msg = m_queue.back();
+        if (stream == 1)
+            msg.mutable_stdout()->append(chunk);
+        else
+            msg.mutable_stderr()->append(chunk);
+        lock.unlock();
+        pump();
+    }
+
+    void enqueue(v1::ExecResponse msg, bool)
+    {
+        {
+            std::lock_guard lock(m_mutex);
+            if (!m_broken)
+                m_queue.push_back(std::move(msg));
+        }
+        pump();
+    }
+
+    void complete(grpc::Status status)
+    {
+        {
+            std::lock_guard lock(m_mutex);
+            m_final = std::move(status);
+        }
+        pump();
+    }
+
+    // Decides under the lock, acts outside it: gRPC may run a reaction inline.
+    void pump()
+    {
+        enum { kNone, kWrite, kFinish } action = kNone;
+        {
+            std::lock_guard lock(m_mutex);
+            if (m_writing || m_finished)
+                return;
+            if (!m_queue.empty()) {
+                m_current = std::move(m_queue.front());
+                m_queue.pop_front();
+                m_writing = true;
+                action = kWrite;
+            } else if (m_final) {
+                m_finished = true;
+                action = kFinish;
+            }
+        }
+        if (action == kWrite)
+            StartWrite(&m_current);
+        else if (action == kFinish)
+            Finish(*m_final);
+    }
+
+    std::mutex m_mutex;
+    std::deque<v1::ExecResponse> m_queue;
+    v1::ExecResponse m_current;            // the one write in flight
+    std::optional<grpc::Status> m_final;
+    bool m_writing = false;
+    bool m_finished = false;
+    bool m_broken = false;
+};
+
+} // namespace
+
+grpc::Status toGrpcStatus(const Error &error)
+{
+    return {toGrpcCode(error.code), error.message};
+}
+
+grpc::ServerUnaryReactor *PoolService::runUnary(grpc::CallbackServerContext *ctx, std::function<grpc::Status()> work)
+{
+    auto *reactor = ctx->DefaultReactor();
+    if (!m_runner.post([reactor, work = std::move(work)] { reactor->Finish(work()); }))
+        reactor->Finish(shuttingDown());
+    return reactor;
+}
+
+grpc::ServerUnaryReactor *PoolService::Claim(grpc::CallbackServerContext *ctx, const v1::ClaimRequest *req,
+                                             v1::ClaimResponse *resp)
+{
+    return runUnary(ctx, [this, req, resp]() -> grpc::Status {
+        const std::string tier = req->tier().empty() ? "lite" : req->tier();
+        auto r = m_pool.claim(tier, req->session_id(), req->idempotency_key());
+        if (!r)
+            return toGrpcStatus(r.error());
+        resp->set_sandbox_id(r->sandboxId);
+        resp->set_tier(r->tier);
+        resp->set_runtime(r->runtime);
+        resp->set_host(r->host);
+        resp->set_warm(r->warm);
+        resp->set_claim_ms(r->claimMs);
+        return grpc::Status::OK;
+    });
+}
+
+grpc::ServerWriteReactor<v1::ExecResponse> *PoolService::Exec(grpc::CallbackServerContext *, const v1::ExecRequest *req)
+{
+    return new ExecReactor(m_pool, m_runner, *req);
+}
+
+grpc::ServerUnaryReactor *PoolService::ReadFile(grpc::CallbackServerContext *ctx, const v1::ReadFileRequest *req,
+                                                v1::ReadFileResponse *resp)
+{
+    return runUnary(ctx, [this, req, resp]() -> grpc::Status {
+        auto r = m_pool.readFile(req->sandbox_id(), req->path(), req->max_bytes());
+        if (!r)
+            return toGrpcStatus(r.error());
+        resp->set_content(std::move(r->content));
+        resp->set_truncated(r->truncated);
+        resp->set_size(r->size);
+        return grpc::Status::OK;
+    });
+}
+
+grpc::ServerUnaryReactor *PoolService::WriteFile(grpc::CallbackServerContext *ctx, const v1::WriteFileRequest *req,
+                                                 v1::WriteFileResponse *resp)
+{
+    return runUnary(ctx, [this, req, resp]() -> grpc::Status {
+        auto r = m_pool.writeFile(req->sandbox_id(), req->path(), req->content(), req->mode());
+        if (!r)
+            return toGrpcStatus(r.error());
+        resp->set_size(*r);
+        return grpc::Status::OK;
+    });
+}
+
+grpc::ServerUnaryReactor *PoolService::ListDir(grpc::CallbackServerContext *ctx, const v1::ListDirRequest *req,
+                                               v1::ListDirResponse *resp)
+{
+    return runUnary(ctx, [this, req, resp]() -> grpc::Status {
+        auto r = m_pool.listDir(req->sandbox_id(), req->path());
+        if (!r)
+            return toGrpcStatus(r.error());
+        for (const auto &e : *r) {
+            auto *out = resp->add_entries();
+            out->set_name(e.name);
+            out->set_is_dir(e.isDir);
+            out->set_size(e.size);
+            out->set_mode(e.mode);
+            out->set_mtime_unix_ms(e.mtimeUnixMs);
+        }
+        return grpc::Status::OK;
+    });
+}
+
+grpc::ServerUnaryReactor *PoolService::Release(grpc::CallbackServerContext *ctx, const v1::ReleaseRequest *req,
+                                               v1::ReleaseResponse *)
+{
+    return runUnary(ctx, [this, req]() -> grpc::Status {
+        auto r = m_pool.release(req->sandbox_id());
+        return r ? grpc::Status::OK : toGrpcStatus(r.error());
+    });
+}
+
+grpc::ServerUnaryReactor *PoolService::Status(grpc::CallbackServerContext *ctx, const v1::PoolStatusRequest *,
+                                              v1::PoolStatusResponse *resp)
+{
+    // Cheap (a short lock): answered inline.
+    const PoolStats s = m_pool.stats();
+    resp->set_pool_id(s.poolId);
+    resp->set_host(s.host);
+    resp->set_version(kVersion);
+    resp->set_uptime_ms(s.uptimeMs);
+    resp->set_cgroup_version(s.cgroupVersion);
+    for (const auto &t : s.tiers) {
+        auto *out = resp->add_tiers();
+        auto *tier = out->mutable_tier();
+        tier->set_name(t.config.name);
+        tier->set_runtime(t.config.runtime);
+        tier->mutable_limits()->set_cpu(t.config.cpu);
+        tier->mutable_limits()->set_memory_bytes(t.config.memoryBytes);
+        tier->set_network(v1::NETWORK_POLICY_NONE);
+        tier->set_warm_count(t.config.warmCount);
+        tier->set_max_count(t.config.maxCount);
+        out->set_warm(t.warm);
+        out->set_claimed(t.claimed);
+        out->set_max(t.config.maxCount);
+        out->set_hit_rate(t.hitRate);
+        out->set_refill_per_second(t.refillPerSecond);
+        out->set_cold_fallbacks(t.coldFallbacks);
+        for (auto b : t.latencyBucketsUs)
+            out->add_claim_latency_us_buckets(b);
+        for (auto c : t.latencyCounts)
+            out->add_claim_latency_counts(c);
+    }
+    auto *reactor = ctx->DefaultReactor();
+    reactor->Finish(grpc::Status::OK);
+    return reactor;
+}
+
+} // namespace paddock::pool

@@ -1,0 +1,52 @@
+#pragma once
+// The gRPC face of the pool: PoolService on the callback API. One reactor per call; blocking
+// work goes to a TaskRunner; Exec streams with one write in flight. Errors become grpc::Status
+// here and nowhere else.
+//
+// Threads: reactions run on gRPC's callback threads and only enqueue; the TaskRunner's workers
+// call into SandboxPool (which is thread-safe). Owned by main(); must outlive the grpc::Server.
+
+#include "common/result.h"
+#include "pool/core/sandbox_pool.h"
+#include "pool/server/task_runner.h"
+
+#include "paddock/v1/pool.grpc.pb.h"
+
+#include <grpcpp/grpcpp.h>
+
+namespace paddock::pool {
+
+grpc::Status toGrpcStatus(const Error &error);
+
+class PoolService final : public paddock::v1::PoolService::CallbackService {
+public:
+    explicit PoolService(SandboxPool &pool) : m_pool(pool) {}
+    ~PoolService() override { m_runner.stop(); }
+
+    // After the gRPC server has shut down: joins the workers.
+    void stop() { m_runner.stop(); }
+
+    grpc::ServerUnaryReactor *Claim(grpc::CallbackServerContext *ctx, const v1::ClaimRequest *req,
+                                    v1::ClaimResponse *resp) override;
+    grpc::ServerWriteReactor<v1::ExecResponse> *Exec(grpc::CallbackServerContext *ctx,
+                                                      const v1::ExecRequest *req) override;
+    grpc::ServerUnaryReactor *ReadFile(grpc::CallbackServerContext *ctx, const v1::ReadFileRequest *req,
+                                       v1::ReadFileResponse *resp) override;
+    grpc::ServerUnaryReactor *WriteFile(grpc::CallbackServerContext *ctx, const v1::WriteFileRequest *req,
+                                        v1::WriteFileResponse *resp) override;
+    grpc::ServerUnaryReactor *ListDir(grpc::CallbackServerContext *ctx, const v1::ListDirRequest *req,
+                                      v1::ListDirResponse *resp) override;
+    grpc::ServerUnaryReactor *Release(grpc::CallbackServerContext *ctx, const v1::ReleaseRequest *req,
+                                      v1::ReleaseResponse *resp) override;
+    grpc::ServerUnaryReactor *Status(grpc::CallbackServerContext *ctx, const v1::PoolStatusRequest *req,
+                                     v1::PoolStatusResponse *resp) override;
+
+private:
+    // Runs work on the runner and finishes the reactor with its status.
+    grpc::ServerUnaryReactor *runUnary(grpc::CallbackServerContext *ctx, std::function<grpc::Status()> work);
+
+    SandboxPool &m_pool;
+    TaskRunner m_runner;
+};
+
+} // namespace paddock::pool
