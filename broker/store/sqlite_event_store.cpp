@@ -44,6 +44,11 @@ constexpr int kBusyTimeoutMs = 5000;
 constexpr size_t kMaxIdleReaders = 8;
 constexpr size_t kMaxSessionIdBytes = 256;
 constexpr int kMaxPageSize = 1000;
+// The WAL is checkpointed by its own thread once it holds this many pages (4 KiB each), so the
+// writer never waits for a checkpoint's copying and fsyncs; past the hard limit the writer
+// checkpoints itself, so the WAL stays bounded even if the checkpointer cannot keep up.
+constexpr int kCheckpointPages = 1000;
+constexpr int kForceCheckpointPages = 16000;
 // Appends block their caller (not the writer) once this many events wait: memory stays bounded
 // when producers outrun the disk.
 constexpr int64_t kMaxQueuedEventsFactor = 16;
@@ -65,7 +70,7 @@ CREATE TABLE events(
     payload      TEXT    NOT NULL,
     cost_micros  INTEGER NOT NULL DEFAULT 0,
     PRIMARY KEY (session_id, seq)
-) WITHOUT ROWID;
+);
 
 CREATE TABLE sessions(
     ord             INTEGER PRIMARY KEY,
@@ -241,10 +246,14 @@ private:
     struct Touched {
         core::SessionState state;
         bool created = false;
+        bool indexedChanged = false;    // status or needs_work differ from the stored row
         std::vector<core::Event> events;   // for the commit notice
     };
 
     Status openWriter();
+    Status startCheckpointer();
+    void checkpointerLoop();
+    static int walHook(void *self, sqlite3 *db, const char *dbName, int pages);
     Status migrate();
     Status prepareWriterStatements();
     Status loadLiveSessions();
@@ -256,7 +265,7 @@ private:
     void commitGroup(std::vector<Pending> &group);
     bool stepDone(sqlite::Statement &stmt, int *rcOut = nullptr);
     Result<std::optional<core::SessionState>> loadStateForWrite(const std::string &sessionId);
-    Status writeProjection(const core::SessionState &state, bool created);
+    Status writeProjection(const core::SessionState &state, bool created, bool indexedChanged);
     void notifyListeners(const CommitNotice &notice);
 
     std::string closingMessage() const
@@ -274,17 +283,26 @@ private:
     struct WriterStatements {
         sqlite::Statement begin, commit, rollback, savepoint, release, rollbackTo;
         sqlite::Statement syncFull, syncNormal;
-        sqlite::Statement insertEvent, insertSession, updateSession, loadState;
+        sqlite::Statement insertEvent, insertSession, updateSession, updateSessionTail, loadState;
     } m_w;
     std::unordered_map<std::string, core::SessionState> m_live;   // fold state of unfinished sessions
     std::thread m_writer;
     std::atomic<std::thread::id> m_writerId;
+
+    // The checkpointer thread owns m_checkpointDb; the writer only signals it.
+    sqlite::Database m_checkpointDb;
+    std::thread m_checkpointer;
+    std::mutex m_checkpointMutex;
+    std::condition_variable m_checkpointCv;
+    bool m_checkpointWanted = false;
+    bool m_checkpointStop = false;
 
     std::mutex m_queueMutex;
     std::condition_variable m_queueCv;      // the writer waits for work
     std::condition_variable m_spaceCv;      // producers wait for room in the queue
     std::deque<Pending> m_queue;
     int64_t m_queuedEvents = 0;
+    size_t m_lastGroupRequests = 2;   // at least 2: a lone caller still waits for company
     bool m_closing = false;
 
     std::mutex m_readMutex;
@@ -298,6 +316,11 @@ private:
     int m_nextListenerId = 1;
 
     LeaseTable m_leases;
+
+    // Writer-thread figures, logged at close: where a commit's time goes.
+    struct WriterStats {
+        int64_t groups = 0, events = 0, waitUs = 0, insertUs = 0, projectionUs = 0, commitUs = 0, notifyUs = 0;
+    } m_stats;
 
     std::mutex m_closeMutex;
     bool m_closed = false;
@@ -335,6 +358,8 @@ Status SqliteEventStore::open()
     if (auto status = prepareWriterStatements(); !status)
         return status;
     if (auto status = loadLiveSessions(); !status)
+        return status;
+    if (auto status = startCheckpointer(); !status)
         return status;
     // Open one reader now so a broken file shows at open, not at the first read.
     auto reader = openReader();
@@ -402,13 +427,58 @@ Status SqliteEventStore::openWriter()
                         + "\"); put the data directory on a local file system");
     // NORMAL in WAL mode: a commit survives the process dying (the WAL is in the OS's hands) but
     // not necessarily the machine losing power; fullSync appends switch to FULL for their commit.
-    // The autocheckpoint stays on the writer: a checkpoint of a few MB costs less than the
-    // coordination a checkpoint thread would need.
+    // Checkpoints run on their own thread (startCheckpointer), not inside the writer's commits.
     return m_writeDb.exec("PRAGMA synchronous=NORMAL;"
+                          "PRAGMA wal_autocheckpoint=0;"
                           "PRAGMA temp_store=MEMORY;"
                           "PRAGMA cache_size=-32768;"
                           "PRAGMA journal_size_limit=67108864;"
                           "PRAGMA foreign_keys=OFF;");
+}
+
+Status SqliteEventStore::startCheckpointer()
+{
+    auto db = sqlite::Database::open(m_path, /*readOnly=*/false);
+    if (!db)
+        return std::unexpected(db.error());
+    m_checkpointDb = std::move(*db);
+    sqlite3_busy_timeout(m_checkpointDb.get(), kBusyTimeoutMs);
+    sqlite3_wal_hook(m_writeDb.get(), &SqliteEventStore::walHook, this);
+    m_checkpointer = std::thread([this] { checkpointerLoop(); });
+    return {};
+}
+
+int SqliteEventStore::walHook(void *self, sqlite3 *db, const char *dbName, int pages)
+{
+    auto *store = static_cast<SqliteEventStore *>(self);
+    if (pages >= kForceCheckpointPages) {
+        // The checkpointer fell behind (or readers pinned the WAL): catch up here, once.
+        sqlite3_wal_checkpoint_v2(db, dbName, SQLITE_CHECKPOINT_PASSIVE, nullptr, nullptr);
+    } else if (pages >= kCheckpointPages) {
+        {
+            std::lock_guard lock(store->m_checkpointMutex);
+            store->m_checkpointWanted = true;
+        }
+        store->m_checkpointCv.notify_one();
+    }
+    return SQLITE_OK;
+}
+
+void SqliteEventStore::checkpointerLoop()
+{
+    for (;;) {
+        {
+            std::unique_lock lock(m_checkpointMutex);
+            m_checkpointCv.wait(lock, [&] { return m_checkpointWanted || m_checkpointStop; });
+            if (m_checkpointStop)
+                return;
+            m_checkpointWanted = false;
+        }
+        // PASSIVE copies what no reader still needs and never blocks the writer.
+        const int rc = sqlite3_wal_checkpoint_v2(m_checkpointDb.get(), nullptr, SQLITE_CHECKPOINT_PASSIVE, nullptr, nullptr);
+        if (rc != SQLITE_OK && (rc & 0xff) != SQLITE_BUSY)
+            spdlog::warn("store: {}", m_checkpointDb.describe("checkpointing " + m_path.string(), rc));
+    }
 }
 
 Status SqliteEventStore::migrate()
@@ -461,6 +531,7 @@ Status SqliteEventStore::prepareWriterStatements()
                              "updated_unix_ms, last_seq, state) VALUES(?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10)"},
         {&m_w.updateSession, "UPDATE sessions SET status = ?2, needs_work = ?3, updated_unix_ms = ?4, last_seq = ?5, "
                              "state = ?6 WHERE id = ?1"},
+        {&m_w.updateSessionTail, "UPDATE sessions SET updated_unix_ms = ?4, last_seq = ?5, state = ?6 WHERE id = ?1"},
         {&m_w.loadState, "SELECT state FROM sessions WHERE id = ?1"},
     };
     for (const auto &item : items) {
@@ -578,17 +649,22 @@ void SqliteEventStore::writerLoop()
     std::vector<Pending> group;
     for (;;) {
         group.clear();
+        const int64_t waitStartUs = monotonicUs();
         {
             std::unique_lock lock(m_queueMutex);
             m_queueCv.wait(lock, [&] { return m_closing || !m_queue.empty(); });
             if (m_queue.empty())
                 break;   // closing and drained
             // Wait a little for more company, measured from the oldest request's arrival: requests
-            // that queued while the last commit ran go at once.
+            // that queued while the last commit ran go at once. The wait also ends once as many
+            // requests wait as the last group held: the callers that group answered are back, and
+            // waiting longer would only add latency.
             if (!m_closing && m_options.maxBatchDelayUs > 0 && m_queuedEvents < m_options.maxBatchEvents) {
                 const auto deadline = m_queue.front().enqueuedAt + std::chrono::microseconds(m_options.maxBatchDelayUs);
-                m_queueCv.wait_until(lock, deadline,
-                                     [&] { return m_closing || m_queuedEvents >= m_options.maxBatchEvents; });
+                m_queueCv.wait_until(lock, deadline, [&] {
+                    return m_closing || m_queuedEvents >= m_options.maxBatchEvents
+                        || m_queue.size() >= m_lastGroupRequests;
+                });
             }
             int64_t taken = 0;
             while (!m_queue.empty()) {
@@ -600,7 +676,11 @@ void SqliteEventStore::writerLoop()
                 m_queue.pop_front();
             }
             m_queuedEvents -= taken;
+            m_lastGroupRequests = std::max<size_t>(group.size(), 2);
+            m_stats.events += taken;
         }
+        ++m_stats.groups;
+        m_stats.waitUs += monotonicUs() - waitStartUs;
         m_spaceCv.notify_all();
         try {
             commitGroup(group);
@@ -648,7 +728,7 @@ Result<std::optional<core::SessionState>> SqliteEventStore::loadStateForWrite(co
     return state;
 }
 
-Status SqliteEventStore::writeProjection(const core::SessionState &state, bool created)
+Status SqliteEventStore::writeProjection(const core::SessionState &state, bool created, bool indexedChanged)
 {
     const std::string json = sessionStateToJson(state);
     const std::string_view status = core::statusName(state.status);
@@ -669,10 +749,14 @@ Status SqliteEventStore::writeProjection(const core::SessionState &state, bool c
         if (stepDone(stmt, &rc))
             return {};
     } else {
-        auto &stmt = m_w.updateSession;
+        // Naming status in the SET rewrites its index entries even when the value stays; most
+        // commits only move the tail.
+        auto &stmt = indexedChanged ? m_w.updateSession : m_w.updateSessionTail;
         stmt.bind(1, state.id);
-        stmt.bind(2, status);
-        stmt.bind(3, needsWork);
+        if (indexedChanged) {
+            stmt.bind(2, status);
+            stmt.bind(3, needsWork);
+        }
         stmt.bind(4, state.updatedUnixMs);
         stmt.bind(5, state.lastSeq);
         stmt.bind(6, json);
@@ -714,6 +798,12 @@ void SqliteEventStore::commitGroup(std::vector<Pending> &group)
     }
 
     const int64_t nowMs = nowUnixMs();
+    int64_t phaseUs = monotonicUs();
+    auto phase = [&](int64_t &bucket) {
+        const int64_t t = monotonicUs();
+        bucket += t - phaseUs;
+        phaseUs = t;
+    };
     for (size_t i = 0; i < group.size() && !groupError; ++i) {
         AppendRequest &request = group[i].request;
         const std::string &sessionId = request.sessionId;
@@ -798,27 +888,33 @@ void SqliteEventStore::commitGroup(std::vector<Pending> &group)
             break;
         }
 
+        const bool indexedChanged = !current || current->status != next.status
+            || current->needsWork() != next.needsWork();
         auto [slot, inserted] = touched.try_emplace(sessionId);
         if (inserted) {
             touchOrder.push_back(sessionId);
             slot->second.created = created;
         }
+        slot->second.indexedChanged = slot->second.indexedChanged || indexedChanged;
         slot->second.state = next;
         slot->second.events.insert(slot->second.events.end(), stored.begin(), stored.end());
         outcomes[i] = AppendResult{std::move(stored), std::move(next)};
     }
 
+    phase(m_stats.insertUs);
     if (!groupError) {
         for (const auto &sessionId : touchOrder) {
             const auto &entry = touched.at(sessionId);
-            if (auto status = writeProjection(entry.state, entry.created); !status) {
+            if (auto status = writeProjection(entry.state, entry.created, entry.indexedChanged); !status) {
                 groupError = status.error();
                 break;
             }
         }
     }
+    phase(m_stats.projectionUs);
     if (!groupError && !stepDone(m_w.commit, &rc))
         groupError = Error{ErrorCode::Unavailable, m_writeDb.describe("committing to " + m_path.string(), rc)};
+    phase(m_stats.commitUs);
     if (groupError) {
         if (!sqlite3_get_autocommit(m_writeDb.get()))
             stepDone(m_w.rollback);
@@ -859,6 +955,7 @@ void SqliteEventStore::commitGroup(std::vector<Pending> &group)
         notifyListeners(notice);
     for (size_t i = 0; i < group.size(); ++i)
         group[i].promise.set_value(std::move(*outcomes[i]));
+    phase(m_stats.notifyUs);
 }
 
 void SqliteEventStore::notifyListeners(const CommitNotice &notice)
@@ -1051,8 +1148,22 @@ void SqliteEventStore::close()
     }
     m_queueCv.notify_all();
     m_spaceCv.notify_all();
-    if (m_writer.joinable())
+    if (m_writer.joinable()) {
         m_writer.join();   // it commits everything queued before it returns
+        spdlog::info("store: writer committed {} events in {} groups; ms waiting {}, inserting {}, projection {}, "
+                     "committing {}, notifying {}",
+                     m_stats.events, m_stats.groups, m_stats.waitUs / 1000, m_stats.insertUs / 1000,
+                     m_stats.projectionUs / 1000, m_stats.commitUs / 1000, m_stats.notifyUs / 1000);
+    }
+    if (m_checkpointer.joinable()) {
+        {
+            std::lock_guard lock(m_checkpointMutex);
+            m_checkpointStop = true;
+        }
+        m_checkpointCv.notify_one();
+        m_checkpointer.join();
+    }
+    m_checkpointDb.closeNow();
     m_leases.close();
     {
         std::lock_guard lock(m_readMutex);
