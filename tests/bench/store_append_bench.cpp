@@ -1,8 +1,12 @@
 // Event append + stream throughput of the SQLite store, against raw batched SQLite inserts of the
 // same rows on the same machine. Prints figures; not a test.
 //
-//   store_append_bench [--seconds 5] [--producers 4] [--inflight 8] [--sessions 500] [--batch 20]
-//                      [--raw-batch 1000] [--dir /tmp]
+//   store_append_bench [--seconds 5] [--rounds 2] [--producers 4] [--inflight 8] [--sessions 500]
+//                      [--batch 20] [--raw-batch 1000] [--dir /tmp]
+//
+// Raw and store runs alternate for --rounds rounds and the best of each is compared, so a burst of
+// load from something else on the machine does not decide the ratio. The ARCHITECTURE.md budget
+// is for 60 s: --seconds 60.
 //
 // Producers append batches of ~150-byte JSON events to many sessions (each keeps --inflight appends
 // outstanding, like that many step workers); a commit listener hands every committed event to a
@@ -36,6 +40,7 @@ namespace {
 
 struct Options {
     double seconds = 5;
+    int rounds = 2;
     int producers = 4;
     int inflight = 8;
     int sessions = 500;
@@ -286,6 +291,8 @@ int main(int argc, char **argv)
         const char *value = argv[i + 1];
         if (flag == "--seconds")
             options.seconds = std::stod(value);
+        else if (flag == "--rounds")
+            options.rounds = std::max(1, std::stoi(value));
         else if (flag == "--producers")
             options.producers = std::stoi(value);
         else if (flag == "--inflight")
@@ -311,11 +318,24 @@ int main(int argc, char **argv)
                 "payload %zu bytes\n",
                 options.seconds, options.producers, options.inflight, options.sessions, options.batch,
                 payloadFor(0).size());
-    const double raw = runRaw(options, dir / "raw.db");
-    const StoreFigures store = runStore(options, dir / "store.db");
+    double raw = 0;
+    StoreFigures store;
+    for (int round = 0; round < options.rounds; ++round) {
+        const auto roundDir = dir / std::to_string(round);
+        std::filesystem::create_directories(roundDir);
+        const double rawRound = runRaw(options, roundDir / "raw.db");
+        const StoreFigures storeRound = runStore(options, roundDir / "store.db");
+        std::printf("round %d: raw %.0f rows/s, store %.0f events/s, ack p99 %.2f ms, %.2f cores\n", round + 1, rawRound,
+                    storeRound.eventsPerSecond, storeRound.p99Ms, storeRound.coresUsed);
+        raw = std::max(raw, rawRound);
+        if (storeRound.eventsPerSecond > store.eventsPerSecond)
+            store = storeRound;
+        std::filesystem::remove_all(roundDir);
+    }
     std::filesystem::remove_all(dir);
 
     const double ratio = store.eventsPerSecond / raw;
+    std::printf("best of %d rounds:\n", options.rounds);
     std::printf("raw batched inserts   : %10.0f rows/s (%d rows per transaction)\n", raw, options.rawBatch);
     std::printf("store append + stream : %10.0f events/s (%llu appended, %llu streamed)\n", store.eventsPerSecond,
                 static_cast<unsigned long long>(store.appended), static_cast<unsigned long long>(store.streamed));
