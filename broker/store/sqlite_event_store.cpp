@@ -287,6 +287,7 @@ private:
     } m_w;
     std::unordered_map<std::string, core::SessionState> m_live;   // fold state of unfinished sessions
     std::thread m_writer;
+    bool m_writerStarted = false;
     std::atomic<std::thread::id> m_writerId;
 
     // The checkpointer thread owns m_checkpointDb; the writer only signals it.
@@ -368,6 +369,7 @@ Status SqliteEventStore::open()
         return std::unexpected(reader.error());
     returnReader(std::move(*reader));
 
+    m_writerStarted = true;
     m_writer = std::thread([this] {
         m_writerId = std::this_thread::get_id();
         writerLoop();
@@ -1181,12 +1183,15 @@ void SqliteEventStore::close()
     }
     if (m_writeDb.get()) {
         m_w = WriterStatements{};
+    }
+    // Only a store that opened owns a WAL worth checkpointing; a refused file is left as it was.
+    if (m_writeDb.get() && m_writerStarted) {
         // TRUNCATE leaves an empty WAL: the next open starts without replaying it.
         auto busy = m_writeDb.queryText("PRAGMA wal_checkpoint(TRUNCATE)");
         if (!busy)
             spdlog::warn("store: final checkpoint of {} failed: {}", m_path.string(), busy.error().message);
-        m_writeDb.closeNow();
     }
+    m_writeDb.closeNow();
     if (m_lockFd >= 0) {
         ::close(m_lockFd);
         m_lockFd = -1;
