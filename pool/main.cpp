@@ -14,10 +14,11 @@
 #include <chrono>
 #include <csignal>
 #include <cstdio>
-#include <future>
 #include <thread>
 
 namespace {
+
+constexpr int kCloseGraceMs = 200;    // for calls answered after the sandboxes were released
 
 volatile std::sig_atomic_t g_stop = 0;
 
@@ -103,15 +104,19 @@ int main(int argc, char **argv)
     while (!g_stop)
         std::this_thread::sleep_for(std::chrono::milliseconds(50));
 
-    // Stop accepting and let in-flight calls finish for drain_timeout_ms; execs still running
-    // then end when their sandboxes are released below.
-    spdlog::info("shutting down: draining calls for up to {} ms", config.drainTimeoutMs);
-    auto deadline = std::chrono::system_clock::now() + std::chrono::milliseconds(config.drainTimeoutMs);
-    auto stopped = std::async(std::launch::async, [&] { server->Shutdown(deadline); });
-    if (stopped.wait_until(deadline + std::chrono::seconds(1)) != std::future_status::ready)
-        spdlog::warn("calls still running after the drain window; releasing their sandboxes");
+    // Stop accepting (new calls get UNAVAILABLE), let running calls finish for
+    // drain_timeout_ms, then release every sandbox (which ends execs still running) and close
+    // the server. gRPC's own Shutdown(deadline) would wait out the whole deadline while any
+    // client keeps its connection open, so the drain is counted here instead.
+    spdlog::info("shutting down: draining {} calls for up to {} ms", service.inFlight(), config.drainTimeoutMs);
+    service.beginDrain();
+    const auto drainUntil = std::chrono::steady_clock::now() + std::chrono::milliseconds(config.drainTimeoutMs);
+    while (service.inFlight() > 0 && std::chrono::steady_clock::now() < drainUntil)
+        std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    if (service.inFlight() > 0)
+        spdlog::warn("{} calls still running after the drain window; releasing their sandboxes", service.inFlight());
     sandboxPool.shutdown();
-    stopped.wait();
+    server->Shutdown(std::chrono::system_clock::now() + std::chrono::milliseconds(kCloseGraceMs));
     service.stop();
     spdlog::info("stopped");
     return 0;

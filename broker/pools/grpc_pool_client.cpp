@@ -15,6 +15,18 @@ constexpr int64_t kReleaseDeadlineMs = 30000;
 constexpr int64_t kStatusDeadlineMs = 5000;
 constexpr int64_t kExecDefaultTimeoutMs = 600000;   // the pool's default when the spec says 0
 constexpr int64_t kExecGraceMs = 30000;             // beyond the command's timeout
+// A restarted pool is found again within this; gRPC's default backoff grows to 120 s.
+constexpr int kInitialReconnectBackoffMs = 100;
+constexpr int kMaxReconnectBackoffMs = 2000;
+
+std::shared_ptr<grpc::Channel> makeChannel(const std::string &endpoint)
+{
+    grpc::ChannelArguments args;
+    args.SetInt(GRPC_ARG_INITIAL_RECONNECT_BACKOFF_MS, kInitialReconnectBackoffMs);
+    args.SetInt(GRPC_ARG_MIN_RECONNECT_BACKOFF_MS, kInitialReconnectBackoffMs);
+    args.SetInt(GRPC_ARG_MAX_RECONNECT_BACKOFF_MS, kMaxReconnectBackoffMs);
+    return grpc::CreateCustomChannel(endpoint, grpc::InsecureChannelCredentials(), args);
+}
 
 ErrorCode fromGrpc(grpc::StatusCode code)
 {
@@ -40,7 +52,7 @@ class GrpcPoolClient final : public PoolClient {
 public:
     GrpcPoolClient(std::string name, std::string endpoint)
         : m_name(std::move(name)), m_endpoint(std::move(endpoint)),
-          m_stub(v1::PoolService::NewStub(grpc::CreateChannel(m_endpoint, grpc::InsecureChannelCredentials())))
+          m_stub(v1::PoolService::NewStub(makeChannel(m_endpoint)))
     {
     }
 

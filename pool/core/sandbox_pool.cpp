@@ -10,7 +10,9 @@
 #include <climits>
 #include <poll.h>
 #include <random>
+#include <fcntl.h>
 #include <sys/eventfd.h>
+#include <sys/file.h>
 #include <unistd.h>
 
 namespace paddock::pool {
@@ -131,6 +133,15 @@ Result<std::unique_ptr<SandboxPool>> SandboxPool::create(PoolConfig config)
                         "; build the paddock-sandbox-init target next to paddock-pool or set init_path in pool.toml");
     if (auto err = ensurePrivateDirectory(config.stateDir, 0700); !err.empty())
         return fail(ErrorCode::FailedPrecondition, err + "; pass a writable --state-dir");
+    // One pool per state directory: a second one would delete the first one's sandboxes below.
+    const fs::path lockPath = config.stateDir / "pool.lock";
+    int lockFd = ::open(lockPath.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0600);
+    if (lockFd < 0 || ::flock(lockFd, LOCK_EX | LOCK_NB) != 0) {
+        if (lockFd >= 0)
+            ::close(lockFd);
+        return fail(ErrorCode::FailedPrecondition, "another paddock-pool is already using the state directory " +
+                                                       config.stateDir.string() + "; stop it or pass a different --state-dir");
+    }
     const fs::path sandboxes = config.stateDir / "sandboxes";
     std::error_code ec;
     // Sandboxes of an earlier run died with it (bwrap --die-with-parent); their directories remain.
@@ -142,7 +153,9 @@ Result<std::unique_ptr<SandboxPool>> SandboxPool::create(PoolConfig config)
     }
     if (auto err = ensurePrivateDirectory(sandboxes, 0700); !err.empty())
         return fail(ErrorCode::FailedPrecondition, err + "; pass a writable --state-dir");
-    return std::unique_ptr<SandboxPool>(new SandboxPool(std::move(config), std::move(runtimes)));
+    auto pool = std::unique_ptr<SandboxPool>(new SandboxPool(std::move(config), std::move(runtimes)));
+    pool->m_lockFd = lockFd;
+    return pool;
 }
 
 SandboxPool::SandboxPool(PoolConfig config, std::map<std::string, std::unique_ptr<Runtime>> runtimes)
@@ -162,6 +175,8 @@ SandboxPool::~SandboxPool()
     shutdown();
     if (m_wakeFd >= 0)
         ::close(m_wakeFd);
+    if (m_lockFd >= 0)
+        ::close(m_lockFd);
 }
 
 void SandboxPool::start()

@@ -123,7 +123,8 @@ private:
     bool m_stopping = false;
 
     std::vector<std::thread> m_threads;
-    int m_wakeFd = -1;              // eventfd: the monitor's set of sandboxes changed
+    int m_wakeFd = -1;
+    int m_lockFd = -1;              // flock on <state>/pool.lock, held for the pool's life              // eventfd: the monitor's set of sandboxes changed
     std::atomic<bool> m_shutDown{false};
 };
 

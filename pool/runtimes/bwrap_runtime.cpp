@@ -119,6 +119,55 @@ std::string findOnPath(const std::string &name)
 
 } // namespace
 
+BwrapRuntime::BwrapRuntime(std::string bwrap) : m_bwrap(std::move(bwrap))
+{
+    m_spawner = std::thread([this] { spawnerLoop(); });
+}
+
+BwrapRuntime::~BwrapRuntime()
+{
+    {
+        std::lock_guard lock(m_mutex);
+        m_stopping = true;
+    }
+    m_cv.notify_all();
+    m_spawner.join();
+}
+
+void BwrapRuntime::spawnerLoop()
+{
+    std::unique_lock lock(m_mutex);
+    for (;;) {
+        m_cv.wait(lock, [&] { return m_stopping || !m_queue.empty(); });
+        if (m_queue.empty())
+            return;
+        auto fn = std::move(m_queue.front());
+        m_queue.pop_front();
+        lock.unlock();
+        fn();
+        lock.lock();
+    }
+}
+
+void BwrapRuntime::onSpawnerThread(const std::function<void()> &fn)
+{
+    std::mutex doneMutex;
+    std::condition_variable doneCv;
+    bool done = false;
+    {
+        std::lock_guard lock(m_mutex);
+        m_queue.push_back([&] {
+            fn();
+            std::lock_guard doneLock(doneMutex);
+            done = true;
+            doneCv.notify_all();
+        });
+    }
+    m_cv.notify_all();
+    std::unique_lock lock(doneMutex);
+    doneCv.wait(lock, [&] { return done; });
+}
+
 Result<std::unique_ptr<BwrapRuntime>> BwrapRuntime::create()
 {
     std::string bwrap = findOnPath("bwrap");
@@ -222,7 +271,8 @@ Result<std::unique_ptr<RunningSandbox>> BwrapRuntime::start(const SandboxSpec &s
     // The sandbox gets an empty environment from bwrap --clearenv; bwrap itself needs none.
     char *emptyEnv[] = {nullptr};
     pid_t pid = -1;
-    const int spawnErr = posix_spawn(&pid, m_bwrap.c_str(), &fa, &attr, argv.data(), emptyEnv);
+    int spawnErr = 0;
+    onSpawnerThread([&] { spawnErr = posix_spawn(&pid, m_bwrap.c_str(), &fa, &attr, argv.data(), emptyEnv); });
     posix_spawn_file_actions_destroy(&fa);
     posix_spawnattr_destroy(&attr);
     ::close(listenFd);   // only the init holds it now: its death makes connect() fail at once

@@ -9,6 +9,12 @@
 
 #include "pool/runtimes/runtime.h"
 
+#include <condition_variable>
+#include <deque>
+#include <functional>
+#include <mutex>
+#include <thread>
+
 namespace paddock::pool {
 
 class BwrapRuntime : public Runtime {
@@ -27,9 +33,22 @@ public:
     // Where the init binary appears inside every sandbox.
     static constexpr const char *kInitInsidePath = "/run/paddock/paddock-sandbox-init";
 
+    ~BwrapRuntime() override;
+
 private:
-    explicit BwrapRuntime(std::string bwrap) : m_bwrap(std::move(bwrap)) {}
+    explicit BwrapRuntime(std::string bwrap);
+    // Runs fn on m_spawner and waits for it. bwrap --die-with-parent uses PR_SET_PDEATHSIG,
+    // which fires when the *thread* that spawned bwrap exits, so every bwrap is spawned from
+    // this one thread, which lives as long as the runtime.
+    void onSpawnerThread(const std::function<void()> &fn);
+    void spawnerLoop();
+
     std::string m_bwrap;
+    std::mutex m_mutex;
+    std::condition_variable m_cv;
+    std::deque<std::function<void()>> m_queue;   // guarded by m_mutex
+    bool m_stopping = false;                     // guarded by m_mutex
+    std::thread m_spawner;
 };
 
 } // namespace paddock::pool

@@ -38,12 +38,21 @@ grpc::Status shuttingDown()
     return {grpc::StatusCode::UNAVAILABLE, "the pool is shutting down; retry on another pool or when it is back"};
 }
 
+} // namespace
+
 // Exec: output chunks come from a worker thread; this reactor writes them with one write in
 // flight, coalescing what queued up meanwhile, then the exit, then finishes.
 class ExecReactor final : public grpc::ServerWriteReactor<v1::ExecResponse> {
 public:
-    ExecReactor(SandboxPool &pool, TaskRunner &runner, const v1::ExecRequest &req)
+    ExecReactor(PoolService &service, const v1::ExecRequest &req) : m_service(service)
     {
+        m_service.m_inFlight++;
+        if (m_service.m_draining) {
+            complete(shuttingDown());
+            return;
+        }
+        SandboxPool &pool = service.m_pool;
+        TaskRunner &runner = service.m_runner;
         ExecRequest request;
         request.sandboxId = req.sandbox_id();
         request.argv.assign(req.argv().begin(), req.argv().end());
@@ -85,7 +94,11 @@ public:
         pump();
     }
 
-    void OnDone() override { delete this; }
+    void OnDone() override
+    {
+        m_service.m_inFlight--;
+        delete this;
+    }
 
 private:
     void enqueueChunk(int stream, std::string_view chunk)
@@ -149,6 +162,7 @@ private:
             Finish(*m_final);
     }
 
+    PoolService &m_service;
     std::mutex m_mutex;
     std::deque<v1::ExecResponse> m_queue;
     v1::ExecResponse m_current;            // the one write in flight
@@ -158,8 +172,6 @@ private:
     bool m_broken = false;
 };
 
-} // namespace
-
 grpc::Status toGrpcStatus(const Error &error)
 {
     return {toGrpcCode(error.code), error.message};
@@ -168,8 +180,14 @@ grpc::Status toGrpcStatus(const Error &error)
 grpc::ServerUnaryReactor *PoolService::runUnary(grpc::CallbackServerContext *ctx, std::function<grpc::Status()> work)
 {
     auto *reactor = ctx->DefaultReactor();
-    if (!m_runner.post([reactor, work = std::move(work)] { reactor->Finish(work()); }))
+    m_inFlight++;
+    if (m_draining || !m_runner.post([this, reactor, work = std::move(work)] {
+            reactor->Finish(work());
+            m_inFlight--;
+        })) {
         reactor->Finish(shuttingDown());
+        m_inFlight--;
+    }
     return reactor;
 }
 
@@ -193,7 +211,7 @@ grpc::ServerUnaryReactor *PoolService::Claim(grpc::CallbackServerContext *ctx, c
 
 grpc::ServerWriteReactor<v1::ExecResponse> *PoolService::Exec(grpc::CallbackServerContext *, const v1::ExecRequest *req)
 {
-    return new ExecReactor(m_pool, m_runner, *req);
+    return new ExecReactor(*this, *req);
 }
 
 grpc::ServerUnaryReactor *PoolService::ReadFile(grpc::CallbackServerContext *ctx, const v1::ReadFileRequest *req,

@@ -14,6 +14,8 @@
 
 #include <grpcpp/grpcpp.h>
 
+#include <atomic>
+
 namespace paddock::pool {
 
 grpc::Status toGrpcStatus(const Error &error);
@@ -23,6 +25,10 @@ public:
     explicit PoolService(SandboxPool &pool) : m_pool(pool) {}
     ~PoolService() override { m_runner.stop(); }
 
+    // SIGTERM, step 1: new calls are refused with UNAVAILABLE; calls already running go on.
+    void beginDrain() { m_draining = true; }
+    // Calls not yet finished.
+    int inFlight() const { return m_inFlight.load(); }
     // After the gRPC server has shut down: joins the workers.
     void stop() { m_runner.stop(); }
 
@@ -45,8 +51,12 @@ private:
     // Runs work on the runner and finishes the reactor with its status.
     grpc::ServerUnaryReactor *runUnary(grpc::CallbackServerContext *ctx, std::function<grpc::Status()> work);
 
+    friend class ExecReactor;
+
     SandboxPool &m_pool;
     TaskRunner m_runner;
+    std::atomic<bool> m_draining{false};
+    std::atomic<int> m_inFlight{0};
 };
 
 } // namespace paddock::pool

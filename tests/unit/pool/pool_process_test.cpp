@@ -1,0 +1,153 @@
+// paddock-pool as a process: serves, refuses a taken port and a missing bwrap with a clear
+// message, and on SIGTERM drains, releases every sandbox and exits 0.
+
+#include "broker/pools/grpc_pool_client.h"
+
+#include <gtest/gtest.h>
+
+#include <arpa/inet.h>
+#include <csignal>
+#include <filesystem>
+#include <fstream>
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <sys/wait.h>
+#include <thread>
+#include <unistd.h>
+
+namespace fs = std::filesystem;
+using namespace paddock;
+
+namespace {
+
+int freePort()
+{
+    int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    sockaddr_in addr {};
+    addr.sin_family = AF_INET;
+    addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    ::bind(fd, reinterpret_cast<sockaddr *>(&addr), sizeof addr);
+    socklen_t len = sizeof addr;
+    ::getsockname(fd, reinterpret_cast<sockaddr *>(&addr), &len);
+    ::close(fd);
+    return ntohs(addr.sin_port);
+}
+
+// Polls until something accepts TCP connections on the port (the pool is serving).
+bool waitForPort(int port)
+{
+    for (int i = 0; i < 400; ++i) {
+        int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+        sockaddr_in addr {};
+        addr.sin_family = AF_INET;
+        addr.sin_port = htons(static_cast<uint16_t>(port));
+        addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+        const bool ok = ::connect(fd, reinterpret_cast<sockaddr *>(&addr), sizeof addr) == 0;
+        ::close(fd);
+        if (ok)
+            return true;
+        std::this_thread::sleep_for(std::chrono::milliseconds(25));
+    }
+    return false;
+}
+
+class PoolProcess : public ::testing::Test {
+protected:
+    void SetUp() override
+    {
+        char tmpl[] = "/tmp/paddock-pool-proc-XXXXXX";
+        ASSERT_NE(::mkdtemp(tmpl), nullptr);
+        m_dir = tmpl;
+        fs::create_directories(m_dir / "config/paddock");
+        std::ofstream(m_dir / "config/paddock/pool.toml") << "log_level = \"warn\"\n[[tier]]\nname = \"lite\"\nwarm_count = 1\nmax_count = 4\n";
+    }
+    void TearDown() override
+    {
+        std::error_code ec;
+        fs::remove_all(m_dir, ec);
+    }
+
+    // Starts paddock-pool with XDG_CONFIG_HOME in the temp dir; stderr goes to a file.
+    pid_t start(int port, const std::string &path = {}, const std::string &stateName = "state")
+    {
+        pid_t pid = ::fork();
+        if (pid == 0) {
+            ::setenv("XDG_CONFIG_HOME", (m_dir / "config").c_str(), 1);
+            if (!path.empty())
+                ::setenv("PATH", path.c_str(), 1);
+            const std::string listen = "127.0.0.1:" + std::to_string(port);
+            const std::string state = (m_dir / stateName).string();
+            const std::string err = (m_dir / ("stderr-" + std::to_string(::getpid()))).string();
+            std::freopen(err.c_str(), "w", stderr);
+            ::execl(PADDOCK_POOL_BIN, "paddock-pool", "--listen", listen.c_str(), "--state-dir", state.c_str(),
+                    "--warm", "1", nullptr);
+            _exit(127);
+        }
+        return pid;
+    }
+
+    std::string stderrOf(pid_t pid)
+    {
+        std::ifstream in(m_dir / ("stderr-" + std::to_string(pid)));
+        return {std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()};
+    }
+
+    static int waitExit(pid_t pid)
+    {
+        int status = 0;
+        ::waitpid(pid, &status, 0);
+        return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+    }
+
+    fs::path m_dir;
+};
+
+} // namespace
+
+TEST_F(PoolProcess, ServesThenDrainsOnSigterm)
+{
+    const int port = freePort();
+    pid_t pid = start(port);
+    ASSERT_GT(pid, 0);
+    ASSERT_TRUE(waitForPort(port)) << stderrOf(pid);
+    auto client = pools::makeGrpcPoolClient("proc", "127.0.0.1:" + std::to_string(port));
+    Result<pools::PoolStatus> status;
+    for (int i = 0; i < 200 && !(status = client->status()); ++i)
+        std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    ASSERT_TRUE(status) << status.error().message;
+    EXPECT_EQ(status->tiers.at(0).max, 4);   // from pool.toml under XDG_CONFIG_HOME
+
+    auto claimed = client->claim("lite", "s", "k");
+    ASSERT_TRUE(claimed) << claimed.error().message;
+    pools::ExecSpec spec;
+    spec.sandboxId = claimed->sandboxId;
+    spec.argv = {"echo", "through the process"};
+    auto r = client->exec(spec);
+    ASSERT_TRUE(r) << r.error().message;
+    EXPECT_EQ(r->stdoutData, "through the process\n");
+
+    // A second instance on the same state directory, then on the same port: clear errors, and
+    // the first pool's sandboxes are untouched.
+    pid_t second = start(port);
+    EXPECT_NE(waitExit(second), 0);
+    EXPECT_NE(stderrOf(second).find("already using the state directory"), std::string::npos) << stderrOf(second);
+    pid_t third = start(port, {}, "state2");
+    EXPECT_NE(waitExit(third), 0);
+    EXPECT_NE(stderrOf(third).find("port is taken"), std::string::npos) << stderrOf(third);
+    auto again = client->exec(spec);
+    ASSERT_TRUE(again) << again.error().message;
+    EXPECT_EQ(again->stdoutData, "through the process\n");
+
+    // The client stays connected: the pool must not wait for it to go away.
+    ASSERT_EQ(::kill(pid, SIGTERM), 0);
+    EXPECT_EQ(waitExit(pid), 0) << stderrOf(pid);
+    EXPECT_TRUE(fs::is_empty(m_dir / "state/sandboxes")) << "every sandbox released and deleted";
+}
+
+TEST_F(PoolProcess, MissingBwrapIsAClearError)
+{
+    pid_t pid = start(freePort(), (m_dir / "empty-path").string());
+    EXPECT_NE(waitExit(pid), 0);
+    const std::string err = stderrOf(pid);
+    EXPECT_NE(err.find("bubblewrap"), std::string::npos) << err;
+}
