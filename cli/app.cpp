@@ -92,17 +92,37 @@ struct CommandContext {
 
 std::string listSessionsHint() { return "`paddockctl ls` lists the sessions this broker knows"; }
 
-std::string sessionHint(const grpc::Status &status, const std::string &id)
+std::string sessionHint(const grpc::Status &status, Command command, const std::string &id)
 {
     switch (status.error_code()) {
     case grpc::StatusCode::NOT_FOUND:
         return "check the id; " + listSessionsHint();
     case grpc::StatusCode::FAILED_PRECONDITION:
     case grpc::StatusCode::ABORTED:
+        if (command == Command::Resume)
+            return "only a paused session can be resumed; `paddockctl show " + id + "` shows its status";
+        if (command == Command::Cancel || command == Command::Pause)
+            return "a session that has ended has nothing left to stop; `paddockctl show " + id + "` shows its status";
         return "`paddockctl show " + id + "` shows its status";
     default:
         return {};
     }
+}
+
+// The broker parses submitted playbook text under a placeholder name; the user knows it as a file.
+grpc::Status nameThePlaybookFile(const grpc::Status &status, const std::string &file, bool *named)
+{
+    *named = false;
+    if (file.empty())
+        return status;
+    std::string message = status.error_message();
+    for (const std::string placeholder : {"<submitted playbook>", "<submitted>"}) {
+        for (auto at = message.find(placeholder); at != std::string::npos; at = message.find(placeholder)) {
+            message.replace(at, placeholder.size(), file);
+            *named = true;
+        }
+    }
+    return grpc::Status(status.error_code(), message, status.error_details());
 }
 
 void printSession(const CommandContext &c, const v1::Session &session)
@@ -148,7 +168,9 @@ int streamEvents(const CommandContext &c, const std::string &id, int64_t fromSeq
     v1::EventBatch batch;
     bool endOfSession = false;
     int64_t lastSeq = request.from_seq() - 1;
+    bool receivedAny = false;
     while (reader->Read(&batch)) {
+        receivedAny = true;
         for (const auto &event : batch.events()) {
             if (c.inv.output == OutputFormat::Json)
                 c.out << eventToJson(event).dump() << "\n";
@@ -170,12 +192,20 @@ int streamEvents(const CommandContext &c, const std::string &id, int64_t fromSeq
               << "` stops it, `paddockctl events " << id << " --from " << lastSeq + 1 << " -f` follows again)\n";
         return toInt(ExitCode::Interrupted);
     }
+    if (!status.ok() && status.error_code() == grpc::StatusCode::UNAVAILABLE && receivedAny && !c.broker.connected()) {
+        // The stream was flowing and the broker went away (killed, restarted): nothing recorded is
+        // lost, and the user can pick up exactly where the output stopped.
+        return c.failWith(ExitCode::BrokerUnreachable,
+                          action + ": lost the broker at " + c.broker.shown() + " (" + status.error_message()
+                              + "); once it is back (`paddockd`), `paddockctl events " + id + " --from "
+                              + std::to_string(lastSeq + 1) + (follow ? " -f" : "") + "` continues");
+    }
     if (!status.ok()) {
         std::string hint;
         if (status.error_code() == grpc::StatusCode::OUT_OF_RANGE)
-            hint = "`paddockctl show " + id + "` shows its last seq; --from may be at most that + 1";
+            hint = "`paddockctl show " + id + "` shows its last seq";
         else
-            hint = sessionHint(status, id);
+            hint = sessionHint(status, Command::Events, id);
         return c.fail(action, status, hint);
     }
     if (!follow)
@@ -188,7 +218,7 @@ int streamEvents(const CommandContext &c, const std::string &id, int64_t fromSeq
     grpc::ClientContext getContext;
     c.broker.setDeadline(getContext);
     if (const auto got = c.broker.stub().GetSession(&getContext, getRequest, &session); !got.ok())
-        return c.fail("cannot read the outcome of session " + id, got, sessionHint(got, id));
+        return c.fail("cannot read the outcome of session " + id, got, sessionHint(got, Command::Show, id));
     if (!isFinal(session.status())) {
         return c.failWith(ExitCode::Error,
                           "the event stream of session " + id + " ended before the session did (it is "
@@ -252,12 +282,12 @@ int runSubmit(const CommandContext &c)
     c.broker.setDeadline(context);
     const grpc::Status status = c.broker.stub().SubmitSession(&context, request, &session);
     if (!status.ok()) {
+        bool named = false;
+        const grpc::Status shown = nameThePlaybookFile(status, playbookFile, &named);
         std::string hint;
-        if (status.error_code() == grpc::StatusCode::INVALID_ARGUMENT && !playbookFile.empty())
+        if (status.error_code() == grpc::StatusCode::INVALID_ARGUMENT && !playbookFile.empty() && !named)
             hint = "fix " + playbookFile + " and submit again";
-        else if (status.error_code() == grpc::StatusCode::NOT_FOUND)
-            hint = "name a playbook the broker ships or a playbook file, and a model the broker has configured";
-        return c.fail(action, status, hint);
+        return c.fail(action, shown, hint);
     }
 
     if (!inv.follow) {
@@ -334,7 +364,7 @@ int runShow(const CommandContext &c)
     c.broker.setDeadline(context);
     const grpc::Status status = c.broker.stub().GetSession(&context, request, &session);
     if (!status.ok())
-        return c.fail("cannot show session " + c.inv.sessionId, status, sessionHint(status, c.inv.sessionId));
+        return c.fail("cannot show session " + c.inv.sessionId, status, sessionHint(status, Command::Show, c.inv.sessionId));
     printSession(c, session);
     return toInt(ExitCode::Ok);
 }
@@ -364,7 +394,8 @@ int runAction(const CommandContext &c)
         break;
     }
     if (!status.ok())
-        return c.fail("cannot " + verb + " session " + c.inv.sessionId, status, sessionHint(status, c.inv.sessionId));
+        return c.fail("cannot " + verb + " session " + c.inv.sessionId, status,
+                      sessionHint(status, c.inv.command, c.inv.sessionId));
     if (c.inv.output == OutputFormat::Json)
         c.out << sessionToJson(session).dump(2) << "\n";
     else

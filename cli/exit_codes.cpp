@@ -1,6 +1,25 @@
 #include "cli/exit_codes.h"
 
 namespace paddock::cli {
+namespace {
+
+// A hint names its fix as a `command`; when the broker's message already carries that command the
+// hint would only repeat it.
+bool hintAlreadyGiven(std::string_view hint, std::string_view detail)
+{
+    const auto open = hint.find('`');
+    const auto close = open == std::string_view::npos ? open : hint.find('`', open + 1);
+    if (close == std::string_view::npos)
+        return false;
+    std::string_view command = hint.substr(open + 1, close - open - 1);
+    // Compare the command word and its subcommand only: "paddockctl ls", "paddockctl show".
+    const auto secondSpace = command.find(' ', command.find(' ') + 1);
+    if (secondSpace != std::string_view::npos)
+        command = command.substr(0, secondSpace);
+    return detail.find(command) != std::string_view::npos;
+}
+
+} // namespace
 
 ExitCode exitCodeFor(grpc::StatusCode code, bool connected)
 {
@@ -70,10 +89,18 @@ std::string describeFailure(std::string_view action, const grpc::Status &status,
     default:
         break;
     }
-    message += status.error_message().empty() ? std::string("the broker gave no reason (status ")
-                                                    + std::to_string(static_cast<int>(code)) + ")"
-                                              : status.error_message();
-    if (!hint.empty()) {
+    std::string detail = status.error_message();
+    if (detail.empty())
+        detail = "the broker gave no reason (status " + std::to_string(static_cast<int>(code)) + ")";
+    // The broker often says what was being done itself ("cannot resume session s1: it is
+    // succeeded"); saying it twice reads like a stutter.
+    if (detail.starts_with(action))
+        message = detail;
+    else
+        message += detail;
+    if (!hint.empty() && !hintAlreadyGiven(hint, detail)) {
+        while (!message.empty() && message.back() == '.')
+            message.pop_back();
         message += "; ";
         message += hint;
     }

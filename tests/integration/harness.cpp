@@ -317,7 +317,27 @@ Status waitForHealthy(const std::string &target, std::chrono::milliseconds timeo
     return fail(ErrorCode::DeadlineExceeded, message);
 }
 
-fs::path binaryPath(std::string_view name) { return fs::path(PADDOCK_TEST_BIN_DIR) / name; }
+fs::path binaryPath(std::string_view name)
+{
+    // CMake passes the real output path of every binary target this build defines.
+#ifdef PADDOCK_TEST_BINARY_PADDOCKD
+    if (name == "paddockd")
+        return PADDOCK_TEST_BINARY_PADDOCKD;
+#endif
+#ifdef PADDOCK_TEST_BINARY_PADDOCK_POOL
+    if (name == "paddock-pool")
+        return PADDOCK_TEST_BINARY_PADDOCK_POOL;
+#endif
+#ifdef PADDOCK_TEST_BINARY_PADDOCK_SANDBOX_INIT
+    if (name == "paddock-sandbox-init")
+        return PADDOCK_TEST_BINARY_PADDOCK_SANDBOX_INIT;
+#endif
+#ifdef PADDOCK_TEST_BINARY_PADDOCKCTL
+    if (name == "paddockctl")
+        return PADDOCK_TEST_BINARY_PADDOCKCTL;
+#endif
+    return fs::path(PADDOCK_TEST_BIN_DIR) / name;
+}
 fs::path playbookDir() { return fs::path(PADDOCK_TEST_PLAYBOOK_DIR); }
 
 std::vector<std::string> missingBinaries(const std::vector<std::string> &names)

@@ -62,6 +62,24 @@ TEST(ExitCodes, BrokerMessageIsPrefixedWithTheActionAndFollowedByTheHint)
     EXPECT_EQ(message, "cannot show session s1: no session s1; `paddockctl ls` lists sessions");
 }
 
+TEST(ExitCodes, NothingIsSaidTwice)
+{
+    // The broker already named the action: no second "cannot resume session s1".
+    EXPECT_EQ(describeFailure("cannot resume session s1",
+                              grpc::Status(StatusCode::FAILED_PRECONDITION, "cannot resume session s1: it is succeeded"),
+                              true, "a:1", "only a paused session can be resumed"),
+              "cannot resume session s1: it is succeeded; only a paused session can be resumed");
+    // The broker already gave the fix the hint would give.
+    EXPECT_EQ(describeFailure("cannot show session s1",
+                              grpc::Status(StatusCode::NOT_FOUND, "no session 's1': list sessions with `paddockctl ls`"),
+                              true, "a:1", "check the id; `paddockctl ls` lists sessions"),
+              "cannot show session s1: no session 's1': list sessions with `paddockctl ls`");
+    // A trailing period does not end up before the semicolon.
+    EXPECT_EQ(describeFailure("cannot submit", grpc::Status(StatusCode::INVALID_ARGUMENT, "bad step."), true, "a:1",
+                              "fix p.toml"),
+              "cannot submit: bad step; fix p.toml");
+}
+
 TEST(ExitCodes, DeadlineOnAConnectedBrokerSuggestsATimeout)
 {
     const std::string message = describeFailure(
