@@ -151,6 +151,20 @@ int streamEvents(const CommandContext &c, const std::string &id, int64_t fromSeq
         c.broker.setDeadline(context);
 
     // Ctrl-C: the handler only sets a flag; this thread turns it into a clean cancel of the call.
+    struct InterruptScope {
+        const Environment &env;
+        bool active;
+        InterruptScope(const Environment &e, bool on) : env(e), active(on && e.catchInterrupts)
+        {
+            if (active)
+                env.catchInterrupts(true);
+        }
+        ~InterruptScope()
+        {
+            if (active)
+                env.catchInterrupts(false);
+        }
+    } interruptScope(c.env, follow);
     std::jthread watcher;
     if (follow && c.env.interrupted) {
         watcher = std::jthread([&](std::stop_token stop) {

@@ -62,6 +62,9 @@ struct Environment {
     std::optional<std::string> brokerAddress;   // $PADDOCK_BROKER
     std::string defaultSocketPath;              // paddock::defaultBrokerSocketPath()
     std::function<bool()> interrupted;          // true once the user pressed Ctrl-C; may be empty
+    // Called with true before a follow and false after it: only then does Ctrl-C become a flag
+    // (stop following cleanly); elsewhere it keeps its default action and ends paddockctl at once.
+    std::function<void(bool)> catchInterrupts;
 };
 
 int runInvocation(const Invocation &invocation, const Environment &environment, std::ostream &out,

@@ -65,7 +65,8 @@ std::string genericSummary(const json &payload, std::initializer_list<std::strin
     for (const auto &[key, value] : payload.items()) {
         if (std::ranges::find(skip, key) != skip.end())
             continue;
-        if (value.is_null() || (value.is_string() && value.get<std::string>().empty()))
+        if (value.is_null() || (value.is_string() && value.get<std::string>().empty())
+            || ((value.is_array() || value.is_object()) && value.empty()))
             continue;
         if (!out.empty())
             out += ' ';
@@ -404,6 +405,18 @@ std::string eventSummary(std::string_view kind, std::string_view payloadJson)
         }
         if (const std::string text = str(payload, "text"); !text.empty())
             summary += ": " + text;
+    } else if (kind == "session.created") {
+        // The playbook's full text is in the payload; a summary line only says where it came from.
+        summary = genericSummary(payload, {"playbook_toml"});
+        if (const std::string toml = str(payload, "playbook_toml"); !toml.empty() && str(payload, "playbook").empty())
+            summary += fmt::format(" playbook=(submitted text, {} bytes)", toml.size());
+    } else if (kind == "sandbox.claimed") {
+        summary = fmt::format("{} ({} {}) from pool {}", str(payload, "sandbox_id"), str(payload, "tier"),
+                              str(payload, "runtime"), str(payload, "pool"));
+        if (payload.contains("warm"))
+            summary += payload.value("warm", false) ? ", warm" : ", cold";
+        if (payload.contains("claim_ms"))
+            summary += fmt::format(", {:.1f} ms", payload.value("claim_ms", 0.0));
     } else {
         summary = genericSummary(payload);
     }

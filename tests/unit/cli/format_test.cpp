@@ -173,9 +173,15 @@ TEST(Format, SummariesOfOtherKinds)
               "failed: step 2 expected exit 0");
     EXPECT_EQ(eventSummary("tool.result", R"({"name":"read_file","error":"no such file"})"),
               "read_file error: no such file");
-    EXPECT_EQ(eventSummary("sandbox.claimed", R"({"pool":"local","sandbox_id":"sb-1","warm":true})"),
-              "pool=local sandbox_id=sb-1 warm=true");
+    EXPECT_EQ(eventSummary("sandbox.claimed", R"({"pool":"local","sandbox_id":"sb-1","tier":"lite","runtime":"bwrap",)"
+                                              R"("warm":true,"claim_ms":0.42})"),
+              "sb-1 (lite bwrap) from pool local, warm, 0.4 ms");
     EXPECT_EQ(eventSummary("session.created", R"({"goal":"say hi"})"), R"(goal="say hi")");
+    // A submitted playbook's text stays out of the one-line summary.
+    EXPECT_EQ(eventSummary("session.created", R"({"model":"scripted","playbook_toml":"name = \"x\"\n"})"),
+              "model=scripted playbook=(submitted text, 11 bytes)");
+    EXPECT_EQ(eventSummary("model.error", R"({"code":"Unavailable","error":"HTTP 503"})"),
+              R"(code=Unavailable error="HTTP 503")");
     EXPECT_EQ(eventSummary("x", "not json"), "not json");
 }
 
