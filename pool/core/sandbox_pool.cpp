@@ -23,6 +23,9 @@ namespace {
 constexpr int kRefillThreadsPerTier = 2;   // the budget measures refill at two parallel starts
 constexpr int64_t kClaimWaitMs = 30000;    // at max_count with starts in flight: wait this long
 constexpr int64_t kRefillBackoffMinMs = 500;
+// A refill waits this long after a claim: the claimer's first command runs without a bwrap
+// start competing for the CPU (on 2 cores that halves claim-to-first-command latency).
+constexpr int64_t kRefillDelayAfterClaimUs = 10000;
 constexpr int64_t kRefillBackoffMaxMs = 30000;
 constexpr size_t kReleasedIdsKept = 4096;
 const std::vector<int64_t> kLatencyBucketsUs = {250, 500, 1000, 2000, 5000, 10000, 25000,
@@ -110,6 +113,7 @@ struct SandboxPool::Tier {
     int64_t coldFallbacks = 0;
     int64_t starts = 0;
     int64_t startUsTotal = 0;
+    int64_t lastClaimUs = 0;
     std::vector<int64_t> latencyCounts = std::vector<int64_t>(kLatencyBucketsUs.size(), 0);
 
     int total() const { return static_cast<int>(warm.size()) + claimed + starting; }
@@ -362,32 +366,69 @@ Result<ClaimResult> SandboxPool::claim(const std::string &tierName, const std::s
         }
         m_cv.wait_until(lock, std::chrono::steady_clock::now() + std::chrono::microseconds(waitUntilUs - monotonicUs()));
     }
-    sandbox->state = Sandbox::State::Claimed;
-    sandbox->sessionId = sessionId;
-    sandbox->claimKey = idempotencyKey;
-    tier->claimed++;
-    tier->claims++;
-    if (warm)
-        tier->warmClaims++;
-    const int64_t tookUs = monotonicUs() - t0;
-    recordClaimLatency(*tier, tookUs);
-
-    ClaimResult result;
-    result.sandboxId = sandbox->id;
-    result.tier = tier->config.name;
-    result.runtime = tier->config.runtime;
-    result.host = m_config.poolId;
-    result.warm = warm;
-    result.claimMs = static_cast<double>(tookUs) / 1000.0;
-    if (!idempotencyKey.empty())
-        m_claimKeys[idempotencyKey] = result;
-    m_cv.notify_all();   // refill workers: a warm slot opened; waiters on this key
+    ClaimResult result = finishClaimLocked(*tier, sandbox, warm, t0, sessionId, idempotencyKey);
     lock.unlock();
     for (auto &dead : deadWarm)
         destroy(dead);
     spdlog::info("claimed {} ({}, {:.2f} ms) for session '{}'", result.sandboxId, warm ? "warm" : "cold",
                  result.claimMs, sessionId);
     return result;
+}
+
+ClaimResult SandboxPool::finishClaimLocked(Tier &tier, const std::shared_ptr<Sandbox> &sandbox, bool warm, int64_t t0,
+                                           const std::string &sessionId, const std::string &idempotencyKey)
+{
+    sandbox->state = Sandbox::State::Claimed;
+    sandbox->sessionId = sessionId;
+    sandbox->claimKey = idempotencyKey;
+    tier.claimed++;
+    tier.claims++;
+    tier.lastClaimUs = monotonicUs();
+    if (warm)
+        tier.warmClaims++;
+    const int64_t tookUs = monotonicUs() - t0;
+    recordClaimLatency(tier, tookUs);
+
+    ClaimResult result;
+    result.sandboxId = sandbox->id;
+    result.tier = tier.config.name;
+    result.runtime = tier.config.runtime;
+    result.host = m_config.poolId;
+    result.warm = warm;
+    result.claimMs = static_cast<double>(tookUs) / 1000.0;
+    if (!idempotencyKey.empty())
+        m_claimKeys[idempotencyKey] = result;
+    m_cv.notify_all();   // refill workers: a warm slot opened; waiters on this key
+    return result;
+}
+
+std::optional<Result<ClaimResult>> SandboxPool::claimIfWarm(const std::string &tierName, const std::string &sessionId,
+                                                            const std::string &idempotencyKey)
+{
+    const int64_t t0 = monotonicUs();
+    std::unique_lock lock(m_mutex);
+    if (m_stopping)
+        return std::nullopt;
+    if (!idempotencyKey.empty()) {
+        auto it = m_claimKeys.find(idempotencyKey);
+        if (it != m_claimKeys.end()) {
+            if (it->second)
+                return Result<ClaimResult>(*it->second);
+            return std::nullopt;   // in flight: the blocking path waits for it
+        }
+    }
+    Tier *tier = nullptr;
+    for (auto &t : m_tiers)
+        if (t->config.name == tierName)
+            tier = t.get();
+    if (!tier || tier->warm.empty() || tier->warm.front()->state == Sandbox::State::Dead)
+        return std::nullopt;   // unknown tier, cold start or cleanup: the blocking path says and does it
+    auto sandbox = tier->warm.front();
+    tier->warm.pop_front();
+    ClaimResult result = finishClaimLocked(*tier, sandbox, true, t0, sessionId, idempotencyKey);
+    lock.unlock();
+    spdlog::info("claimed {} (warm, {:.3f} ms) for session '{}'", result.sandboxId, result.claimMs, sessionId);
+    return Result<ClaimResult>(std::move(result));
 }
 
 Result<std::shared_ptr<SandboxPool::Sandbox>> SandboxPool::findClaimed(const std::string &sandboxId) const
@@ -587,6 +628,10 @@ void SandboxPool::refillLoop(Tier *tier)
         });
         if (m_stopping)
             return;
+        if (const int64_t wait = tier->lastClaimUs + kRefillDelayAfterClaimUs - monotonicUs(); wait > 0) {
+            m_cv.wait_for(lock, std::chrono::microseconds(wait), [&] { return m_stopping; });
+            continue;   // re-check: the slot may have been taken meanwhile
+        }
         tier->starting++;
         tier->refilling++;
         lock.unlock();

@@ -83,6 +83,10 @@ public:
     void shutdown();
 
     Result<ClaimResult> claim(const std::string &tier, const std::string &sessionId, const std::string &idempotencyKey);
+    // claim() when it cannot block: a warm sandbox is ready (or the key was answered before, or
+    // the request is invalid). nullopt: call claim() from a thread that may block.
+    std::optional<Result<ClaimResult>> claimIfWarm(const std::string &tier, const std::string &sessionId,
+                                                   const std::string &idempotencyKey);
     // sink gets output chunks as they arrive (stream 1 stdout, 2 stderr), on the calling thread.
     Result<ExecResult> exec(const ExecRequest &request, const ChunkSink &sink);
     Result<InitFile> readFile(const std::string &sandboxId, const std::string &path, int64_t maxBytes);
@@ -109,6 +113,8 @@ private:
     void monitorLoop();
     void wakeMonitor();
     void recordClaimLatency(Tier &tier, int64_t us);
+    ClaimResult finishClaimLocked(Tier &tier, const std::shared_ptr<Sandbox> &sandbox, bool warm, int64_t t0,
+                                  const std::string &sessionId, const std::string &idempotencyKey);
 
     const PoolConfig m_config;
     const std::map<std::string, std::unique_ptr<Runtime>> m_runtimes;

@@ -25,7 +25,9 @@
 #include <filesystem>
 #include <linux/openat2.h>
 #include <map>
+#include <set>
 #include <poll.h>
+#include <spawn.h>
 #include <string>
 #include <sys/signalfd.h>
 #include <sys/socket.h>
@@ -46,6 +48,7 @@ constexpr int64_t kDefaultMaxOutputBytes = 16ll << 20;
 constexpr int64_t kDefaultMaxReadBytes = 1ll << 20;
 constexpr int kDrainAfterExitMs = 200;   // output still in flight after the command's group died
 constexpr size_t kReadChunkBytes = 64 * 1024;
+constexpr size_t kSpareHandlers = 2;
 
 std::string g_workspace = "/workspace";
 
@@ -163,34 +166,36 @@ void handleExec(int conn, const json &header)
     }
 
     const int64_t startUs = monoUs();
-    pid_t pid = ::fork();
-    if (pid < 0) {
-        sendError(conn, "resource_exhausted", "cannot fork: " + errnoText(errno) + "; the sandbox may be out of processes");
+    // posix_spawn (vfork underneath): no page-table copy of the handler on the latency path.
+    // The command gets its own process group, so a timeout kills it and everything it started.
+    posix_spawn_file_actions_t fa;
+    posix_spawn_file_actions_init(&fa);
+    posix_spawn_file_actions_adddup2(&fa, in[0], 0);
+    posix_spawn_file_actions_adddup2(&fa, out[1], 1);
+    posix_spawn_file_actions_adddup2(&fa, err[1], 2);
+    posix_spawn_file_actions_addchdir_np(&fa, cwd.c_str());
+    posix_spawnattr_t attr;
+    posix_spawnattr_init(&attr);
+    sigset_t none, all;
+    sigemptyset(&none);
+    sigfillset(&all);
+    posix_spawnattr_setsigmask(&attr, &none);
+    posix_spawnattr_setsigdefault(&attr, &all);
+    posix_spawnattr_setpgroup(&attr, 0);
+    posix_spawnattr_setflags(&attr, POSIX_SPAWN_SETSIGMASK | POSIX_SPAWN_SETSIGDEF | POSIX_SPAWN_SETPGROUP);
+    pid_t pid = -1;
+    const int spawnErr = posix_spawn(&pid, program.c_str(), &fa, &attr, args.data(), envp.data());
+    posix_spawn_file_actions_destroy(&fa);
+    posix_spawnattr_destroy(&attr);
+    if (spawnErr != 0) {
+        std::string msg = "paddock-sandbox-init: cannot run " + program + ": " + errnoText(spawnErr) + "\n";
+        if (spawnErr == EAGAIN)
+            msg += "the sandbox may be out of processes\n";
+        proto::writeFrame(conn, proto::kStderr, msg);
+        proto::writeFrame(conn, proto::kExit,
+                          dumpJson({{"exit_code", spawnErr == ENOENT ? 127 : 126}, {"signal", 0}, {"duration_ms", 0.0},
+                                    {"timed_out", false}, {"truncated", false}}));
         return;
-    }
-    if (pid == 0) {
-        // A new process group, so a timeout kills the command and everything it started.
-        ::setpgid(0, 0);
-        ::dup2(in[0], 0);
-        ::dup2(out[1], 1);
-        ::dup2(err[1], 2);
-        sigset_t none;
-        sigemptyset(&none);
-        ::sigprocmask(SIG_SETMASK, &none, nullptr);
-        for (int sig = 1; sig < NSIG; ++sig)
-            ::signal(sig, SIG_DFL);
-        if (::chdir(cwd.c_str()) != 0)
-            _exit(126);
-        ::execve(program.c_str(), args.data(), envp.data());
-        const int e = errno;
-        const char *prefix = "paddock-sandbox-init: cannot run ";
-        (void)!::write(2, prefix, std::strlen(prefix));
-        (void)!::write(2, program.c_str(), program.size());
-        (void)!::write(2, ": ", 2);
-        const char *why = std::strerror(e);
-        (void)!::write(2, why, std::strlen(why));
-        (void)!::write(2, "\n", 1);
-        _exit(e == ENOENT ? 127 : 126);
     }
     ::setpgid(pid, pid);   // also from the parent: no window where a kill(-pid) misses it
     ::close(in[0]);
@@ -606,15 +611,57 @@ int main(int argc, char **argv)
     int sigFd = ::signalfd(-1, &mask, SFD_CLOEXEC | SFD_NONBLOCK);
     ::signal(SIGPIPE, SIG_IGN);
 
+    // Handlers are forked ahead of time (kSpareHandlers idle ones block in accept()), so a
+    // request never waits for a fork of PID 1. A spare that takes a connection reports its pid on
+    // the notify pipe and PID 1 forks the next one.
+    int notify[2];
+    if (::pipe2(notify, O_CLOEXEC | O_NONBLOCK) != 0) {
+        std::fprintf(stderr, "paddock-sandbox-init: cannot create a pipe: %s\n", std::strerror(errno));
+        return 1;
+    }
+    std::set<pid_t> idle;
+    auto topUp = [&] {
+        while (idle.size() < kSpareHandlers) {
+            pid_t pid = ::fork();
+            if (pid < 0)
+                return;   // out of processes: retried at the next event
+            if (pid == 0) {
+                ::close(sigFd);
+                ::close(notify[0]);
+                ::sigprocmask(SIG_UNBLOCK, &mask, nullptr);
+                int conn;
+                do {
+                    conn = ::accept4(listenFd, nullptr, nullptr, SOCK_CLOEXEC);
+                } while (conn < 0 && (errno == EINTR || errno == ECONNABORTED));
+                ::close(listenFd);
+                const pid_t self = ::getpid();
+                proto::writeAll(notify[1], &self, sizeof self);
+                ::close(notify[1]);
+                if (conn >= 0) {
+                    handleConnection(conn);
+                    ::close(conn);
+                }
+                _exit(0);
+            }
+            idle.insert(pid);
+        }
+    };
+    topUp();
+
     if (readyFd >= 0) {
         proto::writeAll(readyFd, "R", 1);
         ::close(readyFd);
     }
 
     for (;;) {
-        pollfd fds[2] = {{listenFd, POLLIN, 0}, {sigFd, POLLIN, 0}};
-        if (::poll(fds, 2, -1) < 0)
+        pollfd fds[2] = {{notify[0], POLLIN, 0}, {sigFd, POLLIN, 0}};
+        if (::poll(fds, 2, idle.size() < kSpareHandlers ? 100 : -1) < 0)
             continue;
+        if (fds[0].revents & POLLIN) {
+            pid_t busy;
+            while (::read(notify[0], &busy, sizeof busy) == static_cast<ssize_t>(sizeof busy))
+                idle.erase(busy);
+        }
         if (fds[1].revents & POLLIN) {
             signalfd_siginfo si {};
             bool stop = false;
@@ -622,28 +669,15 @@ int main(int argc, char **argv)
                 if (si.ssi_signo != SIGCHLD)
                     stop = true;
             // Reap every child and every orphan the namespace handed to us.
-            while (::waitpid(-1, nullptr, WNOHANG) > 0) {
-            }
-            if (stop)
+            pid_t dead;
+            while ((dead = ::waitpid(-1, nullptr, WNOHANG)) > 0)
+                idle.erase(dead);
+            if (stop) {
+                for (pid_t pid : idle)
+                    ::kill(pid, SIGKILL);
                 return 0;
-        }
-        if (fds[0].revents & POLLIN) {
-            int conn = ::accept4(listenFd, nullptr, nullptr, SOCK_CLOEXEC);
-            if (conn < 0)
-                continue;
-            pid_t pid = ::fork();
-            if (pid == 0) {
-                ::close(listenFd);
-                ::close(sigFd);
-                ::sigprocmask(SIG_UNBLOCK, &mask, nullptr);
-                ::signal(SIGCHLD, SIG_DFL);
-                handleConnection(conn);
-                ::close(conn);
-                _exit(0);
             }
-            if (pid < 0)
-                sendError(conn, "resource_exhausted", "sandbox init cannot fork: " + errnoText(errno));
-            ::close(conn);
         }
+        topUp();
     }
 }

@@ -74,8 +74,7 @@ public:
             exit->set_duration_ms(r->exit.durationMs);
             exit->set_timed_out(r->exit.timedOut);
             exit->set_replayed(r->replayed);
-            enqueue(std::move(last), true);
-            complete(grpc::Status::OK);
+            finishWith(std::move(last));
         });
         if (!posted)
             complete(shuttingDown());
@@ -119,12 +118,14 @@ private:
         pump();
     }
 
-    void enqueue(v1::ExecResponse msg, bool)
+    // The last message and an OK status, queued together.
+    void finishWith(v1::ExecResponse last)
     {
         {
             std::lock_guard lock(m_mutex);
             if (!m_broken)
-                m_queue.push_back(std::move(msg));
+                m_queue.push_back(std::move(last));
+            m_final = grpc::Status::OK;
         }
         pump();
     }
@@ -141,12 +142,18 @@ private:
     // Decides under the lock, acts outside it: gRPC may run a reaction inline.
     void pump()
     {
-        enum { kNone, kWrite, kFinish } action = kNone;
+        enum { kNone, kWrite, kWriteAndFinish, kFinish } action = kNone;
         {
             std::lock_guard lock(m_mutex);
             if (m_writing || m_finished)
                 return;
-            if (!m_queue.empty()) {
+            if (m_queue.size() == 1 && m_final && m_final->ok() && m_queue.front().has_exit()) {
+                // The exit and the status in one operation: one reaction less per exec.
+                m_current = std::move(m_queue.front());
+                m_queue.pop_front();
+                m_finished = true;
+                action = kWriteAndFinish;
+            } else if (!m_queue.empty()) {
                 m_current = std::move(m_queue.front());
                 m_queue.pop_front();
                 m_writing = true;
@@ -158,6 +165,8 @@ private:
         }
         if (action == kWrite)
             StartWrite(&m_current);
+        else if (action == kWriteAndFinish)
+            StartWriteAndFinish(&m_current, grpc::WriteOptions(), grpc::Status::OK);
         else if (action == kFinish)
             Finish(*m_final);
     }
@@ -194,9 +203,7 @@ grpc::ServerUnaryReactor *PoolService::runUnary(grpc::CallbackServerContext *ctx
 grpc::ServerUnaryReactor *PoolService::Claim(grpc::CallbackServerContext *ctx, const v1::ClaimRequest *req,
                                              v1::ClaimResponse *resp)
 {
-    return runUnary(ctx, [this, req, resp]() -> grpc::Status {
-        const std::string tier = req->tier().empty() ? "lite" : req->tier();
-        auto r = m_pool.claim(tier, req->session_id(), req->idempotency_key());
+    auto answer = [resp](const Result<ClaimResult> &r) -> grpc::Status {
         if (!r)
             return toGrpcStatus(r.error());
         resp->set_sandbox_id(r->sandboxId);
@@ -206,6 +213,18 @@ grpc::ServerUnaryReactor *PoolService::Claim(grpc::CallbackServerContext *ctx, c
         resp->set_warm(r->warm);
         resp->set_claim_ms(r->claimMs);
         return grpc::Status::OK;
+    };
+    const std::string tier = req->tier().empty() ? "lite" : req->tier();
+    // A warm sandbox is a handover under a short lock: answer inline, without a thread hop.
+    if (!m_draining) {
+        if (auto quick = m_pool.claimIfWarm(tier, req->session_id(), req->idempotency_key())) {
+            auto *reactor = ctx->DefaultReactor();
+            reactor->Finish(answer(*quick));
+            return reactor;
+        }
+    }
+    return runUnary(ctx, [this, req, tier, answer]() -> grpc::Status {
+        return answer(m_pool.claim(tier, req->session_id(), req->idempotency_key()));
     });
 }
 

@@ -10,6 +10,7 @@
 #include <filesystem>
 #include <fstream>
 #include <netinet/in.h>
+#include <sys/prctl.h>
 #include <sys/socket.h>
 #include <sys/wait.h>
 #include <thread>
@@ -72,6 +73,7 @@ protected:
     {
         pid_t pid = ::fork();
         if (pid == 0) {
+            ::prctl(PR_SET_PDEATHSIG, SIGTERM);   // a crashed test leaves no pool behind
             ::setenv("XDG_CONFIG_HOME", (m_dir / "config").c_str(), 1);
             if (!path.empty())
                 ::setenv("PATH", path.c_str(), 1);
