@@ -481,7 +481,7 @@ void handleWriteFile(int conn, const json &header)
             sendError(conn, codeForErrno(e), "cannot write '" + given + "': " + errnoText(e));
         return;
     }
-    ::fchmod(fd, mode);
+    ::fchmod(fd, mode & 0777);   // no setuid, setgid or sticky bits from a request
     const bool ok = proto::writeAll(fd, data->payload.data(), data->payload.size());
     const int we = errno;
     ::close(fd);

@@ -181,6 +181,10 @@ std::vector<std::string> BwrapRuntime::commandLine(const SandboxSpec &spec, cons
 {
     std::vector<std::string> args = {
         m_bwrap, "--unshare-all", "--new-session", "--die-with-parent", "--as-pid-1",
+        // Run as (host) root, bwrap gives the sandbox a user namespace mapping 0 -> 0 with every
+        // capability in it, enough to `mount -o remount,rw /usr` and write to the host. No
+        // capabilities at all: the bounding set is emptied too, so no exec gets them back.
+        "--cap-drop", "ALL",
         "--clearenv", "--setenv", "PATH", "/usr/local/bin:/usr/bin:/bin", "--setenv", "HOME", "/workspace",
         "--setenv", "LANG", "C.UTF-8",
         "--ro-bind", "/usr", "/usr"};
@@ -198,7 +202,16 @@ std::vector<std::string> BwrapRuntime::commandLine(const SandboxSpec &spec, cons
             args.insert(args.end(), {"--ro-bind", host.string(), host.string()});
         }
     }
-    args.insert(args.end(), {"--ro-bind", "/etc", "/etc",
+    args.insert(args.end(), {"--ro-bind", "/etc", "/etc"});
+    // /etc is shared read-only, but uid 0 inside still owns its files: hide the host's secrets.
+    for (const char *secret : {"/etc/shadow", "/etc/gshadow", "/etc/shadow-", "/etc/gshadow-"}) {
+        std::error_code ec;
+        if (fs::exists(secret, ec))
+            args.insert(args.end(), {"--ro-bind", "/dev/null", secret});
+    }
+    if (std::error_code ec; fs::is_directory("/etc/ssh", ec))
+        args.insert(args.end(), {"--tmpfs", "/etc/ssh"});
+    args.insert(args.end(), {
                              "--proc", "/proc", "--dev", "/dev", "--tmpfs", "/tmp",
                              "--bind", spec.workspaceDir.string(), "/workspace",
                              "--ro-bind", spec.initPath.string(), kInitInsidePath,

@@ -175,6 +175,20 @@ TEST_F(LiteSandbox, WritesOutsideWorkspaceFail)
     EXPECT_EQ(w.error().code, ErrorCode::PermissionDenied);
 }
 
+TEST_F(LiteSandbox, NoCapabilitiesSoReadOnlyMountsStayReadOnly)
+{
+    // Root inside a bwrap started by root holds every capability of its user namespace unless
+    // they are dropped; with them it could remount /usr read-write and write to the host.
+    auto caps = sh("grep -E '^Cap(Eff|Prm|Bnd)' /proc/self/status");
+    EXPECT_EQ(caps.stdoutData, "CapPrm:\t0000000000000000\nCapEff:\t0000000000000000\nCapBnd:\t0000000000000000\n");
+    EXPECT_NE(sh("mount -o remount,rw,bind /usr").exitCode, 0);
+    EXPECT_NE(sh("mount -o remount,rw,bind /etc").exitCode, 0);
+    EXPECT_NE(sh("mount -o remount,rw /").exitCode, 0);
+    EXPECT_NE(sh("touch /usr/paddock-escape").exitCode, 0);
+    EXPECT_FALSE(fs::exists("/usr/paddock-escape"));
+    EXPECT_EQ(sh("cat /etc/shadow | wc -c").stdoutData, "0\n") << "the host's password hashes are hidden";
+}
+
 TEST_F(LiteSandbox, CompilesAndRunsACProgram)
 {
     auto w = client().writeFile(m_id, "hello.c",
