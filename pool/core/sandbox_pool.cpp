@@ -566,10 +566,20 @@ Status SandboxPool::release(const std::string &sandboxId)
     {
         std::lock_guard lock(m_mutex);
         auto it = m_sandboxes.find(sandboxId);
-        if (it == m_sandboxes.end() || it->second->state == Sandbox::State::Warm)
+        if (it == m_sandboxes.end() || it->second->state == Sandbox::State::Warm) {
+            // A retried release (the answer to the first was lost) succeeds again.
+            if (m_releasedIds.count(sandboxId))
+                return {};
             return noSuchSandbox(sandboxId);
+        }
         sandbox = it->second;
         m_sandboxes.erase(it);
+        m_releasedIds.insert(sandboxId);
+        m_releasedOrder.push_back(sandboxId);
+        if (m_releasedOrder.size() > kReleasedIdsKept) {
+            m_releasedIds.erase(m_releasedOrder.front());
+            m_releasedOrder.pop_front();
+        }
         sandbox->tier->claimed--;
         if (!sandbox->claimKey.empty())
             m_claimKeys.erase(sandbox->claimKey);

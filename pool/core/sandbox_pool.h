@@ -20,6 +20,7 @@
 #include <memory>
 #include <mutex>
 #include <optional>
+#include <set>
 #include <string>
 #include <thread>
 #include <vector>
@@ -92,6 +93,7 @@ public:
     Result<InitFile> readFile(const std::string &sandboxId, const std::string &path, int64_t maxBytes);
     Result<int64_t> writeFile(const std::string &sandboxId, const std::string &path, std::string_view content, uint32_t mode);
     Result<std::vector<InitDirEntry>> listDir(const std::string &sandboxId, const std::string &path);
+    // Idempotent for recently released ids; NotFound for ids this pool never handed out.
     Status release(const std::string &sandboxId);
     PoolStats stats() const;
 
@@ -127,6 +129,8 @@ private:
     // Claim idempotency: key -> result; nullopt while the first claim with that key is running.
     std::map<std::string, std::optional<ClaimResult>> m_claimKeys;
     bool m_stopping = false;
+    std::set<std::string> m_releasedIds;      // recent releases, so a retried Release succeeds
+    std::deque<std::string> m_releasedOrder;
 
     std::vector<std::thread> m_threads;
     int m_wakeFd = -1;

@@ -278,6 +278,7 @@ TEST_F(LiteSandbox, ReleaseDeletesTheWorkspace)
     ASSERT_TRUE(fs::exists(ws / "keep.txt"));
     ASSERT_TRUE(client().release(m_id));
     EXPECT_FALSE(fs::exists(ws.parent_path()));
+    EXPECT_TRUE(client().release(m_id)) << "a retried release succeeds";
     pools::ExecSpec spec;
     spec.sandboxId = m_id;
     spec.argv = {"true"};
