@@ -6,6 +6,7 @@
 #include <gtest/gtest.h>
 
 #include <arpa/inet.h>
+#include <cctype>
 #include <csignal>
 #include <filesystem>
 #include <fstream>
@@ -141,7 +142,24 @@ TEST_F(PoolProcess, ServesThenDrainsOnSigterm)
     EXPECT_EQ(again->stdoutData, "through the process\n");
 
     // The client stays connected: the pool must not wait for it to go away.
+    // SIGTERM while an exec runs: the exec finishes (drain), then the pool exits 0.
+    spec.argv = {"/bin/sh", "-c", "sleep 0.5; echo drained"};
+    Result<pools::ExecOutcome> inFlight;
+    std::thread running([&] { inFlight = client->exec(spec); });
+    for (int i = 0; i < 200; ++i) {   // until the command is running inside the sandbox
+        auto list = client->listDir(claimed->sandboxId, "/proc");
+        int pids = 0;
+        if (list)
+            for (const auto &e : *list)
+                pids += !e.name.empty() && std::isdigit(static_cast<unsigned char>(e.name[0])) ? 1 : 0;
+        if (pids >= 6)   // init, 2 spare handlers, the busy handler, sh, sleep
+            break;
+        std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    }
     ASSERT_EQ(::kill(pid, SIGTERM), 0);
+    running.join();
+    ASSERT_TRUE(inFlight) << inFlight.error().message;
+    EXPECT_EQ(inFlight->stdoutData, "drained\n");
     EXPECT_EQ(waitExit(pid), 0) << stderrOf(pid);
     EXPECT_TRUE(fs::is_empty(m_dir / "state/sandboxes")) << "every sandbox released and deleted";
 }

@@ -184,8 +184,11 @@ TEST_F(LiteSandbox, NoCapabilitiesSoReadOnlyMountsStayReadOnly)
     EXPECT_NE(sh("mount -o remount,rw,bind /usr").exitCode, 0);
     EXPECT_NE(sh("mount -o remount,rw,bind /etc").exitCode, 0);
     EXPECT_NE(sh("mount -o remount,rw /").exitCode, 0);
-    EXPECT_NE(sh("touch /usr/paddock-escape").exitCode, 0);
-    EXPECT_FALSE(fs::exists("/usr/paddock-escape"));
+    const std::string probe = "/usr/paddock-escape-" + m_id;
+    EXPECT_NE(sh("touch " + probe).exitCode, 0);
+    EXPECT_FALSE(fs::exists(probe)) << "a sandbox wrote to the host's /usr";
+    std::error_code ec;
+    fs::remove(probe, ec);   // never leave the proof behind on the host
     EXPECT_EQ(sh("cat /etc/shadow | wc -c").stdoutData, "0\n") << "the host's password hashes are hidden";
 }
 
@@ -299,6 +302,22 @@ TEST_F(LiteSandbox, ClaimWithTheSameKeyGetsTheSameSandbox)
     EXPECT_NE(a->sandboxId, c->sandboxId);
     EXPECT_TRUE(client().release(a->sandboxId));
     EXPECT_TRUE(client().release(c->sandboxId));
+}
+
+TEST_F(LiteSandbox, ConcurrentClaimsWithOneKeyGetOneSandbox)
+{
+    std::vector<std::string> ids(8);
+    std::vector<std::thread> threads;
+    for (size_t i = 0; i < ids.size(); ++i)
+        threads.emplace_back([&, i] {
+            auto c = client().claim("lite", "s", "concurrent-key");
+            ids[i] = c ? c->sandboxId : "error: " + c.error().message;
+        });
+    for (auto &t : threads)
+        t.join();
+    for (const auto &id : ids)
+        EXPECT_EQ(id, ids[0]);
+    EXPECT_TRUE(client().release(ids[0]));
 }
 
 TEST_F(LiteSandbox, ErrorsNameTheProblemAndTheFix)
