@@ -81,6 +81,7 @@ public:
                 // The client is not keeping up: stop queueing and catch up from the store.
                 m_live.clear();
                 m_lagging = true;
+                ++m_hub.m_catchUps;
                 continue;
             }
             m_live.push_back(event);

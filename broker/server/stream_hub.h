@@ -10,6 +10,7 @@
 
 #include "paddock/v1/broker.grpc.pb.h"
 
+#include <atomic>
 #include <condition_variable>
 #include <deque>
 #include <map>
@@ -44,6 +45,9 @@ public:
     // Events a stream may queue before it falls back to reading the store.
     static constexpr size_t kMaxQueuedEvents = 20000;
 
+    // How often a stream fell behind and caught up from the store (for tests and metrics).
+    int64_t catchUps() const { return m_catchUps.load(); }
+
 private:
     friend class HubStream;
     friend class EventStream;
@@ -57,6 +61,7 @@ private:
 
     store::EventStore &m_store;
     int m_listenerId = -1;
+    std::atomic<int64_t> m_catchUps{0};
 
     std::mutex m_mutex;                          // guards everything below
     std::condition_variable m_cv;

@@ -1,0 +1,319 @@
+// BrokerService and its live streams over a real gRPC server on a unix socket in a temporary
+// directory, with the real SQLite store. Events are appended straight to the store, so the tests
+// control exactly what the streams must deliver.
+
+#include "broker/model/model_registry.h"
+#include "broker/server/broker_service.h"
+#include "broker/store/sqlite_event_store.h"
+
+#include "paddock/v1/broker.grpc.pb.h"
+
+#include <grpcpp/grpcpp.h>
+#include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
+
+#include <filesystem>
+#include <thread>
+
+namespace paddock::server {
+namespace {
+
+using namespace std::chrono_literals;
+
+constexpr const char *kPlaybook = R"(
+name = "one"
+goal = "say hello"
+[[step]]
+tool = "run_command"
+command = "echo hello"
+)";
+
+class BrokerServiceTest : public ::testing::Test {
+protected:
+    void SetUp() override
+    {
+        m_dir = std::filesystem::temp_directory_path()
+            / ("paddock-service-test-" + std::to_string(::getpid()) + "-"
+               + ::testing::UnitTest::GetInstance()->current_test_info()->name());
+        std::filesystem::remove_all(m_dir);
+        std::filesystem::create_directories(m_dir);
+        auto store = store::openSqliteEventStore(m_dir / "broker.db");
+        ASSERT_TRUE(store) << store.error().message;
+        m_store = std::move(*store);
+        m_hub = std::make_unique<StreamHub>(*m_store);
+        m_hub->start();
+
+        model::ModelsConfig models;
+        models.playbookDir = PADDOCK_PLAYBOOK_DIR;
+        m_models = std::make_unique<model::ModelRegistry>(models);
+        BrokerServiceOptions options;
+        options.playbookDir = PADDOCK_PLAYBOOK_DIR;
+        options.modelNames = m_models->names();
+        m_service = std::make_unique<BrokerService>(
+            *m_store, *m_hub, m_pools, [this](const std::string &name) { return m_models->find(name); }, options);
+
+        const std::string address = "unix:" + (m_dir / "broker.sock").string();
+        grpc::ServerBuilder builder;
+        builder.AddListeningPort(address, grpc::InsecureServerCredentials());
+        builder.RegisterService(m_service.get());
+        m_server = builder.BuildAndStart();
+        ASSERT_TRUE(m_server);
+        m_stub = v1::BrokerService::NewStub(grpc::CreateChannel(address, grpc::InsecureChannelCredentials()));
+    }
+
+    void TearDown() override
+    {
+        m_hub->beginShutdown();
+        m_server->Shutdown(std::chrono::system_clock::now() + 2s);
+        m_hub->stop();
+        m_store->close();
+        std::filesystem::remove_all(m_dir);
+    }
+
+    std::unique_ptr<grpc::ClientContext> context()
+    {
+        auto context = std::make_unique<grpc::ClientContext>();
+        context->set_deadline(std::chrono::system_clock::now() + 20s);
+        return context;
+    }
+
+    v1::Session submit()
+    {
+        v1::SubmitSessionRequest request;
+        request.set_playbook_toml(kPlaybook);
+        v1::Session session;
+        auto status = m_stub->SubmitSession(context().get(), request, &session);
+        EXPECT_TRUE(status.ok()) << status.error_message();
+        return session;
+    }
+
+    // Appends n tool.result-like events in batches of `batch`.
+    void appendEvents(const std::string &id, int n, int batch = 100, size_t padding = 0)
+    {
+        const std::string pad(padding, 'x');
+        for (int done = 0; done < n; done += batch) {
+            store::AppendRequest request;
+            request.sessionId = id;
+            for (int i = 0; i < std::min(batch, n - done); ++i)
+                request.events.push_back({"test.tick", nlohmann::json{{"i", done + i}, {"pad", pad}}.dump()});
+            auto appended = m_store->appendSync(std::move(request));
+            ASSERT_TRUE(appended) << appended.error().message;
+        }
+    }
+
+    void end(const std::string &id)
+    {
+        store::AppendRequest request;
+        request.sessionId = id;
+        request.events.push_back({core::kind::StateChanged, R"({"status":"succeeded"})"});
+        ASSERT_TRUE(m_store->appendSync(std::move(request)));
+    }
+
+    std::filesystem::path m_dir;
+    std::unique_ptr<store::EventStore> m_store;
+    std::unique_ptr<StreamHub> m_hub;
+    pools::PoolSet m_pools;
+    std::unique_ptr<model::ModelRegistry> m_models;
+    std::unique_ptr<BrokerService> m_service;
+    std::unique_ptr<grpc::Server> m_server;
+    std::unique_ptr<v1::BrokerService::Stub> m_stub;
+};
+
+TEST_F(BrokerServiceTest, SubmitRecordsTheSessionAndItsPlaybook)
+{
+    const v1::Session session = submit();
+    EXPECT_EQ(session.status(), v1::SESSION_STATUS_QUEUED);
+    EXPECT_EQ(session.goal(), "say hello");
+    EXPECT_EQ(session.model(), "scripted");
+    EXPECT_EQ(session.tier(), "lite");
+    EXPECT_EQ(session.last_seq(), 1);
+
+    v1::GetSessionRequest get;
+    get.set_id(session.id());
+    v1::Session again;
+    ASSERT_TRUE(m_stub->GetSession(context().get(), get, &again).ok());
+    EXPECT_EQ(again.id(), session.id());
+}
+
+TEST_F(BrokerServiceTest, BadSubmissionsAreRefusedWithTheRightStatus)
+{
+    v1::Session session;
+    v1::SubmitSessionRequest empty;
+    EXPECT_EQ(m_stub->SubmitSession(context().get(), empty, &session).error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+
+    v1::SubmitSessionRequest malformed;
+    malformed.set_playbook_toml("[[step]]\ntool = \"run_command\"\n");
+    auto status = m_stub->SubmitSession(context().get(), malformed, &session);
+    EXPECT_EQ(status.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+
+    v1::SubmitSessionRequest unknownModel;
+    unknownModel.set_goal("g");
+    unknownModel.set_model("no-such-model");
+    status = m_stub->SubmitSession(context().get(), unknownModel, &session);
+    EXPECT_EQ(status.error_code(), grpc::StatusCode::NOT_FOUND);
+    EXPECT_NE(status.error_message().find("scripted"), std::string::npos) << "should list the configured models";
+
+    v1::SubmitSessionRequest unknownPlaybook;
+    unknownPlaybook.set_playbook("no-such-playbook");
+    EXPECT_EQ(m_stub->SubmitSession(context().get(), unknownPlaybook, &session).error_code(),
+              grpc::StatusCode::NOT_FOUND);
+
+    v1::ListSessionsResponse list;
+    ASSERT_TRUE(m_stub->ListSessions(context().get(), {}, &list).ok());
+    EXPECT_EQ(list.sessions_size(), 0) << "a refused submission must record nothing";
+}
+
+TEST_F(BrokerServiceTest, ListSessionsPagesAndFilters)
+{
+    for (int i = 0; i < 5; ++i)
+        submit();
+    v1::ListSessionsRequest request;
+    request.set_page_size(2);
+    std::set<std::string> seen;
+    for (int page = 0; page < 10; ++page) {
+        v1::ListSessionsResponse response;
+        ASSERT_TRUE(m_stub->ListSessions(context().get(), request, &response).ok());
+        for (const auto &s : response.sessions())
+            seen.insert(s.id());
+        if (response.next_page_token().empty())
+            break;
+        request.set_page_token(response.next_page_token());
+    }
+    EXPECT_EQ(seen.size(), 5u);
+
+    v1::ListSessionsRequest running;
+    running.mutable_filter()->add_statuses(v1::SESSION_STATUS_RUNNING);
+    v1::ListSessionsResponse none;
+    ASSERT_TRUE(m_stub->ListSessions(context().get(), running, &none).ok());
+    EXPECT_EQ(none.sessions_size(), 0);
+}
+
+TEST_F(BrokerServiceTest, StreamGivesHistoryThenTheLiveTailInBatchesThenEnds)
+{
+    const v1::Session session = submit();
+    appendEvents(session.id(), 3000);
+
+    v1::StreamEventsRequest request;
+    request.set_session_id(session.id());
+    request.set_from_seq(1);
+    request.set_follow(true);
+    auto ctx = context();
+    auto reader = m_stub->StreamEvents(ctx.get(), request);
+
+    std::thread producer([&] {
+        appendEvents(session.id(), 5000, 250);
+        end(session.id());
+    });
+
+    int64_t expected = 1;
+    int messages = 0;
+    bool ended = false;
+    v1::EventBatch batch;
+    while (reader->Read(&batch)) {
+        ++messages;
+        for (const auto &event : batch.events())
+            ASSERT_EQ(event.seq(), expected++) << "out of order or missing";
+        ended = ended || batch.end_of_session();
+    }
+    producer.join();
+    EXPECT_TRUE(reader->Finish().ok());
+    EXPECT_TRUE(ended);
+    EXPECT_EQ(expected - 1, 1 + 3000 + 5000 + 1);
+    EXPECT_LT(messages, 8002 / 10) << "events should come in batches, not one per message";
+}
+
+TEST_F(BrokerServiceTest, StalledFollowerDoesNotHoldAppendsAndCatchesUpFromTheStore)
+{
+    const v1::Session session = submit();
+    v1::StreamEventsRequest request;
+    request.set_session_id(session.id());
+    request.set_follow(true);
+    request.set_max_batch(500);
+    auto ctx = context();
+    auto reader = m_stub->StreamEvents(ctx.get(), request);
+    v1::EventBatch batch;
+    ASSERT_TRUE(reader->Read(&batch));   // the stream is open and caught up
+
+    // Far more than a stream may queue, and far more bytes than gRPC's flow-control window holds,
+    // while the client reads nothing.
+    const int n = static_cast<int>(StreamHub::kMaxQueuedEvents) * 2;
+    appendEvents(session.id(), n, 1000, 1024);
+    end(session.id());
+
+    int64_t expected = batch.events_size() + 1;
+    while (reader->Read(&batch)) {
+        for (const auto &event : batch.events())
+            ASSERT_EQ(event.seq(), expected++);
+    }
+    EXPECT_TRUE(reader->Finish().ok());
+    EXPECT_EQ(expected - 1, 1 + n + 1);
+    EXPECT_GE(m_hub->catchUps(), 1) << "the stream never fell back to the store, so this test proved nothing";
+}
+
+TEST_F(BrokerServiceTest, StreamRefusesUnknownSessionsAndSeqsPastTheTail)
+{
+    const v1::Session session = submit();
+    v1::StreamEventsRequest request;
+    request.set_session_id("s-nope");
+    v1::EventBatch batch;
+    auto ctx = context();
+    auto reader = m_stub->StreamEvents(ctx.get(), request);
+    EXPECT_FALSE(reader->Read(&batch));
+    EXPECT_EQ(reader->Finish().error_code(), grpc::StatusCode::NOT_FOUND);
+
+    request.set_session_id(session.id());
+    request.set_from_seq(3);   // the log has one event: 1 and 2 are fine, 3 is past the tail
+    auto ctx2 = context();
+    auto past = m_stub->StreamEvents(ctx2.get(), request);
+    EXPECT_FALSE(past->Read(&batch));
+    const auto status = past->Finish();
+    EXPECT_EQ(status.error_code(), grpc::StatusCode::OUT_OF_RANGE);
+    EXPECT_NE(status.error_message().find("from 1 to 2"), std::string::npos) << status.error_message();
+}
+
+TEST_F(BrokerServiceTest, PauseResumeCancelFollowTheStateMachine)
+{
+    const v1::Session session = submit();
+    v1::SessionActionRequest action;
+    action.set_id(session.id());
+    v1::Session out;
+    EXPECT_EQ(m_stub->ResumeSession(context().get(), action, &out).error_code(), grpc::StatusCode::FAILED_PRECONDITION);
+    ASSERT_TRUE(m_stub->PauseSession(context().get(), action, &out).ok());
+    EXPECT_EQ(out.status(), v1::SESSION_STATUS_PAUSED);
+    ASSERT_TRUE(m_stub->ResumeSession(context().get(), action, &out).ok());
+    EXPECT_EQ(out.status(), v1::SESSION_STATUS_RUNNING);
+    ASSERT_TRUE(m_stub->CancelSession(context().get(), action, &out).ok());
+    EXPECT_EQ(out.status(), v1::SESSION_STATUS_CANCELLED);
+    const auto again = m_stub->CancelSession(context().get(), action, &out);
+    EXPECT_EQ(again.error_code(), grpc::StatusCode::FAILED_PRECONDITION);
+    EXPECT_NE(again.error_message().find("cancelled"), std::string::npos);
+
+    action.set_id("s-nope");
+    EXPECT_EQ(m_stub->CancelSession(context().get(), action, &out).error_code(), grpc::StatusCode::NOT_FOUND);
+}
+
+TEST_F(BrokerServiceTest, WatchSendsTheSnapshotThenChanges)
+{
+    const v1::Session first = submit();
+    auto ctx = context();
+    auto reader = m_stub->WatchSessions(ctx.get(), {});
+    v1::SessionChanges changes;
+    ASSERT_TRUE(reader->Read(&changes));
+    EXPECT_TRUE(changes.initial());
+    ASSERT_EQ(changes.sessions_size(), 1);
+    EXPECT_EQ(changes.sessions(0).id(), first.id());
+
+    const v1::Session second = submit();
+    bool sawSecond = false;
+    while (!sawSecond && reader->Read(&changes)) {
+        EXPECT_FALSE(changes.initial());
+        for (const auto &s : changes.sessions())
+            sawSecond = sawSecond || s.id() == second.id();
+    }
+    EXPECT_TRUE(sawSecond);
+    ctx->TryCancel();
+    reader->Finish();
+}
+
+} // namespace
+} // namespace paddock::server
