@@ -1,0 +1,82 @@
+#pragma once
+// Value types the console shows: plain data, QtCore only, copied freely between threads. The gRPC
+// client (app/client) fills them; models and views read them.
+
+#include <QList>
+#include <QMetaType>
+#include <QString>
+#include <QStringList>
+
+namespace paddock::console {
+
+enum class SessionStatus { Unknown, Queued, Running, WaitingApproval, Paused, Succeeded, Failed, Cancelled };
+
+QString statusName(SessionStatus status);      // "queued", "running", ... (as the broker spells them)
+bool isTerminal(SessionStatus status);
+
+struct SessionInfo {
+    QString id;
+    QString agent;
+    QString goal;
+    QString model;
+    QString playbook;
+    QString tier;
+    QString pool;
+    QString sandboxId;
+    QString statusReason;
+    QString lastEventKind;
+    QStringList tags;
+    SessionStatus status = SessionStatus::Unknown;
+    qint64 steps = 0;
+    qint64 costMicros = 0;
+    qint64 createdUnixMs = 0;
+    qint64 updatedUnixMs = 0;
+    qint64 lastSeq = 0;
+};
+
+// One event of a session's log. The payload stays as the broker sent it (a JSON object) and is
+// parsed only when a view needs a field of it.
+struct EventRecord {
+    qint64 seq = 0;
+    qint64 timeUnixMs = 0;
+    QString kind;
+    QByteArray payloadJson;
+    qint64 costMicros = 0;
+};
+
+struct TierInfo {
+    QString name;
+    QString runtime;
+    int warm = 0;
+    int claimed = 0;
+    int max = 0;
+    double hitRate = 0;
+    qint64 coldFallbacks = 0;
+};
+
+struct PoolInfo {
+    QString name;
+    QString endpoint;
+    bool healthy = false;
+    bool local = false;
+    QString error;
+    QList<TierInfo> tiers;
+};
+
+enum class ConnectionState { Disconnected, Connecting, Connected, Broken };
+
+struct SubmitRequest {
+    QString playbook;        // a playbook the broker ships, by name
+    QString playbookToml;    // or a playbook's text
+    QString goal;
+    QString model;
+    QString tier;
+    QString agent;
+    QStringList tags;
+};
+
+} // namespace paddock::console
+
+Q_DECLARE_METATYPE(paddock::console::SessionInfo)
+Q_DECLARE_METATYPE(paddock::console::EventRecord)
+Q_DECLARE_METATYPE(paddock::console::PoolInfo)
