@@ -25,3 +25,11 @@ function(paddock_add_subdirectories)
     endif()
   endforeach()
 endfunction()
+
+# Qt hygiene for console targets (models/, views/, app/).
+function(paddock_qt_target target)
+  paddock_target(${target})
+  set_target_properties(${target} PROPERTIES AUTOMOC ON)
+  target_compile_definitions(${target} PRIVATE QT_NO_CAST_FROM_ASCII QT_NO_NARROWING_CONVERSIONS_IN_CONNECT
+    QT_NO_URL_CAST_FROM_STRING)
+endfunction()
