@@ -206,7 +206,7 @@ int streamEvents(const CommandContext &c, const std::string &id, int64_t fromSeq
               << "` stops it, `paddockctl events " << id << " --from " << lastSeq + 1 << " -f` follows again)\n";
         return toInt(ExitCode::Interrupted);
     }
-    if (!status.ok() && status.error_code() == grpc::StatusCode::UNAVAILABLE && receivedAny && !c.broker.connected()) {
+    if (!status.ok() && status.error_code() == grpc::StatusCode::UNAVAILABLE && receivedAny) {
         // The stream was flowing and the broker went away (killed, restarted): nothing recorded is
         // lost, and the user can pick up exactly where the output stopped.
         return c.failWith(ExitCode::BrokerUnreachable,

@@ -71,6 +71,17 @@ void StepEngine::stop()
 {
     m_stopping = true;
     m_keeperWake.notify_all();
+    bool drained = true;
+    {
+        std::unique_lock lock(m_leasesMutex);
+        drained = m_idle.wait_for(lock, std::chrono::milliseconds(m_options.drainMs),
+                                  [&] { return m_activeLeases.empty(); });
+    }
+    if (!drained) {
+        spdlog::info("cancelling pool calls of steps still running after {} ms; they resume on restart",
+                     m_options.drainMs);
+        m_pools.cancelInFlight();
+    }
     for (auto &worker : m_workers) {
         if (worker.joinable())
             worker.join();
@@ -102,6 +113,8 @@ void StepEngine::workerLoop(int index)
         {
             std::lock_guard lock(m_leasesMutex);
             m_activeLeases.erase(index);
+            if (m_activeLeases.empty())
+                m_idle.notify_all();
         }
         if (!outcome.note.empty())
             spdlog::debug("session {}: {} ({})", lease->sessionId, actionName(outcome.action), outcome.note);
@@ -178,7 +191,7 @@ StepOutcome StepEngine::claimSandbox(const Action &action)
     if (!claimed) {
         const auto code = claimed.error().code;
         if (code == ErrorCode::Unavailable || code == ErrorCode::ResourceExhausted
-            || code == ErrorCode::DeadlineExceeded)
+            || code == ErrorCode::DeadlineExceeded || code == ErrorCode::Cancelled)
             return {action.kind, false, m_options.retryAfterUnavailableMs, claimed.error().message};
         return appendResult(action, {event(core::kind::StateChanged,
                                            {{"status", "failed"},
@@ -303,7 +316,8 @@ StepOutcome StepEngine::runTool(const Action &action)
 
     if (!done) {
         const auto &error = done.error();
-        if (error.code == ErrorCode::Unavailable || error.code == ErrorCode::DeadlineExceeded)
+        if (error.code == ErrorCode::Unavailable || error.code == ErrorCode::DeadlineExceeded
+            || error.code == ErrorCode::Cancelled)
             return {action.kind, false, m_options.retryAfterUnavailableMs, error.message};
         if (error.code == ErrorCode::NotFound && error.message.find("sandbox") != std::string::npos) {
             // The sandbox is gone (pool restarted, sandbox reaped): the next step claims a new one.
@@ -324,7 +338,7 @@ StepOutcome StepEngine::releaseSandbox(const Action &action)
     if (pools::PoolClient *pool = m_pools.find(action.state.pool)) {
         auto released = pool->release(action.state.sandboxId);
         if (!released) {
-            if (released.error().code == ErrorCode::Unavailable)
+            if (released.error().code == ErrorCode::Unavailable || released.error().code == ErrorCode::Cancelled)
                 return {action.kind, false, m_options.retryAfterUnavailableMs, released.error().message};
             // NotFound: it is gone already, which is what releasing wants.
             payload["note"] = released.error().message;

@@ -30,6 +30,7 @@ struct EngineOptions {
     int64_t idleWaitMs = 200;                     // how long acquireLease waits before re-checking stop
     int64_t defaultCommandTimeoutMs = 300000;
     int64_t retryAfterUnavailableMs = 1000;       // back-off when a pool or model is unreachable
+    int64_t drainMs = 2000;                       // stop(): how long steps in progress may finish
     std::string workerPrefix = "worker";
 };
 
@@ -56,6 +57,9 @@ public:
     StepEngine &operator=(const StepEngine &) = delete;
 
     void start();
+    // Lets steps in progress finish for up to drainMs, then cancels the pool calls they still wait
+    // on (nothing is appended for those; the pool keeps their work under its idempotency key), and
+    // joins the workers.
     void stop();
 
     // Takes one step of the session the lease is for.
@@ -80,8 +84,9 @@ private:
     std::vector<std::thread> m_workers;
     std::thread m_keeper;
 
-    std::mutex m_leasesMutex;                     // guards m_activeLeases, m_keeperWake
+    std::mutex m_leasesMutex;                     // guards m_activeLeases, m_keeperWake, m_idle
     std::condition_variable m_keeperWake;
+    std::condition_variable m_idle;               // m_activeLeases became empty
     std::map<int, store::Lease> m_activeLeases;   // worker index -> lease of its step in progress
 };
 

@@ -5,6 +5,8 @@
 #include <grpcpp/grpcpp.h>
 
 #include <chrono>
+#include <mutex>
+#include <set>
 
 namespace paddock::pools {
 namespace {
@@ -62,8 +64,8 @@ public:
     Result<ClaimedSandbox> claim(const std::string &tier, const std::string &sessionId,
                                  const std::string &idempotencyKey) override
     {
-        grpc::ClientContext ctx;
-        setDeadline(ctx, kClaimDeadlineMs);
+        Call call(*this, kClaimDeadlineMs);
+        grpc::ClientContext &ctx = call.ctx;
         v1::ClaimRequest req;
         req.set_tier(tier);
         req.set_session_id(sessionId);
@@ -83,8 +85,8 @@ public:
 
     Result<ExecOutcome> exec(const ExecSpec &spec, const OutputSink &sink) override
     {
-        grpc::ClientContext ctx;
-        setDeadline(ctx, (spec.timeoutMs > 0 ? spec.timeoutMs : kExecDefaultTimeoutMs) + kExecGraceMs);
+        Call call(*this, (spec.timeoutMs > 0 ? spec.timeoutMs : kExecDefaultTimeoutMs) + kExecGraceMs);
+        grpc::ClientContext &ctx = call.ctx;
         v1::ExecRequest req;
         req.set_sandbox_id(spec.sandboxId);
         for (const auto &a : spec.argv)
@@ -127,8 +129,8 @@ public:
 
     Result<std::string> readFile(const std::string &sandboxId, const std::string &path, int64_t maxBytes) override
     {
-        grpc::ClientContext ctx;
-        setDeadline(ctx, kFileDeadlineMs);
+        Call call(*this, kFileDeadlineMs);
+        grpc::ClientContext &ctx = call.ctx;
         v1::ReadFileRequest req;
         req.set_sandbox_id(sandboxId);
         req.set_path(path);
@@ -142,8 +144,8 @@ public:
     Status writeFile(const std::string &sandboxId, const std::string &path, const std::string &content,
                      uint32_t mode) override
     {
-        grpc::ClientContext ctx;
-        setDeadline(ctx, kFileDeadlineMs);
+        Call call(*this, kFileDeadlineMs);
+        grpc::ClientContext &ctx = call.ctx;
         v1::WriteFileRequest req;
         req.set_sandbox_id(sandboxId);
         req.set_path(path);
@@ -157,8 +159,8 @@ public:
 
     Result<std::vector<DirEntry>> listDir(const std::string &sandboxId, const std::string &path) override
     {
-        grpc::ClientContext ctx;
-        setDeadline(ctx, kFileDeadlineMs);
+        Call call(*this, kFileDeadlineMs);
+        grpc::ClientContext &ctx = call.ctx;
         v1::ListDirRequest req;
         req.set_sandbox_id(sandboxId);
         req.set_path(path);
@@ -173,8 +175,8 @@ public:
 
     Status release(const std::string &sandboxId) override
     {
-        grpc::ClientContext ctx;
-        setDeadline(ctx, kReleaseDeadlineMs);
+        Call call(*this, kReleaseDeadlineMs);
+        grpc::ClientContext &ctx = call.ctx;
         v1::ReleaseRequest req;
         req.set_sandbox_id(sandboxId);
         v1::ReleaseResponse resp;
@@ -185,8 +187,8 @@ public:
 
     Result<PoolStatus> status() override
     {
-        grpc::ClientContext ctx;
-        setDeadline(ctx, kStatusDeadlineMs);
+        Call call(*this, kStatusDeadlineMs);
+        grpc::ClientContext &ctx = call.ctx;
         v1::PoolStatusRequest req;
         v1::PoolStatusResponse resp;
         if (auto s = m_stub->Status(&ctx, req, &resp); !s.ok())
@@ -210,11 +212,34 @@ public:
         return out;
     }
 
-private:
-    static void setDeadline(grpc::ClientContext &ctx, int64_t ms)
+    void cancelInFlight() override
     {
-        ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::milliseconds(ms));
+        std::lock_guard lock(m_callsMutex);
+        for (grpc::ClientContext *ctx : m_calls)
+            ctx->TryCancel();
     }
+
+private:
+    // One call's context with its deadline, registered while the call runs so that
+    // cancelInFlight() can end it from another thread.
+    struct Call {
+        Call(GrpcPoolClient &client, int64_t deadlineMs) : m_client(client)
+        {
+            ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::milliseconds(deadlineMs));
+            std::lock_guard lock(m_client.m_callsMutex);
+            m_client.m_calls.insert(&ctx);
+        }
+        ~Call()
+        {
+            std::lock_guard lock(m_client.m_callsMutex);
+            m_client.m_calls.erase(&ctx);
+        }
+        Call(const Call &) = delete;
+        Call &operator=(const Call &) = delete;
+
+        GrpcPoolClient &m_client;
+        grpc::ClientContext ctx;
+    };
 
     // The pool's own messages already say what to do; transport failures get the pool named.
     std::unexpected<Error> failure(const char *op, const grpc::Status &s) const
@@ -232,6 +257,9 @@ private:
     const std::string m_name;
     const std::string m_endpoint;
     const std::unique_ptr<v1::PoolService::Stub> m_stub;
+
+    std::mutex m_callsMutex;                      // guards m_calls
+    std::set<grpc::ClientContext *> m_calls;      // calls in progress
 };
 
 } // namespace

@@ -91,6 +91,11 @@ public:
     virtual Result<std::vector<DirEntry>> listDir(const std::string &sandboxId, const std::string &path) = 0;
     virtual Status release(const std::string &sandboxId) = 0;
     virtual Result<PoolStatus> status() = 0;
+
+    // Ends every call in progress with Cancelled, from any thread (the broker is shutting down).
+    // Work the pool started goes on there under its idempotency key, so the next broker gets its
+    // result by repeating the call.
+    virtual void cancelInFlight() = 0;
 };
 
 } // namespace paddock::pools

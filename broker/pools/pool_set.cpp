@@ -45,4 +45,10 @@ bool PoolSet::anyLocal() const
     return std::any_of(m_entries.begin(), m_entries.end(), [](const Entry &e) { return e.local; });
 }
 
+void PoolSet::cancelInFlight() const
+{
+    for (const auto &entry : m_entries)
+        entry.client->cancelInFlight();
+}
+
 } // namespace paddock::pools

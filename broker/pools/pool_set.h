@@ -26,6 +26,7 @@ public:
     };
     const std::vector<Entry> &entries() const { return m_entries; }
     bool anyLocal() const;
+    void cancelInFlight() const;
 
 private:
     std::vector<Entry> m_entries;

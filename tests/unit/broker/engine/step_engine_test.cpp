@@ -57,6 +57,13 @@ public:
         ++releases;
         return {};
     }
+    void cancelInFlight() override
+    {
+        std::lock_guard lock(m_mutex);
+        execError = Error{ErrorCode::Cancelled, "cancelled"};
+        holdExec = false;
+        m_cv.notify_all();
+    }
     Result<pools::PoolStatus> status() override
     {
         pools::PoolStatus status;
@@ -336,6 +343,24 @@ TEST_F(StepEngineTest, UnknownModelFailsTheSessionWithAReason)
     const auto state = core::foldEvents(events("s-x"));
     EXPECT_EQ(state.status, core::SessionStatus::Failed);
     EXPECT_NE(state.statusReason.find("nope"), std::string::npos);
+}
+
+TEST_F(StepEngineTest, StopCancelsAStepThatOutlastsTheDrainAndRecordsNothingForIt)
+{
+    EngineOptions options;
+    options.workers = 1;
+    options.idleWaitMs = 20;
+    options.drainMs = 50;
+    auto engine = makeEngine(options);
+    const std::string id = submit();
+    m_fakePool->holdExec = true;   // the first command never finishes on its own
+    engine.start();
+    m_fakePool->waitForExecs(1);
+    engine.stop();
+
+    const auto log = events(id);
+    EXPECT_EQ(count(log, core::kind::ToolResult), 0);
+    EXPECT_EQ(decide(log).kind, ActionKind::RunTool) << "the next broker must take the same step again";
 }
 
 TEST_F(StepEngineTest, WorkersRunManySessionsConcurrently)
