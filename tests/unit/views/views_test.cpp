@@ -1,0 +1,343 @@
+// View tests, offscreen, with QTest input over the real models: filter the sessions table by
+// typing, open a session with Enter and with a double-click, group by status, expand a tool
+// call's output, follow the tail, the cost plot's dirty flag, the pools view.
+
+#include "models/cost_series.h"
+#include "models/pools_model.h"
+#include "models/session_filter_proxy.h"
+#include "models/session_group_model.h"
+#include "models/session_table_model.h"
+#include "models/trace_model.h"
+#include "views/connection_dialog.h"
+#include "views/cost_plot.h"
+#include "views/pools_view.h"
+#include "views/sandbox_card.h"
+#include "views/session_view.h"
+#include "views/sessions_view.h"
+#include "views/submit_dialog.h"
+#include "views/trace_view.h"
+#include "views_test_support.h"
+
+#include <QComboBox>
+#include <QLabel>
+#include <QLineEdit>
+#include <QScrollBar>
+#include <QSignalSpy>
+#include <QTableView>
+#include <QTest>
+#include <QTreeView>
+
+#include <gtest/gtest.h>
+
+using namespace paddock::console;
+using namespace paddock::console::test;
+
+namespace {
+
+class SessionsViewTest : public ::testing::Test, public ApplicationGuard {
+protected:
+    void SetUp() override
+    {
+        ensureApplication();
+        table.applyChanges({session(QStringLiteral("s-hello"), QStringLiteral("Write and run a C program"), SessionStatus::Running, QStringLiteral("hello-c")),
+                            session(QStringLiteral("s-pipe"), QStringLiteral("Clean the data pipeline"), SessionStatus::Succeeded, QStringLiteral("data-pipeline")),
+                            session(QStringLiteral("s-fail"), QStringLiteral("Build the broken project"), SessionStatus::Failed, QStringLiteral("failing-build"))});
+        proxy.setSourceModel(&table);
+        groups.setSourceModel(&proxy);
+        view.setModels(&table, &proxy, &groups);
+        view.resize(1000, 500);
+        view.show();
+        ASSERT_TRUE(QTest::qWaitForWindowExposed(&view));
+    }
+
+    SessionTableModel table;
+    SessionFilterProxy proxy;
+    SessionGroupModel groups;
+    SessionsView view;
+};
+
+TEST_F(SessionsViewTest, TypingInTheSearchBoxFiltersTheTable)
+{
+    EXPECT_EQ(view.tableView()->model()->rowCount(), 3);
+    view.focusSearch();
+    QTest::keyClicks(view.searchEdit(), QStringLiteral("pipeline"));
+    EXPECT_EQ(view.tableView()->model()->rowCount(), 1);
+    EXPECT_EQ(view.tableView()->model()->index(0, 0).data(SessionTableModel::SessionIdRole).toString(), u"s-pipe");
+
+    view.searchEdit()->clear();
+    EXPECT_EQ(view.tableView()->model()->rowCount(), 3);
+}
+
+TEST_F(SessionsViewTest, StatusFilterKeepsOnlyThatStatus)
+{
+    const int failed = view.statusCombo()->findText(QStringLiteral("Failed"));
+    ASSERT_GE(failed, 0);
+    view.statusCombo()->setCurrentIndex(failed);
+    ASSERT_EQ(view.tableView()->model()->rowCount(), 1);
+    EXPECT_EQ(view.tableView()->model()->index(0, 0).data(SessionTableModel::SessionIdRole).toString(), u"s-fail");
+    view.statusCombo()->setCurrentIndex(0);
+    EXPECT_EQ(view.tableView()->model()->rowCount(), 3);
+}
+
+TEST_F(SessionsViewTest, EnterOpensTheCurrentSession)
+{
+    QSignalSpy opened(&view, &SessionsView::openSessionRequested);
+    view.selectSession(QStringLiteral("s-fail"));
+    view.tableView()->setFocus();
+    EXPECT_EQ(view.currentSessionId(), u"s-fail");
+    QTest::keyClick(view.tableView(), Qt::Key_Return);
+    ASSERT_EQ(opened.count(), 1);
+    EXPECT_EQ(opened.at(0).at(0).toString(), u"s-fail");
+}
+
+TEST_F(SessionsViewTest, KeyboardNavigationMovesTheSelection)
+{
+    view.tableView()->setFocus();
+    view.tableView()->setCurrentIndex(view.tableView()->model()->index(0, 0));
+    const QString first = view.currentSessionId();
+    QTest::keyClick(view.tableView(), Qt::Key_Down);
+    const QString second = view.currentSessionId();
+    EXPECT_FALSE(second.isEmpty());
+    EXPECT_NE(first, second);
+}
+
+TEST_F(SessionsViewTest, DoubleClickOpensTheSession)
+{
+    QSignalSpy opened(&view, &SessionsView::openSessionRequested);
+    QTableView *tableView = view.tableView();
+    const QModelIndex index = tableView->model()->index(1, SessionTableModel::Goal);
+    const QPoint center = tableView->visualRect(index).center();
+    // A double-click is a press/release/double-click sequence; QTest::mouseDClick alone sends only
+    // the last event, which item views ignore without the press before it.
+    QTest::mouseClick(tableView->viewport(), Qt::LeftButton, {}, center);
+    QTest::mouseDClick(tableView->viewport(), Qt::LeftButton, {}, center);
+    ASSERT_EQ(opened.count(), 1);
+    EXPECT_EQ(opened.at(0).at(0).toString(), index.data(SessionTableModel::SessionIdRole).toString());
+}
+
+TEST_F(SessionsViewTest, GroupByStatusShowsATreeAndEnterOpensAChild)
+{
+    QSignalSpy opened(&view, &SessionsView::openSessionRequested);
+    view.setGrouped(true);
+    ASSERT_TRUE(view.isGrouped());
+    ASSERT_TRUE(view.treeView()->isVisible());
+    view.selectSession(QStringLiteral("s-hello"));
+    EXPECT_EQ(view.currentSessionId(), u"s-hello");
+    QTest::keyClick(view.treeView(), Qt::Key_Return);
+    ASSERT_EQ(opened.count(), 1);
+    EXPECT_EQ(opened.at(0).at(0).toString(), u"s-hello");
+    view.setGrouped(false);
+    EXPECT_EQ(view.currentSessionId(), u"s-hello");
+}
+
+class SessionViewTest : public ::testing::Test, public ApplicationGuard {
+protected:
+    void SetUp() override
+    {
+        ensureApplication();
+        view.setModels(&trace, &cost);
+        view.resize(1280, 700);
+        trace.setSession(QStringLiteral("s-hello"));
+        view.showSession(session(QStringLiteral("s-hello"), QStringLiteral("Say hello"), SessionStatus::Succeeded));
+        const QList<EventRecord> events = sampleTrace();
+        trace.appendEvents(events);
+        cost.addEvents(events);
+        view.addEvents(events);
+        view.show();
+        ASSERT_TRUE(QTest::qWaitForWindowExposed(&view));
+    }
+
+    TraceModel trace;
+    CostSeries cost;
+    SessionView view;
+};
+
+TEST_F(SessionViewTest, EnterOnAToolCallExpandsItsOutput)
+{
+    EXPECT_FALSE(view.isDetailsExpanded());
+    const int callRow = trace.rowOfSeq(5);
+    ASSERT_GE(callRow, 0);
+    view.traceView()->setFocus();
+    view.traceView()->setCurrentIndex(view.traceView()->indexOfRow(callRow));
+    QTest::keyClick(view.traceView(), Qt::Key_Return);
+    ASSERT_TRUE(view.isDetailsExpanded());
+    EXPECT_TRUE(view.detailsText().contains(u"hello-from-sandbox")) << view.detailsText().toStdString();
+
+    // Enter again folds it away.
+    QTest::keyClick(view.traceView(), Qt::Key_Return);
+    EXPECT_FALSE(view.isDetailsExpanded());
+}
+
+TEST_F(SessionViewTest, DoubleClickOnAToolResultExpandsItsOutput)
+{
+    const int resultRow = trace.rowOfSeq(6);
+    const QPoint center = view.traceView()->visualRect(view.traceView()->indexOfRow(resultRow, TraceModel::Summary)).center();
+    QTest::mouseClick(view.traceView()->viewport(), Qt::LeftButton, {}, center);
+    QTest::mouseDClick(view.traceView()->viewport(), Qt::LeftButton, {}, center);
+    ASSERT_TRUE(view.isDetailsExpanded());
+    EXPECT_TRUE(view.detailsText().contains(u"hello-from-sandbox"));
+}
+
+TEST_F(SessionViewTest, SandboxCardShowsTheClaim)
+{
+    EXPECT_TRUE(view.sandboxCard()->findChild<QLabel *>() != nullptr);
+    const QString state = view.sandboxCard()->stateText();
+    EXPECT_FALSE(state.isEmpty());
+    bool sawSandbox = false;
+    for (QLabel *label : view.sandboxCard()->findChildren<QLabel *>())
+        sawSandbox = sawSandbox || label->text() == u"sb-42";
+    EXPECT_TRUE(sawSandbox);
+}
+
+TEST_F(SessionViewTest, CostPlotTakesTheSeriesOnlyWhenVisible)
+{
+    QTest::qWait(250);
+    EXPECT_EQ(view.costPlot()->pointCount(), cost.size());
+    view.hide();
+    EventRecord more = event(8, QStringLiteral("model.response"), {}, 5000);
+    trace.appendEvents({more});
+    cost.addEvents({more});
+    QTest::qWait(250);
+    // Hidden: the series stays dirty, the plot untouched.
+    EXPECT_TRUE(cost.isDirty());
+    view.show();
+    QTest::qWait(250);
+    EXPECT_FALSE(cost.isDirty());
+    EXPECT_EQ(view.costPlot()->pointCount(), cost.size());
+}
+
+// Laid out, with something to scroll, and at the end.
+bool atBottom(TraceView &view)
+{
+    const QScrollBar *bar = view.verticalScrollBar();
+    return bar->maximum() > 0 && bar->value() == bar->maximum();
+}
+
+TEST(TraceViewTest, FollowsTheTailUntilTheUserScrollsUp)
+{
+    ensureApplication();
+    TraceModel trace;
+    trace.setSession(QStringLiteral("s"));
+    TraceView view;
+    view.setTraceModel(&trace);
+    view.resize(900, 400);
+    view.show();
+    ASSERT_TRUE(QTest::qWaitForWindowExposed(&view));
+
+    QList<EventRecord> batch;
+    for (int seq = 1; seq <= 2000; ++seq)
+        batch << event(seq, QStringLiteral("tool.call"), {{QStringLiteral("call_id"), QString::number(seq)}});
+    trace.appendEvents(batch);
+    ASSERT_TRUE(QTest::qWaitFor([&] { return atBottom(view); }));
+    EXPECT_TRUE(view.isFollowing());
+
+    // The user scrolls up: following stops and new rows do not move the view.
+    QTest::keyClick(&view, Qt::Key_PageUp);
+    EXPECT_FALSE(view.isFollowing());
+    const int value = view.verticalScrollBar()->value();
+    batch.clear();
+    for (int seq = 2001; seq <= 2100; ++seq)
+        batch << event(seq, QStringLiteral("tool.call"), {});
+    trace.appendEvents(batch);
+    QTest::qWait(250);
+    EXPECT_EQ(view.verticalScrollBar()->value(), value);
+
+    // End follows again.
+    QTest::keyClick(&view, Qt::Key_End);
+    EXPECT_TRUE(view.isFollowing());
+    EXPECT_TRUE(QTest::qWaitFor([&] { return atBottom(view); }));
+}
+
+TEST(TraceViewTest, ScrollingToTheTopAsksForOlderHistory)
+{
+    ensureApplication();
+    TraceModel trace;
+    trace.setSession(QStringLiteral("s"));
+    trace.setTailStart(5001);
+    QList<EventRecord> batch;
+    for (int seq = 5001; seq <= 5500; ++seq)
+        batch << event(seq, QStringLiteral("tool.call"), {});
+    trace.appendEvents(batch);
+    TraceView view;
+    view.setTraceModel(&trace);
+    view.resize(900, 400);
+    view.show();
+    ASSERT_TRUE(QTest::qWaitForWindowExposed(&view));
+    QSignalSpy needed(&trace, &TraceModel::historyNeeded);
+    ASSERT_TRUE(QTest::qWaitFor([&] { return atBottom(view); }));
+    // Following the tail with the last row in sight must not page history in.
+    QTest::qWait(150);
+    EXPECT_EQ(needed.count(), 0);
+    view.setCurrentIndex(view.indexOfRow(trace.rowCount() - 1));
+    QTest::keyClick(&view, Qt::Key_Home);
+    ASSERT_GE(needed.count(), 1) << "value " << view.verticalScrollBar()->value() << " can " << trace.canFetchMore({});
+    EXPECT_EQ(needed.at(0).at(0).toLongLong() + needed.at(0).at(1).toInt(), 5001);
+
+    // The page arrives: the rows the user was on stay under them.
+    const int firstVisibleSeq = view.indexAt(QPoint(5, 5)).data(TraceModel::SeqRole).toInt();
+    batch.clear();
+    for (int seq = 1; seq <= 5000; ++seq)
+        batch << event(seq, QStringLiteral("tool.call"), {});
+    trace.prependHistory(batch);
+    QTest::qWait(50);
+    EXPECT_EQ(view.indexAt(QPoint(5, 5)).data(TraceModel::SeqRole).toInt(), firstVisibleSeq);
+}
+
+TEST(PoolsViewTest, ShowsPoolsTiersAndLocalExecution)
+{
+    ensureApplication();
+    PoolsModel model;
+    PoolsView view;
+    view.setModel(&model);
+    PoolInfo pool;
+    pool.name = QStringLiteral("local");
+    pool.endpoint = QStringLiteral("127.0.0.1:7701");
+    pool.healthy = true;
+    pool.local = true;
+    pool.tiers = {TierInfo{QStringLiteral("lite"), QStringLiteral("bwrap"), 2, 1, 8, 0.9, 0}};
+    model.setPools({pool}, true);
+    view.resize(1000, 400);
+    view.show();
+    ASSERT_TRUE(QTest::qWaitForWindowExposed(&view));
+    QTreeView *tree = view.treeView();
+    ASSERT_EQ(tree->model()->rowCount(), 1);
+    const QModelIndex poolIndex = tree->model()->index(0, 0);
+    EXPECT_TRUE(tree->isExpanded(poolIndex));
+    EXPECT_EQ(tree->model()->rowCount(poolIndex), 1);
+    auto *banner = view.findChild<QLabel *>(QStringLiteral("localExecutionBanner"));
+    ASSERT_NE(banner, nullptr);
+    EXPECT_TRUE(banner->isVisible());
+}
+
+TEST(DialogsTest, SubmitDialogBuildsARequest)
+{
+    ensureApplication();
+    SubmitDialog dialog;
+    dialog.setSource(SubmitDialog::Source::Goal);
+    dialog.goalEdit()->setText(QStringLiteral("Fix the flaky test"));
+    dialog.tierCombo()->setCurrentIndex(dialog.tierCombo()->findData(QStringLiteral("heavy")));
+    dialog.accept();
+    EXPECT_EQ(dialog.result(), QDialog::Accepted);
+    EXPECT_EQ(dialog.request().goal, u"Fix the flaky test");
+    EXPECT_EQ(dialog.request().tier, u"heavy");
+    EXPECT_TRUE(dialog.request().playbook.isEmpty());
+
+    SubmitDialog byName;
+    byName.playbookCombo()->setCurrentText(QStringLiteral("inspect"));
+    byName.accept();
+    EXPECT_EQ(byName.request().playbook, u"inspect");
+}
+
+TEST(DialogsTest, ConnectionDialogValidatesAddresses)
+{
+    ensureApplication();
+    EXPECT_TRUE(ConnectionDialog::validateAddress(QStringLiteral("unix:/run/x.sock")).isEmpty());
+    EXPECT_TRUE(ConnectionDialog::validateAddress(QStringLiteral("/run/x.sock")).isEmpty());
+    EXPECT_TRUE(ConnectionDialog::validateAddress(QStringLiteral("broker.example.com:7700")).isEmpty());
+    EXPECT_FALSE(ConnectionDialog::validateAddress(QStringLiteral("broker.example.com")).isEmpty());
+    EXPECT_FALSE(ConnectionDialog::validateAddress(QStringLiteral("host:99999")).isEmpty());
+    EXPECT_FALSE(ConnectionDialog::validateAddress(QStringLiteral("unix:")).isEmpty());
+    EXPECT_TRUE(ConnectionDialog::defaultAddress().startsWith(u"unix:") || qEnvironmentVariableIsSet("PADDOCK_BROKER"));
+}
+
+} // namespace

@@ -1,0 +1,196 @@
+#include "views/pools_view.h"
+
+#include "models/pools_model.h"
+#include "views/theme.h"
+
+#include <QApplication>
+#include <QHeaderView>
+#include <QIdentityProxyModel>
+#include <QLabel>
+#include <QPainter>
+#include <QTreeView>
+#include <QVBoxLayout>
+
+namespace paddock::console {
+
+// The Max column shows the capacity bar, so its header says so.
+class PoolsHeaderProxy : public QIdentityProxyModel {
+public:
+    using QIdentityProxyModel::QIdentityProxyModel;
+    QVariant headerData(int section, Qt::Orientation orientation, int role) const override
+    {
+        if (orientation == Qt::Horizontal && role == Qt::DisplayRole && section == PoolsModel::Max)
+            return PoolsView::tr("Capacity (warm · claimed · max)");
+        return QIdentityProxyModel::headerData(section, orientation, role);
+    }
+};
+
+namespace {
+int intAt(const QModelIndex &index, int column)
+{
+    return index.siblingAtColumn(column).data(PoolsModel::SortRole).toInt();
+}
+} // namespace
+
+void CapacityDelegate::paint(QPainter *painter, const QStyleOptionViewItem &option, const QModelIndex &index) const
+{
+    QStyleOptionViewItem opt = option;
+    initStyleOption(&opt, index);
+    opt.text.clear();
+    QStyle *style = opt.widget ? opt.widget->style() : QApplication::style();
+    style->drawControl(QStyle::CE_ItemViewItem, &opt, painter, opt.widget);
+
+    const int warm = intAt(index, PoolsModel::Warm);
+    const int claimed = intAt(index, PoolsModel::Claimed);
+    const int max = qMax(intAt(index, PoolsModel::Max), warm + claimed);
+    const QRect r = opt.rect.adjusted(6, 4, -6, -4);
+    const int barWidth = qMax(40, r.width() - 150);
+    const QRectF bar(r.left(), r.top() + 1, barWidth, r.height() - 2);
+
+    painter->save();
+    painter->setRenderHint(QPainter::Antialiasing);
+    painter->setPen(Qt::NoPen);
+    painter->setBrush(opt.palette.color(QPalette::Midlight));
+    painter->drawRoundedRect(bar, 3, 3);
+    if (max > 0) {
+        const double claimedWidth = bar.width() * claimed / max;
+        const double warmWidth = bar.width() * warm / max;
+        painter->setBrush(Theme::statusColor(SessionStatus::Running));
+        painter->drawRoundedRect(QRectF(bar.left(), bar.top(), claimedWidth, bar.height()), 3, 3);
+        painter->setBrush(Theme::okColor());
+        painter->drawRoundedRect(QRectF(bar.left() + claimedWidth, bar.top(), warmWidth, bar.height()), 3, 3);
+    }
+    const bool selected = opt.state & QStyle::State_Selected;
+    painter->setPen(opt.palette.color(selected ? QPalette::HighlightedText : QPalette::Text));
+    const QRect textRect(int(bar.right()) + 8, r.top(), r.right() - int(bar.right()) - 8, r.height());
+    painter->drawText(textRect, Qt::AlignVCenter | Qt::AlignLeft,
+                      PoolsView::tr("%1 warm · %2 claimed / %3").arg(warm).arg(claimed).arg(max));
+    painter->restore();
+}
+
+QSize CapacityDelegate::sizeHint(const QStyleOptionViewItem &option, const QModelIndex &index) const
+{
+    QSize size = QStyledItemDelegate::sizeHint(option, index);
+    size.setWidth(qMax(size.width(), 320));
+    return size;
+}
+
+void HealthDelegate::paint(QPainter *painter, const QStyleOptionViewItem &option, const QModelIndex &index) const
+{
+    QStyleOptionViewItem opt = option;
+    initStyleOption(&opt, index);
+    const QString text = opt.text;
+    opt.text.clear();
+    QStyle *style = opt.widget ? opt.widget->style() : QApplication::style();
+    style->drawControl(QStyle::CE_ItemViewItem, &opt, painter, opt.widget);
+    const bool healthy = index.data(PoolsModel::HealthyRole).toBool();
+    const QColor color = healthy ? Theme::okColor() : Theme::errorColor();
+    painter->save();
+    painter->setRenderHint(QPainter::Antialiasing);
+    const QRect r = opt.rect.adjusted(6, 0, -4, 0);
+    const int dot = 9;
+    painter->setPen(Qt::NoPen);
+    painter->setBrush(color);
+    painter->drawEllipse(QRectF(r.left(), r.center().y() - dot / 2.0 + 0.5, dot, dot));
+    const bool selected = opt.state & QStyle::State_Selected;
+    painter->setPen(selected ? opt.palette.color(QPalette::HighlightedText) : (healthy ? opt.palette.color(QPalette::Text) : color));
+    const QRect textRect = r.adjusted(dot + 6, 0, 0, 0);
+    painter->drawText(textRect, Qt::AlignVCenter | Qt::AlignLeft,
+                      opt.fontMetrics.elidedText(text, Qt::ElideRight, textRect.width()));
+    painter->restore();
+}
+
+PoolsView::PoolsView(QWidget *parent)
+    : QWidget(parent)
+{
+    auto *layout = new QVBoxLayout(this);
+    layout->setContentsMargins(8, 8, 8, 8);
+    layout->setSpacing(6);
+    m_summary = new QLabel(this);
+    QFont summaryFont = m_summary->font();
+    summaryFont.setWeight(QFont::DemiBold);
+    summaryFont.setPointSizeF(summaryFont.pointSizeF() * 1.1);
+    m_summary->setFont(summaryFont);
+    m_localBanner = new QLabel(tr("Local execution: sandboxes run on this machine. This is a development mode; "
+                                  "a team deployment runs pools on execution hosts."),
+                               this);
+    m_localBanner->setObjectName(QStringLiteral("localExecutionBanner"));
+    m_localBanner->setWordWrap(true);
+    m_localBanner->setVisible(false);
+    m_staleBanner = new QLabel(tr("The connection to the broker is lost: these figures are the last received."), this);
+    m_staleBanner->setVisible(false);
+    QPalette errorPalette = m_staleBanner->palette();
+    errorPalette.setColor(QPalette::WindowText, Theme::errorColor());
+    m_staleBanner->setPalette(errorPalette);
+
+    m_tree = new QTreeView(this);
+    m_tree->setObjectName(QStringLiteral("poolsTree"));
+    m_tree->setUniformRowHeights(true);
+    m_tree->setAllColumnsShowFocus(true);
+    m_tree->setAlternatingRowColors(true);
+    m_tree->setEditTriggers(QAbstractItemView::NoEditTriggers);
+    m_tree->setSelectionBehavior(QAbstractItemView::SelectRows);
+    m_tree->setItemDelegateForColumn(PoolsModel::Max, new CapacityDelegate(this));
+    m_tree->setItemDelegateForColumn(PoolsModel::Health, new HealthDelegate(this));
+
+    layout->addWidget(m_summary);
+    layout->addWidget(m_localBanner);
+    layout->addWidget(m_staleBanner);
+    layout->addWidget(m_tree, 1);
+}
+
+void PoolsView::setModel(PoolsModel *model)
+{
+    m_model = model;
+    m_proxy = new PoolsHeaderProxy(this);
+    m_proxy->setSourceModel(model);
+    m_tree->setModel(m_proxy);
+    // Warm and Claimed are in the capacity bar; their own columns would say it twice.
+    m_tree->setColumnHidden(PoolsModel::Warm, true);
+    m_tree->setColumnHidden(PoolsModel::Claimed, true);
+    QHeaderView *h = m_tree->header();
+    h->setStretchLastSection(true);
+    const QList<QPair<int, int>> widths = {
+        {PoolsModel::Name, 180}, {PoolsModel::Health, 200}, {PoolsModel::Runtime, 110},
+        {PoolsModel::Max, 360},  {PoolsModel::HitRate, 90}, {PoolsModel::ColdFallbacks, 110},
+    };
+    for (const auto &[column, width] : widths)
+        h->resizeSection(column, width);
+
+    for (const auto signal : {&QAbstractItemModel::rowsInserted, &QAbstractItemModel::rowsRemoved})
+        connect(m_proxy, signal, this, [this] { expandPools(); updateBanner(); });
+    connect(m_proxy, &QAbstractItemModel::modelReset, this, [this] { expandPools(); updateBanner(); });
+    connect(m_proxy, &QAbstractItemModel::dataChanged, this, &PoolsView::updateBanner);
+    connect(m_model, &PoolsModel::staleChanged, this, [this](bool stale) { m_staleBanner->setVisible(stale); });
+    expandPools();
+    updateBanner();
+}
+
+void PoolsView::expandPools()
+{
+    m_tree->expandAll();
+}
+
+void PoolsView::updateBanner()
+{
+    if (!m_model)
+        return;
+    m_localBanner->setVisible(m_model->localExecution());
+    int healthy = 0;
+    int warm = 0;
+    int claimed = 0;
+    const int pools = m_model->rowCount();
+    for (int row = 0; row < pools; ++row) {
+        const QModelIndex pool = m_model->index(row, 0);
+        healthy += pool.data(PoolsModel::HealthyRole).toBool() ? 1 : 0;
+        warm += intAt(pool, PoolsModel::Warm);
+        claimed += intAt(pool, PoolsModel::Claimed);
+    }
+    if (pools == 0)
+        m_summary->setText(tr("No pools reported yet"));
+    else
+        m_summary->setText(tr("%1 of %n pool(s) healthy · %2 warm · %3 claimed", nullptr, pools)
+                               .arg(healthy).arg(warm).arg(claimed));
+}
+
+} // namespace paddock::console

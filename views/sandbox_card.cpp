@@ -1,0 +1,137 @@
+#include "views/sandbox_card.h"
+
+#include "views/theme.h"
+
+#include <QFormLayout>
+#include <QJsonDocument>
+#include <QJsonObject>
+#include <QLabel>
+#include <QVBoxLayout>
+
+namespace paddock::console {
+
+SandboxCard::SandboxCard(QWidget *parent)
+    : QFrame(parent)
+{
+    setObjectName(QStringLiteral("sandboxCard"));
+    setFrameShape(QFrame::StyledPanel);
+    auto *layout = new QVBoxLayout(this);
+    auto *title = new QLabel(tr("Sandbox"), this);
+    QFont titleFont = title->font();
+    titleFont.setWeight(QFont::DemiBold);
+    titleFont.setPointSizeF(titleFont.pointSizeF() * 1.1);
+    title->setFont(titleFont);
+    layout->addWidget(title);
+
+    auto *form = new QFormLayout;
+    form->setHorizontalSpacing(14);
+    form->setVerticalSpacing(4);
+    auto makeValue = [this] {
+        auto *label = new QLabel(this);
+        label->setTextInteractionFlags(Qt::TextSelectableByMouse);
+        return label;
+    };
+    m_poolLabel = makeValue();
+    m_tierLabel = makeValue();
+    m_sandboxLabel = makeValue();
+    m_runtimeLabel = makeValue();
+    m_claimLabel = makeValue();
+    m_stateLabel = makeValue();
+    m_stateLabel->setWordWrap(true);
+    form->addRow(tr("Pool"), m_poolLabel);
+    form->addRow(tr("Tier"), m_tierLabel);
+    form->addRow(tr("Sandbox"), m_sandboxLabel);
+    form->addRow(tr("Runtime"), m_runtimeLabel);
+    form->addRow(tr("Claim"), m_claimLabel);
+    form->addRow(tr("State"), m_stateLabel);
+    layout->addLayout(form);
+    clear();
+}
+
+void SandboxCard::clear()
+{
+    m_session = {};
+    m_pool.clear();
+    m_tier.clear();
+    m_sandboxId.clear();
+    m_runtime.clear();
+    m_host.clear();
+    m_state.clear();
+    m_failed = false;
+    m_claimMs = -1;
+    m_warm = false;
+    m_claims = 0;
+    refresh();
+}
+
+void SandboxCard::setSession(const SessionInfo &session)
+{
+    m_session = session;
+    refresh();
+}
+
+void SandboxCard::addEvents(const QList<EventRecord> &events)
+{
+    bool changed = false;
+    for (const EventRecord &event : events) {
+        if (!event.kind.startsWith(u"sandbox."))
+            continue;
+        const QJsonObject payload = QJsonDocument::fromJson(event.payloadJson).object();
+        changed = true;
+        if (event.kind == u"sandbox.claimed") {
+            ++m_claims;
+            m_pool = payload.value(u"pool").toString();
+            m_sandboxId = payload.value(u"sandbox_id").toString();
+            m_tier = payload.value(u"tier").toString();
+            m_runtime = payload.value(u"runtime").toString();
+            m_host = payload.value(u"host").toString();
+            m_warm = payload.value(u"warm").toBool();
+            m_claimMs = payload.value(u"claim_ms").toDouble(-1);
+            m_failed = false;
+            m_state = tr("claimed");
+        } else if (event.kind == u"sandbox.failed") {
+            m_failed = true;
+            const QString reason = payload.value(u"reason").toString();
+            const QString error = payload.value(u"error").toString();
+            m_state = tr("failed: %1").arg(error.isEmpty() ? reason : reason + QStringLiteral(" (") + error + u')');
+        } else if (event.kind == u"sandbox.released") {
+            m_failed = false;
+            m_state = tr("released");
+        }
+    }
+    if (changed)
+        refresh();
+}
+
+QString SandboxCard::stateText() const { return m_stateLabel->text(); }
+
+void SandboxCard::refresh()
+{
+    auto orDash = [](const QString &s) { return s.isEmpty() ? QStringLiteral("–") : s; };
+    m_poolLabel->setText(orDash(m_pool.isEmpty() ? m_session.pool : m_pool));
+    m_tierLabel->setText(orDash(m_tier.isEmpty() ? m_session.tier : m_tier));
+    m_sandboxLabel->setText(orDash(m_sandboxId.isEmpty() ? m_session.sandboxId : m_sandboxId));
+    QString runtime = m_runtime;
+    if (!m_host.isEmpty())
+        runtime += (runtime.isEmpty() ? QString() : QStringLiteral(" on ")) + m_host;
+    m_runtimeLabel->setText(orDash(runtime));
+    if (m_claimMs >= 0) {
+        QString claim = tr("%1 ms, %2").arg(m_claimMs, 0, 'f', m_claimMs < 10 ? 2 : 0).arg(m_warm ? tr("warm") : tr("cold start"));
+        if (m_claims > 1)
+            claim += tr(" (claim %1)").arg(m_claims);
+        m_claimLabel->setText(claim);
+    } else {
+        m_claimLabel->setText(QStringLiteral("–"));
+    }
+    QString state = m_state;
+    if (isTerminal(m_session.status) && !m_failed && m_state != tr("released") && !m_state.isEmpty())
+        state = tr("released (session %1)").arg(statusName(m_session.status));
+    if (state.isEmpty())
+        state = m_session.status == SessionStatus::Queued ? tr("not claimed yet") : tr("none");
+    m_stateLabel->setText(state);
+    QPalette pal = m_stateLabel->palette();
+    pal.setColor(QPalette::WindowText, m_failed ? Theme::errorColor() : palette().color(QPalette::WindowText));
+    m_stateLabel->setPalette(pal);
+}
+
+} // namespace paddock::console

@@ -1,0 +1,296 @@
+#include "views/session_view.h"
+
+#include "models/console_format.h"
+#include "models/cost_series.h"
+#include "models/trace_model.h"
+#include "views/cost_plot.h"
+#include "views/sandbox_card.h"
+#include "views/theme.h"
+#include "views/trace_view.h"
+
+#include <QDataStream>
+#include <QFontDatabase>
+#include <QHBoxLayout>
+#include <QJsonDocument>
+#include <QJsonObject>
+#include <QKeyEvent>
+#include <QLabel>
+#include <QPlainTextEdit>
+#include <QSplitter>
+#include <QToolBar>
+#include <QToolButton>
+#include <QVBoxLayout>
+
+namespace paddock::console {
+
+namespace {
+// How far below a tool call its result is looked for; results follow their call within a step.
+constexpr int kResultSearchRows = 256;
+constexpr quint32 kLayoutVersion = 1;
+} // namespace
+
+SessionView::SessionView(QWidget *parent)
+    : QWidget(parent)
+{
+    auto *layout = new QVBoxLayout(this);
+    layout->setContentsMargins(8, 8, 8, 8);
+    layout->setSpacing(6);
+
+    auto *headerRow = new QHBoxLayout;
+    auto *titles = new QVBoxLayout;
+    titles->setSpacing(2);
+    m_title = new QLabel(tr("No session open"), this);
+    m_title->setObjectName(QStringLiteral("sessionTitle"));
+    QFont titleFont = m_title->font();
+    titleFont.setPointSizeF(titleFont.pointSizeF() * 1.25);
+    titleFont.setWeight(QFont::DemiBold);
+    m_title->setFont(titleFont);
+    m_title->setTextInteractionFlags(Qt::TextSelectableByMouse);
+    auto *statusRow = new QHBoxLayout;
+    m_status = new QLabel(this);
+    QFont statusFont = m_status->font();
+    statusFont.setWeight(QFont::DemiBold);
+    m_status->setFont(statusFont);
+    m_meta = new QLabel(this);
+    m_meta->setTextInteractionFlags(Qt::TextSelectableByMouse);
+    QPalette muted = m_meta->palette();
+    muted.setColor(QPalette::WindowText, Theme::mutedTextColor());
+    m_meta->setPalette(muted);
+    statusRow->addWidget(m_status);
+    statusRow->addWidget(m_meta, 1);
+    titles->addWidget(m_title);
+    titles->addLayout(statusRow);
+    headerRow->addLayout(titles, 1);
+
+    m_followButton = new QToolButton(this);
+    m_followButton->setCheckable(true);
+    m_followButton->setChecked(true);
+    m_followButton->setToolTip(tr("Follow the newest events (End)"));
+    m_toolBar = new QToolBar(this);
+    m_toolBar->setToolButtonStyle(Qt::ToolButtonTextOnly);
+    headerRow->addWidget(m_followButton, 0, Qt::AlignBottom);
+    headerRow->addWidget(m_toolBar, 0, Qt::AlignBottom);
+    layout->addLayout(headerRow);
+
+    m_staleBanner = new QLabel(tr("The connection to the broker is lost: the trace shows the events received so far "
+                                  "and may be stale. Paddock reconnects by itself."),
+                               this);
+    m_staleBanner->setWordWrap(true);
+    QPalette errorPalette = m_staleBanner->palette();
+    errorPalette.setColor(QPalette::WindowText, Theme::errorColor());
+    m_staleBanner->setPalette(errorPalette);
+    m_staleBanner->setVisible(false);
+    layout->addWidget(m_staleBanner);
+
+    m_mainSplitter = new QSplitter(Qt::Horizontal, this);
+    m_mainSplitter->setObjectName(QStringLiteral("sessionMainSplitter"));
+    m_traceSplitter = new QSplitter(Qt::Vertical, m_mainSplitter);
+    m_traceSplitter->setObjectName(QStringLiteral("sessionTraceSplitter"));
+    m_trace = new TraceView(m_traceSplitter);
+    m_details = new QPlainTextEdit(m_traceSplitter);
+    m_details->setObjectName(QStringLiteral("traceDetails"));
+    m_details->setReadOnly(true);
+    m_details->setLineWrapMode(QPlainTextEdit::NoWrap);
+    m_details->setFont(QFontDatabase::systemFont(QFontDatabase::FixedFont));
+    m_details->setPlaceholderText(tr("Select a row and press Enter to see its output"));
+    m_details->setVisible(false);
+    m_traceSplitter->addWidget(m_trace);
+    m_traceSplitter->addWidget(m_details);
+    m_traceSplitter->setStretchFactor(0, 3);
+    m_traceSplitter->setStretchFactor(1, 2);
+    m_traceSplitter->setCollapsible(0, false);
+
+    auto *side = new QWidget(m_mainSplitter);
+    auto *sideLayout = new QVBoxLayout(side);
+    sideLayout->setContentsMargins(0, 0, 0, 0);
+    m_card = new SandboxCard(side);
+    m_costPlot = new CostPlot(side);
+    auto *costTitle = new QLabel(tr("Cost over time"), side);
+    costTitle->setFont(m_card->findChild<QLabel *>()->font());
+    sideLayout->addWidget(m_card);
+    sideLayout->addSpacing(6);
+    sideLayout->addWidget(costTitle);
+    sideLayout->addWidget(m_costPlot, 1);
+    m_mainSplitter->addWidget(m_traceSplitter);
+    m_mainSplitter->addWidget(side);
+    m_mainSplitter->setStretchFactor(0, 3);
+    m_mainSplitter->setStretchFactor(1, 1);
+    m_mainSplitter->setSizes({880, 380});
+    layout->addWidget(m_mainSplitter, 1);
+
+    auto updateFollow = [this](bool following) {
+        m_followButton->setChecked(following);
+        m_followButton->setText(following ? tr("Following tail") : tr("Follow tail (End)"));
+    };
+    connect(m_trace, &TraceView::followingChanged, this, updateFollow);
+    connect(m_followButton, &QToolButton::clicked, m_trace, &TraceView::setFollowing);
+    updateFollow(true);
+
+    connect(m_trace, &QTreeView::activated, this, &SessionView::toggleDetails);
+    m_trace->installEventFilter(this);
+}
+
+void SessionView::setModels(TraceModel *trace, CostSeries *cost)
+{
+    m_traceModel = trace;
+    m_trace->setTraceModel(trace);
+    m_costPlot->setSeries(cost);
+    connect(m_trace->selectionModel(), &QItemSelectionModel::currentRowChanged, this, [this](const QModelIndex &current) {
+        if (isDetailsExpanded())
+            showDetailsFor(current);
+    });
+    connect(trace, &QAbstractItemModel::modelReset, this, [this] { setDetailsExpanded(false); });
+}
+
+void SessionView::showSession(const SessionInfo &session)
+{
+    m_session = session;
+    m_card->clear();
+    m_card->setSession(session);
+    setDetailsExpanded(false);
+    m_trace->setFollowing(true);
+    refreshHeader();
+}
+
+void SessionView::updateSession(const SessionInfo &session)
+{
+    if (session.id != m_session.id)
+        return;
+    m_session = session;
+    m_card->setSession(session);
+    refreshHeader();
+}
+
+void SessionView::addEvents(const QList<EventRecord> &events) { m_card->addEvents(events); }
+
+void SessionView::setStale(bool stale)
+{
+    m_stale = stale;
+    m_staleBanner->setVisible(stale && !m_session.id.isEmpty());
+    refreshHeader();
+}
+
+void SessionView::refreshHeader()
+{
+    if (m_session.id.isEmpty()) {
+        m_title->setText(tr("No session open"));
+        m_status->clear();
+        m_meta->setText(tr("Open one from Sessions (Ctrl+1) with Enter or a double-click."));
+        return;
+    }
+    m_title->setText(m_session.goal.isEmpty() ? m_session.id : m_session.goal);
+    m_status->setText(statusLabel(m_session.status));
+    QPalette pal = m_status->palette();
+    pal.setColor(QPalette::WindowText, m_stale ? Theme::mutedTextColor() : Theme::statusColor(m_session.status));
+    m_status->setPalette(pal);
+    QStringList parts;
+    parts << m_session.id;
+    if (!m_session.agent.isEmpty())
+        parts << tr("agent %1").arg(m_session.agent);
+    if (!m_session.playbook.isEmpty())
+        parts << tr("playbook %1").arg(m_session.playbook);
+    else if (!m_session.model.isEmpty())
+        parts << tr("model %1").arg(m_session.model);
+    parts << tr("%n step(s)", nullptr, int(m_session.steps));
+    parts << formatCost(m_session.costMicros);
+    if (!m_session.statusReason.isEmpty())
+        parts << m_session.statusReason;
+    if (m_stale)
+        parts << tr("stale");
+    m_meta->setText(QStringLiteral("· ") + parts.join(QStringLiteral("  ·  ")));
+}
+
+bool SessionView::isDetailsExpanded() const { return m_details->isVisibleTo(this); }
+
+void SessionView::setDetailsExpanded(bool expanded)
+{
+    m_details->setVisible(expanded);
+    if (expanded)
+        showDetailsFor(m_trace->currentIndex());
+}
+
+QString SessionView::detailsText() const { return m_details->toPlainText(); }
+
+void SessionView::toggleDetails(const QModelIndex &index)
+{
+    if (isDetailsExpanded() && m_details->property("row").toInt() == index.row()) {
+        setDetailsExpanded(false);
+        return;
+    }
+    m_details->setVisible(true);
+    showDetailsFor(index);
+}
+
+void SessionView::showDetailsFor(const QModelIndex &index)
+{
+    if (!index.isValid() || !m_traceModel) {
+        m_details->clear();
+        m_details->setProperty("row", -1);
+        return;
+    }
+    m_details->setProperty("row", index.row());
+    m_details->setPlainText(detailsFor(index.row()));
+}
+
+QString SessionView::detailsFor(int row) const
+{
+    const QModelIndex index = m_traceModel->index(row, 0);   // rows are the same in the view's proxy
+    const QString kind = index.data(TraceModel::KindRole).toString();
+    QString text = index.data(TraceModel::DetailsRole).toString();
+    if (kind != u"tool.call")
+        return text;
+    // A call's output is in its result, a few rows below: show both.
+    const QString callId = QJsonDocument::fromJson(index.data(TraceModel::PayloadRole).toByteArray())
+                               .object().value(u"call_id").toString();
+    const int last = qMin(m_traceModel->rowCount(), row + kResultSearchRows);
+    for (int r = row + 1; r < last; ++r) {
+        const QModelIndex candidate = m_traceModel->index(r, 0);
+        if (candidate.data(TraceModel::KindRole).toString() != u"tool.result")
+            continue;
+        const QString resultCallId = QJsonDocument::fromJson(candidate.data(TraceModel::PayloadRole).toByteArray())
+                                         .object().value(u"call_id").toString();
+        if (resultCallId == callId)
+            return text + QStringLiteral("\n\n── result (seq %1) ──\n").arg(candidate.data(TraceModel::SeqRole).toLongLong())
+                + candidate.data(TraceModel::DetailsRole).toString();
+    }
+    return text + tr("\n\n── no result yet ──");
+}
+
+bool SessionView::eventFilter(QObject *watched, QEvent *event)
+{
+    if (watched == m_trace && event->type() == QEvent::KeyPress) {
+        auto *key = static_cast<QKeyEvent *>(event);
+        if (key->key() == Qt::Key_Space) {
+            toggleDetails(m_trace->currentIndex());
+            return true;
+        }
+        if (key->key() == Qt::Key_Escape && isDetailsExpanded()) {
+            setDetailsExpanded(false);
+            return true;
+        }
+    }
+    return QWidget::eventFilter(watched, event);
+}
+
+QByteArray SessionView::saveLayout() const
+{
+    QByteArray out;
+    QDataStream stream(&out, QIODevice::WriteOnly);
+    stream << kLayoutVersion << m_mainSplitter->saveState() << m_traceSplitter->saveState();
+    return out;
+}
+
+void SessionView::restoreLayout(const QByteArray &state)
+{
+    QDataStream stream(state);
+    quint32 version = 0;
+    QByteArray main;
+    QByteArray trace;
+    stream >> version >> main >> trace;
+    if (version != kLayoutVersion || stream.status() != QDataStream::Ok)
+        return;
+    m_mainSplitter->restoreState(main);
+    m_traceSplitter->restoreState(trace);
+}
+
+} // namespace paddock::console

@@ -1,0 +1,179 @@
+#include "views/trace_view.h"
+
+#include "models/trace_model.h"
+#include "views/theme.h"
+
+#include <QApplication>
+#include <QHeaderView>
+#include <QIdentityProxyModel>
+#include <QKeyEvent>
+#include <QPainter>
+#include <QScrollBar>
+#include <QTimer>
+
+namespace paddock::console {
+
+namespace {
+constexpr int kFollowIntervalMs = 100;
+
+class NoAutoFetchProxy : public QIdentityProxyModel {
+public:
+    using QIdentityProxyModel::QIdentityProxyModel;
+    bool canFetchMore(const QModelIndex &) const override { return false; }
+    void fetchMore(const QModelIndex &) override {}
+};
+} // namespace
+
+void TraceDelegate::paint(QPainter *painter, const QStyleOptionViewItem &option, const QModelIndex &index) const
+{
+    QStyleOptionViewItem opt = option;
+    initStyleOption(&opt, index);
+    const bool selected = opt.state & QStyle::State_Selected;
+    const bool isError = index.data(TraceModel::IsErrorRole).toBool();
+    const int column = index.column();
+
+    if (column == TraceModel::Kind) {
+        const QString kind = opt.text;
+        opt.text.clear();
+        QStyle *style = opt.widget ? opt.widget->style() : QApplication::style();
+        style->drawControl(QStyle::CE_ItemViewItem, &opt, painter, opt.widget);
+        const QColor color = isError ? Theme::errorColor() : Theme::kindColor(kind);
+        painter->save();
+        painter->setRenderHint(QPainter::Antialiasing);
+        const QRect r = opt.rect.adjusted(4, 3, -4, -3);
+        const int textWidth = opt.fontMetrics.horizontalAdvance(kind) + 12;
+        QRectF pill(r.left(), r.top(), qMin(textWidth, r.width()), r.height());
+        QColor fill = color;
+        fill.setAlpha(Theme::isDark() ? 60 : 34);
+        painter->setPen(Qt::NoPen);
+        painter->setBrush(fill);
+        painter->drawRoundedRect(pill, 4, 4);
+        painter->setPen(selected ? opt.palette.color(QPalette::HighlightedText) : color);
+        painter->drawText(pill, Qt::AlignCenter, kind);
+        painter->restore();
+        return;
+    }
+    if (column == TraceModel::Summary && index.data(TraceModel::HasDetailsRole).toBool())
+        opt.text = QStringLiteral("▸ ") + opt.text;
+    if (isError && !selected) {
+        opt.palette.setColor(QPalette::Text, Theme::errorColor());
+    } else if (!selected && (column == TraceModel::Seq || column == TraceModel::Time)) {
+        opt.palette.setColor(QPalette::Text, Theme::mutedTextColor());
+    }
+    QStyle *style = opt.widget ? opt.widget->style() : QApplication::style();
+    style->drawControl(QStyle::CE_ItemViewItem, &opt, painter, opt.widget);
+}
+
+TraceView::TraceView(QWidget *parent)
+    : QTreeView(parent)
+{
+    setObjectName(QStringLiteral("traceView"));
+    setRootIsDecorated(false);
+    setItemsExpandable(false);
+    setUniformRowHeights(true);
+    setAllColumnsShowFocus(true);
+    setSelectionBehavior(QAbstractItemView::SelectRows);
+    setSelectionMode(QAbstractItemView::SingleSelection);
+    setEditTriggers(QAbstractItemView::NoEditTriggers);
+    setAlternatingRowColors(true);
+    setVerticalScrollMode(QAbstractItemView::ScrollPerItem);
+    setTextElideMode(Qt::ElideRight);
+    setWordWrap(false);
+    setItemDelegate(new TraceDelegate(this));
+
+    m_followTimer = new QTimer(this);
+    m_followTimer->setInterval(kFollowIntervalMs);
+    connect(m_followTimer, &QTimer::timeout, this, &TraceView::onTick);
+    m_followTimer->start();
+}
+
+void TraceView::setTraceModel(TraceModel *model)
+{
+    m_model = model;
+    if (!m_proxy)
+        m_proxy = new NoAutoFetchProxy(this);
+    m_proxy->setSourceModel(model);
+    setModel(m_proxy);
+    QHeaderView *h = header();
+    h->setStretchLastSection(false);
+    h->setSectionResizeMode(QHeaderView::Interactive);
+    const QList<QPair<int, int>> widths = {
+        {TraceModel::Seq, 64},    {TraceModel::Time, 100}, {TraceModel::Kind, 130},
+        {TraceModel::Tokens, 70}, {TraceModel::Latency, 80}, {TraceModel::Cost, 80},
+    };
+    for (const auto &[column, width] : widths)
+        h->resizeSection(column, width);
+    h->setSectionResizeMode(TraceModel::Summary, QHeaderView::Stretch);
+
+    m_tailPending = true;
+    connect(model, &TraceModel::eventsAppended, this, [this] { m_tailPending = true; });
+    connect(model, &TraceModel::historyPrepended, this, &TraceView::onHistoryPrepended);
+    connect(model, &QAbstractItemModel::modelReset, this, [this] { setFollowing(true); m_tailPending = true; });
+}
+
+QModelIndex TraceView::indexOfRow(int row, int column) const
+{
+    return m_proxy ? m_proxy->index(row, column) : QModelIndex();
+}
+
+void TraceView::setFollowing(bool following)
+{
+    if (following)
+        m_tailPending = true;
+    if (m_following == following)
+        return;
+    m_following = following;
+    emit followingChanged(following);
+}
+
+void TraceView::onTick()
+{
+    // Scrolling once per tick, not once per batch, keeps a flood of events from re-laying-out the
+    // view more than ten times a second (Wireshark's packet list does the same).
+    if (!m_following || !m_tailPending || !isVisible())
+        return;
+    m_tailPending = false;
+    m_scrollingByProgram = true;
+    scrollToBottom();
+    m_scrollingByProgram = false;
+}
+
+void TraceView::verticalScrollbarValueChanged(int value)
+{
+    // Deliberately not the base class: it fetches more at the maximum, and a trace's older
+    // history is above, at the minimum.
+    QScrollBar *bar = verticalScrollBar();
+    if (!m_scrollingByProgram) {
+        const bool atBottom = value >= bar->maximum();
+        if (atBottom != m_following)
+            setFollowing(atBottom);
+    }
+    if (value == bar->minimum() && m_model && m_model->canFetchMore(QModelIndex()))
+        m_model->fetchMore(QModelIndex());
+}
+
+void TraceView::onHistoryPrepended(int count)
+{
+    // Rows went in above the user; move by as many so what they were reading stays put.
+    if (m_following)
+        return;
+    m_scrollingByProgram = true;
+    // The scroll bar's range grows only when the view lays out its rows, later; do it now or the
+    // new value would be clamped to the old range.
+    executeDelayedItemsLayout();
+    updateGeometries();
+    QScrollBar *bar = verticalScrollBar();
+    bar->setValue(bar->value() + count);
+    m_scrollingByProgram = false;
+}
+
+void TraceView::keyPressEvent(QKeyEvent *event)
+{
+    if (event->key() == Qt::Key_End && event->modifiers() == Qt::NoModifier) {
+        setFollowing(true);
+        onTick();
+    }
+    QTreeView::keyPressEvent(event);
+}
+
+} // namespace paddock::console
