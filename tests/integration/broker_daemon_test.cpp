@@ -1,12 +1,54 @@
-// SIGTERM drains the broker in order: the process exits 0, the WAL is checkpointed into the database
-// (nothing left in broker.db-wal), the socket is gone, and a restart finds every session as it was.
+// paddockd as a process: its socket is private, a second broker is refused, a local pool needs
+// consent, and SIGTERM drains in order (exit 0, WAL checkpointed into the database, socket gone,
+// followers told where to resume, everything there after a restart).
 
 #include "tests/integration/daemons_fixture.h"
+
+#include <sys/stat.h>
 
 namespace paddock::test {
 namespace {
 
 class Shutdown : public DaemonsTest {};
+class BrokerDaemon : public DaemonsTest {};
+
+TEST_F(BrokerDaemon, SocketIsPrivateToItsUser)
+{
+    struct stat socketStat {};
+    ASSERT_EQ(::stat(m_broker->socketPath.c_str(), &socketStat), 0);
+    EXPECT_EQ(socketStat.st_mode & 0777, 0600u);
+    struct stat dirStat {};
+    ASSERT_EQ(::stat(m_broker->socketPath.parent_path().c_str(), &dirStat), 0);
+    EXPECT_EQ(dirStat.st_mode & 0777, 0700u);
+}
+
+TEST_F(BrokerDaemon, SecondBrokerOnTheSameSocketIsRefused)
+{
+    auto second = Daemon::start({binaryPath("paddockd").string(), "--data-dir", (*m_dir / "other").string(),
+                                 "--socket", m_broker->socketPath.string(), "--pool", "local=" + m_pool->endpoint,
+                                 "--allow-local-execution"},
+                                *m_dir / "second.log");
+    ASSERT_TRUE(second) << second.error().message;
+    const auto exit = second->waitExit(20s);
+    ASSERT_TRUE(exit.has_value());
+    EXPECT_EQ(*exit, 3);
+    EXPECT_NE(second->logText().find("another broker is already listening"), std::string::npos) << second->logText();
+    EXPECT_EQ(cli({"ls"}).exitCode, 0) << "the first broker must keep serving";
+}
+
+TEST_F(BrokerDaemon, LocalPoolNeedsConsent)
+{
+    auto broker = Daemon::start({binaryPath("paddockd").string(), "--data-dir", (*m_dir / "other").string(),
+                                 "--socket", (*m_dir / "other.sock").string(), "--config",
+                                 writeFile("broker.toml", "[[pool]]\nname = \"here\"\nendpoint = \"" + m_pool->endpoint
+                                                              + "\"\n").string()},
+                                *m_dir / "local.log");
+    ASSERT_TRUE(broker) << broker.error().message;
+    const auto exit = broker->waitExit(20s);
+    ASSERT_TRUE(exit.has_value());
+    EXPECT_EQ(*exit, 3);
+    EXPECT_NE(broker->logText().find("allow_local_execution"), std::string::npos) << broker->logText();
+}
 
 TEST_F(Shutdown, SigtermCommitsCheckpointsAndKeepsEverything)
 {
