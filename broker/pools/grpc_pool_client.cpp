@@ -1,6 +1,7 @@
 #include "broker/pools/grpc_pool_client.h"
 
 #include "paddock/v1/pool.grpc.pb.h"
+#include "rpc/status.h"
 
 #include <grpcpp/grpcpp.h>
 
@@ -28,26 +29,6 @@ std::shared_ptr<grpc::Channel> makeChannel(const std::string &endpoint)
     args.SetInt(GRPC_ARG_MIN_RECONNECT_BACKOFF_MS, kInitialReconnectBackoffMs);
     args.SetInt(GRPC_ARG_MAX_RECONNECT_BACKOFF_MS, kMaxReconnectBackoffMs);
     return grpc::CreateCustomChannel(endpoint, grpc::InsecureChannelCredentials(), args);
-}
-
-ErrorCode fromGrpc(grpc::StatusCode code)
-{
-    switch (code) {
-    case grpc::StatusCode::INVALID_ARGUMENT: return ErrorCode::InvalidArgument;
-    case grpc::StatusCode::NOT_FOUND: return ErrorCode::NotFound;
-    case grpc::StatusCode::ALREADY_EXISTS: return ErrorCode::AlreadyExists;
-    case grpc::StatusCode::FAILED_PRECONDITION: return ErrorCode::FailedPrecondition;
-    case grpc::StatusCode::ABORTED: return ErrorCode::Aborted;
-    case grpc::StatusCode::OUT_OF_RANGE: return ErrorCode::OutOfRange;
-    case grpc::StatusCode::UNAVAILABLE: return ErrorCode::Unavailable;
-    case grpc::StatusCode::DEADLINE_EXCEEDED: return ErrorCode::DeadlineExceeded;
-    case grpc::StatusCode::RESOURCE_EXHAUSTED: return ErrorCode::ResourceExhausted;
-    case grpc::StatusCode::PERMISSION_DENIED:
-    case grpc::StatusCode::UNAUTHENTICATED: return ErrorCode::PermissionDenied;
-    case grpc::StatusCode::CANCELLED: return ErrorCode::Cancelled;
-    case grpc::StatusCode::UNIMPLEMENTED: return ErrorCode::Unimplemented;
-    default: return ErrorCode::Internal;
-    }
 }
 
 class GrpcPoolClient final : public PoolClient {
@@ -244,7 +225,7 @@ private:
     // The pool's own messages already say what to do; transport failures get the pool named.
     std::unexpected<Error> failure(const char *op, const grpc::Status &s) const
     {
-        const ErrorCode code = fromGrpc(s.error_code());
+        const ErrorCode code = rpc::fromGrpcCode(s.error_code());
         if (code == ErrorCode::Unavailable && s.error_message().find("pool") == std::string::npos)
             return fail(code, "pool '" + m_name + "' at " + m_endpoint + " is unreachable (" + op + ": " + s.error_message() +
                                   "); check that paddock-pool is running there");

@@ -4,31 +4,6 @@
 
 namespace paddock::server {
 
-grpc::StatusCode toGrpcCode(ErrorCode code)
-{
-    switch (code) {
-    case ErrorCode::InvalidArgument: return grpc::StatusCode::INVALID_ARGUMENT;
-    case ErrorCode::NotFound: return grpc::StatusCode::NOT_FOUND;
-    case ErrorCode::AlreadyExists: return grpc::StatusCode::ALREADY_EXISTS;
-    case ErrorCode::FailedPrecondition: return grpc::StatusCode::FAILED_PRECONDITION;
-    case ErrorCode::Aborted: return grpc::StatusCode::ABORTED;
-    case ErrorCode::OutOfRange: return grpc::StatusCode::OUT_OF_RANGE;
-    case ErrorCode::Unavailable: return grpc::StatusCode::UNAVAILABLE;
-    case ErrorCode::DeadlineExceeded: return grpc::StatusCode::DEADLINE_EXCEEDED;
-    case ErrorCode::ResourceExhausted: return grpc::StatusCode::RESOURCE_EXHAUSTED;
-    case ErrorCode::PermissionDenied: return grpc::StatusCode::PERMISSION_DENIED;
-    case ErrorCode::Cancelled: return grpc::StatusCode::CANCELLED;
-    case ErrorCode::Unimplemented: return grpc::StatusCode::UNIMPLEMENTED;
-    case ErrorCode::Internal: return grpc::StatusCode::INTERNAL;
-    }
-    return grpc::StatusCode::UNKNOWN;
-}
-
-grpc::Status toGrpcStatus(const Error &error)
-{
-    return grpc::Status(toGrpcCode(error.code), error.message);
-}
-
 void toProto(const core::Event &event, v1::Event *out)
 {
     out->set_session_id(event.sessionId);

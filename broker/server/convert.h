@@ -6,15 +6,13 @@
 #include "broker/core/session_state.h"
 #include "broker/store/event_store.h"
 #include "common/result.h"
+#include "rpc/status.h"
 
 #include "paddock/v1/broker.pb.h"
 
-#include <grpcpp/support/status.h>
-
 namespace paddock::server {
 
-grpc::StatusCode toGrpcCode(ErrorCode code);
-grpc::Status toGrpcStatus(const Error &error);
+using rpc::toGrpcStatus;
 
 void toProto(const core::Event &event, v1::Event *out);
 void toProto(const core::SessionState &state, v1::Session *out);

@@ -27,19 +27,12 @@ constexpr int kWatchPageSize = 500;
 
 } // namespace
 
-class EventStream final : public grpc::ServerWriteReactor<v1::EventBatch>, public HubStream {
+// What both streaming calls share: one write in flight, and the reactor callbacks that only set a
+// flag and wake the pump.
+template <typename Message>
+class HubWriter : public grpc::ServerWriteReactor<Message>, public HubStream {
 public:
-    EventStream(StreamHub &hub, const v1::StreamEventsRequest &request, const core::SessionState &session)
-        : m_hub(hub)
-        , m_sessionId(request.session_id())
-        , m_nextSeq(std::max<int64_t>(1, request.from_seq()))
-        , m_follow(request.follow())
-        , m_maxBatch(request.max_batch() > 0 ? std::min(request.max_batch(), 10000) : 1000)
-    {
-        updateEnded(session);
-        m_hub.add(this);
-        m_hub.wake(this);
-    }
+    explicit HubWriter(StreamHub &hub) : m_hub(hub) {}
 
     void OnWriteDone(bool ok) override
     {
@@ -65,6 +58,68 @@ public:
     {
         m_hub.remove(this);
         delete this;
+    }
+
+    void requestStop() override
+    {
+        std::lock_guard lock(m_mutex);
+        m_stopRequested = true;
+    }
+
+protected:
+    // Pump thread, m_mutex held by `lock`: true when the call is finished or finishing and serve()
+    // has nothing more to do. Ends a cancelled call, and a stopped one with UNAVAILABLE and `why`.
+    bool finishedOrFinishing(std::unique_lock<std::mutex> &lock, const std::string &why)
+    {
+        if (m_finishing || m_writeInFlight)
+            return true;
+        if (!m_cancelled && !m_stopRequested)
+            return false;
+        m_finishing = true;
+        const grpc::Status status = m_cancelled ? grpc::Status::CANCELLED
+                                                : grpc::Status(grpc::StatusCode::UNAVAILABLE, why);
+        lock.unlock();
+        this->Finish(status);
+        return true;
+    }
+
+    // Pump thread, m_mutex held by `lock`: ends the call with status.
+    void finish(std::unique_lock<std::mutex> &lock, const grpc::Status &status)
+    {
+        m_finishing = true;
+        lock.unlock();
+        this->Finish(status);
+    }
+
+    // Pump thread, m_mutex held by `lock`: sends m_buffer.
+    void write(std::unique_lock<std::mutex> &lock)
+    {
+        m_writeInFlight = true;
+        lock.unlock();
+        this->StartWrite(&m_buffer);
+    }
+
+    StreamHub &m_hub;
+    std::mutex m_mutex;            // guards the members below and those of the subclasses
+    bool m_writeInFlight = false;
+    bool m_cancelled = false;
+    bool m_stopRequested = false;
+    bool m_finishing = false;
+    Message m_buffer;              // the message being written; untouched while a write is in flight
+};
+
+class EventStream final : public HubWriter<v1::EventBatch> {
+public:
+    EventStream(StreamHub &hub, const v1::StreamEventsRequest &request, const core::SessionState &session)
+        : HubWriter(hub)
+        , m_sessionId(request.session_id())
+        , m_nextSeq(std::max<int64_t>(1, request.from_seq()))
+        , m_follow(request.follow())
+        , m_maxBatch(request.max_batch() > 0 ? std::min(request.max_batch(), 10000) : 1000)
+    {
+        updateEnded(session);
+        m_hub.add(this);
+        m_hub.wake(this);
     }
 
     bool takeCommit(const store::CommitNotice &notice) override
@@ -95,31 +150,12 @@ public:
         return any;
     }
 
-    void requestStop() override
-    {
-        std::lock_guard lock(m_mutex);
-        m_stopRequested = true;
-    }
-
     void serve() override
     {
         std::unique_lock lock(m_mutex);
-        if (m_finishing || m_writeInFlight)
+        if (finishedOrFinishing(lock, "the broker is shutting down: reconnect and resume from seq "
+                                          + std::to_string(m_nextSeq)))
             return;
-        if (m_cancelled) {
-            m_finishing = true;
-            lock.unlock();
-            Finish(grpc::Status::CANCELLED);
-            return;
-        }
-        if (m_stopRequested) {
-            m_finishing = true;
-            const std::string message = "the broker is shutting down: reconnect and resume from seq "
-                + std::to_string(m_nextSeq);
-            lock.unlock();
-            Finish(grpc::Status(grpc::StatusCode::UNAVAILABLE, message));
-            return;
-        }
 
         std::vector<core::Event> batch;
         if (!m_historyDone || m_lagging) {
@@ -127,12 +163,8 @@ public:
             lock.unlock();
             auto read = m_hub.m_store.readEvents(m_sessionId, from, m_maxBatch);
             lock.lock();
-            if (!read) {
-                m_finishing = true;
-                lock.unlock();
-                Finish(toGrpcStatus(read.error()));
-                return;
-            }
+            if (!read)
+                return finish(lock, toGrpcStatus(read.error()));
             batch = std::move(*read);
             if (static_cast<int>(batch.size()) < m_maxBatch) {
                 m_historyDone = true;
@@ -153,19 +185,12 @@ public:
             for (const auto &event : batch)
                 toProto(event, m_buffer.add_events());
             m_nextSeq = batch.back().seq + 1;
-            m_writeInFlight = true;
-            lock.unlock();
-            StartWrite(&m_buffer);
-            return;
+            return write(lock);
         }
         if (!m_historyDone)
             return;
-        if (!m_follow) {
-            m_finishing = true;
-            lock.unlock();
-            Finish(grpc::Status::OK);
-            return;
-        }
+        if (!m_follow)
+            return finish(lock, grpc::Status::OK);
         if (m_ended && m_nextSeq > m_endSeq) {
             m_finishing = true;
             m_buffer.Clear();
@@ -195,59 +220,25 @@ private:
         }
     }
 
-    StreamHub &m_hub;
     const std::string m_sessionId;
-
-    std::mutex m_mutex;   // guards everything below
     int64_t m_nextSeq;
     const bool m_follow;
     const int m_maxBatch;
     std::deque<core::Event> m_live;
     bool m_lagging = false;
     bool m_historyDone = false;
-    bool m_writeInFlight = false;
-    bool m_cancelled = false;
-    bool m_stopRequested = false;
-    bool m_finishing = false;
     bool m_ended = false;
     int64_t m_endSeq = 0;
-    v1::EventBatch m_buffer;   // the message being written; untouched while a write is in flight
 };
 
-class SessionWatch final : public grpc::ServerWriteReactor<v1::SessionChanges>, public HubStream {
+class SessionWatch final : public HubWriter<v1::SessionChanges> {
 public:
     SessionWatch(StreamHub &hub, const v1::WatchSessionsRequest &request, store::SessionQuery query)
-        : m_hub(hub), m_filter(request.filter()), m_query(std::move(query))
+        : HubWriter(hub), m_filter(request.filter()), m_query(std::move(query))
     {
         m_query.pageSize = kWatchPageSize;
         m_hub.add(this);
         m_hub.wake(this);
-    }
-
-    void OnWriteDone(bool ok) override
-    {
-        {
-            std::lock_guard lock(m_mutex);
-            m_writeInFlight = false;
-            if (!ok)
-                m_cancelled = true;
-        }
-        m_hub.wake(this);
-    }
-
-    void OnCancel() override
-    {
-        {
-            std::lock_guard lock(m_mutex);
-            m_cancelled = true;
-        }
-        m_hub.wake(this);
-    }
-
-    void OnDone() override
-    {
-        m_hub.remove(this);
-        delete this;
     }
 
     bool takeCommit(const store::CommitNotice &notice) override
@@ -263,37 +254,18 @@ public:
         return any;
     }
 
-    void requestStop() override
-    {
-        std::lock_guard lock(m_mutex);
-        m_stopRequested = true;
-    }
-
     void serve() override
     {
         std::unique_lock lock(m_mutex);
-        if (m_finishing || m_writeInFlight)
+        if (finishedOrFinishing(lock, "the broker is shutting down: reconnect to watch again"))
             return;
-        if (m_cancelled || m_stopRequested) {
-            m_finishing = true;
-            const grpc::Status status = m_cancelled
-                ? grpc::Status::CANCELLED
-                : grpc::Status(grpc::StatusCode::UNAVAILABLE, "the broker is shutting down: reconnect to watch again");
-            lock.unlock();
-            Finish(status);
-            return;
-        }
         m_buffer.Clear();
         if (!m_initialDone) {
             lock.unlock();
             auto page = m_hub.m_store.listSessions(m_query);
             lock.lock();
-            if (!page) {
-                m_finishing = true;
-                lock.unlock();
-                Finish(toGrpcStatus(page.error()));
-                return;
-            }
+            if (!page)
+                return finish(lock, toGrpcStatus(page.error()));
             for (const auto &state : page->sessions)
                 toProto(state, m_buffer.add_sessions());
             m_buffer.set_initial(true);
@@ -307,24 +279,14 @@ public:
                 toProto(it->second, m_buffer.add_sessions());
             m_pending.erase(m_pending.begin(), it);
         }
-        m_writeInFlight = true;
-        lock.unlock();
-        StartWrite(&m_buffer);
+        write(lock);
     }
 
 private:
-    StreamHub &m_hub;
     const v1::SessionFilter m_filter;
-
-    std::mutex m_mutex;   // guards everything below
     store::SessionQuery m_query;
     bool m_initialDone = false;
     std::map<std::string, core::SessionState> m_pending;
-    bool m_writeInFlight = false;
-    bool m_cancelled = false;
-    bool m_stopRequested = false;
-    bool m_finishing = false;
-    v1::SessionChanges m_buffer;
 };
 
 StreamHub::StreamHub(store::EventStore &store) : m_store(store) {}

@@ -21,6 +21,8 @@
 namespace paddock::server {
 
 class HubStream;
+template <typename Message>
+class HubWriter;
 
 class StreamHub {
 public:
@@ -50,6 +52,8 @@ public:
 
 private:
     friend class HubStream;
+    template <typename Message>
+    friend class HubWriter;
     friend class EventStream;
     friend class SessionWatch;
 

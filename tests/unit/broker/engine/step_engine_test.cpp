@@ -145,6 +145,17 @@ protected:
         }, options);
     }
 
+    // Takes n steps, each with a fresh lease.
+    void takeSteps(StepEngine &engine, int n)
+    {
+        for (int i = 0; i < n; ++i) {
+            auto lease = m_store->acquireLease("setup", 10000, 0);
+            ASSERT_TRUE(lease);
+            engine.runOneStep(*lease);
+            m_store->releaseLease(*lease);
+        }
+    }
+
     // Takes steps with fresh leases until the session needs no more work.
     void runToEnd(StepEngine &engine, int maxSteps = 50)
     {
@@ -221,13 +232,7 @@ TEST_F(StepEngineTest, ExpiredLeaseLetsAnotherWorkerTakeTheStepAndTheLateResultL
 {
     auto engine = makeEngine();
     const std::string id = submit();
-    // Claim and the first model turn, so the next step is a command.
-    for (int i = 0; i < 2; ++i) {
-        auto lease = m_store->acquireLease("setup", 10000, 0);
-        ASSERT_TRUE(lease);
-        engine.runOneStep(*lease);
-        m_store->releaseLease(*lease);
-    }
+    takeSteps(engine, 2);   // claim and the first model turn: the next step is a command
     ASSERT_EQ(decide(events(id)).kind, ActionKind::RunTool);
 
     m_fakePool->holdExec = true;
@@ -263,11 +268,7 @@ TEST_F(StepEngineTest, CancelBetweenReadAndAppendWins)
 {
     auto engine = makeEngine();
     const std::string id = submit();
-    for (int i = 0; i < 2; ++i) {
-        auto lease = m_store->acquireLease("setup", 10000, 0);
-        engine.runOneStep(*lease);
-        m_store->releaseLease(*lease);
-    }
+    takeSteps(engine, 2);   // claim and the first model turn: the next step is a command
     m_fakePool->holdExec = true;
     auto lease = m_store->acquireLease("w", 10000, 0);
     StepOutcome outcome;
@@ -294,11 +295,7 @@ TEST_F(StepEngineTest, UnreachablePoolRecordsNothingAndRetriesLater)
 {
     auto engine = makeEngine();
     const std::string id = submit();
-    for (int i = 0; i < 2; ++i) {
-        auto lease = m_store->acquireLease("setup", 10000, 0);
-        engine.runOneStep(*lease);
-        m_store->releaseLease(*lease);
-    }
+    takeSteps(engine, 2);   // claim and the first model turn: the next step is a command
     const int64_t before = events(id).size();
     m_fakePool->execError = Error{ErrorCode::Unavailable, "pool down"};
     auto lease = m_store->acquireLease("w", 10000, 0);
@@ -313,11 +310,7 @@ TEST_F(StepEngineTest, LostSandboxIsRecordedAndReplaced)
 {
     auto engine = makeEngine();
     const std::string id = submit();
-    for (int i = 0; i < 2; ++i) {
-        auto lease = m_store->acquireLease("setup", 10000, 0);
-        engine.runOneStep(*lease);
-        m_store->releaseLease(*lease);
-    }
+    takeSteps(engine, 2);   // claim and the first model turn: the next step is a command
     m_fakePool->execError = Error{ErrorCode::NotFound, "no sandbox 'sb-1' on this pool"};
     auto lease = m_store->acquireLease("w", 10000, 0);
     engine.runOneStep(*lease);
