@@ -1,0 +1,927 @@
+#include "app/client/grpc_console_client.h"
+
+#include "common/paths.h"
+
+#include "paddock/v1/broker.grpc.pb.h"
+
+#include <grpcpp/grpcpp.h>
+
+#include <QHash>
+#include <QLoggingCategory>
+#include <QPointer>
+#include <QSet>
+#include <QTimer>
+
+#include <atomic>
+#include <chrono>
+#include <condition_variable>
+#include <mutex>
+
+namespace paddock::console {
+namespace {
+
+Q_LOGGING_CATEGORY(lcClient, "paddock.console.client")
+
+constexpr int kUnaryDeadlineMs = 10'000;
+constexpr int kPoolsDeadlineMs = 5'000;
+constexpr int kHistoryDeadlineMs = 30'000;
+constexpr int kShutdownWaitMs = 5'000;
+
+std::chrono::system_clock::time_point deadlineIn(int ms)
+{
+    return std::chrono::system_clock::now() + std::chrono::milliseconds(ms);
+}
+
+QString qs(const std::string &text)
+{
+    return QString::fromStdString(text);
+}
+
+std::string ss(const QString &text)
+{
+    return text.toStdString();
+}
+
+SessionInfo toSessionInfo(const v1::Session &s)
+{
+    SessionInfo info;
+    info.id = qs(s.id());
+    info.agent = qs(s.agent());
+    info.goal = qs(s.goal());
+    info.model = qs(s.model());
+    info.playbook = qs(s.playbook());
+    info.tier = qs(s.tier());
+    info.pool = qs(s.pool());
+    info.sandboxId = qs(s.sandbox_id());
+    info.statusReason = qs(s.status_reason());
+    info.lastEventKind = qs(s.last_event_kind());
+    for (const auto &tag : s.tags())
+        info.tags << qs(tag);
+    // The console's enum follows the proto's numbering.
+    const int status = s.status();
+    info.status = status >= 0 && status <= static_cast<int>(SessionStatus::Cancelled) ? static_cast<SessionStatus>(status)
+                                                                                      : SessionStatus::Unknown;
+    info.steps = s.steps();
+    info.costMicros = s.cost_micros();
+    info.createdUnixMs = s.created_unix_ms();
+    info.updatedUnixMs = s.updated_unix_ms();
+    info.lastSeq = s.last_seq();
+    return info;
+}
+
+PoolInfo toPoolInfo(const v1::PoolInfo &p)
+{
+    PoolInfo info;
+    info.name = qs(p.name());
+    info.endpoint = qs(p.endpoint());
+    info.healthy = p.healthy();
+    info.local = p.local();
+    info.error = qs(p.error());
+    for (const auto &t : p.tiers()) {
+        TierInfo tier;
+        tier.name = qs(t.tier().name());
+        tier.runtime = qs(t.tier().runtime());
+        tier.warm = t.warm();
+        tier.claimed = t.claimed();
+        tier.max = t.max();
+        tier.hitRate = t.hit_rate();
+        tier.coldFallbacks = t.cold_fallbacks();
+        info.tiers.append(tier);
+    }
+    return info;
+}
+
+// Kinds repeat endlessly; sharing one QString per kind keeps an EventRecord's kind free of its own
+// allocation. One per reactor: a call's reactions never run concurrently.
+class KindInterner {
+public:
+    QString intern(const std::string &kind)
+    {
+        const auto found = m_kinds.constFind(QByteArray::fromRawData(kind.data(), static_cast<qsizetype>(kind.size())));
+        if (found != m_kinds.constEnd())
+            return *found;
+        const QByteArray key(kind.data(), static_cast<qsizetype>(kind.size()));
+        return *m_kinds.insert(key, QString::fromUtf8(key));
+    }
+
+private:
+    QHash<QByteArray, QString> m_kinds;
+};
+
+EventRecord toEventRecord(const v1::Event &e, KindInterner &kinds)
+{
+    return EventRecord{e.seq(), e.time_unix_ms(), kinds.intern(e.kind()),
+                       QByteArray(e.payload_json().data(), static_cast<qsizetype>(e.payload_json().size())),
+                       e.cost_micros()};
+}
+
+QString describe(const grpc::Status &status)
+{
+    QString message = qs(status.error_message());
+    if (message.isEmpty())
+        message = QStringLiteral("gRPC status %1").arg(static_cast<int>(status.error_code()));
+    return message;
+}
+
+// What the reactors hand to the GUI thread. Everything here is guarded by mutex.
+struct Shared {
+    struct Completion {
+        enum Kind { WatchOpened, WatchDone, FollowDone } kind;
+        quint64 call = 0;   // serial of the call
+        QString sessionId;
+        grpc::StatusCode code = grpc::StatusCode::OK;
+        QString message;
+        bool endOfSession = false;
+    };
+    struct History {
+        QString sessionId;
+        QList<EventRecord> events;
+    };
+    struct Action {
+        QString action;
+        bool ok = false;
+        QString message;
+        QString sessionId;
+    };
+
+    std::mutex mutex;
+    std::condition_variable idle;
+    int active = 0;                         // calls started and not yet done
+    GrpcConsoleClient *client = nullptr;    // cleared when the client goes away
+    bool wakePosted = false;
+
+    QList<SessionInfo> sessions;
+    bool sessionsDirty = false;
+    QHash<QString, QList<EventRecord>> events;
+    QHash<QString, qint64> followNext;      // per followed session: the next seq wanted
+    QSet<QString> eventsDirty;
+    QList<History> histories;
+    QList<Action> actions;
+    bool poolsReady = false;
+    QList<PoolInfo> pools;
+    bool localExecution = false;
+    QList<Completion> completions;
+
+    // Call with mutex held: asks the GUI thread for one tick, once per interval.
+    void wakeLocked();
+    void callStarted()
+    {
+        std::lock_guard lock(mutex);
+        ++active;
+    }
+    void callDone()
+    {
+        std::lock_guard lock(mutex);
+        if (--active == 0)
+            idle.notify_all();
+    }
+};
+
+// A streaming read call that can be cancelled from the GUI thread at any time, before or after it
+// ends. It keeps itself alive until OnDone.
+template <typename Response>
+class StreamCall : public grpc::ClientReadReactor<Response> {
+public:
+    StreamCall(std::shared_ptr<Shared> shared, quint64 serial) : m_shared(std::move(shared)), m_serial(serial) {}
+
+    void cancel()
+    {
+        std::lock_guard lock(m_cancelMutex);
+        m_cancelled = true;
+        if (!m_done)
+            m_context.TryCancel();
+    }
+    bool cancelledByUs()
+    {
+        std::lock_guard lock(m_cancelMutex);
+        return m_cancelled;
+    }
+    quint64 serial() const { return m_serial; }
+
+    // The context, for cancelling at shutdown through a weak reference.
+    std::shared_ptr<grpc::ClientContext> contextRef(const std::shared_ptr<StreamCall> &self)
+    {
+        return std::shared_ptr<grpc::ClientContext>(self, &m_context);
+    }
+
+protected:
+    // Before StartCall: the call owns itself until OnDone.
+    void keepAlive(std::shared_ptr<StreamCall> self)
+    {
+        m_keepAlive = std::move(self);
+        m_shared->callStarted();
+    }
+    // Call last in OnDone: after it the object may be gone.
+    void finished()
+    {
+        {
+            std::lock_guard lock(m_cancelMutex);
+            m_done = true;
+        }
+        auto shared = m_shared;
+        auto keep = std::move(m_keepAlive);
+        keep.reset();
+        shared->callDone();
+    }
+
+    std::shared_ptr<Shared> m_shared;
+    const quint64 m_serial;
+    grpc::ClientContext m_context;
+    Response m_response;
+
+private:
+    std::mutex m_cancelMutex;
+    bool m_cancelled = false;
+    bool m_done = false;
+    std::shared_ptr<StreamCall> m_keepAlive;
+};
+
+class WatchCall final : public StreamCall<v1::SessionChanges> {
+public:
+    using StreamCall::StreamCall;
+
+    static std::shared_ptr<WatchCall> start(const std::shared_ptr<Shared> &shared, v1::BrokerService::Stub &stub,
+                                            quint64 serial)
+    {
+        auto call = std::make_shared<WatchCall>(shared, serial);
+        call->keepAlive(call);
+        stub.async()->WatchSessions(&call->m_context, &call->m_request, call.get());
+        call->StartRead(&call->m_response);
+        call->StartCall();
+        return call;
+    }
+
+    void OnReadDone(bool ok) override
+    {
+        if (!ok)
+            return;   // OnDone follows with the status
+        QList<SessionInfo> sessions;
+        sessions.reserve(m_response.sessions_size());
+        for (const auto &s : m_response.sessions())
+            sessions.append(toSessionInfo(s));
+        {
+            std::lock_guard lock(m_shared->mutex);
+            if (!m_opened) {
+                m_opened = true;
+                m_shared->completions.append({Shared::Completion::WatchOpened, m_serial});
+            }
+            m_shared->sessions.append(std::move(sessions));
+            m_shared->sessionsDirty = true;
+            m_shared->wakeLocked();
+        }
+        StartRead(&m_response);
+    }
+
+    void OnDone(const grpc::Status &status) override
+    {
+        {
+            std::lock_guard lock(m_shared->mutex);
+            m_shared->completions.append(
+                {Shared::Completion::WatchDone, m_serial, {}, status.error_code(), describe(status)});
+            m_shared->wakeLocked();
+        }
+        finished();
+    }
+
+private:
+    v1::WatchSessionsRequest m_request;
+    bool m_opened = false;
+};
+
+class FollowCall final : public StreamCall<v1::EventBatch> {
+public:
+    FollowCall(std::shared_ptr<Shared> shared, quint64 serial, QString id)
+        : StreamCall(std::move(shared), serial), m_id(std::move(id))
+    {
+    }
+
+    static std::shared_ptr<FollowCall> start(const std::shared_ptr<Shared> &shared, v1::BrokerService::Stub &stub,
+                                             quint64 serial, const QString &id, qint64 fromSeq)
+    {
+        auto call = std::make_shared<FollowCall>(shared, serial, id);
+        call->keepAlive(call);
+        call->m_request.set_session_id(ss(id));
+        call->m_request.set_from_seq(fromSeq);
+        call->m_request.set_follow(true);
+        stub.async()->StreamEvents(&call->m_context, &call->m_request, call.get());
+        call->StartRead(&call->m_response);
+        call->StartCall();
+        return call;
+    }
+
+    void OnReadDone(bool ok) override
+    {
+        if (!ok)
+            return;
+        m_ended = m_ended || m_response.end_of_session();
+        QList<EventRecord> batch;
+        batch.reserve(m_response.events_size());
+        for (const auto &e : m_response.events())
+            batch.append(toEventRecord(e, m_kinds));
+        {
+            std::lock_guard lock(m_shared->mutex);
+            const auto next = m_shared->followNext.find(m_id);
+            if (next != m_shared->followNext.end()) {
+                // Against the shared next seq, so a late batch of an old call (before a reconnect or
+                // a re-follow) can never repeat what a newer call already delivered.
+                QList<EventRecord> &queue = m_shared->events[m_id];
+                for (EventRecord &event : batch) {
+                    if (event.seq < *next)
+                        continue;
+                    *next = event.seq + 1;
+                    queue.append(std::move(event));
+                }
+                m_shared->eventsDirty.insert(m_id);
+                m_shared->wakeLocked();
+            }
+        }
+        StartRead(&m_response);
+    }
+
+    void OnDone(const grpc::Status &status) override
+    {
+        {
+            std::lock_guard lock(m_shared->mutex);
+            m_shared->completions.append({Shared::Completion::FollowDone, m_serial, m_id, status.error_code(),
+                                          describe(status), m_ended});
+            m_shared->wakeLocked();
+        }
+        finished();
+    }
+
+private:
+    const QString m_id;
+    v1::StreamEventsRequest m_request;
+    KindInterner m_kinds;
+    bool m_ended = false;
+};
+
+// Reads a bounded piece of history (follow=false) and delivers it in one answer.
+class HistoryCall final : public StreamCall<v1::EventBatch> {
+public:
+    HistoryCall(std::shared_ptr<Shared> shared, QString id, int count)
+        : StreamCall(std::move(shared), 0), m_id(std::move(id)), m_count(count)
+    {
+    }
+
+    static std::shared_ptr<HistoryCall> start(const std::shared_ptr<Shared> &shared, v1::BrokerService::Stub &stub,
+                                              const QString &id, qint64 fromSeq, int count)
+    {
+        auto call = std::make_shared<HistoryCall>(shared, id, count);
+        call->m_request.set_session_id(ss(id));
+        call->m_request.set_from_seq(fromSeq);
+        call->m_request.set_follow(false);
+        call->m_request.set_max_batch(std::min(count, 5000));
+        call->m_context.set_deadline(deadlineIn(kHistoryDeadlineMs));
+        call->m_events.reserve(count);
+        call->keepAlive(call);
+        stub.async()->StreamEvents(&call->m_context, &call->m_request, call.get());
+        call->StartRead(&call->m_response);
+        call->StartCall();
+        return call;
+    }
+
+    void OnReadDone(bool ok) override
+    {
+        if (!ok)
+            return;
+        for (const auto &e : m_response.events()) {
+            if (m_events.size() >= m_count)
+                break;
+            m_events.append(toEventRecord(e, m_kinds));
+        }
+        if (m_events.size() >= m_count) {
+            cancel();   // the rest of the log is not wanted; OnDone follows
+            return;
+        }
+        StartRead(&m_response);
+    }
+
+    void OnDone(const grpc::Status &status) override
+    {
+        const bool complete = status.ok() || (cancelledByUs() && m_events.size() >= m_count);
+        if (!complete) {
+            qCWarning(lcClient).noquote() << "history of" << m_id << "failed:" << describe(status);
+            m_events.clear();
+        }
+        {
+            std::lock_guard lock(m_shared->mutex);
+            m_shared->histories.append({m_id, std::move(m_events)});
+            m_shared->wakeLocked();
+        }
+        finished();
+    }
+
+private:
+    const QString m_id;
+    const int m_count;
+    v1::StreamEventsRequest m_request;
+    QList<EventRecord> m_events;
+    KindInterner m_kinds;
+};
+
+template <typename Request, typename Response>
+using AsyncMethod = void (v1::BrokerService::StubInterface::async_interface::*)(
+    grpc::ClientContext *, const Request *, Response *, std::function<void(grpc::Status)>);
+
+} // namespace
+
+void Shared::wakeLocked()
+{
+    if (!client || wakePosted)
+        return;
+    wakePosted = true;
+    // Queued to the GUI thread; Qt drops it if the client is destroyed first, and the destructor
+    // clears `client` under this mutex before that can happen.
+    QMetaObject::invokeMethod(client, "onWake", Qt::QueuedConnection);
+}
+
+class GrpcConsoleClient::Private {
+public:
+    struct Follow {
+        qint64 fromSeq = 1;
+        std::shared_ptr<FollowCall> call;
+        bool ended = false;
+    };
+
+    explicit Private(GrpcConsoleClient *owner) : q(owner), shared(std::make_shared<Shared>())
+    {
+        shared->client = owner;
+        notifyTimer.setSingleShot(true);
+        notifyTimer.setInterval(50);
+        reconnectTimer.setSingleShot(true);
+    }
+
+    void setState(ConnectionState next, const QString &detail)
+    {
+        if (state == next)
+            return;
+        state = next;
+        emit q->connectionStateChanged(next, detail);
+    }
+
+    void startAttempt();
+    void stopCalls();
+    void connectionLost(const QString &why);
+    void tick();
+    void startFollow(const QString &id, Follow &follow);
+    void finishAction(const QString &action, bool ok, const QString &message, const QString &sessionId = {})
+    {
+        std::lock_guard lock(shared->mutex);
+        shared->actions.append({action, ok, message, sessionId});
+        shared->wakeLocked();
+    }
+    template <typename Request, typename Response, typename Done>
+    void unary(AsyncMethod<Request, Response> method, Request request, int deadlineMs, Done done);
+    void sessionAction(const QString &action, const QString &id,
+                       AsyncMethod<v1::SessionActionRequest, v1::Session> method);
+    // Calls that are not watch or follow streams, for cancelling at shutdown.
+    void track(std::weak_ptr<grpc::ClientContext> context);
+
+    GrpcConsoleClient *q;
+    std::shared_ptr<Shared> shared;
+    QString address;
+    std::string target;
+    ConnectionState state = ConnectionState::Disconnected;
+    bool wanted = false;   // connectToBroker() was called and disconnectFromBroker() was not
+
+    std::shared_ptr<grpc::Channel> channel;
+    std::shared_ptr<v1::BrokerService::Stub> stub;
+    quint64 nextSerial = 1;
+    std::shared_ptr<WatchCall> watch;
+    QHash<QString, Follow> follows;
+
+    std::vector<std::weak_ptr<grpc::ClientContext>> others;
+    QTimer notifyTimer;
+    QTimer reconnectTimer;
+    int initialBackoffMs = 100;
+    int maxBackoffMs = 5'000;
+    int backoffMs = 100;
+};
+
+void GrpcConsoleClient::Private::startAttempt()
+{
+    stopCalls();
+    grpc::ChannelArguments args;
+    // A channel of our own each attempt, with its own subchannels: gRPC's shared pool would keep its
+    // own (up to 120 s) reconnect backoff across our attempts.
+    args.SetInt(GRPC_ARG_USE_LOCAL_SUBCHANNEL_POOL, 1);
+    args.SetInt(GRPC_ARG_INITIAL_RECONNECT_BACKOFF_MS, initialBackoffMs);
+    args.SetInt(GRPC_ARG_MIN_RECONNECT_BACKOFF_MS, initialBackoffMs);
+    args.SetInt(GRPC_ARG_MAX_RECONNECT_BACKOFF_MS, maxBackoffMs);
+    // Batches of tool results can be large (each output keeps up to 64 KiB).
+    args.SetMaxReceiveMessageSize(-1);
+    args.SetInt(GRPC_ARG_KEEPALIVE_TIME_MS, 30'000);
+    args.SetInt(GRPC_ARG_KEEPALIVE_TIMEOUT_MS, 10'000);
+    channel = grpc::CreateCustomChannel(target, grpc::InsecureChannelCredentials(), args);
+    stub = v1::BrokerService::NewStub(channel);
+    watch = WatchCall::start(shared, *stub, nextSerial++);
+}
+
+void GrpcConsoleClient::Private::stopCalls()
+{
+    if (watch) {
+        watch->cancel();
+        watch.reset();
+    }
+    for (Follow &follow : follows) {
+        if (follow.call) {
+            follow.call->cancel();
+            follow.call.reset();
+        }
+    }
+}
+
+void GrpcConsoleClient::Private::startFollow(const QString &id, Follow &follow)
+{
+    if (follow.call) {
+        follow.call->cancel();
+        follow.call.reset();
+    }
+    qint64 from = follow.fromSeq;
+    {
+        std::lock_guard lock(shared->mutex);
+        auto next = shared->followNext.find(id);
+        if (next == shared->followNext.end())
+            next = shared->followNext.insert(id, from);
+        from = *next;
+    }
+    follow.call = FollowCall::start(shared, *stub, nextSerial++, id, from);
+}
+
+void GrpcConsoleClient::Private::connectionLost(const QString &why)
+{
+    stopCalls();
+    setState(ConnectionState::Broken,
+             QStringLiteral("broker unreachable at %1: %2; retrying").arg(address, why));
+    if (!reconnectTimer.isActive()) {
+        reconnectTimer.start(backoffMs);
+        backoffMs = std::min(backoffMs * 2, maxBackoffMs);
+    }
+}
+
+void GrpcConsoleClient::Private::tick()
+{
+    QList<Shared::Completion> completions;
+    QList<Shared::History> histories;
+    QList<Shared::Action> actions;
+    QStringList eventIds;
+    bool sessions = false;
+    bool pools = false;
+    QList<PoolInfo> poolList;
+    bool local = false;
+    {
+        std::lock_guard lock(shared->mutex);
+        shared->wakePosted = false;
+        completions.swap(shared->completions);
+        histories.swap(shared->histories);
+        actions.swap(shared->actions);
+        sessions = std::exchange(shared->sessionsDirty, false) && !shared->sessions.isEmpty();
+        for (const QString &id : std::as_const(shared->eventsDirty)) {
+            if (!shared->events.value(id).isEmpty())
+                eventIds << id;
+        }
+        shared->eventsDirty.clear();
+        pools = std::exchange(shared->poolsReady, false);
+        poolList.swap(shared->pools);
+        local = shared->localExecution;
+    }
+
+    for (const Shared::Completion &c : std::as_const(completions)) {
+        switch (c.kind) {
+        case Shared::Completion::WatchOpened:
+            if (!watch || c.call != watch->serial())
+                break;
+            backoffMs = initialBackoffMs;
+            setState(ConnectionState::Connected, QStringLiteral("connected to %1").arg(address));
+            for (auto it = follows.begin(); it != follows.end(); ++it) {
+                if (!it->ended && !it->call)
+                    startFollow(it.key(), *it);
+            }
+            q->refreshPools();
+            break;
+        case Shared::Completion::WatchDone:
+            if (!watch || c.call != watch->serial() || !wanted)
+                break;
+            watch.reset();
+            connectionLost(c.message);
+            break;
+        case Shared::Completion::FollowDone: {
+            auto it = follows.find(c.sessionId);
+            if (it == follows.end() || !it->call || it->call->serial() != c.call)
+                break;   // an old call: unfollowed, re-followed or replaced by a reconnect
+            it->call.reset();
+            if (c.code == grpc::StatusCode::OK || c.endOfSession) {
+                it->ended = true;
+            } else if (c.code == grpc::StatusCode::UNAVAILABLE || c.code == grpc::StatusCode::CANCELLED
+                       || c.code == grpc::StatusCode::DEADLINE_EXCEEDED) {
+                // The broker went away under the stream; the watch tells the same story and the
+                // follow resumes after the reconnect. If the watch is still fine, resume now.
+                if (state == ConnectionState::Connected && watch)
+                    connectionLost(c.message);
+            } else {
+                qCWarning(lcClient).noquote() << "following" << c.sessionId << "failed:" << c.message;
+                it->ended = true;
+            }
+            break;
+        }
+        }
+    }
+
+    if (sessions)
+        emit q->sessionsChanged();
+    for (const QString &id : std::as_const(eventIds))
+        emit q->eventsArrived(id);
+    for (const Shared::History &history : std::as_const(histories))
+        emit q->historyArrived(history.sessionId, history.events);
+    if (pools)
+        emit q->poolsChanged(poolList, local);
+    for (const Shared::Action &action : std::as_const(actions))
+        emit q->actionFinished(action.action, action.ok, action.message, action.sessionId);
+}
+
+// One unary call with a deadline; `done` runs on a gRPC thread with the status and the response.
+void GrpcConsoleClient::Private::track(std::weak_ptr<grpc::ClientContext> context)
+{
+    std::erase_if(others, [](const auto &weak) { return weak.expired(); });
+    others.push_back(std::move(context));
+}
+
+template <typename Request, typename Response, typename Done>
+void GrpcConsoleClient::Private::unary(AsyncMethod<Request, Response> method, Request request, int deadlineMs, Done done)
+{
+    struct Call {
+        grpc::ClientContext context;
+        Request request;
+        Response response;
+        std::shared_ptr<v1::BrokerService::Stub> stub;   // keeps the channel while in flight
+    };
+    auto call = std::make_shared<Call>();
+    call->request = std::move(request);
+    call->stub = stub;
+    call->context.set_deadline(deadlineIn(deadlineMs));
+    track(std::shared_ptr<grpc::ClientContext>(call, &call->context));
+    shared->callStarted();
+    auto sharedState = shared;
+    (stub->async()->*method)(&call->context, &call->request, &call->response,
+                             [call, sharedState, done = std::move(done)](grpc::Status status) mutable {
+                                 done(status, call->response);
+                                 sharedState->callDone();
+                             });
+}
+
+void GrpcConsoleClient::Private::sessionAction(const QString &action, const QString &id,
+                                               AsyncMethod<v1::SessionActionRequest, v1::Session> method)
+{
+    if (!stub) {
+        finishAction(action, false, QStringLiteral("not connected to a broker: connect first"), id);
+        return;
+    }
+    v1::SessionActionRequest request;
+    request.set_id(ss(id));
+    request.set_reason(ss(QStringLiteral("%1 from the console").arg(action)));
+    auto sharedState = shared;
+    unary<v1::SessionActionRequest, v1::Session>(
+        method, std::move(request), kUnaryDeadlineMs,
+        [sharedState, action, id](const grpc::Status &status, const v1::Session &session) {
+            Shared::Action result{action, status.ok(), {}, id};
+            if (status.ok()) {
+                result.message = QStringLiteral("session %1 is %2").arg(id, statusName(toSessionInfo(session).status));
+            } else {
+                result.message = QStringLiteral("could not %1 session %2: %3").arg(action, id, describe(status));
+            }
+            std::lock_guard lock(sharedState->mutex);
+            sharedState->actions.append(std::move(result));
+            sharedState->wakeLocked();
+        });
+}
+
+GrpcConsoleClient::GrpcConsoleClient(QObject *parent) : ConsoleClient(parent), d(std::make_unique<Private>(this))
+{
+    connect(&d->notifyTimer, &QTimer::timeout, this, [this] { d->tick(); });
+    connect(&d->reconnectTimer, &QTimer::timeout, this, [this] {
+        if (d->wanted)
+            d->startAttempt();
+    });
+}
+
+GrpcConsoleClient::~GrpcConsoleClient()
+{
+    {
+        std::lock_guard lock(d->shared->mutex);
+        d->shared->client = nullptr;
+    }
+    d->wanted = false;
+    d->stopCalls();
+    for (const auto &weak : d->others) {
+        if (auto context = weak.lock())
+            context->TryCancel();
+    }
+    // gRPC must be done with every reactor before the process may tear gRPC down; cancelled calls
+    // finish promptly, so this wait is short.
+    std::unique_lock lock(d->shared->mutex);
+    if (!d->shared->idle.wait_for(lock, std::chrono::milliseconds(kShutdownWaitMs),
+                                  [this] { return d->shared->active == 0; }))
+        qCWarning(lcClient) << d->shared->active << "broker calls still running at shutdown";
+}
+
+QString GrpcConsoleClient::defaultAddress()
+{
+    return QStringLiteral("unix:") + QString::fromStdString(paddock::defaultBrokerSocketPath().string());
+}
+
+void GrpcConsoleClient::connectToBroker(const QString &address)
+{
+    const QString next = address.trimmed().isEmpty() ? defaultAddress() : address.trimmed();
+    if (next != d->address) {
+        // Another broker: what we followed there means nothing here.
+        for (auto &follow : d->follows) {
+            if (follow.call)
+                follow.call->cancel();
+        }
+        d->follows.clear();
+        std::lock_guard lock(d->shared->mutex);
+        d->shared->followNext.clear();
+        d->shared->events.clear();
+        d->shared->sessions.clear();
+    }
+    d->address = next;
+    if (next.startsWith(QLatin1String("unix:")))
+        d->target = ss(next);
+    else if (next.startsWith(QLatin1Char('/')) || next.startsWith(QLatin1String("./")))
+        d->target = "unix:" + ss(next);
+    else
+        d->target = ss(next);
+    d->wanted = true;
+    d->backoffMs = d->initialBackoffMs;
+    d->reconnectTimer.stop();
+    d->setState(ConnectionState::Connecting, QStringLiteral("connecting to %1").arg(next));
+    d->startAttempt();
+}
+
+void GrpcConsoleClient::disconnectFromBroker()
+{
+    d->wanted = false;
+    d->reconnectTimer.stop();
+    d->stopCalls();
+    d->setState(ConnectionState::Disconnected, QStringLiteral("disconnected from %1").arg(d->address));
+}
+
+QString GrpcConsoleClient::address() const
+{
+    return d->address;
+}
+
+ConnectionState GrpcConsoleClient::connectionState() const
+{
+    return d->state;
+}
+
+QList<SessionInfo> GrpcConsoleClient::takeSessionChanges()
+{
+    std::lock_guard lock(d->shared->mutex);
+    return std::exchange(d->shared->sessions, {});
+}
+
+void GrpcConsoleClient::followSession(const QString &id, qint64 fromSeq)
+{
+    Private::Follow &follow = d->follows[id];
+    follow.fromSeq = std::max<qint64>(1, fromSeq);
+    follow.ended = false;
+    {
+        std::lock_guard lock(d->shared->mutex);
+        d->shared->followNext.insert(id, follow.fromSeq);
+        d->shared->events.remove(id);
+    }
+    if (d->state == ConnectionState::Connected && d->stub)
+        d->startFollow(id, follow);
+    else if (follow.call) {
+        follow.call->cancel();
+        follow.call.reset();
+    }
+}
+
+void GrpcConsoleClient::unfollowSession(const QString &id)
+{
+    auto it = d->follows.find(id);
+    if (it != d->follows.end()) {
+        if (it->call)
+            it->call->cancel();
+        d->follows.erase(it);
+    }
+    std::lock_guard lock(d->shared->mutex);
+    d->shared->followNext.remove(id);
+    d->shared->events.remove(id);
+}
+
+QList<EventRecord> GrpcConsoleClient::takeEvents(const QString &id)
+{
+    std::lock_guard lock(d->shared->mutex);
+    auto it = d->shared->events.find(id);
+    if (it == d->shared->events.end())
+        return {};
+    return std::exchange(*it, {});
+}
+
+void GrpcConsoleClient::fetchHistory(const QString &id, qint64 fromSeq, int count)
+{
+    if (!d->stub || d->state != ConnectionState::Connected || count <= 0) {
+        // Always answered, so the trace's page-in-flight flag clears.
+        std::lock_guard lock(d->shared->mutex);
+        d->shared->histories.append({id, {}});
+        d->shared->wakeLocked();
+        return;
+    }
+    auto call = HistoryCall::start(d->shared, *d->stub, id, std::max<qint64>(1, fromSeq), count);
+    d->track(call->contextRef(call));
+}
+
+void GrpcConsoleClient::refreshPools()
+{
+    if (!d->stub)
+        return;
+    auto sharedState = d->shared;
+    d->unary<v1::ListPoolsRequest, v1::ListPoolsResponse>(
+        &v1::BrokerService::StubInterface::async_interface::ListPools, v1::ListPoolsRequest(), kPoolsDeadlineMs,
+        [sharedState](const grpc::Status &status, const v1::ListPoolsResponse &response) {
+            if (!status.ok()) {
+                qCWarning(lcClient).noquote() << "listing pools failed:" << describe(status);
+                return;
+            }
+            QList<PoolInfo> pools;
+            for (const auto &pool : response.pools())
+                pools.append(toPoolInfo(pool));
+            std::lock_guard lock(sharedState->mutex);
+            sharedState->pools = std::move(pools);
+            sharedState->localExecution = response.local_execution();
+            sharedState->poolsReady = true;
+            sharedState->wakeLocked();
+        });
+}
+
+void GrpcConsoleClient::submitSession(const SubmitRequest &request)
+{
+    if (!d->stub) {
+        d->finishAction(QStringLiteral("submit"), false, QStringLiteral("not connected to a broker: connect first"));
+        return;
+    }
+    v1::SubmitSessionRequest out;
+    out.set_playbook(ss(request.playbook));
+    out.set_playbook_toml(ss(request.playbookToml));
+    out.set_goal(ss(request.goal));
+    out.set_model(ss(request.model));
+    out.set_tier(ss(request.tier));
+    out.set_agent(ss(request.agent));
+    for (const QString &tag : request.tags)
+        out.add_tags(ss(tag));
+    auto sharedState = d->shared;
+    d->unary<v1::SubmitSessionRequest, v1::Session>(
+        &v1::BrokerService::StubInterface::async_interface::SubmitSession, std::move(out), kUnaryDeadlineMs,
+        [sharedState](const grpc::Status &status, const v1::Session &session) {
+            Shared::Action result{QStringLiteral("submit"), status.ok(), {}, {}};
+            if (status.ok()) {
+                result.sessionId = qs(session.id());
+                result.message = QStringLiteral("submitted session %1").arg(result.sessionId);
+            } else {
+                result.message = QStringLiteral("could not submit the session: %1").arg(describe(status));
+            }
+            std::lock_guard lock(sharedState->mutex);
+            sharedState->actions.append(std::move(result));
+            sharedState->wakeLocked();
+        });
+}
+
+void GrpcConsoleClient::cancelSession(const QString &id)
+{
+    d->sessionAction(QStringLiteral("cancel"), id, &v1::BrokerService::StubInterface::async_interface::CancelSession);
+}
+
+void GrpcConsoleClient::pauseSession(const QString &id)
+{
+    d->sessionAction(QStringLiteral("pause"), id, &v1::BrokerService::StubInterface::async_interface::PauseSession);
+}
+
+void GrpcConsoleClient::resumeSession(const QString &id)
+{
+    d->sessionAction(QStringLiteral("resume"), id, &v1::BrokerService::StubInterface::async_interface::ResumeSession);
+}
+
+void GrpcConsoleClient::setReconnectBackoff(int initialMs, int maxMs)
+{
+    d->initialBackoffMs = std::max(1, initialMs);
+    d->maxBackoffMs = std::max(d->initialBackoffMs, maxMs);
+    d->backoffMs = d->initialBackoffMs;
+}
+
+void GrpcConsoleClient::setNotifyInterval(int ms)
+{
+    d->notifyTimer.setInterval(std::clamp(ms, 1, 1000));
+}
+
+void GrpcConsoleClient::onWake()
+{
+    if (!d->notifyTimer.isActive())
+        d->notifyTimer.start();
+}
+
+} // namespace paddock::console

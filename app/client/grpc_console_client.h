@@ -1,0 +1,69 @@
+#pragma once
+// The real ConsoleClient: gRPC's callback API on gRPC's own threads, one reactor per call, data
+// handed to the GUI thread as "notify, then pull".
+//
+// Threads: the object lives on the GUI thread; every public method must be called there and every
+// signal is emitted there. Reactors run on gRPC's threads and only convert messages to the console's
+// value types and append them to lock-protected queues; one coalescing timer on the GUI thread
+// (notifyInterval, default 50 ms) turns whatever arrived into at most one sessionsChanged and one
+// eventsArrived per followed session per interval. Nothing here ever blocks the GUI thread except
+// the destructor, which cancels every call and waits (bounded) for gRPC to finish them.
+//
+// Connection: connectToBroker(QString()) dials paddock::defaultBrokerSocketPath(). The session
+// watch is the connection's heartbeat: its first message means Connected; its failure means the
+// broker is gone, reported once as Broken, then retried with exponential backoff (100 ms doubling to
+// 5 s) on a fresh channel. After a reconnect the watch starts again (its snapshot refreshes every
+// row) and every followed session resumes from the seq after the last one received, so the trace
+// sees no gap and no repeat.
+//
+// Known limits: TCP addresses use insecure credentials (TLS and tokens come with remote brokers);
+// a follow refused by the broker (unknown session, seq out of range) is only logged.
+
+#include "app/client/console_client.h"
+
+#include <memory>
+
+namespace paddock::console {
+
+class GrpcConsoleClient final : public ConsoleClient {
+    Q_OBJECT
+
+public:
+    explicit GrpcConsoleClient(QObject *parent = nullptr);
+    ~GrpcConsoleClient() override;
+
+    // "unix:" + paddock::defaultBrokerSocketPath().
+    static QString defaultAddress();
+
+    void connectToBroker(const QString &address) override;
+    void disconnectFromBroker() override;
+    QString address() const override;
+    ConnectionState connectionState() const override;
+
+    QList<SessionInfo> takeSessionChanges() override;
+
+    void followSession(const QString &id, qint64 fromSeq) override;
+    void unfollowSession(const QString &id) override;
+    QList<EventRecord> takeEvents(const QString &id) override;
+    void fetchHistory(const QString &id, qint64 fromSeq, int count) override;
+
+    void refreshPools() override;
+
+    void submitSession(const SubmitRequest &request) override;
+    void cancelSession(const QString &id) override;
+    void pauseSession(const QString &id) override;
+    void resumeSession(const QString &id) override;
+
+    // Tuning, mostly for tests: the reconnect backoff and the coalescing interval.
+    void setReconnectBackoff(int initialMs, int maxMs);
+    void setNotifyInterval(int ms);
+
+private:
+    // Posted by the reactors (once per interval) to start the coalescing timer.
+    Q_INVOKABLE void onWake();
+
+    class Private;
+    std::unique_ptr<Private> d;
+};
+
+} // namespace paddock::console

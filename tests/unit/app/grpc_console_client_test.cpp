@@ -1,0 +1,368 @@
+// GrpcConsoleClient against a real BrokerService on a unix socket in a temporary directory, with the
+// real SQLite store. Events are appended straight to the store so the tests know exactly what the
+// client must deliver. Waits are bounded event-loop loops; nothing asserts on wall-clock time.
+
+#include "app/client/grpc_console_client.h"
+
+#include "broker/model/model_registry.h"
+#include "broker/server/broker_service.h"
+#include "broker/store/sqlite_event_store.h"
+
+#include "paddock/v1/broker.grpc.pb.h"
+
+#include <QCoreApplication>
+#include <QElapsedTimer>
+#include <QThread>
+#include <grpcpp/grpcpp.h>
+#include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
+
+#include <filesystem>
+#include <functional>
+
+namespace paddock::console {
+namespace {
+
+using namespace std::chrono_literals;
+
+constexpr const char *kPlaybook = R"(
+name = "one"
+goal = "say hello"
+[[step]]
+tool = "run_command"
+command = "echo hello"
+)";
+
+// Runs the event loop until pred holds or timeoutMs pass (a bound for a hung test, not a budget).
+bool waitFor(const std::function<bool()> &pred, int timeoutMs = 20'000)
+{
+    QElapsedTimer timer;
+    timer.start();
+    while (!pred()) {
+        if (timer.elapsed() > timeoutMs)
+            return false;
+        QCoreApplication::processEvents(QEventLoop::AllEvents, 20);
+        QThread::msleep(2);
+    }
+    return true;
+}
+
+// Keeps the event loop running for a while (to let retries happen), asserting nothing about time.
+void spin(int ms)
+{
+    waitFor([] { return false; }, ms);
+}
+
+class Broker {
+public:
+    explicit Broker(std::filesystem::path dir) : m_dir(std::move(dir)) {}
+    ~Broker() { stop(); }
+
+    std::string socket() const { return (m_dir / "broker.sock").string(); }
+
+    void openStore()
+    {
+        if (m_store)
+            return;
+        auto store = store::openSqliteEventStore(m_dir / "broker.db");
+        ASSERT_TRUE(store) << store.error().message;
+        m_store = std::move(*store);
+    }
+
+    void start()
+    {
+        openStore();
+        m_hub = std::make_unique<server::StreamHub>(*m_store);
+        m_hub->start();
+        model::ModelsConfig models;
+        models.playbookDir = PADDOCK_PLAYBOOK_DIR;
+        m_models = std::make_unique<model::ModelRegistry>(models);
+        server::BrokerServiceOptions options;
+        options.playbookDir = PADDOCK_PLAYBOOK_DIR;
+        options.modelNames = m_models->names();
+        m_service = std::make_unique<server::BrokerService>(
+            *m_store, *m_hub, m_pools, [this](const std::string &name) { return m_models->find(name); }, options);
+        grpc::ServerBuilder builder;
+        builder.AddListeningPort("unix:" + socket(), grpc::InsecureServerCredentials());
+        builder.RegisterService(m_service.get());
+        m_server = builder.BuildAndStart();
+        ASSERT_TRUE(m_server);
+        m_stub = v1::BrokerService::NewStub(
+            grpc::CreateChannel("unix:" + socket(), grpc::InsecureChannelCredentials()));
+    }
+
+    // Like a broker shutting down: streams end with UNAVAILABLE, the store closes.
+    void stop()
+    {
+        if (!m_server)
+            return;
+        m_hub->beginShutdown();
+        m_server->Shutdown(std::chrono::system_clock::now() + 2s);
+        m_hub->stop();
+        m_server.reset();
+        m_service.reset();
+        m_hub.reset();
+        m_stub.reset();
+        m_store->close();
+        m_store.reset();
+    }
+
+    std::string submit()
+    {
+        v1::SubmitSessionRequest request;
+        request.set_playbook_toml(kPlaybook);
+        v1::Session session;
+        grpc::ClientContext context;
+        context.set_deadline(std::chrono::system_clock::now() + 20s);
+        auto status = m_stub->SubmitSession(&context, request, &session);
+        EXPECT_TRUE(status.ok()) << status.error_message();
+        return session.id();
+    }
+
+    void append(const std::string &id, int n, int batch = 250)
+    {
+        for (int done = 0; done < n; done += batch) {
+            store::AppendRequest request;
+            request.sessionId = id;
+            for (int i = 0; i < std::min(batch, n - done); ++i)
+                request.events.push_back({"test.tick", nlohmann::json{{"i", done + i}}.dump()});
+            auto appended = m_store->appendSync(std::move(request));
+            ASSERT_TRUE(appended) << appended.error().message;
+        }
+    }
+
+    void setStatus(const std::string &id, const char *status)
+    {
+        store::AppendRequest request;
+        request.sessionId = id;
+        request.events.push_back({core::kind::StateChanged, nlohmann::json{{"status", status}}.dump()});
+        ASSERT_TRUE(m_store->appendSync(std::move(request)));
+    }
+
+private:
+    std::filesystem::path m_dir;
+    std::unique_ptr<store::EventStore> m_store;
+    std::unique_ptr<server::StreamHub> m_hub;
+    pools::PoolSet m_pools;
+    std::unique_ptr<model::ModelRegistry> m_models;
+    std::unique_ptr<server::BrokerService> m_service;
+    std::unique_ptr<grpc::Server> m_server;
+    std::unique_ptr<v1::BrokerService::Stub> m_stub;
+};
+
+class GrpcConsoleClientTest : public ::testing::Test {
+protected:
+    void SetUp() override
+    {
+        // Short: a unix socket path has at most 107 characters.
+        static int counter = 0;
+        m_dir = std::filesystem::temp_directory_path()
+            / ("pcc-" + std::to_string(::getpid()) + "-" + std::to_string(++counter));
+        std::filesystem::remove_all(m_dir);
+        std::filesystem::create_directories(m_dir);
+        m_broker = std::make_unique<Broker>(m_dir);
+        m_client = std::make_unique<GrpcConsoleClient>();
+        m_client->setReconnectBackoff(20, 200);
+        QObject::connect(m_client.get(), &ConsoleClient::connectionStateChanged, m_client.get(),
+                         [this](ConnectionState state, const QString &) { m_states.append(state); });
+        QObject::connect(m_client.get(), &ConsoleClient::sessionsChanged, m_client.get(), [this] {
+            for (const SessionInfo &s : m_client->takeSessionChanges())
+                m_sessions.insert(s.id, s);
+        });
+        QObject::connect(m_client.get(), &ConsoleClient::eventsArrived, m_client.get(), [this](const QString &id) {
+            ++m_eventNotifications;
+            m_events[id].append(m_client->takeEvents(id));
+        });
+        QObject::connect(m_client.get(), &ConsoleClient::actionFinished, m_client.get(),
+                         [this](const QString &action, bool ok, const QString &message, const QString &id) {
+                             m_actions.append({action, ok, message, id});
+                         });
+    }
+
+    void TearDown() override
+    {
+        m_client.reset();
+        m_broker.reset();
+        std::filesystem::remove_all(m_dir);
+    }
+
+    QString address() const { return QStringLiteral("unix:") + QString::fromStdString(m_broker->socket()); }
+
+    bool connected()
+    {
+        return waitFor([this] { return m_client->connectionState() == ConnectionState::Connected; });
+    }
+
+    // The received events of a session are exactly 1..n in order.
+    void expectDense(const QString &id, qint64 n)
+    {
+        const QList<EventRecord> &events = m_events[id];
+        ASSERT_EQ(events.size(), n);
+        for (qsizetype i = 0; i < events.size(); ++i)
+            ASSERT_EQ(events.at(i).seq, i + 1) << "gap or repeat at " << i;
+    }
+
+    struct Action {
+        QString action;
+        bool ok;
+        QString message;
+        QString sessionId;
+    };
+
+    std::filesystem::path m_dir;
+    std::unique_ptr<Broker> m_broker;
+    std::unique_ptr<GrpcConsoleClient> m_client;
+    QList<ConnectionState> m_states;
+    QHash<QString, SessionInfo> m_sessions;
+    QHash<QString, QList<EventRecord>> m_events;
+    int m_eventNotifications = 0;
+    QList<Action> m_actions;
+};
+
+TEST_F(GrpcConsoleClientTest, WatchGivesTheInitialSessionsThenChanges)
+{
+    m_broker->start();
+    const auto a = QString::fromStdString(m_broker->submit());
+    const auto b = QString::fromStdString(m_broker->submit());
+    m_client->connectToBroker(address());
+    ASSERT_TRUE(connected());
+    ASSERT_TRUE(waitFor([&] { return m_sessions.contains(a) && m_sessions.contains(b); }));
+    EXPECT_EQ(m_sessions.value(a).status, SessionStatus::Queued);
+    EXPECT_EQ(m_sessions.value(a).goal, QStringLiteral("say hello"));
+
+    m_broker->setStatus(a.toStdString(), "running");
+    ASSERT_TRUE(waitFor([&] { return m_sessions.value(a).status == SessionStatus::Running; }));
+    EXPECT_EQ(m_sessions.value(a).lastSeq, 2);
+    EXPECT_EQ(m_states, (QList<ConnectionState>{ConnectionState::Connecting, ConnectionState::Connected}));
+}
+
+TEST_F(GrpcConsoleClientTest, FollowGivesHistoryThenTheLiveTailWithNoGapAcrossAReconnect)
+{
+    m_broker->start();
+    const std::string id = m_broker->submit();
+    const QString qid = QString::fromStdString(id);
+    m_broker->append(id, 3000);
+    m_client->connectToBroker(address());
+    ASSERT_TRUE(connected());
+    m_client->followSession(qid, 1);
+    ASSERT_TRUE(waitFor([&] { return m_events[qid].size() == 3001; }));
+    EXPECT_LT(m_eventNotifications, 3001 / 10) << "notifications should be coalesced, not one per event";
+
+    m_broker->append(id, 1000);   // live
+    ASSERT_TRUE(waitFor([&] { return m_events[qid].size() == 4001; }));
+
+    // The broker goes away; events are committed while it is down; it comes back on the same socket.
+    m_broker->stop();
+    ASSERT_TRUE(waitFor([&] { return m_client->connectionState() == ConnectionState::Broken; }));
+    spin(500);   // several reconnect attempts fail meanwhile
+    m_broker->openStore();
+    m_broker->append(id, 2000);
+    m_broker->start();
+    ASSERT_TRUE(connected());
+    m_broker->append(id, 500);
+    m_broker->setStatus(id, "succeeded");
+    ASSERT_TRUE(waitFor([&] { return m_events[qid].size() >= 6502; }));
+    spin(200);
+    expectDense(qid, 6502);
+    EXPECT_EQ(m_states, (QList<ConnectionState>{ConnectionState::Connecting, ConnectionState::Connected,
+                                                ConnectionState::Broken, ConnectionState::Connected}))
+        << "a broken connection is reported once, not once per retry";
+}
+
+TEST_F(GrpcConsoleClientTest, HistoryComesInOnePieceOfTheSizeAsked)
+{
+    m_broker->start();
+    const std::string id = m_broker->submit();
+    m_broker->append(id, 100);
+    m_client->connectToBroker(address());
+    ASSERT_TRUE(connected());
+    QList<EventRecord> history;
+    bool answered = false;
+    QObject::connect(m_client.get(), &ConsoleClient::historyArrived, m_client.get(),
+                     [&](const QString &, const QList<EventRecord> &events) {
+                         history = events;
+                         answered = true;
+                     });
+    m_client->fetchHistory(QString::fromStdString(id), 10, 20);
+    ASSERT_TRUE(waitFor([&] { return answered; }));
+    ASSERT_EQ(history.size(), 20);
+    EXPECT_EQ(history.first().seq, 10);
+    EXPECT_EQ(history.last().seq, 29);
+    EXPECT_EQ(history.first().kind, QStringLiteral("test.tick"));
+
+    answered = false;
+    m_client->fetchHistory(QStringLiteral("no-such-session"), 1, 20);
+    ASSERT_TRUE(waitFor([&] { return answered; })) << "a failed fetch is answered too (empty)";
+    EXPECT_TRUE(history.isEmpty());
+}
+
+TEST_F(GrpcConsoleClientTest, ActionsRoundTripAndReportTheBrokersRefusal)
+{
+    m_broker->start();
+    m_client->connectToBroker(address());
+    ASSERT_TRUE(connected());
+    SubmitRequest request;
+    request.playbookToml = QString::fromUtf8(kPlaybook);
+    m_client->submitSession(request);
+    ASSERT_TRUE(waitFor([&] { return m_actions.size() == 1; }));
+    ASSERT_TRUE(m_actions.at(0).ok) << qPrintable(m_actions.at(0).message);
+    const QString id = m_actions.at(0).sessionId;
+    EXPECT_FALSE(id.isEmpty());
+
+    m_client->pauseSession(id);
+    ASSERT_TRUE(waitFor([&] { return m_actions.size() == 2; }));
+    EXPECT_TRUE(m_actions.at(1).ok) << qPrintable(m_actions.at(1).message);
+    EXPECT_EQ(m_actions.at(1).action, QStringLiteral("pause"));
+    m_client->resumeSession(id);
+    ASSERT_TRUE(waitFor([&] { return m_actions.size() == 3; }));
+    EXPECT_TRUE(m_actions.at(2).ok) << qPrintable(m_actions.at(2).message);
+    m_client->cancelSession(id);
+    ASSERT_TRUE(waitFor([&] { return m_actions.size() == 4; }));
+    EXPECT_TRUE(m_actions.at(3).ok) << qPrintable(m_actions.at(3).message);
+    ASSERT_TRUE(waitFor([&] { return m_sessions.value(id).status == SessionStatus::Cancelled; }));
+
+    m_client->cancelSession(QStringLiteral("no-such-session"));
+    ASSERT_TRUE(waitFor([&] { return m_actions.size() == 5; }));
+    EXPECT_FALSE(m_actions.at(4).ok);
+    EXPECT_TRUE(m_actions.at(4).message.contains(QStringLiteral("no-such-session"))) << qPrintable(m_actions.at(4).message);
+    m_client->resumeSession(id);   // cancelled: the broker refuses
+    ASSERT_TRUE(waitFor([&] { return m_actions.size() == 6; }));
+    EXPECT_FALSE(m_actions.at(5).ok);
+    m_client->submitSession({});
+    ASSERT_TRUE(waitFor([&] { return m_actions.size() == 7; }));
+    EXPECT_FALSE(m_actions.at(6).ok);
+    EXPECT_EQ(m_actions.at(6).action, QStringLiteral("submit"));
+}
+
+TEST_F(GrpcConsoleClientTest, AMissingBrokerIsBrokenOnceThenConnectedWhenItAppears)
+{
+    bool pools = false;
+    QObject::connect(m_client.get(), &ConsoleClient::poolsChanged, m_client.get(),
+                     [&](const QList<PoolInfo> &, bool) { pools = true; });
+    m_client->connectToBroker(address());
+    ASSERT_TRUE(waitFor([&] { return m_client->connectionState() == ConnectionState::Broken; }));
+    spin(600);   // retries with backoff meanwhile
+    m_broker->start();
+    ASSERT_TRUE(connected());
+    EXPECT_EQ(m_states, (QList<ConnectionState>{ConnectionState::Connecting, ConnectionState::Broken,
+                                                ConnectionState::Connected}));
+    ASSERT_TRUE(waitFor([&] { return pools; })) << "pools are listed on connect";
+    m_client->disconnectFromBroker();
+    EXPECT_EQ(m_client->connectionState(), ConnectionState::Disconnected);
+}
+
+TEST_F(GrpcConsoleClientTest, TheDefaultAddressIsTheBrokersSocket)
+{
+    EXPECT_TRUE(GrpcConsoleClient::defaultAddress().startsWith(QStringLiteral("unix:/")));
+    EXPECT_TRUE(GrpcConsoleClient::defaultAddress().endsWith(QStringLiteral("paddock/broker.sock")));
+}
+
+} // namespace
+} // namespace paddock::console
+
+int main(int argc, char **argv)
+{
+    QCoreApplication app(argc, argv);
+    ::testing::InitGoogleTest(&argc, argv);
+    return RUN_ALL_TESTS();
+}
