@@ -22,7 +22,7 @@ struct BrokerConfig {
     std::filesystem::path configFile;     // empty when the embedded default is in effect
     std::filesystem::path dataDir;        // the database is dataDir/broker.db
     std::filesystem::path socketPath;
-    int workers = 4;
+    int workers = 32;         // a worker is held for as long as a command runs
     int64_t leaseMs = 30000;
     std::string defaultTier = "lite";
     bool allowLocalExecution = false;
