@@ -64,9 +64,7 @@ ConnectionDialog::ConnectionDialog(QWidget *parent)
     m_localPath = new QLabel(localSocketAddress(), this);
     m_localPath->setTextInteractionFlags(Qt::TextSelectableByMouse);
     m_localPath->setContentsMargins(24, 0, 0, 6);
-    QPalette muted = m_localPath->palette();
-    muted.setColor(QPalette::WindowText, Theme::mutedTextColor());
-    m_localPath->setPalette(muted);
+    Theme::setTextRole(m_localPath, TextRole::Muted);
 
     m_remote = new QRadioButton(tr("&Remote broker or another socket"), this);
     m_remoteAddress = new QLineEdit(this);
@@ -77,9 +75,7 @@ ConnectionDialog::ConnectionDialog(QWidget *parent)
 
     m_error = new QLabel(this);
     m_error->setWordWrap(true);
-    QPalette errorPalette = m_error->palette();
-    errorPalette.setColor(QPalette::WindowText, Theme::errorColor());
-    m_error->setPalette(errorPalette);
+    Theme::setTextRole(m_error, TextRole::Error);
     m_error->setVisible(false);
 
     auto *buttons = new QDialogButtonBox(QDialogButtonBox::Ok | QDialogButtonBox::Cancel, this);

@@ -4,6 +4,9 @@
 #include "views/theme.h"
 
 #include <QEvent>
+
+#include <cmath>
+#include <limits>
 #include <QLabel>
 #include <QTimer>
 #include <QVBoxLayout>
@@ -33,10 +36,14 @@ CostPlot::CostPlot(QWidget *parent)
     m_graph->setLineStyle(QCPGraph::lsStepLeft);
     m_graph->setAdaptiveSampling(true);
 
-    auto ticker = QSharedPointer<QCPAxisTickerDateTime>::create();
-    ticker->setDateTimeFormat(QStringLiteral("HH:mm:ss"));
-    ticker->setTickCount(4);
-    m_plot->xAxis->setTicker(ticker);
+    m_secondsTicker = QSharedPointer<QCPAxisTicker>::create();
+    m_secondsTicker->setTickCount(5);
+    auto timeTicker = QSharedPointer<QCPAxisTickerTime>::create();
+    timeTicker->setTimeFormat(QStringLiteral("%h:%m:%s"));
+    timeTicker->setTickCount(5);
+    m_timeTicker = timeTicker;
+    m_plot->xAxis->setTicker(m_secondsTicker);
+    m_plot->xAxis->setLabel(tr("seconds since the first event"));
     m_plot->yAxis->setLabel(tr("cost ($)"));
     m_plot->yAxis->setNumberFormat(QStringLiteral("f"));
     m_plot->yAxis->setNumberPrecision(4);
@@ -53,21 +60,36 @@ CostPlot::CostPlot(QWidget *parent)
     m_total->setText(tr("No cost recorded yet"));
 }
 
+QVector<double> CostPlot::relative(const QVector<double> &keys, qsizetype from)
+{
+    // The axis counts from the first event: "12:57:26" on every tick says nothing for a session
+    // that lasts seconds, and small keys keep full precision.
+    if (std::isnan(m_origin) && from < keys.size())
+        m_origin = keys.at(from);
+    QVector<double> out;
+    out.reserve(keys.size() - from);
+    for (qsizetype i = from; i < keys.size(); ++i)
+        out.append(keys.at(i) - m_origin);
+    return out;
+}
+
 void CostPlot::setPoints(const QVector<double> &keys, const QVector<double> &values)
 {
-    m_graph->setData(keys, values, /*alreadySorted=*/true);
+    m_origin = std::numeric_limits<double>::quiet_NaN();
+    m_graph->setData(relative(keys), values, /*alreadySorted=*/true);
     markDirty();
 }
 
 void CostPlot::appendPoints(const QVector<double> &keys, const QVector<double> &values)
 {
-    m_graph->addData(keys, values, /*alreadySorted=*/true);
+    m_graph->addData(relative(keys), values, /*alreadySorted=*/true);
     markDirty();
 }
 
 void CostPlot::clear()
 {
     m_graph->data()->clear();
+    m_origin = std::numeric_limits<double>::quiet_NaN();
     markDirty();
 }
 
@@ -95,9 +117,10 @@ void CostPlot::syncFromSeries()
     const bool grewOnly = m_seriesTaken > 0 && size >= m_seriesTaken && keys.first() == m_seriesFirstKey;
     if (grewOnly) {
         if (size > m_seriesTaken)
-            m_graph->addData(keys.mid(m_seriesTaken), values.mid(m_seriesTaken), true);
+            m_graph->addData(relative(keys, m_seriesTaken), values.mid(m_seriesTaken), true);
     } else {
-        m_graph->setData(keys, values, true);
+        m_origin = std::numeric_limits<double>::quiet_NaN();
+        m_graph->setData(relative(keys), values, true);
     }
     m_seriesTaken = size;
     m_seriesFirstKey = size > 0 ? keys.first() : 0;
@@ -126,16 +149,22 @@ void CostPlot::replotNow()
         m_plot->xAxis->setRange(0, 1);
         m_plot->yAxis->setRange(0, 0.01);
     } else {
-        bool found = false;
-        const QCPRange keys = m_graph->getKeyRange(found);
-        double span = keys.size();
-        if (span < 1)
-            span = 1;
-        m_plot->xAxis->setRange(keys.lower - span * 0.02, keys.upper + span * 0.02);
+        // Data is sorted and cumulative: the ranges are the ends, no scan of a million points.
+        const double first = points->constBegin()->key;
+        const double lastKey = (points->constEnd() - 1)->key;
         const double last = (points->constEnd() - 1)->value;
-        const QCPRange values = m_graph->getValueRange(found);
-        m_plot->yAxis->setRange(0, qMax(values.upper * 1.1, 0.0001));
-        m_total->setText(tr("Total $%1 over %2 points").arg(last, 0, 'f', 4).arg(points->size()));
+        const double span = qMax(lastKey - first, 1.0);
+        const bool longSpan = span >= 120;
+        m_plot->xAxis->setTicker(longSpan ? m_timeTicker : m_secondsTicker);
+        m_plot->xAxis->setLabel(longSpan ? tr("time since the first event") : tr("seconds since the first event"));
+        m_plot->xAxis->setRange(first - span * 0.02, first + span * 1.02);
+        const double top = last > 0 ? last * 1.15 : 0.01;
+        // Enough decimals that neighbouring ticks differ ("0.0025", not "0.00" twice).
+        const int decimals = qBound(2, int(-std::floor(std::log10(top / 4))) + 1, 6);
+        m_plot->yAxis->setNumberPrecision(decimals);
+        m_plot->yAxis->setRange(0, top);
+        m_total->setText(last > 0 ? tr("Total $%1 · %n point(s)", nullptr, points->size()).arg(last, 0, 'f', 4)
+                                  : tr("$0 so far: no billed model call or sandbox time yet"));
     }
     m_plot->replot(QCustomPlot::rpImmediateRefresh);
 }

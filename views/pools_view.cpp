@@ -4,6 +4,8 @@
 #include "views/theme.h"
 
 #include <QApplication>
+#include <QEvent>
+#include <QHBoxLayout>
 #include <QHeaderView>
 #include <QIdentityProxyModel>
 #include <QLabel>
@@ -43,9 +45,10 @@ void CapacityDelegate::paint(QPainter *painter, const QStyleOptionViewItem &opti
     const int warm = intAt(index, PoolsModel::Warm);
     const int claimed = intAt(index, PoolsModel::Claimed);
     const int max = qMax(intAt(index, PoolsModel::Max), warm + claimed);
-    const QRect r = opt.rect.adjusted(6, 4, -6, -4);
-    const int barWidth = qMax(40, r.width() - 150);
-    const QRectF bar(r.left(), r.top() + 1, barWidth, r.height() - 2);
+    const QRect r = opt.rect.adjusted(6, 0, -6, 0);
+    const int barWidth = qMax(40, r.width() - 170);
+    const int barHeight = qMin(10, r.height() - 4);
+    const QRectF bar(r.left(), r.center().y() - barHeight / 2.0 + 0.5, barWidth, barHeight);
 
     painter->save();
     painter->setRenderHint(QPainter::Antialiasing);
@@ -72,6 +75,7 @@ QSize CapacityDelegate::sizeHint(const QStyleOptionViewItem &option, const QMode
 {
     QSize size = QStyledItemDelegate::sizeHint(option, index);
     size.setWidth(qMax(size.width(), 320));
+    size.setHeight(qMax(size.height(), option.fontMetrics.height()) + 8);
     return size;
 }
 
@@ -119,9 +123,7 @@ PoolsView::PoolsView(QWidget *parent)
     m_localBanner->setVisible(false);
     m_staleBanner = new QLabel(tr("The connection to the broker is lost: these figures are the last received."), this);
     m_staleBanner->setVisible(false);
-    QPalette errorPalette = m_staleBanner->palette();
-    errorPalette.setColor(QPalette::WindowText, Theme::errorColor());
-    m_staleBanner->setPalette(errorPalette);
+    Theme::setTextRole(m_staleBanner, TextRole::Error);
 
     m_tree = new QTreeView(this);
     m_tree->setObjectName(QStringLiteral("poolsTree"));
@@ -133,7 +135,12 @@ PoolsView::PoolsView(QWidget *parent)
     m_tree->setItemDelegateForColumn(PoolsModel::Max, new CapacityDelegate(this));
     m_tree->setItemDelegateForColumn(PoolsModel::Health, new HealthDelegate(this));
 
-    layout->addWidget(m_summary);
+    m_legend = new QLabel(this);
+    auto *summaryRow = new QHBoxLayout;
+    summaryRow->addWidget(m_summary);
+    summaryRow->addStretch();
+    summaryRow->addWidget(m_legend);
+    layout->addLayout(summaryRow);
     layout->addWidget(m_localBanner);
     layout->addWidget(m_staleBanner);
     layout->addWidget(m_tree, 1);
@@ -175,6 +182,10 @@ void PoolsView::updateBanner()
 {
     if (!m_model)
         return;
+    m_legend->setText(tr("<span style=\"color:%1\">■</span> claimed &nbsp; <span style=\"color:%2\">■</span> warm "
+                         "&nbsp; <span style=\"color:%3\">■</span> free, up to the tier's maximum")
+                          .arg(Theme::statusColor(SessionStatus::Running).name(), Theme::okColor().name(),
+                               palette().color(QPalette::Midlight).darker(110).name()));
     m_localBanner->setVisible(m_model->localExecution());
     int healthy = 0;
     int warm = 0;
@@ -191,6 +202,17 @@ void PoolsView::updateBanner()
     else
         m_summary->setText(tr("%1 of %n pool(s) healthy · %2 warm · %3 claimed", nullptr, pools)
                                .arg(healthy).arg(warm).arg(claimed));
+}
+
+} // namespace paddock::console
+
+namespace paddock::console {
+
+void PoolsView::changeEvent(QEvent *event)
+{
+    QWidget::changeEvent(event);
+    if (event->type() == QEvent::PaletteChange)
+        updateBanner();   // the legend's colours follow the theme
 }
 
 } // namespace paddock::console

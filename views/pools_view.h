@@ -43,6 +43,9 @@ public:
     void setModel(PoolsModel *model);
     QTreeView *treeView() const { return m_tree; }
 
+protected:
+    void changeEvent(QEvent *event) override;
+
 private:
     void updateBanner();
     void expandPools();
@@ -50,6 +53,7 @@ private:
     PoolsModel *m_model = nullptr;
     PoolsHeaderProxy *m_proxy = nullptr;
     QLabel *m_summary = nullptr;
+    QLabel *m_legend = nullptr;
     QLabel *m_localBanner = nullptr;
     QLabel *m_staleBanner = nullptr;
     QTreeView *m_tree = nullptr;

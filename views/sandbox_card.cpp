@@ -116,7 +116,10 @@ void SandboxCard::refresh()
         runtime += (runtime.isEmpty() ? QString() : QStringLiteral(" on ")) + m_host;
     m_runtimeLabel->setText(orDash(runtime));
     if (m_claimMs >= 0) {
-        QString claim = tr("%1 ms, %2").arg(m_claimMs, 0, 'f', m_claimMs < 10 ? 2 : 0).arg(m_warm ? tr("warm") : tr("cold start"));
+        // Warm claims take microseconds to a few milliseconds; cold ones, hundreds.
+        const QString latency = m_claimMs < 1 ? tr("%1 µs").arg(m_claimMs * 1000, 0, 'f', 0)
+                                : tr("%1 ms").arg(m_claimMs, 0, 'f', m_claimMs < 10 ? 1 : 0);
+        QString claim = tr("%1, %2").arg(latency, m_warm ? tr("warm sandbox") : tr("cold start"));
         if (m_claims > 1)
             claim += tr(" (claim %1)").arg(m_claims);
         m_claimLabel->setText(claim);
@@ -129,9 +132,7 @@ void SandboxCard::refresh()
     if (state.isEmpty())
         state = m_session.status == SessionStatus::Queued ? tr("not claimed yet") : tr("none");
     m_stateLabel->setText(state);
-    QPalette pal = m_stateLabel->palette();
-    pal.setColor(QPalette::WindowText, m_failed ? Theme::errorColor() : palette().color(QPalette::WindowText));
-    m_stateLabel->setPalette(pal);
+    Theme::setTextRole(m_stateLabel, m_failed ? TextRole::Error : TextRole::Normal);
 }
 
 } // namespace paddock::console

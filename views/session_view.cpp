@@ -52,14 +52,19 @@ SessionView::SessionView(QWidget *parent)
     statusFont.setWeight(QFont::DemiBold);
     m_status->setFont(statusFont);
     m_meta = new QLabel(this);
+    // The reason can be long; it must not widen the window (the toolbar beside it would overflow).
+    m_meta->setSizePolicy(QSizePolicy::Ignored, QSizePolicy::Preferred);
+    m_title->setSizePolicy(QSizePolicy::Ignored, QSizePolicy::Preferred);
     m_meta->setTextInteractionFlags(Qt::TextSelectableByMouse);
-    QPalette muted = m_meta->palette();
-    muted.setColor(QPalette::WindowText, Theme::mutedTextColor());
-    m_meta->setPalette(muted);
+    Theme::setTextRole(m_meta, TextRole::Muted);
     statusRow->addWidget(m_status);
     statusRow->addWidget(m_meta, 1);
+    m_reason = new QLabel(this);
+    m_reason->setSizePolicy(QSizePolicy::Ignored, QSizePolicy::Preferred);
+    m_reason->setTextInteractionFlags(Qt::TextSelectableByMouse);
     titles->addWidget(m_title);
     titles->addLayout(statusRow);
+    titles->addWidget(m_reason);
     headerRow->addLayout(titles, 1);
 
     m_followButton = new QToolButton(this);
@@ -76,9 +81,7 @@ SessionView::SessionView(QWidget *parent)
                                   "and may be stale. Paddock reconnects by itself."),
                                this);
     m_staleBanner->setWordWrap(true);
-    QPalette errorPalette = m_staleBanner->palette();
-    errorPalette.setColor(QPalette::WindowText, Theme::errorColor());
-    m_staleBanner->setPalette(errorPalette);
+    Theme::setTextRole(m_staleBanner, TextRole::Error);
     m_staleBanner->setVisible(false);
     layout->addWidget(m_staleBanner);
 
@@ -176,6 +179,7 @@ void SessionView::refreshHeader()
         m_title->setText(tr("No session open"));
         m_status->clear();
         m_meta->setText(tr("Open one from Sessions (Ctrl+1) with Enter or a double-click."));
+        m_reason->setVisible(false);
         return;
     }
     m_title->setText(m_session.goal.isEmpty() ? m_session.id : m_session.goal);
@@ -193,11 +197,13 @@ void SessionView::refreshHeader()
         parts << tr("model %1").arg(m_session.model);
     parts << tr("%n step(s)", nullptr, int(m_session.steps));
     parts << formatCost(m_session.costMicros);
-    if (!m_session.statusReason.isEmpty())
-        parts << m_session.statusReason;
     if (m_stale)
         parts << tr("stale");
     m_meta->setText(QStringLiteral("· ") + parts.join(QStringLiteral("  ·  ")));
+    m_reason->setText(m_session.statusReason);
+    m_reason->setToolTip(m_session.statusReason);
+    m_reason->setVisible(!m_session.statusReason.isEmpty());
+    m_meta->setToolTip(m_meta->text());
 }
 
 bool SessionView::isDetailsExpanded() const { return m_details->isVisibleTo(this); }
@@ -236,12 +242,15 @@ QString SessionView::detailsFor(int row) const
 {
     const QModelIndex index = m_traceModel->index(row, 0);   // rows are the same in the view's proxy
     const QString kind = index.data(TraceModel::KindRole).toString();
-    QString text = index.data(TraceModel::DetailsRole).toString();
     if (kind != u"tool.call")
-        return text;
-    // A call's output is in its result, a few rows below: show both.
-    const QString callId = QJsonDocument::fromJson(index.data(TraceModel::PayloadRole).toByteArray())
-                               .object().value(u"call_id").toString();
+        return index.data(TraceModel::DetailsRole).toString();
+    // A call's output is in its result, a few rows below: show the call in one line, then the result.
+    const QJsonObject payload = QJsonDocument::fromJson(index.data(TraceModel::PayloadRole).toByteArray()).object();
+    const QString callId = payload.value(u"call_id").toString();
+    QString text = tr("%1 (call %2, seq %3)\narguments: %4")
+                       .arg(index.data(TraceModel::SummaryRole).toString(), callId,
+                            QString::number(index.data(TraceModel::SeqRole).toLongLong()),
+                            QString::fromUtf8(QJsonDocument(payload.value(u"arguments").toObject()).toJson(QJsonDocument::Compact)));
     const int last = qMin(m_traceModel->rowCount(), row + kResultSearchRows);
     for (int r = row + 1; r < last; ++r) {
         const QModelIndex candidate = m_traceModel->index(r, 0);
@@ -254,6 +263,14 @@ QString SessionView::detailsFor(int row) const
                 + candidate.data(TraceModel::DetailsRole).toString();
     }
     return text + tr("\n\n── no result yet ──");
+}
+
+void SessionView::changeEvent(QEvent *event)
+{
+    QWidget::changeEvent(event);
+    // The status colour depends on the theme.
+    if (event->type() == QEvent::PaletteChange)
+        refreshHeader();
 }
 
 bool SessionView::eventFilter(QObject *watched, QEvent *event)

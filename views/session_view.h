@@ -56,6 +56,7 @@ public:
     SandboxCard *sandboxCard() const { return m_card; }
 
 protected:
+    void changeEvent(QEvent *event) override;
     bool eventFilter(QObject *watched, QEvent *event) override;
 
 private:
@@ -71,6 +72,7 @@ private:
     QLabel *m_title = nullptr;
     QLabel *m_status = nullptr;
     QLabel *m_meta = nullptr;
+    QLabel *m_reason = nullptr;
     QLabel *m_staleBanner = nullptr;
     QToolBar *m_toolBar = nullptr;
     QToolButton *m_followButton = nullptr;

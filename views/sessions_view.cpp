@@ -81,9 +81,7 @@ SessionsView::SessionsView(QWidget *parent)
     m_groupButton->setCheckable(true);
     m_groupButton->setToolButtonStyle(Qt::ToolButtonTextOnly);
     m_count = new QLabel(this);
-    QPalette muted = m_count->palette();
-    muted.setColor(QPalette::WindowText, Theme::mutedTextColor());
-    m_count->setPalette(muted);
+    Theme::setTextRole(m_count, TextRole::Muted);
     m_toolBar = new QToolBar(this);
     m_toolBar->setToolButtonStyle(Qt::ToolButtonTextOnly);
     m_toolBar->setIconSize(QSize(16, 16));
@@ -266,9 +264,7 @@ void SessionsView::updateStale(bool stale)
 {
     m_staleBanner->setVisible(stale);
     if (stale) {
-        QPalette pal = m_staleBanner->palette();
-        pal.setColor(QPalette::WindowText, Theme::errorColor());
-        m_staleBanner->setPalette(pal);
+        Theme::setTextRole(m_staleBanner, TextRole::Error);
     }
 }
 

@@ -59,6 +59,7 @@ QSize StatusDelegate::sizeHint(const QStyleOptionViewItem &option, const QModelI
 {
     QSize size = QStyledItemDelegate::sizeHint(option, index);
     size.rwidth() += 20;
+    size.setHeight(qMax(size.height(), option.fontMetrics.height()) + 8);
     return size;
 }
 

@@ -101,9 +101,7 @@ SubmitDialog::SubmitDialog(QWidget *parent)
     m_error = new QLabel(this);
     m_error->setWordWrap(true);
     m_error->setVisible(false);
-    QPalette errorPalette = m_error->palette();
-    errorPalette.setColor(QPalette::WindowText, Theme::errorColor());
-    m_error->setPalette(errorPalette);
+    Theme::setTextRole(m_error, TextRole::Error);
     layout->addWidget(m_error);
 
     auto *buttons = new QDialogButtonBox(QDialogButtonBox::Cancel, this);

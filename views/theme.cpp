@@ -3,6 +3,7 @@
 #include <QApplication>
 #include <QStyle>
 #include <QStyleFactory>
+#include <QWidget>
 
 namespace paddock::console {
 
@@ -15,6 +16,25 @@ bool g_dark = false;
 bool paletteIsDark(const QPalette &palette)
 {
     return palette.color(QPalette::Window).lightness() < palette.color(QPalette::WindowText).lightness();
+}
+} // namespace
+
+namespace {
+const char *const kTextRoleProperty = "paddockTextRole";
+
+void applyTextRole(QWidget *widget, TextRole role)
+{
+    if (role == TextRole::Normal) {
+        widget->setPalette(QPalette());   // inherit again
+        return;
+    }
+    QPalette pal = widget->palette();
+    const QColor color = role == TextRole::Muted ? Theme::mutedTextColor()
+                         : role == TextRole::Error ? Theme::errorColor()
+                                                   : Theme::okColor();
+    pal.setColor(QPalette::WindowText, color);
+    pal.setColor(QPalette::Text, color);
+    widget->setPalette(pal);
 }
 } // namespace
 
@@ -121,6 +141,21 @@ void Theme::apply(ThemeMode mode)
         QApplication::setPalette(darkPalette());
         break;
     }
+    // Widgets with their own text colour keep it through an application palette change; give
+    // them the new theme's.
+    const QWidgetList widgets = QApplication::allWidgets();
+    for (QWidget *widget : widgets) {
+        const QVariant role = widget->property(kTextRoleProperty);
+        if (role.isValid())
+            applyTextRole(widget, TextRole(role.toInt()));
+    }
+}
+
+
+void Theme::setTextRole(QWidget *widget, TextRole role)
+{
+    widget->setProperty(kTextRoleProperty, int(role));
+    applyTextRole(widget, role);
 }
 
 ThemeMode Theme::mode() { return g_mode; }

@@ -12,6 +12,8 @@
 #include <QPalette>
 #include <QString>
 
+class QWidget;
+
 namespace paddock::console {
 
 enum class ThemeMode { System, Light, Dark };
@@ -19,8 +21,13 @@ enum class ThemeMode { System, Light, Dark };
 QString themeModeName(ThemeMode mode);          // "system", "light", "dark" (as stored in settings)
 ThemeMode themeModeFromName(const QString &name);
 
+// A label's text colour that follows the theme: Theme::apply re-colours every widget given a role.
+enum class TextRole { Normal, Muted, Error, Ok };
+
 class Theme {
 public:
+    static void setTextRole(QWidget *widget, TextRole role);
+
     // Remembers the platform palette; call once after the QApplication exists, before apply().
     static void captureSystemPalette();
     static void apply(ThemeMode mode);

@@ -40,7 +40,7 @@ void TraceDelegate::paint(QPainter *painter, const QStyleOptionViewItem &option,
         const QColor color = isError ? Theme::errorColor() : Theme::kindColor(kind);
         painter->save();
         painter->setRenderHint(QPainter::Antialiasing);
-        const QRect r = opt.rect.adjusted(4, 3, -4, -3);
+        const QRect r = opt.rect.adjusted(4, 2, -4, -2);
         const int textWidth = opt.fontMetrics.horizontalAdvance(kind) + 12;
         QRectF pill(r.left(), r.top(), qMin(textWidth, r.width()), r.height());
         QColor fill = color;
@@ -53,7 +53,9 @@ void TraceDelegate::paint(QPainter *painter, const QStyleOptionViewItem &option,
         painter->restore();
         return;
     }
-    if (column == TraceModel::Summary && index.data(TraceModel::HasDetailsRole).toBool())
+    // A tool call expands to its result's output, so it is expandable too.
+    if (column == TraceModel::Summary
+        && (index.data(TraceModel::HasDetailsRole).toBool() || index.data(TraceModel::KindRole).toString() == u"tool.call"))
         opt.text = QStringLiteral("▸ ") + opt.text;
     if (isError && !selected) {
         opt.palette.setColor(QPalette::Text, Theme::errorColor());
@@ -62,6 +64,14 @@ void TraceDelegate::paint(QPainter *painter, const QStyleOptionViewItem &option,
     }
     QStyle *style = opt.widget ? opt.widget->style() : QApplication::style();
     style->drawControl(QStyle::CE_ItemViewItem, &opt, painter, opt.widget);
+}
+
+QSize TraceDelegate::sizeHint(const QStyleOptionViewItem &option, const QModelIndex &index) const
+{
+    // Room for the kind's pill; with uniform row heights this is asked once.
+    QSize size = QStyledItemDelegate::sizeHint(option, index);
+    size.setHeight(qMax(size.height(), option.fontMetrics.height()) + 6);
+    return size;
 }
 
 TraceView::TraceView(QWidget *parent)

@@ -1,0 +1,557 @@
+#include "app/main_window.h"
+
+#include "app/client/console_client.h"
+#include "models/console_format.h"
+#include "models/cost_series.h"
+#include "models/pools_model.h"
+#include "models/session_filter_proxy.h"
+#include "models/session_group_model.h"
+#include "models/session_table_model.h"
+#include "models/trace_model.h"
+#include "views/connection_dialog.h"
+#include "views/pools_view.h"
+#include "views/session_view.h"
+#include "views/sessions_view.h"
+#include "views/submit_dialog.h"
+#include "views/theme.h"
+#include "views/trace_view.h"
+
+#include <QAction>
+#include <QActionGroup>
+#include <QApplication>
+#include <QCloseEvent>
+#include <QLabel>
+#include <QMenuBar>
+#include <QMessageBox>
+#include <QSettings>
+#include <QStackedWidget>
+#include <QStatusBar>
+#include <QTimer>
+#include <QToolBar>
+
+// Q_INIT_RESOURCE must be called outside any namespace; the .qrc is in a static library.
+static void initConsoleResources() { Q_INIT_RESOURCE(console); }
+
+namespace paddock::console {
+
+namespace {
+constexpr int kPoolsRefreshMs = 5000;
+// A session opens with its last events; older ones page in when the user scrolls to the top.
+constexpr qint64 kOpenTailEvents = 5000;
+constexpr int kStatusMessageMs = 8000;
+
+const char *const kGeometryKey = "window/geometry";
+const char *const kStateKey = "window/state";
+const char *const kSessionLayoutKey = "window/sessionLayout";
+const char *const kLastPageKey = "window/lastPage";
+const char *const kGroupedKey = "sessions/groupByStatus";
+const char *const kThemeKey = "appearance/theme";
+const char *const kBrokerKey = "connection/broker";
+
+QString key(const char *k) { return QString::fromLatin1(k); }
+} // namespace
+
+MainWindow::MainWindow(ConsoleClient *client, Options options, QWidget *parent)
+    : QMainWindow(parent)
+    , m_client(client)
+    , m_options(options)
+{
+    initConsoleResources();
+    setWindowTitle(tr("Paddock"));
+    setWindowIcon(QIcon(QStringLiteral(":/paddock/icons/paddock-256.png")));
+    setObjectName(QStringLiteral("paddockMainWindow"));
+
+    m_sessionModel = new SessionTableModel(this);
+    m_sessionProxy = new SessionFilterProxy(this);
+    m_sessionProxy->setSourceModel(m_sessionModel);
+    m_groupModel = new SessionGroupModel(this);
+    m_groupModel->setSourceModel(m_sessionProxy);
+    m_traceModel = new TraceModel(this);
+    m_costSeries = new CostSeries;
+    m_poolsModel = new PoolsModel(this);
+
+    m_pages = new QStackedWidget(this);
+    m_sessionsView = new SessionsView(m_pages);
+    m_sessionsView->setModels(m_sessionModel, m_sessionProxy, m_groupModel);
+    m_sessionView = new SessionView(m_pages);
+    m_sessionView->setModels(m_traceModel, m_costSeries);
+    m_poolsView = new PoolsView(m_pages);
+    m_poolsView->setModel(m_poolsModel);
+    m_pages->addWidget(m_sessionsView);
+    m_pages->addWidget(m_sessionView);
+    m_pages->addWidget(m_poolsView);
+    setCentralWidget(m_pages);
+
+    m_connectionLabel = new QLabel(this);
+    m_connectionLabel->setObjectName(QStringLiteral("connectionLabel"));
+    m_localLabel = new QLabel(tr("local execution (development mode)"), this);
+    m_localLabel->setObjectName(QStringLiteral("localExecutionLabel"));
+    m_localLabel->setToolTip(tr("Sandboxes run on this machine. Fine for trying Paddock; a team deployment runs "
+                                "pools on execution hosts."));
+    m_localLabel->setVisible(false);
+    statusBar()->addPermanentWidget(m_localLabel);
+    statusBar()->addPermanentWidget(m_connectionLabel);
+
+    createActions();
+    createMenus();
+
+    connect(m_client, &ConsoleClient::connectionStateChanged, this, &MainWindow::onConnectionState);
+    connect(m_client, &ConsoleClient::sessionsChanged, this, &MainWindow::onSessionsChanged);
+    connect(m_client, &ConsoleClient::eventsArrived, this, &MainWindow::onEventsArrived);
+    connect(m_client, &ConsoleClient::historyArrived, this, [this](const QString &id, const QList<EventRecord> &events) {
+        if (id == m_openSessionId) {
+            m_traceModel->prependHistory(events);
+            // CostSeries folds forward only; history before the tail adds no points (see docs/console.md).
+        }
+    });
+    connect(m_client, &ConsoleClient::poolsChanged, this, &MainWindow::onPoolsChanged);
+    connect(m_client, &ConsoleClient::actionFinished, this, &MainWindow::onActionFinished);
+
+    connect(m_traceModel, &TraceModel::historyNeeded, this, [this](qint64 fromSeq, int count) {
+        if (!m_openSessionId.isEmpty())
+            m_client->fetchHistory(m_openSessionId, fromSeq, count);
+    });
+    connect(m_traceModel, &TraceModel::gapDetected, this, [this](qint64 expectedSeq) {
+        // Events went missing between batches: follow again from the first one we lack.
+        if (!m_openSessionId.isEmpty()) {
+            m_client->unfollowSession(m_openSessionId);
+            m_client->followSession(m_openSessionId, expectedSeq);
+        }
+    });
+
+    connect(m_sessionsView, &SessionsView::openSessionRequested, this, &MainWindow::openSession);
+    connect(m_sessionsView, &SessionsView::currentSessionChanged, this, &MainWindow::updateActions);
+    connect(m_sessionsView, &SessionsView::groupedChanged, m_groupAction, &QAction::setChecked);
+    connect(m_sessionView->traceView(), &TraceView::followingChanged, m_followAction, &QAction::setChecked);
+    connect(m_pages, &QStackedWidget::currentChanged, this, [this](int page) {
+        if (m_pageActions[page])
+            m_pageActions[page]->setChecked(true);
+        updateActions();
+        if (Page(page) == Page::Pools)
+            m_client->refreshPools();
+    });
+
+    // Pools change without notice (warm counts, health); ask while the page is shown.
+    m_poolsTimer = new QTimer(this);
+    m_poolsTimer->setInterval(kPoolsRefreshMs);
+    connect(m_poolsTimer, &QTimer::timeout, this, [this] {
+        if (currentPage() == Page::Pools && m_connectionState == ConnectionState::Connected)
+            m_client->refreshPools();
+    });
+    m_poolsTimer->start();
+
+    resize(1280, 800);
+    restoreSettings();
+    onConnectionState(m_client->connectionState(), QString());
+    updateActions();
+}
+
+MainWindow::~MainWindow()
+{
+    if (!m_openSessionId.isEmpty())
+        m_client->unfollowSession(m_openSessionId);
+    delete m_costSeries;
+}
+
+void MainWindow::createActions()
+{
+    auto make = [this](const QString &text, const QKeySequence &shortcut, auto slot) {
+        auto *action = new QAction(text, this);
+        if (!shortcut.isEmpty())
+            action->setShortcut(shortcut);
+        action->setShortcutContext(Qt::WindowShortcut);
+        connect(action, &QAction::triggered, this, slot);
+        addAction(action);
+        return action;
+    };
+    m_submitAction = make(tr("&Submit session…"), QKeySequence(Qt::CTRL | Qt::Key_N), &MainWindow::submitSession);
+    m_submitAction->setToolTip(tr("Submit a session from a playbook or a goal (Ctrl+N)"));
+    m_connectAction = make(tr("&Connect to broker…"), QKeySequence(Qt::CTRL | Qt::SHIFT | Qt::Key_O), &MainWindow::chooseBroker);
+    m_quitAction = make(tr("&Quit"), QKeySequence::Quit, &MainWindow::close);
+    m_quitAction->setMenuRole(QAction::QuitRole);
+
+    m_openAction = make(tr("&Open session"), QKeySequence(Qt::CTRL | Qt::Key_O), [this] {
+        const QString id = m_sessionsView->currentSessionId();
+        if (!id.isEmpty())
+            openSession(id);
+    });
+    m_openAction->setToolTip(tr("Open the selected session (Enter or Ctrl+O)"));
+    m_pauseResumeAction = make(tr("&Pause"), QKeySequence(Qt::CTRL | Qt::Key_P), &MainWindow::pauseOrResumeCurrentSession);
+    m_cancelAction = make(tr("&Cancel session"), QKeySequence(Qt::CTRL | Qt::Key_Period), &MainWindow::cancelCurrentSession);
+    m_cancelAction->setToolTip(tr("Cancel the session (Ctrl+.)"));
+    m_backAction = make(tr("&Back to sessions"), QKeySequence(Qt::ALT | Qt::Key_Left), [this] { showPage(Page::Sessions); });
+
+    m_searchAction = make(tr("&Find session…"), QKeySequence::Find, [this] {
+        showPage(Page::Sessions);
+        m_sessionsView->focusSearch();
+    });
+    m_groupAction = make(tr("&Group by status"), QKeySequence(Qt::CTRL | Qt::Key_G), [this](bool checked) {
+        m_sessionsView->setGrouped(checked);
+    });
+    m_groupAction->setCheckable(true);
+    m_followAction = make(tr("&Follow tail"), QKeySequence(Qt::CTRL | Qt::Key_End), [this](bool checked) {
+        m_sessionView->traceView()->setFollowing(checked);
+    });
+    m_followAction->setCheckable(true);
+    m_followAction->setChecked(true);
+    m_detailsAction = make(tr("Show &details"), QKeySequence(Qt::CTRL | Qt::Key_D), [this] {
+        m_sessionView->setDetailsExpanded(!m_sessionView->isDetailsExpanded());
+    });
+    m_refreshAction = make(tr("&Refresh"), QKeySequence::Refresh, &MainWindow::refresh);
+    if (m_refreshAction->shortcut() != QKeySequence(Qt::Key_F5))
+        m_refreshAction->setShortcuts({QKeySequence(Qt::Key_F5), m_refreshAction->shortcut()});
+
+    auto *pageGroup = new QActionGroup(this);
+    const QString names[3] = {tr("&Sessions"), tr("S&ession"), tr("&Pools")};
+    for (int i = 0; i < 3; ++i) {
+        m_pageActions[i] = make(names[i], QKeySequence(Qt::CTRL | (Qt::Key_1 + i)), [this, i] { showPage(Page(i)); });
+        m_pageActions[i]->setCheckable(true);
+        pageGroup->addAction(m_pageActions[i]);
+    }
+    m_pageActions[0]->setChecked(true);
+
+    m_themeGroup = new QActionGroup(this);
+    const QList<QPair<ThemeMode, QString>> themes = {
+        {ThemeMode::System, tr("&System")}, {ThemeMode::Light, tr("&Light")}, {ThemeMode::Dark, tr("&Dark")}};
+    for (const auto &[mode, text] : themes) {
+        auto *action = new QAction(text, m_themeGroup);
+        action->setCheckable(true);
+        action->setData(int(mode));
+        connect(action, &QAction::triggered, this, [this, mode] { applyTheme(int(mode)); });
+    }
+    m_themeGroup->actions().first()->setChecked(true);
+
+    m_sessionsView->toolBar()->addAction(m_submitAction);
+    m_sessionsView->toolBar()->addAction(m_openAction);
+    m_sessionsView->toolBar()->addAction(m_pauseResumeAction);
+    m_sessionsView->toolBar()->addAction(m_cancelAction);
+    m_sessionView->toolBar()->addAction(m_backAction);
+    m_sessionView->toolBar()->addAction(m_pauseResumeAction);
+    m_sessionView->toolBar()->addAction(m_cancelAction);
+}
+
+void MainWindow::createMenus()
+{
+    QMenu *file = menuBar()->addMenu(tr("&File"));
+    file->addAction(m_submitAction);
+    file->addAction(m_connectAction);
+    file->addSeparator();
+    file->addAction(m_quitAction);
+
+    QMenu *session = menuBar()->addMenu(tr("&Session"));
+    session->addAction(m_openAction);
+    session->addAction(m_pauseResumeAction);
+    session->addAction(m_cancelAction);
+    session->addSeparator();
+    session->addAction(m_followAction);
+    session->addAction(m_detailsAction);
+    session->addAction(m_backAction);
+
+    QMenu *view = menuBar()->addMenu(tr("&View"));
+    for (QAction *page : m_pageActions)
+        view->addAction(page);
+    view->addSeparator();
+    view->addAction(m_searchAction);
+    view->addAction(m_groupAction);
+    view->addAction(m_refreshAction);
+    view->addSeparator();
+    QMenu *theme = view->addMenu(tr("&Theme"));
+    theme->addActions(m_themeGroup->actions());
+
+    QMenu *help = menuBar()->addMenu(tr("&Help"));
+    help->addAction(tr("&About Paddock"), this, [this] {
+        QMessageBox::about(this, tr("About Paddock"),
+                           tr("<h3>Paddock %1</h3><p>A console for fleets of AI agents: sessions live, their traces, "
+                              "costs and sandboxes.</p><p>Broker: %2</p>")
+                               .arg(QApplication::applicationVersion(), m_client->address().toHtmlEscaped()));
+    });
+}
+
+void MainWindow::restoreSettings()
+{
+    ThemeMode mode = ThemeMode::System;
+    if (m_options.persistSettings) {
+        QSettings settings;
+        restoreGeometry(settings.value(key(kGeometryKey)).toByteArray());
+        restoreState(settings.value(key(kStateKey)).toByteArray());
+        m_sessionView->restoreLayout(settings.value(key(kSessionLayoutKey)).toByteArray());
+        m_sessionsView->setGrouped(settings.value(key(kGroupedKey), false).toBool());
+        mode = themeModeFromName(settings.value(key(kThemeKey)).toString());
+        const int page = settings.value(key(kLastPageKey), 0).toInt();
+        // The Session page needs a session; without one, the last page is Sessions.
+        showPage(page == int(Page::Pools) ? Page::Pools : Page::Sessions);
+    }
+    for (QAction *action : m_themeGroup->actions())
+        action->setChecked(action->data().toInt() == int(mode));
+    if (mode != Theme::mode())
+        Theme::apply(mode);
+}
+
+void MainWindow::saveSettings()
+{
+    if (!m_options.persistSettings)
+        return;
+    QSettings settings;
+    settings.setValue(key(kGeometryKey), saveGeometry());
+    settings.setValue(key(kStateKey), saveState());
+    settings.setValue(key(kSessionLayoutKey), m_sessionView->saveLayout());
+    settings.setValue(key(kGroupedKey), m_sessionsView->isGrouped());
+    settings.setValue(key(kLastPageKey), int(currentPage()));
+    settings.setValue(key(kThemeKey), themeModeName(Theme::mode()));
+}
+
+void MainWindow::closeEvent(QCloseEvent *event)
+{
+    saveSettings();
+    event->accept();
+}
+
+void MainWindow::changeEvent(QEvent *event)
+{
+    QMainWindow::changeEvent(event);
+    // The system palette changed (light <-> dark) while following it: take the new one.
+    if (event->type() == QEvent::ThemeChange && Theme::mode() == ThemeMode::System) {
+        Theme::captureSystemPalette();
+        Theme::apply(ThemeMode::System);
+    }
+}
+
+void MainWindow::applyTheme(int mode)
+{
+    Theme::apply(ThemeMode(mode));
+    if (m_options.persistSettings)
+        QSettings().setValue(key(kThemeKey), themeModeName(ThemeMode(mode)));
+}
+
+void MainWindow::connectToBroker(const QString &address)
+{
+    QString target = address;
+    if (target.isEmpty() && m_options.persistSettings)
+        target = QSettings().value(key(kBrokerKey)).toString();
+    if (target.isEmpty())
+        target = ConnectionDialog::defaultAddress();
+    else if (m_options.persistSettings && !address.isEmpty())
+        QSettings().setValue(key(kBrokerKey), address);
+    m_brokenReported = false;
+    m_client->connectToBroker(target);
+}
+
+void MainWindow::chooseBroker()
+{
+    ConnectionDialog dialog(this);
+    dialog.setAddress(m_client->address());
+    if (dialog.exec() != QDialog::Accepted)
+        return;
+    const QString address = dialog.address();
+    if (m_options.persistSettings)
+        QSettings().setValue(key(kBrokerKey), address);
+    m_client->disconnectFromBroker();
+    m_sessionModel->clear();
+    m_traceModel->clear();
+    m_costSeries->clear();
+    m_openSessionId.clear();
+    m_sessionView->showSession({});
+    connectToBroker(address);
+}
+
+void MainWindow::showPage(Page page)
+{
+    m_pages->setCurrentIndex(int(page));
+    m_pages->currentWidget()->setFocus();
+    if (page == Page::Session)
+        m_sessionView->traceView()->setFocus();
+}
+
+MainWindow::Page MainWindow::currentPage() const { return Page(m_pages->currentIndex()); }
+
+QString MainWindow::currentSessionId() const
+{
+    if (currentPage() == Page::Session)
+        return m_openSessionId;
+    return m_sessionsView->currentSessionId();
+}
+
+void MainWindow::openSession(const QString &id)
+{
+    const int row = m_sessionModel->rowOf(id);
+    if (row < 0)
+        return;
+    const SessionInfo session = m_sessionModel->sessionAt(row);
+    if (id != m_openSessionId) {
+        if (!m_openSessionId.isEmpty())
+            m_client->unfollowSession(m_openSessionId);
+        m_openSessionId = id;
+        m_traceModel->setSession(id);
+        m_costSeries->clear();
+        m_sessionView->showSession(session);
+        m_sessionView->setStale(m_sessionModel->isStale());
+        followOpenSession(std::max<qint64>(1, session.lastSeq - kOpenTailEvents + 1));
+    }
+    showPage(Page::Session);
+    updateActions();
+}
+
+void MainWindow::followOpenSession(qint64 fromSeq)
+{
+    m_traceModel->setTailStart(fromSeq);
+    m_client->followSession(m_openSessionId, fromSeq);
+}
+
+void MainWindow::onConnectionState(ConnectionState state, const QString &detail)
+{
+    const ConnectionState previous = m_connectionState;
+    m_connectionState = state;
+    const QString address = m_client->address();
+    switch (state) {
+    case ConnectionState::Disconnected:
+        m_connectionLabel->setText(tr("Not connected"));
+        break;
+    case ConnectionState::Connecting:
+        if (!m_brokenReported)
+            m_connectionLabel->setText(tr("Connecting to %1…").arg(address));
+        break;
+    case ConnectionState::Connected:
+        m_connectionLabel->setText(tr("Connected to %1").arg(address));
+        m_connectionLabel->setStyleSheet(QString());
+        if (m_brokenReported)
+            statusBar()->showMessage(tr("Reconnected to %1.").arg(address), kStatusMessageMs);
+        m_brokenReported = false;
+        setStale(false);
+        // After a break, the open trace resumes from what it has; the model drops repeats.
+        if (previous == ConnectionState::Broken && !m_openSessionId.isEmpty()) {
+            m_client->unfollowSession(m_openSessionId);
+            followOpenSession(m_traceModel->lastSeq() + 1);
+        }
+        if (!m_everConnected || previous == ConnectionState::Broken)
+            m_client->refreshPools();
+        m_everConnected = true;
+        break;
+    case ConnectionState::Broken:
+        setStale(true);
+        // Once per break: the client retries with backoff and says Connecting/Broken each time.
+        if (!m_brokenReported) {
+            m_brokenReported = true;
+            m_connectionLabel->setText(tr("Connection lost: %1 — reconnecting; data shown may be stale")
+                                           .arg(detail.isEmpty() ? address : detail));
+            m_connectionLabel->setStyleSheet(QStringLiteral("color: %1;").arg(Theme::errorColor().name()));
+        }
+        break;
+    }
+    updateActions();
+}
+
+void MainWindow::setStale(bool stale)
+{
+    m_sessionModel->setStale(stale);
+    m_poolsModel->setStale(stale);
+    m_sessionView->setStale(stale);
+}
+
+void MainWindow::onSessionsChanged()
+{
+    const QList<SessionInfo> changes = m_client->takeSessionChanges();
+    if (changes.isEmpty())
+        return;
+    m_sessionModel->applyChanges(changes);
+    if (!m_openSessionId.isEmpty()) {
+        const int row = m_sessionModel->rowOf(m_openSessionId);
+        if (row >= 0)
+            m_sessionView->updateSession(m_sessionModel->sessionAt(row));
+    }
+    updateActions();
+}
+
+void MainWindow::onEventsArrived(const QString &sessionId)
+{
+    const QList<EventRecord> events = m_client->takeEvents(sessionId);
+    if (sessionId != m_openSessionId || events.isEmpty())
+        return;
+    m_traceModel->appendEvents(events);
+    m_costSeries->addEvents(events);
+    m_sessionView->addEvents(events);
+}
+
+void MainWindow::onPoolsChanged(const QList<PoolInfo> &pools, bool localExecution)
+{
+    m_poolsModel->setPools(pools, localExecution);
+    m_localLabel->setVisible(localExecution);
+}
+
+void MainWindow::onActionFinished(const QString &action, bool ok, const QString &message, const QString &sessionId)
+{
+    QString text;
+    if (!ok) {
+        text = message.isEmpty() ? tr("%1 failed.").arg(action) : message;
+    } else if (action == u"submit") {
+        text = tr("Submitted session %1.").arg(sessionId);
+        m_sessionsView->selectSession(sessionId);
+    } else {
+        text = message.isEmpty() ? tr("%1: done.").arg(action) : message;
+    }
+    statusBar()->showMessage(text, kStatusMessageMs);
+}
+
+void MainWindow::updateActions()
+{
+    const QString id = currentSessionId();
+    const int row = id.isEmpty() ? -1 : m_sessionModel->rowOf(id);
+    const SessionStatus status = row >= 0 ? m_sessionModel->sessionAt(row).status : SessionStatus::Unknown;
+    const bool connected = m_connectionState == ConnectionState::Connected;
+    const bool live = row >= 0 && !isTerminal(status);
+    m_openAction->setEnabled(row >= 0 && currentPage() != Page::Session);
+    m_cancelAction->setEnabled(connected && live);
+    const bool paused = status == SessionStatus::Paused;
+    m_pauseResumeAction->setText(paused ? tr("&Resume") : tr("&Pause"));
+    m_pauseResumeAction->setToolTip(paused ? tr("Resume the session (Ctrl+P)") : tr("Pause the session (Ctrl+P)"));
+    m_pauseResumeAction->setEnabled(connected && live);
+    m_submitAction->setEnabled(connected);
+    m_pageActions[int(Page::Session)]->setEnabled(!m_openSessionId.isEmpty());
+    m_followAction->setEnabled(currentPage() == Page::Session);
+    m_detailsAction->setEnabled(currentPage() == Page::Session);
+    m_backAction->setEnabled(currentPage() != Page::Sessions);
+}
+
+void MainWindow::submitSession()
+{
+    SubmitDialog dialog(this);
+    if (dialog.exec() != QDialog::Accepted)
+        return;
+    m_client->submitSession(dialog.request());
+    statusBar()->showMessage(tr("Submitting…"), kStatusMessageMs);
+}
+
+void MainWindow::cancelCurrentSession()
+{
+    const QString id = currentSessionId();
+    if (id.isEmpty() || !m_cancelAction->isEnabled())
+        return;
+    m_client->cancelSession(id);
+    statusBar()->showMessage(tr("Cancelling %1…").arg(id), kStatusMessageMs);
+}
+
+void MainWindow::pauseOrResumeCurrentSession()
+{
+    const QString id = currentSessionId();
+    if (id.isEmpty() || !m_pauseResumeAction->isEnabled())
+        return;
+    const int row = m_sessionModel->rowOf(id);
+    if (row >= 0 && m_sessionModel->sessionAt(row).status == SessionStatus::Paused) {
+        m_client->resumeSession(id);
+        statusBar()->showMessage(tr("Resuming %1…").arg(id), kStatusMessageMs);
+    } else {
+        m_client->pauseSession(id);
+        statusBar()->showMessage(tr("Pausing %1…").arg(id), kStatusMessageMs);
+    }
+}
+
+void MainWindow::refresh()
+{
+    m_client->refreshPools();
+    if (m_connectionState == ConnectionState::Broken || m_connectionState == ConnectionState::Disconnected)
+        connectToBroker(m_client->address());
+    statusBar()->showMessage(tr("Refreshing…"), 2000);
+}
+
+QString MainWindow::connectionText() const { return m_connectionLabel->text(); }
+
+} // namespace paddock::console

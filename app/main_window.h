@@ -1,0 +1,137 @@
+#pragma once
+// The console's window: wires a ConsoleClient to the models and the models to the views, and owns
+// every action (with its shortcut, shown in the menus) so each has exactly one.
+//
+// Threads: GUI thread only. The client does its I/O on its own threads and hands data over as
+// "notify, then pull"; everything here runs in the GUI thread's event loop.
+
+#include "models/console_types.h"
+
+#include <QMainWindow>
+#include <QPointer>
+
+class QAction;
+class QActionGroup;
+class QLabel;
+class QStackedWidget;
+class QTimer;
+
+namespace paddock::console {
+
+class ConsoleClient;
+class CostSeries;
+class PoolsModel;
+class PoolsView;
+class SessionFilterProxy;
+class SessionGroupModel;
+class SessionTableModel;
+class SessionView;
+class SessionsView;
+class TraceModel;
+
+class MainWindow : public QMainWindow {
+    Q_OBJECT
+
+public:
+    enum class Page { Sessions = 0, Session = 1, Pools = 2 };
+
+    struct Options {
+        bool persistSettings = true;   // read and write QSettings (layout, theme, broker)
+    };
+
+    // The client is not owned and must outlive the window.
+    explicit MainWindow(ConsoleClient *client, QWidget *parent = nullptr) : MainWindow(client, Options{}, parent) {}
+    MainWindow(ConsoleClient *client, Options options, QWidget *parent = nullptr);
+    ~MainWindow() override;
+
+    // Connects to address; an empty address means the last one used, else the local socket.
+    void connectToBroker(const QString &address = {});
+
+    void showPage(Page page);
+    Page currentPage() const;
+    void openSession(const QString &id);
+    // The session the actions act on: the open one on the Session page, the selected one elsewhere.
+    QString currentSessionId() const;
+
+    SessionsView *sessionsView() const { return m_sessionsView; }
+    SessionView *sessionView() const { return m_sessionView; }
+    PoolsView *poolsView() const { return m_poolsView; }
+    SessionTableModel *sessionModel() const { return m_sessionModel; }
+    TraceModel *traceModel() const { return m_traceModel; }
+    CostSeries *costSeries() const { return m_costSeries; }
+    PoolsModel *poolsModel() const { return m_poolsModel; }
+    QString connectionText() const;
+
+    QAction *submitAction() const { return m_submitAction; }
+    QAction *cancelAction() const { return m_cancelAction; }
+    QAction *pauseResumeAction() const { return m_pauseResumeAction; }
+    QAction *openAction() const { return m_openAction; }
+    QAction *refreshAction() const { return m_refreshAction; }
+
+public slots:
+    void submitSession();
+    void cancelCurrentSession();
+    void pauseOrResumeCurrentSession();
+    void refresh();
+    void chooseBroker();
+
+protected:
+    void closeEvent(QCloseEvent *event) override;
+    void changeEvent(QEvent *event) override;
+
+private:
+    void createActions();
+    void createMenus();
+    void restoreSettings();
+    void saveSettings();
+    void updateActions();
+    void onConnectionState(ConnectionState state, const QString &detail);
+    void onSessionsChanged();
+    void onEventsArrived(const QString &sessionId);
+    void onPoolsChanged(const QList<PoolInfo> &pools, bool localExecution);
+    void onActionFinished(const QString &action, bool ok, const QString &message, const QString &sessionId);
+    void setStale(bool stale);
+    void followOpenSession(qint64 fromSeq);
+    void applyTheme(int mode);
+
+    ConsoleClient *m_client;
+    Options m_options;
+
+    SessionTableModel *m_sessionModel = nullptr;
+    SessionFilterProxy *m_sessionProxy = nullptr;
+    SessionGroupModel *m_groupModel = nullptr;
+    TraceModel *m_traceModel = nullptr;
+    CostSeries *m_costSeries = nullptr;
+    PoolsModel *m_poolsModel = nullptr;
+
+    QStackedWidget *m_pages = nullptr;
+    SessionsView *m_sessionsView = nullptr;
+    SessionView *m_sessionView = nullptr;
+    PoolsView *m_poolsView = nullptr;
+
+    QLabel *m_connectionLabel = nullptr;
+    QLabel *m_localLabel = nullptr;
+    QTimer *m_poolsTimer = nullptr;
+
+    QAction *m_submitAction = nullptr;
+    QAction *m_connectAction = nullptr;
+    QAction *m_quitAction = nullptr;
+    QAction *m_openAction = nullptr;
+    QAction *m_pauseResumeAction = nullptr;
+    QAction *m_cancelAction = nullptr;
+    QAction *m_searchAction = nullptr;
+    QAction *m_groupAction = nullptr;
+    QAction *m_followAction = nullptr;
+    QAction *m_detailsAction = nullptr;
+    QAction *m_refreshAction = nullptr;
+    QAction *m_backAction = nullptr;
+    QAction *m_pageActions[3] = {};
+    QActionGroup *m_themeGroup = nullptr;
+
+    QString m_openSessionId;
+    ConnectionState m_connectionState = ConnectionState::Disconnected;
+    bool m_brokenReported = false;
+    bool m_everConnected = false;
+};
+
+} // namespace paddock::console

@@ -1,0 +1,228 @@
+#include "app/screenshot_runner.h"
+
+#include "app/main_window.h"
+#include "models/pools_model.h"
+#include "models/session_table_model.h"
+#include "models/trace_model.h"
+#include "views/connection_dialog.h"
+#include "views/session_view.h"
+#include "views/sessions_view.h"
+#include "views/submit_dialog.h"
+#include "views/theme.h"
+#include "views/trace_view.h"
+
+#include <QApplication>
+#include <QComboBox>
+#include <QImage>
+#include <QLineEdit>
+#include <QTableView>
+#include <QTimer>
+
+#include <cstdio>
+
+namespace paddock::console {
+
+namespace {
+constexpr int kTickMs = 100;
+// Data counts as settled when it has not changed for this many ticks (the demo sessions finish
+// within seconds; a shot mid-run is fine, a shot of an empty table is not).
+constexpr int kSettleTicks = 15;
+} // namespace
+
+ScreenshotRunner::ScreenshotRunner(MainWindow *window, const QString &directory, QObject *parent)
+    : QObject(parent)
+    , m_window(window)
+    , m_dir(directory)
+{
+    m_timer = new QTimer(this);
+    m_timer->setInterval(kTickMs);
+    connect(m_timer, &QTimer::timeout, this, &ScreenshotRunner::tick);
+}
+
+void ScreenshotRunner::start()
+{
+    if (!m_dir.exists() && !QDir().mkpath(m_dir.path())) {
+        std::fprintf(stderr, "paddock: cannot create the screenshot directory %s\n", qPrintable(m_dir.path()));
+        QTimer::singleShot(0, this, [this] { emit finished(1); });
+        return;
+    }
+    m_window->resize(kWidth, kHeight);
+    m_window->show();
+    next(Step::Connect);
+    m_timer->start();
+}
+
+void ScreenshotRunner::next(Step step)
+{
+    m_step = step;
+    m_stepClock.start();
+    m_stableTicks = 0;
+    m_lastCount = -1;
+}
+
+bool ScreenshotRunner::waitFor(bool ready, const char *what)
+{
+    if (ready)
+        return true;
+    if (m_stepClock.elapsed() < m_timeoutMs)
+        return false;
+    std::fprintf(stderr, "paddock: screenshots: gave up waiting for %s after %d ms; saving the view as it is\n", what,
+                 m_timeoutMs);
+    m_missingData = true;
+    return true;
+}
+
+bool ScreenshotRunner::save(const QString &name, QWidget *widget)
+{
+    QWidget *target = widget ? widget : m_window;
+    QApplication::processEvents();
+    const QImage image = target->grab().toImage();
+    const QString path = m_dir.filePath(name);
+    if (!image.save(path)) {
+        std::fprintf(stderr, "paddock: cannot write %s\n", qPrintable(path));
+        m_missingData = true;
+        return false;
+    }
+    m_saved << path;
+    std::printf("saved %s (%dx%d)\n", qPrintable(path), image.width(), image.height());
+    std::fflush(stdout);
+    return true;
+}
+
+QString ScreenshotRunner::pickSession() const
+{
+    // The most telling trace: the hello-c demo (write, compile, run), else the session with the
+    // most steps.
+    const SessionTableModel *model = m_window->sessionModel();
+    QString best;
+    qint64 bestSteps = -1;
+    for (int row = 0; row < model->rowCount(); ++row) {
+        const SessionInfo &s = model->sessionAt(row);
+        if (s.playbook == u"hello-c" && s.steps > 0)
+            return s.id;
+        if (s.steps > bestSteps) {
+            bestSteps = s.steps;
+            best = s.id;
+        }
+    }
+    return best;
+}
+
+void ScreenshotRunner::tick()
+{
+    switch (m_step) {
+    case Step::Connect: {
+        const int sessions = m_window->sessionModel()->rowCount();
+        if (!waitFor(sessions > 0, "sessions from the broker"))
+            return;
+        // Settle: wait until no session has changed for a while (or the timeout).
+        qint64 sum = 0;
+        bool allDone = sessions > 0;
+        for (int row = 0; row < sessions; ++row) {
+            const SessionInfo &s = m_window->sessionModel()->sessionAt(row);
+            sum += s.lastSeq;
+            allDone = allDone && isTerminal(s.status);
+        }
+        if (int(sum) == m_lastCount)
+            ++m_stableTicks;
+        else
+            m_stableTicks = 0;
+        m_lastCount = int(sum);
+        if (sessions > 0 && !allDone && m_stableTicks < kSettleTicks && m_stepClock.elapsed() < m_timeoutMs)
+            return;
+        m_window->showPage(MainWindow::Page::Sessions);
+        m_window->sessionsView()->tableView()->selectRow(0);
+        next(Step::Sessions);
+        return;
+    }
+    case Step::Sessions:
+        if (m_stepClock.elapsed() < 300)
+            return;
+        save(QStringLiteral("sessions.png"));
+        m_window->sessionsView()->setGrouped(true);
+        next(Step::Grouped);
+        return;
+    case Step::Grouped:
+        if (m_stepClock.elapsed() < 300)
+            return;
+        save(QStringLiteral("sessions-grouped.png"));
+        m_window->sessionsView()->setGrouped(false);
+        m_window->openSession(pickSession());
+        next(Step::OpenSession);
+        return;
+    case Step::OpenSession: {
+        const int rows = m_window->traceModel()->rowCount();
+        if (rows == m_lastCount && rows > 0)
+            ++m_stableTicks;
+        else
+            m_stableTicks = 0;
+        m_lastCount = rows;
+        if (!waitFor(rows > 0 && m_stableTicks >= 5, "the session's trace"))
+            return;
+        // Show a tool call with its output expanded, as a user would read it.
+        TraceModel *trace = m_window->traceModel();
+        int row = -1;
+        for (int r = 0; r < trace->rowCount(); ++r) {
+            const QModelIndex index = trace->index(r, 0);
+            if (index.data(TraceModel::KindRole).toString() == u"tool.call") {
+                row = r;
+                const QString summary = index.data(TraceModel::SummaryRole).toString();
+                if (summary.contains(u"./"))
+                    break;
+            }
+        }
+        TraceView *view = m_window->sessionView()->traceView();
+        if (row >= 0) {
+            view->setCurrentIndex(view->indexOfRow(row));
+            m_window->sessionView()->setDetailsExpanded(true);
+        }
+        next(Step::Session);
+        return;
+    }
+    case Step::Session:
+        // The plot replots on its 100 ms timer; give it a few.
+        if (m_stepClock.elapsed() < 500)
+            return;
+        save(QStringLiteral("session.png"));
+        Theme::apply(ThemeMode::Dark);
+        next(Step::SessionDark);
+        return;
+    case Step::SessionDark:
+        if (m_stepClock.elapsed() < 500)
+            return;
+        save(QStringLiteral("session-dark.png"));
+        Theme::apply(ThemeMode::System);
+        m_window->showPage(MainWindow::Page::Pools);
+        next(Step::Pools);
+        return;
+    case Step::Pools:
+        if (!waitFor(m_window->poolsModel()->poolCount() > 0, "the broker's pools"))
+            return;
+        if (m_stepClock.elapsed() < 400)
+            return;
+        save(QStringLiteral("pools.png"));
+        next(Step::Dialogs);
+        return;
+    case Step::Dialogs: {
+        SubmitDialog submit(m_window);
+        submit.setSource(SubmitDialog::Source::Goal);
+        submit.goalEdit()->setText(QStringLiteral("Find the flaky test in the parser suite and fix it"));
+        submit.tierCombo()->setCurrentIndex(2);
+        submit.show();
+        save(QStringLiteral("submit-dialog.png"), &submit);
+        submit.hide();
+        ConnectionDialog connection(m_window);
+        connection.show();
+        save(QStringLiteral("connection-dialog.png"), &connection);
+        connection.hide();
+        next(Step::Done);
+        m_timer->stop();
+        emit finished(m_missingData ? 2 : 0);
+        return;
+    }
+    case Step::Done:
+        return;
+    }
+}
+
+} // namespace paddock::console

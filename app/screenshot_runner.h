@@ -1,0 +1,61 @@
+#pragma once
+// --screenshots DIR: opens each view of a connected window, waits for its data, saves a PNG of the
+// window at 1280x800 and quits. Used by scripts/run (under Xvfb when there is no display) and by
+// tests/gui/screenshot_test.
+//
+// Threads: GUI thread only. It polls the models on a timer rather than blocking, so the client's
+// batches keep arriving while it waits.
+
+#include <QDir>
+#include <QElapsedTimer>
+#include <QObject>
+#include <QStringList>
+
+class QTimer;
+
+namespace paddock::console {
+
+class MainWindow;
+
+class ScreenshotRunner : public QObject {
+    Q_OBJECT
+
+public:
+    static constexpr int kWidth = 1280;
+    static constexpr int kHeight = 800;
+
+    ScreenshotRunner(MainWindow *window, const QString &directory, QObject *parent = nullptr);
+
+    // Waits at most this long for each view's data; a view whose data never came is still saved,
+    // and the exit code says so.
+    void setTimeoutMs(int ms) { m_timeoutMs = ms; }
+    void start();
+
+    QStringList savedFiles() const { return m_saved; }
+
+signals:
+    // exitCode 0: every view had its data; 2: some view was saved without (see stderr).
+    void finished(int exitCode);
+
+private:
+    enum class Step { Connect, Sessions, Grouped, OpenSession, Session, SessionDark, Pools, Dialogs, Done };
+    void tick();
+    bool waitFor(bool ready, const char *what);
+    void next(Step step);
+    bool save(const QString &name, QWidget *widget = nullptr);
+    QString pickSession() const;
+
+    MainWindow *m_window;
+    QDir m_dir;
+    QTimer *m_timer = nullptr;
+    QElapsedTimer m_stepClock;
+    QElapsedTimer m_settleClock;
+    Step m_step = Step::Connect;
+    int m_timeoutMs = 60000;
+    int m_stableTicks = 0;
+    int m_lastCount = -1;
+    bool m_missingData = false;
+    QStringList m_saved;
+};
+
+} // namespace paddock::console
