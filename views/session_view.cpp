@@ -99,8 +99,8 @@ SessionView::SessionView(QWidget *parent)
     m_details->setVisible(false);
     m_traceSplitter->addWidget(m_trace);
     m_traceSplitter->addWidget(m_details);
-    m_traceSplitter->setStretchFactor(0, 3);
-    m_traceSplitter->setStretchFactor(1, 2);
+    m_traceSplitter->setStretchFactor(0, 2);
+    m_traceSplitter->setStretchFactor(1, 1);
     m_traceSplitter->setCollapsible(0, false);
 
     auto *side = new QWidget(m_mainSplitter);

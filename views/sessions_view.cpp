@@ -285,7 +285,9 @@ void SessionsView::expandGroups()
     for (int row = 0; row < m_groups->rowCount(); ++row) {
         const QModelIndex group = m_groups->index(row, 0);
         const bool empty = group.data(SessionGroupModel::GroupCountRole).toInt() == 0;
-        m_tree->setRowHidden(row, QModelIndex(), empty);
+        // setRowHidden relayouts the whole tree even when nothing changes; only call it on a change.
+        if (m_tree->isRowHidden(row, QModelIndex()) != empty)
+            m_tree->setRowHidden(row, QModelIndex(), empty);
         if (!empty && !m_tree->isExpanded(group))
             m_tree->expand(group);
     }

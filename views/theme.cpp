@@ -59,6 +59,10 @@ ThemeMode themeModeFromName(const QString &name)
 
 void Theme::captureSystemPalette()
 {
+    // Once a palette of ours is set, QApplication::palette() returns it; a default-constructed
+    // palette resolves to the platform's again, which is the one wanted.
+    if (g_captured)
+        QApplication::setPalette(QPalette());
     g_systemPalette = QApplication::palette();
     g_captured = true;
 }
