@@ -311,6 +311,8 @@ TraceModel::Derived TraceModel::derive(const Row &row) const
             const QString content = str(p, "content");
             d.summary = QStringLiteral("read %1 (%2 chars)").arg(str(p, "path")).arg(content.size());
             d.hasDetails = !content.isEmpty();
+        } else if (p.value(QLatin1String("ok")).toBool()) {
+            d.summary = name + QStringLiteral(" ok");
         } else {
             d.summary = name + QStringLiteral(": ") + compactJson(row.payload);
         }

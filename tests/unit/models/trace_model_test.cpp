@@ -141,6 +141,7 @@ TEST_F(TraceModelTest, SummarisesEachKindInOneLine)
         event(7, QStringLiteral("tool.call"), R"({"call_id":"c2","name":"write_file","arguments":"{\"path\":\"a.txt\",\"content\":\"x\"}"})"),
         event(8, QStringLiteral("custom.kind"), R"({"a":1,
 "b":"two"})"),
+        event(9, QStringLiteral("tool.result"), R"({"call_id":"c3","name":"finish","ok":true})"),
     });
     EXPECT_EQ(display(0, TraceModel::Summary), QStringLiteral("build it · playbook demo · tier lite"));
     EXPECT_EQ(display(1, TraceModel::Summary), QStringLiteral("pool local · lite · warm · claim 1.4 ms · sb-1"));
@@ -160,6 +161,7 @@ TEST_F(TraceModelTest, SummarisesEachKindInOneLine)
     EXPECT_EQ(display(6, TraceModel::Summary), QStringLiteral("write_file: a.txt"));
     EXPECT_FALSE(display(7, TraceModel::Summary).contains(QLatin1Char('\n')));
     EXPECT_EQ(display(7, TraceModel::Kind), QStringLiteral("custom.kind"));
+    EXPECT_EQ(display(8, TraceModel::Summary), QStringLiteral("finish ok"));
 
     const EventRecord record = m_model.index(2, 0).data(TraceModel::EventRecordRole).value<EventRecord>();
     EXPECT_EQ(record.seq, 3);
