@@ -129,7 +129,7 @@ SessionView::SessionView(QWidget *parent)
     connect(m_followButton, &QToolButton::clicked, m_trace, &TraceView::setFollowing);
     updateFollow(true);
 
-    connect(m_trace, &QTreeView::activated, this, &SessionView::toggleDetails);
+    connect(m_trace, &QAbstractItemView::activated, this, &SessionView::toggleDetails);
     m_trace->installEventFilter(this);
 }
 

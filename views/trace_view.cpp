@@ -75,13 +75,17 @@ QSize TraceDelegate::sizeHint(const QStyleOptionViewItem &option, const QModelIn
 }
 
 TraceView::TraceView(QWidget *parent)
-    : QTreeView(parent)
+    : QTableView(parent)
 {
     setObjectName(QStringLiteral("traceView"));
-    setRootIsDecorated(false);
-    setItemsExpandable(false);
-    setUniformRowHeights(true);
-    setAllColumnsShowFocus(true);
+    setShowGrid(false);
+    setTabKeyNavigation(false);
+    setCornerButtonEnabled(false);
+    verticalHeader()->setVisible(false);
+    verticalHeader()->setSectionResizeMode(QHeaderView::Fixed);
+    verticalHeader()->setDefaultSectionSize(fontMetrics().height() + 8);
+    horizontalHeader()->setHighlightSections(false);
+    horizontalHeader()->setDefaultAlignment(Qt::AlignLeft | Qt::AlignVCenter);
     setSelectionBehavior(QAbstractItemView::SelectRows);
     setSelectionMode(QAbstractItemView::SingleSelection);
     setEditTriggers(QAbstractItemView::NoEditTriggers);
@@ -104,7 +108,7 @@ void TraceView::setTraceModel(TraceModel *model)
         m_proxy = new NoAutoFetchProxy(this);
     m_proxy->setSourceModel(model);
     setModel(m_proxy);
-    QHeaderView *h = header();
+    QHeaderView *h = horizontalHeader();
     h->setStretchLastSection(false);
     h->setSectionResizeMode(QHeaderView::Interactive);
     const QList<QPair<int, int>> widths = {
@@ -179,11 +183,24 @@ void TraceView::onHistoryPrepended(int count)
 
 void TraceView::keyPressEvent(QKeyEvent *event)
 {
-    if (event->key() == Qt::Key_End && event->modifiers() == Qt::NoModifier) {
-        setFollowing(true);
-        onTick();
+    // Rows are what matters here: Home and End go to the first and last event (a table would move
+    // to the first and last column).
+    if ((event->key() == Qt::Key_End || event->key() == Qt::Key_Home) && !(event->modifiers() & Qt::ShiftModifier)) {
+        const bool end = event->key() == Qt::Key_End;
+        if (model() && model()->rowCount() > 0) {
+            const int column = currentIndex().isValid() ? currentIndex().column() : 0;
+            setCurrentIndex(model()->index(end ? model()->rowCount() - 1 : 0, column));
+        }
+        if (end) {
+            setFollowing(true);
+            onTick();
+        } else {
+            scrollToTop();
+        }
+        event->accept();
+        return;
     }
-    QTreeView::keyPressEvent(event);
+    QTableView::keyPressEvent(event);
 }
 
 } // namespace paddock::console
