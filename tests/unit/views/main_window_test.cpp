@@ -17,6 +17,7 @@
 #include <QLabel>
 #include <QLineEdit>
 #include <QMenuBar>
+#include <QSettings>
 #include <QStandardPaths>
 #include <QStatusBar>
 #include <QTableView>
@@ -174,6 +175,33 @@ TEST_F(MainWindowTest, EveryFrequentActionHasAShortcutShownInAMenu)
     }
     for (const char *shortcut : {"Ctrl+N", "Ctrl+F", "Ctrl+1", "Ctrl+2", "Ctrl+3", "Ctrl+.", "Ctrl+P", "F5"})
         EXPECT_TRUE(inMenus.contains(QString::fromLatin1(shortcut))) << shortcut << " in " << inMenus.join(u' ').toStdString();
+}
+
+TEST(MainWindowSettingsTest, LayoutGroupingPageAndThemeAreRemembered)
+{
+    ensureApplication();
+    // Test mode: QSettings and QStandardPaths write under ~/.qttest, not the user's configuration.
+    QStandardPaths::setTestModeEnabled(true);
+    QApplication::setOrganizationName(QStringLiteral("PaddockTest"));
+    QApplication::setApplicationName(QStringLiteral("main_window_test"));
+    QSettings().clear();
+    {
+        FakeConsoleClient client;
+        MainWindow window(&client);
+        window.resize(1100, 700);
+        window.show();
+        window.sessionsView()->setGrouped(true);
+        window.showPage(MainWindow::Page::Pools);
+        window.close();
+    }
+    {
+        FakeConsoleClient client;
+        MainWindow window(&client);
+        EXPECT_TRUE(window.sessionsView()->isGrouped());
+        EXPECT_EQ(window.currentPage(), MainWindow::Page::Pools);
+        EXPECT_EQ(window.size(), QSize(1100, 700));
+    }
+    QSettings().clear();
 }
 
 } // namespace
