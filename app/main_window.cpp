@@ -475,6 +475,11 @@ void MainWindow::onPoolsChanged(const QList<PoolInfo> &pools, bool localExecutio
 {
     m_poolsModel->setPools(pools, localExecution);
     m_localLabel->setVisible(localExecution);
+    m_offeredTiers.clear();
+    for (const auto &pool : pools) {
+        if (pool.healthy)
+            m_offeredTiers += pool.tiers;
+    }
 }
 
 void MainWindow::onActionFinished(const QString &action, bool ok, const QString &message, const QString &sessionId)
@@ -514,6 +519,7 @@ void MainWindow::updateActions()
 void MainWindow::submitSession()
 {
     SubmitDialog dialog(this);
+    dialog.setTiers(m_offeredTiers);
     if (dialog.exec() != QDialog::Accepted)
         return;
     m_client->submitSession(dialog.request());

@@ -103,6 +103,7 @@ private:
     TraceModel *m_traceModel = nullptr;
     CostSeries *m_costSeries = nullptr;
     PoolsModel *m_poolsModel = nullptr;
+    QList<TierInfo> m_offeredTiers;        // by the healthy pools, for the submit dialog
 
     QStackedWidget *m_pages = nullptr;
     SessionsView *m_sessionsView = nullptr;

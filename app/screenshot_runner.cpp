@@ -207,7 +207,8 @@ void ScreenshotRunner::tick()
         SubmitDialog submit(m_window);
         submit.setSource(SubmitDialog::Source::Goal);
         submit.goalEdit()->setText(QStringLiteral("Find the flaky test in the parser suite and fix it"));
-        submit.tierCombo()->setCurrentIndex(2);
+        submit.setTiers({TierInfo{QStringLiteral("lite"), QStringLiteral("bwrap")}});   // what the demo pool offers
+        submit.tierCombo()->setCurrentIndex(1);
         submit.show();
         save(QStringLiteral("submit-dialog.png"), &submit);
         submit.hide();

@@ -87,8 +87,6 @@ SubmitDialog::SubmitDialog(QWidget *parent)
     auto *common = new QFormLayout;
     m_tier = new QComboBox(this);
     m_tier->addItem(tr("Agent's default"), QString());
-    for (const auto &tier : {QStringLiteral("lite"), QStringLiteral("standard"), QStringLiteral("heavy")})
-        m_tier->addItem(tier, tier);
     m_agent = new QLineEdit(this);
     m_agent->setPlaceholderText(tr("default"));
     m_tags = new QLineEdit(this);
@@ -128,6 +126,19 @@ void SubmitDialog::setPlaybookNames(const QStringList &names)
     m_playbook->addItems(names);
     if (!current.isEmpty())
         m_playbook->setCurrentText(current);
+}
+
+void SubmitDialog::setTiers(const QList<TierInfo> &tiers)
+{
+    while (m_tier->count() > 1)
+        m_tier->removeItem(1);
+    QStringList seen;
+    for (const auto &tier : tiers) {
+        if (seen.contains(tier.name))
+            continue;
+        seen << tier.name;
+        m_tier->addItem(tier.runtime.isEmpty() ? tier.name : tr("%1 (%2)").arg(tier.name, tier.runtime), tier.name);
+    }
 }
 
 void SubmitDialog::setDefaultModel(const QString &model) { m_model->setCurrentText(model); }

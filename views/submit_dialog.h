@@ -28,6 +28,9 @@ public:
     // Names offered in the playbook list (the demo playbooks by default).
     void setPlaybookNames(const QStringList &names);
     void setDefaultModel(const QString &model);
+    // The tiers the connected pools offer, each shown with its runtime ("lite (bwrap)"). Until it is
+    // called only "Agent's default" is offered.
+    void setTiers(const QList<TierInfo> &tiers);
 
     enum class Source { PlaybookName, PlaybookFile, Goal };
     void setSource(Source source);

@@ -45,6 +45,21 @@ bool PoolSet::anyLocal() const
     return std::any_of(m_entries.begin(), m_entries.end(), [](const Entry &e) { return e.local; });
 }
 
+std::optional<std::set<std::string>> PoolSet::offeredTiers() const
+{
+    std::optional<std::set<std::string>> tiers;
+    for (const auto &entry : m_entries) {
+        auto status = entry.client->status();
+        if (!status)
+            continue;
+        if (!tiers)
+            tiers.emplace();
+        for (const auto &tier : status->tiers)
+            tiers->insert(tier.name);
+    }
+    return tiers;
+}
+
 void PoolSet::cancelInFlight() const
 {
     for (const auto &entry : m_entries)

@@ -6,6 +6,8 @@
 #include "broker/pools/pool_client.h"
 
 #include <memory>
+#include <optional>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -26,6 +28,8 @@ public:
     };
     const std::vector<Entry> &entries() const { return m_entries; }
     bool anyLocal() const;
+    // The tiers offered by the pools that answer; nullopt when none answers (nothing is known).
+    std::optional<std::set<std::string>> offeredTiers() const;
     void cancelInFlight() const;
 
 private:

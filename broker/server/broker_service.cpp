@@ -105,6 +105,14 @@ Result<core::SessionState> BrokerService::submit(const v1::SubmitSessionRequest 
         return fail(ErrorCode::InvalidArgument, "model '" + modelName + "' needs a goal: pass --goal TEXT");
     }
 
+    const std::string tier = request.tier().empty() ? m_options.defaultTier : request.tier();
+    if (auto offered = m_pools.offeredTiers(); offered && !offered->contains(tier)) {
+        // When no pool answers, nothing is known: the session waits in the queue for one instead.
+        std::vector<std::string> names(offered->begin(), offered->end());
+        return fail(ErrorCode::InvalidArgument, "no pool offers tier '" + tier + "'; the pools offer: " + joined(names)
+                        + ". Pick one of those, or add the tier to a pool's configuration");
+    }
+
     nlohmann::json tags = nlohmann::json::array();
     for (const auto &tag : request.tags())
         tags.push_back(tag);
@@ -113,7 +121,7 @@ Result<core::SessionState> BrokerService::submit(const v1::SubmitSessionRequest 
                                  {"model", modelName},
                                  {"playbook", playbookName},
                                  {"playbook_toml", playbookToml},
-                                 {"tier", request.tier().empty() ? m_options.defaultTier : request.tier()},
+                                 {"tier", tier},
                                  {"tags", tags}};
     store::AppendRequest append;
     append.sessionId = newSessionId();

@@ -315,6 +315,11 @@ TEST(DialogsTest, SubmitDialogBuildsARequest)
     SubmitDialog dialog;
     dialog.setSource(SubmitDialog::Source::Goal);
     dialog.goalEdit()->setText(QStringLiteral("Fix the flaky test"));
+    EXPECT_EQ(dialog.tierCombo()->count(), 1) << "no tiers before the pools have said which they offer";
+    dialog.setTiers({TierInfo{QStringLiteral("lite"), QStringLiteral("bwrap")},
+                     TierInfo{QStringLiteral("heavy"), QStringLiteral("runsc")},
+                     TierInfo{QStringLiteral("lite"), QStringLiteral("bwrap")}});
+    EXPECT_EQ(dialog.tierCombo()->count(), 3) << "the default and each tier once";
     dialog.tierCombo()->setCurrentIndex(dialog.tierCombo()->findData(QStringLiteral("heavy")));
     dialog.accept();
     EXPECT_EQ(dialog.result(), QDialog::Accepted);

@@ -28,6 +28,41 @@ tool = "run_command"
 command = "echo hello"
 )";
 
+// A pool that only answers Status, offering the lite tier.
+class LiteOnlyPool final : public pools::PoolClient {
+public:
+    std::string name() const override { return "lite-only"; }
+    std::string endpoint() const override { return "test:0"; }
+    Result<pools::ClaimedSandbox> claim(const std::string &, const std::string &, const std::string &) override
+    {
+        return fail(ErrorCode::Unimplemented, "test pool");
+    }
+    Result<pools::ExecOutcome> exec(const pools::ExecSpec &, const pools::OutputSink &) override
+    {
+        return fail(ErrorCode::Unimplemented, "test pool");
+    }
+    Result<std::string> readFile(const std::string &, const std::string &, int64_t) override
+    {
+        return fail(ErrorCode::Unimplemented, "test pool");
+    }
+    Status writeFile(const std::string &, const std::string &, const std::string &, uint32_t) override
+    {
+        return fail(ErrorCode::Unimplemented, "test pool");
+    }
+    Result<std::vector<pools::DirEntry>> listDir(const std::string &, const std::string &) override
+    {
+        return fail(ErrorCode::Unimplemented, "test pool");
+    }
+    Status release(const std::string &) override { return {}; }
+    Result<pools::PoolStatus> status() override
+    {
+        pools::PoolStatus status;
+        status.tiers.push_back({"lite", "bwrap", 2, 0, 32, 1.0, 0});
+        return status;
+    }
+    void cancelInFlight() override {}
+};
+
 class BrokerServiceTest : public ::testing::Test {
 protected:
     void SetUp() override
@@ -161,6 +196,21 @@ TEST_F(BrokerServiceTest, BadSubmissionsAreRefusedWithTheRightStatus)
     v1::ListSessionsResponse list;
     ASSERT_TRUE(m_stub->ListSessions(context().get(), {}, &list).ok());
     EXPECT_EQ(list.sessions_size(), 0) << "a refused submission must record nothing";
+}
+
+TEST_F(BrokerServiceTest, ATierNoPoolOffersIsRefusedAtSubmit)
+{
+    m_pools.add(std::make_unique<LiteOnlyPool>(), false);
+    v1::SubmitSessionRequest request;
+    request.set_playbook_toml(kPlaybook);
+    request.set_tier("heavy");
+    v1::Session session;
+    const auto status = m_stub->SubmitSession(context().get(), request, &session);
+    EXPECT_EQ(status.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+    EXPECT_NE(status.error_message().find("offer: lite"), std::string::npos) << status.error_message();
+
+    request.set_tier("lite");
+    EXPECT_TRUE(m_stub->SubmitSession(context().get(), request, &session).ok());
 }
 
 TEST_F(BrokerServiceTest, ListSessionsPagesAndFilters)
