@@ -218,6 +218,7 @@ void SandboxPool::shutdown()
     m_cv.notify_all();
     for (auto &sb : all)
         destroy(sb);
+    m_execLoop.stop();   // execs still waiting on a dead init fail now rather than at their deadline
     spdlog::info("released {} sandboxes", all.size());
 }
 
@@ -376,7 +377,7 @@ Result<ClaimResult> SandboxPool::claim(const std::string &tierName, const std::s
 }
 
 ClaimResult SandboxPool::finishClaimLocked(Tier &tier, const std::shared_ptr<Sandbox> &sandbox, bool warm, int64_t t0,
-                                           const std::string &sessionId, const std::string &idempotencyKey)
+                                           const std::string &sessionId, const std::string &idempotencyKey, bool notify)
 {
     sandbox->state = Sandbox::State::Claimed;
     sandbox->sessionId = sessionId;
@@ -398,7 +399,8 @@ ClaimResult SandboxPool::finishClaimLocked(Tier &tier, const std::shared_ptr<San
     result.claimMs = static_cast<double>(tookUs) / 1000.0;
     if (!idempotencyKey.empty())
         m_claimKeys[idempotencyKey] = result;
-    m_cv.notify_all();   // refill workers: a warm slot opened; waiters on this key
+    if (notify)
+        m_cv.notify_all();   // refill workers: a warm slot opened; waiters on this key
     return result;
 }
 
@@ -425,7 +427,9 @@ std::optional<Result<ClaimResult>> SandboxPool::claimIfWarm(const std::string &t
         return std::nullopt;   // unknown tier, cold start or cleanup: the blocking path says and does it
     auto sandbox = tier->warm.front();
     tier->warm.pop_front();
-    ClaimResult result = finishClaimLocked(*tier, sandbox, true, t0, sessionId, idempotencyKey);
+    // No waiter can be on this key (an in-flight key took the blocking path above), so only the
+    // refill workers need a wake-up, and the caller gives it after answering.
+    ClaimResult result = finishClaimLocked(*tier, sandbox, true, t0, sessionId, idempotencyKey, false);
     lock.unlock();
     spdlog::info("claimed {} (warm, {:.3f} ms) for session '{}'", result.sandboxId, result.claimMs, sessionId);
     return Result<ClaimResult>(std::move(result));
@@ -443,6 +447,51 @@ Result<std::shared_ptr<SandboxPool::Sandbox>> SandboxPool::findClaimed(const std
     return it->second;
 }
 
+InitExecRequest SandboxPool::initRequest(const ExecRequest &request) const
+{
+    InitExecRequest ir;
+    ir.argv = request.argv;
+    ir.env = request.env;
+    ir.cwd = request.cwd;
+    ir.stdinData = request.stdinData;
+    ir.timeoutMs = request.timeoutMs > 0 ? std::min(request.timeoutMs, m_config.maxExecTimeoutMs) : m_config.defaultExecTimeoutMs;
+    ir.maxOutputBytes = m_config.maxOutputBytes;
+    return ir;
+}
+
+void SandboxPool::finishRecord(Sandbox &sandbox, const std::string &key, ExecRecord &record, const Result<InitExecResult> &r)
+{
+    {
+        std::lock_guard lock(sandbox.execMutex);
+        record.result = r;
+        record.done = true;
+        if (!r) {
+            // The command may not have run at all (the init was unreachable): let a retry run it.
+            sandbox.records.erase(key);
+        } else {
+            sandbox.recordBytes += record.bytes;
+        }
+        // Bound the records: drop the oldest finished ones beyond the count or byte limit.
+        size_t scanned = 0;
+        while ((sandbox.records.size() > static_cast<size_t>(m_config.execCachePerSandbox) ||
+                sandbox.recordBytes > m_config.execCacheBytesPerSandbox) &&
+               !sandbox.order.empty() && scanned++ < sandbox.order.size() + 1) {
+            std::string oldest = sandbox.order.front();
+            sandbox.order.pop_front();
+            auto it = sandbox.records.find(oldest);
+            if (it == sandbox.records.end())
+                continue;
+            if (!it->second->done) {
+                sandbox.order.push_back(oldest);   // still running: keep it
+                continue;
+            }
+            sandbox.recordBytes -= it->second->bytes;
+            sandbox.records.erase(it);
+        }
+    }
+    sandbox.execCv.notify_all();
+}
+
 Result<ExecResult> SandboxPool::exec(const ExecRequest &request, const ChunkSink &sink)
 {
     auto found = findClaimed(request.sandboxId);
@@ -452,14 +501,7 @@ Result<ExecResult> SandboxPool::exec(const ExecRequest &request, const ChunkSink
     if (request.argv.empty() || request.argv.front().empty())
         return fail(ErrorCode::InvalidArgument, "exec needs a command in argv; for a shell line use [\"/bin/sh\", \"-c\", \"...\"]");
 
-    InitExecRequest ir;
-    ir.argv = request.argv;
-    ir.env = request.env;
-    ir.cwd = request.cwd;
-    ir.stdinData = request.stdinData;
-    ir.timeoutMs = request.timeoutMs > 0 ? std::min(request.timeoutMs, m_config.maxExecTimeoutMs) : m_config.defaultExecTimeoutMs;
-    ir.maxOutputBytes = m_config.maxOutputBytes;
-
+    const InitExecRequest ir = initRequest(request);
     if (request.idempotencyKey.empty() || m_config.execCachePerSandbox == 0) {
         auto r = sandbox->init.exec(ir, sink);
         if (!r)
@@ -500,39 +542,104 @@ Result<ExecResult> SandboxPool::exec(const ExecRequest &request, const ChunkSink
         if (sink)
             sink(stream, chunk);
     });
-
-    {
-        std::lock_guard lock(sandbox->execMutex);
-        record->result = r;
-        record->done = true;
-        if (!r) {
-            // The command may not have run at all (the init was unreachable): let a retry run it.
-            sandbox->records.erase(request.idempotencyKey);
-        } else {
-            sandbox->recordBytes += record->bytes;
-        }
-        // Bound the records: drop the oldest finished ones beyond the count or byte limit.
-        size_t scanned = 0;
-        while ((sandbox->records.size() > static_cast<size_t>(m_config.execCachePerSandbox) ||
-                sandbox->recordBytes > m_config.execCacheBytesPerSandbox) &&
-               !sandbox->order.empty() && scanned++ < sandbox->order.size() + 1) {
-            std::string oldest = sandbox->order.front();
-            sandbox->order.pop_front();
-            auto it = sandbox->records.find(oldest);
-            if (it == sandbox->records.end())
-                continue;
-            if (!it->second->done) {
-                sandbox->order.push_back(oldest);   // still running: keep it
-                continue;
-            }
-            sandbox->recordBytes -= it->second->bytes;
-            sandbox->records.erase(it);
-        }
-    }
-    sandbox->execCv.notify_all();
+    finishRecord(*sandbox, request.idempotencyKey, *record, r);
     if (!r)
         return std::unexpected(r.error());
     return ExecResult{*r, false};
+}
+
+bool SandboxPool::execAsync(const ExecRequest &request, ChunkSink sink, ExecDone done)
+{
+    auto found = findClaimed(request.sandboxId);
+    if (!found) {
+        done(std::unexpected(found.error()));
+        return true;
+    }
+    auto sandbox = *found;
+    if (request.argv.empty() || request.argv.front().empty()) {
+        done(fail(ErrorCode::InvalidArgument, "exec needs a command in argv; for a shell line use [\"/bin/sh\", \"-c\", \"...\"]"));
+        return true;
+    }
+    const bool keyed = !request.idempotencyKey.empty() && m_config.execCachePerSandbox > 0;
+
+    // A repeat of a finished run is answered from its record, inline; one still running would
+    // have to be waited for: the blocking path does that.
+    auto replay = [&](std::unique_lock<std::mutex> &lock) -> std::optional<bool> {
+        auto it = sandbox->records.find(request.idempotencyKey);
+        if (it == sandbox->records.end())
+            return std::nullopt;
+        auto earlier = it->second;
+        if (!earlier->done)
+            return false;
+        auto chunks = earlier->chunks;
+        auto result = earlier->result;
+        lock.unlock();
+        if (!result) {
+            done(std::unexpected(result.error()));
+            return true;
+        }
+        if (sink)
+            for (const auto &[stream, chunk] : chunks)
+                sink(stream, chunk);
+        done(ExecResult{*result, true});
+        return true;
+    };
+    if (keyed) {
+        std::unique_lock lock(sandbox->execMutex);
+        if (auto answered = replay(lock))
+            return *answered;
+    }
+
+    auto connected = InitExecLoop::connect(sandbox->init.socketPath());
+    if (!connected) {
+        done(std::unexpected(connected.error()));
+        return true;
+    }
+    if (!*connected)
+        return false;   // backlog full: a blocking connect waits for room
+    const int fd = **connected;
+
+    const InitExecRequest ir = initRequest(request);
+    if (!keyed) {
+        m_execLoop.submit(fd, ir, std::move(sink), [done = std::move(done)](Result<InitExecResult> r) {
+            if (!r)
+                done(std::unexpected(r.error()));
+            else
+                done(ExecResult{*r, false});
+        });
+        return true;
+    }
+
+    auto record = std::make_shared<ExecRecord>();
+    {
+        std::unique_lock lock(sandbox->execMutex);
+        if (auto answered = replay(lock)) {   // the same key arrived meanwhile
+            ::close(fd);
+            return *answered;
+        }
+        sandbox->records.emplace(request.idempotencyKey, record);
+        sandbox->order.push_back(request.idempotencyKey);
+    }
+    const int64_t maxRecorded = m_config.maxOutputBytes;
+    // The sink and done run on the exec loop's thread, one after the other: record needs no lock
+    // until finishRecord publishes it.
+    auto recordingSink = [record, maxRecorded, sink = std::move(sink)](int stream, std::string_view chunk) {
+        if (record->bytes < maxRecorded) {
+            record->chunks.emplace_back(stream, std::string(chunk));
+            record->bytes += static_cast<int64_t>(chunk.size());
+        }
+        if (sink)
+            sink(stream, chunk);
+    };
+    m_execLoop.submit(fd, ir, std::move(recordingSink),
+                      [this, sandbox, key = request.idempotencyKey, record, done = std::move(done)](Result<InitExecResult> r) {
+                          finishRecord(*sandbox, key, *record, r);
+                          if (!r)
+                              done(std::unexpected(r.error()));
+                          else
+                              done(ExecResult{*r, false});
+                      });
+    return true;
 }
 
 Result<InitFile> SandboxPool::readFile(const std::string &sandboxId, const std::string &path, int64_t maxBytes)

@@ -5,12 +5,14 @@
 // Threads: every public method may be called from any thread concurrently (the gRPC server calls
 // them from its worker threads). Internally: one mutex (m_mutex) guards the tier state and the
 // sandbox table; each sandbox has its own mutex for its exec records. Background threads:
-// kRefillThreadsPerTier refill workers per tier and one monitor that notices sandboxes dying.
+// kRefillThreadsPerTier refill workers per tier, one monitor that notices sandboxes dying, and
+// the exec loop (InitExecLoop) that waits on the execs started by execAsync().
 // Blocking work (starting a sandbox, talking to an init) never happens under m_mutex.
 
 #include "common/result.h"
 #include "pool/core/pool_config.h"
 #include "pool/init/init_client.h"
+#include "pool/init/init_exec_loop.h"
 #include "pool/runtimes/runtime.h"
 
 #include <atomic>
@@ -86,10 +88,20 @@ public:
     Result<ClaimResult> claim(const std::string &tier, const std::string &sessionId, const std::string &idempotencyKey);
     // claim() when it cannot block: a warm sandbox is ready (or the key was answered before, or
     // the request is invalid). nullopt: call claim() from a thread that may block.
+    // It does not wake the refill workers: call wakeRefill() once the answer is on its way, so
+    // their wake-ups do not sit between the claim and its reply.
     std::optional<Result<ClaimResult>> claimIfWarm(const std::string &tier, const std::string &sessionId,
                                                    const std::string &idempotencyKey);
+    void wakeRefill() { m_cv.notify_all(); }
     // sink gets output chunks as they arrive (stream 1 stdout, 2 stderr), on the calling thread.
     Result<ExecResult> exec(const ExecRequest &request, const ChunkSink &sink);
+    using ExecDone = std::function<void(Result<ExecResult>)>;
+    // exec() without blocking the calling thread (a gRPC callback thread may call it): the
+    // request is sent to the init at once and the exec loop's thread calls sink, then done.
+    // false when it would have to block (a repeat of a keyed run still going, or the init's
+    // backlog is full): nothing was done; call exec() from a thread that may block. When true,
+    // done is called exactly once, possibly before execAsync returns (errors, replays).
+    bool execAsync(const ExecRequest &request, ChunkSink sink, ExecDone done);
     Result<InitFile> readFile(const std::string &sandboxId, const std::string &path, int64_t maxBytes);
     Result<int64_t> writeFile(const std::string &sandboxId, const std::string &path, std::string_view content, uint32_t mode);
     Result<std::vector<InitDirEntry>> listDir(const std::string &sandboxId, const std::string &path);
@@ -115,8 +127,11 @@ private:
     void monitorLoop();
     void wakeMonitor();
     void recordClaimLatency(Tier &tier, int64_t us);
+    InitExecRequest initRequest(const ExecRequest &request) const;
+    // A keyed run finished: store its result, drop it when it failed, bound the records.
+    void finishRecord(Sandbox &sandbox, const std::string &key, ExecRecord &record, const Result<InitExecResult> &r);
     ClaimResult finishClaimLocked(Tier &tier, const std::shared_ptr<Sandbox> &sandbox, bool warm, int64_t t0,
-                                  const std::string &sessionId, const std::string &idempotencyKey);
+                                  const std::string &sessionId, const std::string &idempotencyKey, bool notify = true);
 
     const PoolConfig m_config;
     const std::map<std::string, std::unique_ptr<Runtime>> m_runtimes;
@@ -133,6 +148,7 @@ private:
     std::deque<std::string> m_releasedOrder;
 
     std::vector<std::thread> m_threads;
+    InitExecLoop m_execLoop;
     int m_wakeFd = -1;
     int m_lockFd = -1;              // flock on <state>/pool.lock, held for the pool's life              // eventfd: the monitor's set of sandboxes changed
     std::atomic<bool> m_shutDown{false};

@@ -70,19 +70,21 @@ Result<json> okOrError(const std::optional<proto::Frame> &frame)
 
 } // namespace
 
-Result<int> InitClient::connect(int64_t ioTimeoutMs) const
+namespace detail {
+
+Result<int> connectInit(const std::filesystem::path &socketPath, bool nonBlocking)
 {
-    int fd = ::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    int fd = ::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC | (nonBlocking ? SOCK_NONBLOCK : 0), 0);
     if (fd < 0)
         return fail(ErrorCode::ResourceExhausted, std::string("cannot create a socket: ") + std::strerror(errno));
     sockaddr_un addr {};
     addr.sun_family = AF_UNIX;
-    std::string path = m_socketPath.string();
+    std::string path = socketPath.string();
     int dirFd = -1;
     if (path.size() >= sizeof addr.sun_path) {
         // Deep state directories exceed sun_path's 108 bytes: go through the directory's fd.
-        dirFd = ::open(m_socketPath.parent_path().c_str(), O_PATH | O_DIRECTORY | O_CLOEXEC);
-        path = "/proc/self/fd/" + std::to_string(dirFd) + "/" + m_socketPath.filename().string();
+        dirFd = ::open(socketPath.parent_path().c_str(), O_PATH | O_DIRECTORY | O_CLOEXEC);
+        path = "/proc/self/fd/" + std::to_string(dirFd) + "/" + socketPath.filename().string();
     }
     std::strncpy(addr.sun_path, path.c_str(), sizeof addr.sun_path - 1);
     int rc;
@@ -94,9 +96,70 @@ Result<int> InitClient::connect(int64_t ioTimeoutMs) const
         ::close(dirFd);
     if (rc != 0) {
         ::close(fd);
-        return fail(ErrorCode::Unavailable, "cannot reach the sandbox init at " + m_socketPath.string() + ": " +
+        if (nonBlocking && err == EAGAIN) {
+            errno = EAGAIN;
+            return -1;
+        }
+        return fail(ErrorCode::Unavailable, "cannot reach the sandbox init at " + socketPath.string() + ": " +
                                                 std::strerror(err) + "; the sandbox has probably died — release it and claim a new one");
     }
+    return fd;
+}
+
+std::string execRequestFrames(const InitExecRequest &request)
+{
+    json header = {{"argv", request.argv},
+                   {"env", request.env},
+                   {"cwd", request.cwd},
+                   {"timeout_ms", request.timeoutMs},
+                   {"max_output_bytes", request.maxOutputBytes}};
+    std::string out;
+    auto frame = [&out](char type, std::string_view payload) {
+        const auto len = static_cast<uint32_t>(payload.size());
+        out.push_back(type);
+        for (int shift : {24, 16, 8, 0})
+            out.push_back(static_cast<char>(len >> shift));
+        out.append(payload);
+    };
+    const std::string h = dumpJson(header);
+    out.reserve(10 + h.size() + request.stdinData.size());
+    frame(proto::kExec, h);
+    frame(proto::kStdin, request.stdinData);
+    return out;
+}
+
+Result<InitExecResult> parseExitRecord(std::string_view payload)
+{
+    json j = json::parse(payload, nullptr, false);
+    if (j.is_discarded() || !j.is_object())
+        return fail(ErrorCode::Internal, "the sandbox init sent a malformed exit record");
+    InitExecResult r;
+    r.exitCode = j.value("exit_code", -1);
+    r.signal = j.value("signal", 0);
+    r.durationMs = j.value("duration_ms", 0.0);
+    r.timedOut = j.value("timed_out", false);
+    r.truncated = j.value("truncated", false);
+    return r;
+}
+
+Error unexpectedExecFrame(char type, std::string_view payload)
+{
+    auto err = okOrError(proto::Frame{type, std::string(payload)});
+    if (!err)
+        return err.error();
+    return Error{ErrorCode::Internal, "the sandbox init answered an exec without an exit record"};
+}
+
+Error lostInitError(int err) { return lostInit(err).error(); }
+
+} // namespace detail
+
+Result<int> InitClient::connect(int64_t ioTimeoutMs) const
+{
+    auto connected = detail::connectInit(m_socketPath, false);
+    if (!connected)
+        return connected;
+    const int fd = *connected;
     timeval tv {};
     tv.tv_sec = ioTimeoutMs / 1000;
     tv.tv_usec = (ioTimeoutMs % 1000) * 1000;
@@ -112,13 +175,12 @@ Result<InitExecResult> InitClient::exec(const InitExecRequest &request, const Ch
     if (!fd)
         return std::unexpected(fd.error());
     Fd conn(*fd);
-    json header = {{"argv", request.argv},
-                   {"env", request.env},
-                   {"cwd", request.cwd},
-                   {"timeout_ms", request.timeoutMs},
-                   {"max_output_bytes", request.maxOutputBytes}};
-    if (!proto::writeFrame(conn.get(), proto::kExec, dumpJson(header)) ||
-        !proto::writeFrame(conn.get(), proto::kStdin, request.stdinData))
+    if (request.stdinData.size() > proto::kMaxFrameBytes)
+        return fail(ErrorCode::InvalidArgument, "stdin of " + std::to_string(request.stdinData.size()) +
+                                                    " bytes exceeds the 64 MiB limit of an exec");
+    // Header and stdin in one write: one wake-up of the init's handler instead of two.
+    const std::string frames = detail::execRequestFrames(request);
+    if (!proto::writeAll(conn.get(), frames.data(), frames.size()))
         return lostInit(errno);
     for (;;) {
         auto frame = proto::readFrame(conn.get());
@@ -130,24 +192,10 @@ Result<InitExecResult> InitClient::exec(const InitExecRequest &request, const Ch
             if (sink)
                 sink(frame->type == proto::kStdout ? 1 : 2, frame->payload);
             break;
-        case proto::kExit: {
-            json j = json::parse(frame->payload, nullptr, false);
-            if (j.is_discarded() || !j.is_object())
-                return fail(ErrorCode::Internal, "the sandbox init sent a malformed exit record");
-            InitExecResult r;
-            r.exitCode = j.value("exit_code", -1);
-            r.signal = j.value("signal", 0);
-            r.durationMs = j.value("duration_ms", 0.0);
-            r.timedOut = j.value("timed_out", false);
-            r.truncated = j.value("truncated", false);
-            return r;
-        }
-        default: {
-            auto err = okOrError(frame);
-            if (!err)
-                return std::unexpected(err.error());
-            return fail(ErrorCode::Internal, "the sandbox init answered an exec without an exit record");
-        }
+        case proto::kExit:
+            return detail::parseExitRecord(frame->payload);
+        default:
+            return std::unexpected(detail::unexpectedExecFrame(frame->type, frame->payload));
         }
     }
 }

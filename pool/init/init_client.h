@@ -49,6 +49,22 @@ struct InitFile {
 // stream 1 = stdout, 2 = stderr; called on the calling thread as chunks arrive.
 using ChunkSink = std::function<void(int stream, std::string_view chunk)>;
 
+// Shared by InitClient and InitExecLoop.
+namespace detail {
+// Connects a unix stream socket to socketPath (through /proc/self/fd for paths beyond sun_path).
+// With nonBlocking, the socket is O_NONBLOCK and a full accept backlog gives EAGAIN in errno and
+// fd -1 without an error value.
+Result<int> connectInit(const std::filesystem::path &socketPath, bool nonBlocking);
+// The exec request's frames (header, then stdin), as one buffer.
+std::string execRequestFrames(const InitExecRequest &request);
+// The exit record of an exec.
+Result<InitExecResult> parseExitRecord(std::string_view payload);
+// A reply frame that is neither output nor exit: the init's error, or a protocol error.
+Error unexpectedExecFrame(char type, std::string_view payload);
+// The init went away (err = errno of the failed read or write; 0 for end of stream).
+Error lostInitError(int err);
+} // namespace detail
+
 class InitClient {
 public:
     explicit InitClient(std::filesystem::path socketPath) : m_socketPath(std::move(socketPath)) {}

@@ -1,9 +1,10 @@
 // paddock-sandbox-init: the first process inside every sandbox (PID 1 under bwrap --as-pid-1).
 //
 // It takes requests from the pool on a unix socket, one request per connection (protocol in
-// init_protocol.h and docs/pool.md), and answers each in a forked handler process, so a slow
-// command never blocks another request and a crashing handler never takes PID 1 down. PID 1
-// itself only accepts, forks and reaps: as the namespace's init it inherits every orphan.
+// init_protocol.h and docs/pool.md), and answers each in a handler process (forked ahead and
+// reused for request after request), so a slow command never blocks another request and a
+// crashing handler never takes PID 1 down. PID 1 itself only forks handlers and reaps: as the
+// namespace's init it inherits every orphan.
 //
 // Known limits: a command that daemonizes into its own session (setsid) survives the end of its
 // exec until the sandbox is released; output beyond max_output_bytes is dropped (reported as
@@ -14,6 +15,7 @@
 #include <nlohmann/json.hpp>
 
 #include <algorithm>
+#include <atomic>
 #include <cerrno>
 #include <chrono>
 #include <climits>
@@ -27,8 +29,10 @@
 #include <map>
 #include <set>
 #include <poll.h>
-#include <spawn.h>
+#include <sched.h>
 #include <string>
+#include <new>
+#include <sys/mman.h>
 #include <sys/signalfd.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
@@ -48,9 +52,12 @@ constexpr int64_t kDefaultMaxOutputBytes = 16ll << 20;
 constexpr int64_t kDefaultMaxReadBytes = 1ll << 20;
 constexpr int kDrainAfterExitMs = 200;   // output still in flight after the command's group died
 constexpr size_t kReadChunkBytes = 64 * 1024;
-constexpr size_t kSpareHandlers = 2;
+constexpr size_t kSpareHandlers = 2;     // idle handlers PID 1 keeps ready
+constexpr size_t kMaxIdleHandlers = 4;   // beyond this a handler exits when done
+constexpr size_t kMaxHandlers = 4096;    // concurrent requests; more wait in the accept backlog
 
 std::string g_workspace = "/workspace";
+sigset_t g_ignoredSignals;   // SIG_IGN in this process (SIGPIPE, and whatever was inherited)
 
 int64_t monoUs()
 {
@@ -105,6 +112,57 @@ std::string findProgram(const std::string &name, const std::string &pathVar)
         start = end + 1;
     }
     return {};
+}
+
+struct SpawnArgs {
+    const char *path;
+    char *const *argv;
+    char *const *envp;
+    const char *cwd;
+    int in, out, err;
+    int error;   // written by the child (it shares our memory until it execs)
+};
+
+int spawnChild(void *p)
+{
+    // Runs on its own stack in our memory (CLONE_VM | CLONE_VFORK), with us suspended: only
+    // async-signal-safe calls. The handler installs no signal handlers, so none can run here.
+    auto *a = static_cast<SpawnArgs *>(p);
+    ::setpgid(0, 0);
+    // Only ignored signals survive an exec (caught ones are reset by it, and we catch none).
+    struct sigaction dfl {};
+    dfl.sa_handler = SIG_DFL;
+    for (int sig = 1; sig < NSIG; ++sig)
+        if (sigismember(&g_ignoredSignals, sig) == 1)
+            ::sigaction(sig, &dfl, nullptr);
+    sigset_t none;
+    sigemptyset(&none);
+    ::sigprocmask(SIG_SETMASK, &none, nullptr);
+    if (::dup2(a->in, 0) < 0 || ::dup2(a->out, 1) < 0 || ::dup2(a->err, 2) < 0 || ::chdir(a->cwd) != 0) {
+        a->error = errno;
+        _exit(127);
+    }
+    ::execve(a->path, a->argv, a->envp);
+    a->error = errno;
+    _exit(127);
+}
+
+// Like posix_spawn (a vfork: no copy of the handler's page tables), without its per-signal loop:
+// glibc's child makes two sigaction calls for each of the 64 signals, ~0.1 ms on a VM, on the
+// latency path of every exec. Returns 0 or the errno of the failed step (the child is reaped).
+int spawnCommand(SpawnArgs &a, pid_t &pid)
+{
+    alignas(64) static char stack[64 * 1024];   // one spawn at a time: the handler is single-threaded
+    a.error = 0;
+    pid = ::clone(spawnChild, stack + sizeof stack, CLONE_VM | CLONE_VFORK | SIGCHLD, &a);
+    if (pid < 0)
+        return errno;
+    if (a.error != 0) {
+        ::waitpid(pid, nullptr, 0);
+        pid = -1;
+        return a.error;
+    }
+    return 0;
 }
 
 void handleExec(int conn, const json &header)
@@ -166,27 +224,10 @@ void handleExec(int conn, const json &header)
     }
 
     const int64_t startUs = monoUs();
-    // posix_spawn (vfork underneath): no page-table copy of the handler on the latency path.
     // The command gets its own process group, so a timeout kills it and everything it started.
-    posix_spawn_file_actions_t fa;
-    posix_spawn_file_actions_init(&fa);
-    posix_spawn_file_actions_adddup2(&fa, in[0], 0);
-    posix_spawn_file_actions_adddup2(&fa, out[1], 1);
-    posix_spawn_file_actions_adddup2(&fa, err[1], 2);
-    posix_spawn_file_actions_addchdir_np(&fa, cwd.c_str());
-    posix_spawnattr_t attr;
-    posix_spawnattr_init(&attr);
-    sigset_t none, all;
-    sigemptyset(&none);
-    sigfillset(&all);
-    posix_spawnattr_setsigmask(&attr, &none);
-    posix_spawnattr_setsigdefault(&attr, &all);
-    posix_spawnattr_setpgroup(&attr, 0);
-    posix_spawnattr_setflags(&attr, POSIX_SPAWN_SETSIGMASK | POSIX_SPAWN_SETSIGDEF | POSIX_SPAWN_SETPGROUP);
+    SpawnArgs sa {program.c_str(), args.data(), envp.data(), cwd.c_str(), in[0], out[1], err[1], 0};
     pid_t pid = -1;
-    const int spawnErr = posix_spawn(&pid, program.c_str(), &fa, &attr, args.data(), envp.data());
-    posix_spawn_file_actions_destroy(&fa);
-    posix_spawnattr_destroy(&attr);
+    int spawnErr = spawnCommand(sa, pid);
     if (spawnErr != 0) {
         std::string msg = "paddock-sandbox-init: cannot run " + program + ": " + errnoText(spawnErr) + "\n";
         if (spawnErr == EAGAIN)
@@ -551,6 +592,81 @@ void handleConnection(int conn)
     }
 }
 
+// One handler's state, in pages shared by PID 1 and every handler.
+struct HandlerSlot {
+    static constexpr int kFree = 0, kIdle = 1, kBusy = 2;
+    std::atomic<int> state{kFree};
+};
+struct HandlerTable {
+    // Idle handlers, kept by the handlers themselves so they need not scan the slots. It may
+    // run low (never high) when a handler is killed mid-change; PID 1 counts the slots.
+    std::atomic<int> idle{0};
+    // Set by PID 1 before it kills the idle handlers at SIGTERM: a busy one finishes its
+    // request and exits instead of going back to accept() (it checks after marking itself idle,
+    // so either PID 1 sees it idle and kills it, or it sees this flag).
+    std::atomic<bool> stopping{false};
+    HandlerSlot slots[kMaxHandlers];
+};
+static_assert(std::atomic<int>::is_always_lock_free);
+
+// A handler: accepts a connection, answers it, and goes back to accept(). It exits when more
+// than kMaxIdleHandlers are idle (after a burst of concurrent requests) or accept() fails.
+// A fresh handler shares PID 1's pages copy-on-write, so its first request would take a page
+// fault on every page it writes (heap, stack, data: ~0.1-0.2 ms on a VM). Take them now, before
+// waiting for a request.
+void prefaultWritablePages()
+{
+    FILE *maps = std::fopen("/proc/self/maps", "re");
+    if (!maps)
+        return;
+    char line[512];
+    while (std::fgets(line, sizeof line, maps)) {
+        unsigned long start = 0, end = 0;
+        char perms[5] = {};
+        if (std::sscanf(line, "%lx-%lx %4s", &start, &end, perms) != 3)
+            continue;
+        if (perms[0] != 'r' || perms[1] != 'w' || perms[3] != 'p' || std::strstr(line, "[v"))
+            continue;
+        // Stacks are large and mostly untouched: only their top few pages.
+        if (std::strstr(line, "[stack]") && end - start > 64 * 1024)
+            start = end - 64 * 1024;
+        if (end - start > 8ul << 20)
+            continue;   // a large reservation, not memory in use
+        ::madvise(reinterpret_cast<void *>(start), end - start, MADV_POPULATE_WRITE);
+    }
+    std::fclose(maps);
+}
+
+[[noreturn]] void handlerLoop(int listenFd, int notifyFd, HandlerTable *table, size_t mySlot)
+{
+    HandlerSlot &me = table->slots[mySlot];
+    prefaultWritablePages();
+    for (;;) {
+        int conn;
+        do {
+            conn = ::accept4(listenFd, nullptr, nullptr, SOCK_CLOEXEC);
+        } while (conn < 0 && (errno == EINTR || errno == ECONNABORTED));
+        if (conn < 0)
+            _exit(1);
+        // Counter first, then the slot: a kill in between leaves the counter low, not high.
+        const int idleLeft = table->idle.fetch_sub(1) - 1;
+        me.state.store(HandlerSlot::kBusy);
+        // Only when no idle handler is left does PID 1 need to fork one before the next request.
+        if (idleLeft <= 0) {
+            const char one = 1;
+            (void)!::write(notifyFd, &one, 1);
+        }
+        handleConnection(conn);
+        ::close(conn);
+        if (table->idle.load() >= static_cast<int>(kMaxIdleHandlers))
+            _exit(0);   // enough are idle; PID 1 reaps this one and frees the slot
+        me.state.store(HandlerSlot::kIdle);
+        table->idle.fetch_add(1);
+        if (table->stopping.load())
+            _exit(0);
+    }
+}
+
 int usage()
 {
     std::fprintf(stderr, "usage: paddock-sandbox-init (--listen-fd N | --socket PATH) [--ready-fd N] [--workspace DIR]\n"
@@ -610,40 +726,60 @@ int main(int argc, char **argv)
     ::sigprocmask(SIG_BLOCK, &mask, nullptr);
     int sigFd = ::signalfd(-1, &mask, SFD_CLOEXEC | SFD_NONBLOCK);
     ::signal(SIGPIPE, SIG_IGN);
+    sigemptyset(&g_ignoredSignals);
+    for (int sig = 1; sig < NSIG; ++sig) {
+        struct sigaction sa {};
+        if (::sigaction(sig, nullptr, &sa) == 0 && sa.sa_handler == SIG_IGN)
+            sigaddset(&g_ignoredSignals, sig);
+    }
 
-    // Handlers are forked ahead of time (kSpareHandlers idle ones block in accept()), so a
-    // request never waits for a fork of PID 1. A spare that takes a connection reports its pid on
-    // the notify pipe and PID 1 forks the next one.
+    // Handlers are forked ahead of time and kept: an idle one blocks in accept(), answers one
+    // connection, then goes back to accept(). A request never waits for a fork, and in the
+    // steady state an exec costs no fork or exit of a handler at all (on a 2-core host that work
+    // competed with the command for the CPU). Each handler's state is in a shared page, so PID 1
+    // knows how many are idle without hearing from them on every request: a handler wakes PID 1
+    // only when it takes the last idle slot, and PID 1 forks more then (or when one exits).
     int notify[2];
     if (::pipe2(notify, O_CLOEXEC | O_NONBLOCK) != 0) {
         std::fprintf(stderr, "paddock-sandbox-init: cannot create a pipe: %s\n", std::strerror(errno));
         return 1;
     }
-    std::set<pid_t> idle;
+    void *shared = ::mmap(nullptr, sizeof(HandlerTable), PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+    if (shared == MAP_FAILED) {
+        std::fprintf(stderr, "paddock-sandbox-init: cannot map the handler table: %s\n", std::strerror(errno));
+        return 1;
+    }
+    auto *table = new (shared) HandlerTable;
+    HandlerSlot *slots = table->slots;
+    std::map<pid_t, size_t> handlers;   // live handler -> its slot
+    auto idleCount = [&] {
+        size_t n = 0;
+        for (const auto &[pid, slot] : handlers)
+            n += slots[slot].state.load() == HandlerSlot::kIdle ? 1 : 0;
+        return n;
+    };
     auto topUp = [&] {
-        while (idle.size() < kSpareHandlers) {
+        size_t idleNow = idleCount();
+        while (idleNow < kSpareHandlers && handlers.size() < kMaxHandlers) {
+            size_t slot = 0;
+            while (slots[slot].state.load() != HandlerSlot::kFree)
+                ++slot;
+            slots[slot].state.store(HandlerSlot::kIdle);
+            table->idle.fetch_add(1);
             pid_t pid = ::fork();
-            if (pid < 0)
+            if (pid < 0) {
+                slots[slot].state.store(HandlerSlot::kFree);
+                table->idle.fetch_sub(1);
                 return;   // out of processes: retried at the next event
+            }
             if (pid == 0) {
                 ::close(sigFd);
                 ::close(notify[0]);
                 ::sigprocmask(SIG_UNBLOCK, &mask, nullptr);
-                int conn;
-                do {
-                    conn = ::accept4(listenFd, nullptr, nullptr, SOCK_CLOEXEC);
-                } while (conn < 0 && (errno == EINTR || errno == ECONNABORTED));
-                ::close(listenFd);
-                const pid_t self = ::getpid();
-                proto::writeAll(notify[1], &self, sizeof self);
-                ::close(notify[1]);
-                if (conn >= 0) {
-                    handleConnection(conn);
-                    ::close(conn);
-                }
-                _exit(0);
+                handlerLoop(listenFd, notify[1], table, slot);
             }
-            idle.insert(pid);
+            handlers.emplace(pid, slot);
+            ++idleNow;
         }
     };
     topUp();
@@ -655,12 +791,12 @@ int main(int argc, char **argv)
 
     for (;;) {
         pollfd fds[2] = {{notify[0], POLLIN, 0}, {sigFd, POLLIN, 0}};
-        if (::poll(fds, 2, idle.size() < kSpareHandlers ? 100 : -1) < 0)
+        if (::poll(fds, 2, idleCount() < kSpareHandlers ? 100 : -1) < 0)
             continue;
         if (fds[0].revents & POLLIN) {
-            pid_t busy;
-            while (::read(notify[0], &busy, sizeof busy) == static_cast<ssize_t>(sizeof busy))
-                idle.erase(busy);
+            char drain[64];
+            while (::read(notify[0], drain, sizeof drain) > 0) {
+            }
         }
         if (fds[1].revents & POLLIN) {
             signalfd_siginfo si {};
@@ -670,11 +806,18 @@ int main(int argc, char **argv)
                     stop = true;
             // Reap every child and every orphan the namespace handed to us.
             pid_t dead;
-            while ((dead = ::waitpid(-1, nullptr, WNOHANG)) > 0)
-                idle.erase(dead);
+            while ((dead = ::waitpid(-1, nullptr, WNOHANG)) > 0) {
+                if (auto it = handlers.find(dead); it != handlers.end()) {
+                    if (slots[it->second].state.exchange(HandlerSlot::kFree) == HandlerSlot::kIdle)
+                        table->idle.fetch_sub(1);   // killed while idle
+                    handlers.erase(it);
+                }
+            }
             if (stop) {
-                for (pid_t pid : idle)
-                    ::kill(pid, SIGKILL);
+                table->stopping.store(true);
+                for (const auto &[pid, slot] : handlers)
+                    if (slots[slot].state.load() == HandlerSlot::kIdle)
+                        ::kill(pid, SIGKILL);
                 return 0;
             }
         }

@@ -1,10 +1,11 @@
 #pragma once
-// The gRPC face of the pool: PoolService on the callback API. One reactor per call; blocking
-// work goes to a TaskRunner; Exec streams with one write in flight. Errors become grpc::Status
+// The gRPC face of the pool: PoolService on the callback API. One reactor per call; a warm Claim
+// is answered inline and an Exec is started inline (SandboxPool::execAsync); other blocking work
+// goes to a TaskRunner; Exec streams with one write in flight. Errors become grpc::Status
 // here and nowhere else.
 //
-// Threads: reactions run on gRPC's callback threads and only enqueue; the TaskRunner's workers
-// call into SandboxPool (which is thread-safe). Owned by main(); must outlive the grpc::Server.
+// Threads: reactions run on gRPC's callback threads and only enqueue or start non-blocking work;
+// the TaskRunner's workers and SandboxPool's exec loop call back into the reactors. Owned by main(); must outlive the grpc::Server.
 
 #include "common/result.h"
 #include "pool/core/sandbox_pool.h"

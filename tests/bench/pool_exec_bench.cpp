@@ -4,6 +4,8 @@
 //   warm claim -> first command finished: Claim + Exec(`true`) through gRPC (what the broker does)
 //   warm exec: Exec(`true`) on a claimed sandbox, through gRPC and directly through the init
 //   cold: `bwrap <the pool's own arguments> true`, spawned and waited for
+//   raw: posix_spawn + waitpid of /usr/bin/true on the host (the floor under any exec)
+//   gRPC floors: a Status round trip back to back, and one after the same idle pause as a claim
 //
 // Budget (ARCHITECTURE.md): warm claim-to-first-command median <= 2 ms, p99 <= 10 ms, and at
 // most half of a cold bwrap start.
@@ -177,6 +179,15 @@ int main(int argc, char **argv)
             die("status failed");
         statusRtt.push_back(since(t0));
     }
+    // The same after the idle pause every claim above had: what waking gRPC's threads costs.
+    std::vector<double> statusIdle;
+    for (int i = 0; i < std::min(runs, 100); ++i) {
+        std::this_thread::sleep_for(std::chrono::milliseconds(kSettleMs));
+        const auto t0 = Clock::now();
+        if (!client->status())
+            die("status failed");
+        statusIdle.push_back(since(t0));
+    }
     (void)client->release(claimed->sandboxId);
 
     // 3. Cold: the same bwrap command line the pool uses, running `true` instead of the init.
@@ -207,6 +218,21 @@ int main(int argc, char **argv)
             die("cold bwrap true failed");
     }
 
+    // 4. Raw: the host's own fork+exec+wait of the same command, the floor under every exec.
+    std::vector<double> raw;
+    char trueArg0[] = "true";
+    char *trueArgv[] = {trueArg0, nullptr};
+    for (int i = 0; i < runs; ++i) {
+        const auto t0 = Clock::now();
+        pid_t pid;
+        if (posix_spawn(&pid, "/usr/bin/true", nullptr, nullptr, trueArgv, emptyEnv) != 0)
+            die("cannot spawn /usr/bin/true");
+        int status = 0;
+        ::waitpid(pid, &status, 0);
+        raw.push_back(since(t0));
+    }
+
+    const Figures fRaw = summarize(raw), fStatusIdle = summarize(statusIdle);
     const Figures fClaim = summarize(claimToFirst), fWarm = summarize(warmExec), fInit = summarize(initExec),
                   fCold = summarize(cold), fStatus = summarize(statusRtt);
     print("warm claim -> first `true` done (gRPC)", fClaim);
@@ -216,11 +242,17 @@ int main(int argc, char **argv)
     print("warm exec `true` on a claimed sandbox (gRPC)", fWarm);
     print("warm exec `true` straight through the init", fInit);
     print("cold `bwrap <pool args> true`", fCold);
+    print("raw posix_spawn+wait of /usr/bin/true (host)", fRaw);
     print("gRPC floor: Status round trip", fStatus);
+    print("gRPC floor: Status after the same idle pause", fStatusIdle);
     std::printf("  claims that fell back to a cold start: %d of %d\n", coldClaims, runs);
     std::printf("ratios (warm / cold):\n");
     std::printf("  claim->first done / cold bwrap: median %.3f   p99 %.3f\n", fClaim.median / fCold.median, fClaim.p99 / fCold.p99);
     std::printf("  warm exec / cold bwrap:         median %.3f   p99 %.3f\n", fWarm.median / fCold.median, fWarm.p99 / fCold.p99);
+    std::printf("ratios (against the raw fork+exec+wait of /usr/bin/true on the host):\n");
+    std::printf("  claim->first done / raw:        median %.2f   p99 %.2f\n", fClaim.median / fRaw.median, fClaim.p99 / fRaw.p99);
+    std::printf("  warm exec (gRPC) / raw:         median %.2f   p99 %.2f\n", fWarm.median / fRaw.median, fWarm.p99 / fRaw.p99);
+    std::printf("  exec through the init / raw:    median %.2f   p99 %.2f\n", fInit.median / fRaw.median, fInit.p99 / fRaw.p99);
     const bool medianOk = fClaim.median <= 2.0, p99Ok = fClaim.p99 <= 10.0, ratioOk = fClaim.median <= 0.5 * fCold.median;
     std::printf("budget: median <= 2 ms: %s   p99 <= 10 ms: %s   median <= half of cold: %s\n", medianOk ? "yes" : "NO",
                 p99Ok ? "yes" : "NO", ratioOk ? "yes" : "NO");

@@ -239,6 +239,46 @@ TEST_F(LiteSandbox, RepeatWhileRunningWaitsForTheFirstRun)
     EXPECT_EQ(sh("wc -l < marker2").stdoutData, "1\n");
 }
 
+TEST_F(LiteSandbox, LargeStdinAndOutputStreamThroughTheExecLoop)
+{
+    // More stdin than a socket buffer holds (the exec loop finishes sending it as room opens)
+    // and output in many frames (parsed across reads).
+    pools::ExecSpec spec;
+    spec.sandboxId = m_id;
+    spec.argv = {"/bin/sh", "-c", "wc -c; head -c 3000000 /dev/zero | tr '\\0' x"};
+    spec.stdinData = std::string(3 << 20, 'a');
+    spec.timeoutMs = 60000;
+    auto r = client().exec(spec);
+    ASSERT_TRUE(r) << r.error().message;
+    EXPECT_EQ(r->exitCode, 0);
+    ASSERT_GE(r->stdoutData.size(), 3000000u);
+    EXPECT_EQ(std::stoll(r->stdoutData), 3 << 20);
+    EXPECT_EQ(r->stdoutData.size() - r->stdoutData.find('x'), 3000000u);
+}
+
+TEST_F(LiteSandbox, ConcurrentExecsEachGetAHandler)
+{
+    // More execs at once than the init keeps idle handlers: it forks more as they are taken,
+    // and every handler goes back to waiting afterwards.
+    constexpr int kExecs = 6;
+    std::vector<pools::ExecOutcome> out(kExecs);
+    std::vector<std::thread> threads;
+    const auto t0 = std::chrono::steady_clock::now();
+    for (int i = 0; i < kExecs; ++i)
+        threads.emplace_back([&, i] { out[static_cast<size_t>(i)] = sh("sleep 0.5; echo " + std::to_string(i)); });
+    for (auto &t : threads)
+        t.join();
+    const auto took = std::chrono::steady_clock::now() - t0;
+    for (int i = 0; i < kExecs; ++i)
+        EXPECT_EQ(out[static_cast<size_t>(i)].stdoutData, std::to_string(i) + "\n");
+    EXPECT_LT(took, std::chrono::milliseconds(2500)) << "the execs ran concurrently";
+    for (int i = 0; i < 20; ++i)
+        EXPECT_EQ(sh("echo " + std::to_string(i)).stdoutData, std::to_string(i) + "\n");
+    // Handlers are reused: 20 execs later the sandbox holds a handful of processes, not 20.
+    auto ps = sh("ls -d /proc/[0-9]* | wc -l");
+    EXPECT_LE(std::stoi(ps.stdoutData), 12) << "handlers should be reused, not accumulate";
+}
+
 TEST_F(LiteSandbox, ReadWriteAndListFiles)
 {
     ASSERT_TRUE(client().writeFile(m_id, "src/lib/a.txt", "alpha", 0600));
