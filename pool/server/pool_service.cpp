@@ -1,5 +1,7 @@
 #include "pool/server/pool_service.h"
 
+#include "rpc/status.h"
+
 #include <spdlog/spdlog.h>
 
 #include <deque>
@@ -12,26 +14,6 @@ namespace {
 constexpr size_t kMaxCoalescedBytes = 1 << 20;   // one Exec stream message carries at most this
 
 const char *kVersion = "0.1.0";
-
-grpc::StatusCode toGrpcCode(ErrorCode code)
-{
-    switch (code) {
-    case ErrorCode::InvalidArgument: return grpc::StatusCode::INVALID_ARGUMENT;
-    case ErrorCode::NotFound: return grpc::StatusCode::NOT_FOUND;
-    case ErrorCode::AlreadyExists: return grpc::StatusCode::ALREADY_EXISTS;
-    case ErrorCode::FailedPrecondition: return grpc::StatusCode::FAILED_PRECONDITION;
-    case ErrorCode::Aborted: return grpc::StatusCode::ABORTED;
-    case ErrorCode::OutOfRange: return grpc::StatusCode::OUT_OF_RANGE;
-    case ErrorCode::Unavailable: return grpc::StatusCode::UNAVAILABLE;
-    case ErrorCode::DeadlineExceeded: return grpc::StatusCode::DEADLINE_EXCEEDED;
-    case ErrorCode::ResourceExhausted: return grpc::StatusCode::RESOURCE_EXHAUSTED;
-    case ErrorCode::PermissionDenied: return grpc::StatusCode::PERMISSION_DENIED;
-    case ErrorCode::Cancelled: return grpc::StatusCode::CANCELLED;
-    case ErrorCode::Unimplemented: return grpc::StatusCode::UNIMPLEMENTED;
-    case ErrorCode::Internal: return grpc::StatusCode::INTERNAL;
-    }
-    return grpc::StatusCode::UNKNOWN;
-}
 
 grpc::Status shuttingDown()
 {
@@ -194,7 +176,7 @@ private:
 
 grpc::Status toGrpcStatus(const Error &error)
 {
-    return {toGrpcCode(error.code), error.message};
+    return {rpc::toGrpcCode(error.code), error.message};
 }
 
 grpc::ServerUnaryReactor *PoolService::runUnary(grpc::CallbackServerContext *ctx, std::function<grpc::Status()> work)
