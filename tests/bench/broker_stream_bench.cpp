@@ -13,9 +13,7 @@
 // CPU is the whole process's (producers, broker and gRPC clients alike), so it overstates the
 // broker's share.
 
-#include "broker/model/model_registry.h"
-#include "broker/server/broker_service.h"
-#include "broker/store/sqlite_event_store.h"
+#include "tests/support/in_process_broker.h"
 
 #include "paddock/v1/broker.grpc.pb.h"
 
@@ -29,6 +27,7 @@
 #include <atomic>
 #include <chrono>
 #include <cstdio>
+#include <deque>
 #include <filesystem>
 #include <future>
 #include <thread>
@@ -107,34 +106,13 @@ struct PhaseResult {
 
 class Bench {
 public:
-    explicit Bench(std::filesystem::path dir) : m_dir(std::move(dir))
+    explicit Bench(const std::filesystem::path &dir) : m_broker(dir)
     {
-        auto store = store::openSqliteEventStore(m_dir / "broker.db");
-        if (!store) {
-            std::fprintf(stderr, "%s\n", store.error().message.c_str());
+        if (auto started = m_broker.start(); !started) {
+            std::fprintf(stderr, "%s\n", started.error().message.c_str());
             std::exit(1);
         }
-        m_store = std::move(*store);
-        m_hub = std::make_unique<server::StreamHub>(*m_store);
-        m_hub->start();
-        m_models = std::make_unique<model::ModelRegistry>(model::ModelsConfig{});
-        m_service = std::make_unique<server::BrokerService>(
-            *m_store, *m_hub, m_pools, [this](const std::string &n) { return m_models->find(n); },
-            server::BrokerServiceOptions{});
-        const std::string address = "unix:" + (m_dir / "broker.sock").string();
-        grpc::ServerBuilder builder;
-        builder.AddListeningPort(address, grpc::InsecureServerCredentials());
-        builder.RegisterService(m_service.get());
-        m_server = builder.BuildAndStart();
-        m_channel = grpc::CreateChannel(address, grpc::InsecureChannelCredentials());
-    }
-
-    ~Bench()
-    {
-        m_hub->beginShutdown();
-        m_server->Shutdown(std::chrono::system_clock::now() + std::chrono::seconds(2));
-        m_hub->stop();
-        m_store->close();
+        m_channel = m_broker.newChannel();
     }
 
     std::string newSession()
@@ -143,7 +121,7 @@ public:
         request.sessionId = "s-bench-" + std::to_string(m_sessions++);
         request.expectedLastSeq = 0;
         request.events.push_back({"session.created", R"({"goal":"bench","model":"scripted"})"});
-        return m_store->appendSync(std::move(request))->state.id;
+        return m_broker.store().appendSync(std::move(request))->state.id;
     }
 
     // ratePerSecond 0: as fast as acknowledged.
@@ -206,7 +184,7 @@ public:
                         store::AppendRequest request;
                         request.sessionId = sessions[p];
                         request.events.assign(kBatch, core::NewEvent{"tool.result", kPayload, 0});
-                        inflight.emplace_back(Clock::now(), m_store->append(std::move(request)));
+                        inflight.emplace_back(Clock::now(), m_broker.store().append(std::move(request)));
                     }
                     auto [sent, future] = std::move(inflight.front());
                     inflight.pop_front();
@@ -257,13 +235,7 @@ public:
     }
 
 private:
-    std::filesystem::path m_dir;
-    std::unique_ptr<store::EventStore> m_store;
-    std::unique_ptr<server::StreamHub> m_hub;
-    pools::PoolSet m_pools;
-    std::unique_ptr<model::ModelRegistry> m_models;
-    std::unique_ptr<server::BrokerService> m_service;
-    std::unique_ptr<grpc::Server> m_server;
+    test::InProcessBroker m_broker;
     std::shared_ptr<grpc::Channel> m_channel;
     int m_sessions = 0;
 };

@@ -25,9 +25,7 @@
 #include "views/theme.h"
 #include "views/trace_view.h"
 
-#include "broker/model/model_registry.h"
-#include "broker/server/broker_service.h"
-#include "broker/store/sqlite_event_store.h"
+#include "tests/support/in_process_broker.h"
 
 #include <QApplication>
 #include <QElapsedTimer>
@@ -265,58 +263,16 @@ void benchReplot()
     report("rolling 1M window at 100k points/s: tick p99", percentile(rolling, 0.99), "ms", 50);
 }
 
-// The broker as paddockd runs it, in this process.
-class InProcessBroker {
-public:
-    explicit InProcessBroker(const std::filesystem::path &dir)
-    {
-        auto store = store::openSqliteEventStore(dir / "broker.db");
-        if (!store) {
-            std::fprintf(stderr, "%s\n", store.error().message.c_str());
-            std::exit(1);
-        }
-        m_store = std::move(*store);
-        m_hub = std::make_unique<server::StreamHub>(*m_store);
-        m_hub->start();
-        m_models = std::make_unique<model::ModelRegistry>(model::ModelsConfig{});
-        m_service = std::make_unique<server::BrokerService>(
-            *m_store, *m_hub, m_pools, [this](const std::string &n) { return m_models->find(n); },
-            server::BrokerServiceOptions{});
-        address = "unix:" + (dir / "broker.sock").string();
-        grpc::ServerBuilder builder;
-        builder.AddListeningPort(address, grpc::InsecureServerCredentials());
-        builder.RegisterService(m_service.get());
-        m_server = builder.BuildAndStart();
-    }
-    ~InProcessBroker()
-    {
-        m_hub->beginShutdown();
-        m_server->Shutdown(std::chrono::system_clock::now() + std::chrono::seconds(2));
-        m_hub->stop();
-        m_store->close();
-    }
-
-    std::string newSession()
-    {
-        store::AppendRequest request;
-        request.sessionId = "s-stream-bench";
-        request.expectedLastSeq = 0;
-        request.events.push_back({"session.created", R"({"goal":"50,000 events a second","model":"scripted"})"});
-        request.events.push_back({"state.changed", R"({"status":"running"})"});
-        return m_store->appendSync(std::move(request))->state.id;
-    }
-
-    store::EventStore &store() { return *m_store; }
-    std::string address;
-
-private:
-    std::unique_ptr<store::EventStore> m_store;
-    std::unique_ptr<server::StreamHub> m_hub;
-    pools::PoolSet m_pools;
-    std::unique_ptr<model::ModelRegistry> m_models;
-    std::unique_ptr<server::BrokerService> m_service;
-    std::unique_ptr<grpc::Server> m_server;
-};
+// A session to stream into, appended straight to the in-process broker's store.
+std::string newSession(test::InProcessBroker &broker)
+{
+    store::AppendRequest request;
+    request.sessionId = "s-stream-bench";
+    request.expectedLastSeq = 0;
+    request.events.push_back({"session.created", R"({"goal":"50,000 events a second","model":"scripted"})"});
+    request.events.push_back({"state.changed", R"({"status":"running"})"});
+    return broker.store().appendSync(std::move(request))->state.id;
+}
 
 bool waitUntil(const std::function<bool()> &ready, int timeoutMs)
 {
@@ -336,14 +292,18 @@ void benchStream(double seconds)
     const auto dir = std::filesystem::temp_directory_path() / ("paddock-view-bench-" + std::to_string(getpid()));
     std::filesystem::create_directories(dir);
     {
-        InProcessBroker broker(dir);
-        const std::string sessionId = broker.newSession();
+        test::InProcessBroker broker(dir);
+        if (auto started = broker.start(); !started) {
+            std::fprintf(stderr, "%s\n", started.error().message.c_str());
+            std::exit(1);
+        }
+        const std::string sessionId = newSession(broker);
 
         GrpcConsoleClient client;
         MainWindow window(&client, MainWindow::Options{.persistSettings = false});
         window.resize(1280, 800);
         window.show();
-        window.connectToBroker(QString::fromStdString(broker.address));
+        window.connectToBroker(QString::fromStdString(broker.address()));
         if (!waitUntil([&] { return window.sessionModel()->rowCount() > 0; }, 15000)) {
             std::printf("stream: the console never listed the session (connection: %s)\n",
                         qPrintable(window.connectionText()));

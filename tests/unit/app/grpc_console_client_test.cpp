@@ -4,9 +4,8 @@
 
 #include "app/client/grpc_console_client.h"
 
-#include "broker/model/model_registry.h"
-#include "broker/server/broker_service.h"
-#include "broker/store/sqlite_event_store.h"
+#include "broker/core/event.h"
+#include "tests/support/in_process_broker.h"
 
 #include "paddock/v1/broker.grpc.pb.h"
 
@@ -53,58 +52,31 @@ void spin(int ms)
     waitFor([] { return false; }, ms);
 }
 
+// The in-process broker plus what these tests do to it.
 class Broker {
 public:
-    explicit Broker(std::filesystem::path dir) : m_dir(std::move(dir)) {}
-    ~Broker() { stop(); }
+    explicit Broker(std::filesystem::path dir) : m_broker(std::move(dir), PADDOCK_PLAYBOOK_DIR) {}
 
-    std::string socket() const { return (m_dir / "broker.sock").string(); }
+    std::string address() const { return m_broker.address(); }
 
     void openStore()
     {
-        if (m_store)
-            return;
-        auto store = store::openSqliteEventStore(m_dir / "broker.db");
-        ASSERT_TRUE(store) << store.error().message;
-        m_store = std::move(*store);
+        auto opened = m_broker.openStore();
+        ASSERT_TRUE(opened) << opened.error().message;
     }
 
     void start()
     {
-        openStore();
-        m_hub = std::make_unique<server::StreamHub>(*m_store);
-        m_hub->start();
-        model::ModelsConfig models;
-        models.playbookDir = PADDOCK_PLAYBOOK_DIR;
-        m_models = std::make_unique<model::ModelRegistry>(models);
-        server::BrokerServiceOptions options;
-        options.playbookDir = PADDOCK_PLAYBOOK_DIR;
-        options.modelNames = m_models->names();
-        m_service = std::make_unique<server::BrokerService>(
-            *m_store, *m_hub, m_pools, [this](const std::string &name) { return m_models->find(name); }, options);
-        grpc::ServerBuilder builder;
-        builder.AddListeningPort("unix:" + socket(), grpc::InsecureServerCredentials());
-        builder.RegisterService(m_service.get());
-        m_server = builder.BuildAndStart();
-        ASSERT_TRUE(m_server);
-        m_stub = v1::BrokerService::NewStub(
-            grpc::CreateChannel("unix:" + socket(), grpc::InsecureChannelCredentials()));
+        auto started = m_broker.start();
+        ASSERT_TRUE(started) << started.error().message;
+        m_stub = v1::BrokerService::NewStub(m_broker.newChannel());
     }
 
     // Like a broker shutting down: streams end with UNAVAILABLE, the store closes.
     void stop()
     {
-        if (!m_server)
-            return;
-        m_hub->beginShutdown();
-        m_server->Shutdown(std::chrono::system_clock::now() + 2s);
-        m_hub->stop();
-        m_server.reset();
-        m_service.reset();
-        m_hub.reset();
         m_stub.reset();
-        m_store->close();
-        m_store.reset();
+        m_broker.stop();
     }
 
     std::string submit()
@@ -126,7 +98,7 @@ public:
             request.sessionId = id;
             for (int i = 0; i < std::min(batch, n - done); ++i)
                 request.events.push_back({"test.tick", nlohmann::json{{"i", done + i}}.dump()});
-            auto appended = m_store->appendSync(std::move(request));
+            auto appended = m_broker.store().appendSync(std::move(request));
             ASSERT_TRUE(appended) << appended.error().message;
         }
     }
@@ -136,17 +108,11 @@ public:
         store::AppendRequest request;
         request.sessionId = id;
         request.events.push_back({core::kind::StateChanged, nlohmann::json{{"status", status}}.dump()});
-        ASSERT_TRUE(m_store->appendSync(std::move(request)));
+        ASSERT_TRUE(m_broker.store().appendSync(std::move(request)));
     }
 
 private:
-    std::filesystem::path m_dir;
-    std::unique_ptr<store::EventStore> m_store;
-    std::unique_ptr<server::StreamHub> m_hub;
-    pools::PoolSet m_pools;
-    std::unique_ptr<model::ModelRegistry> m_models;
-    std::unique_ptr<server::BrokerService> m_service;
-    std::unique_ptr<grpc::Server> m_server;
+    test::InProcessBroker m_broker;
     std::unique_ptr<v1::BrokerService::Stub> m_stub;
 };
 
@@ -186,7 +152,7 @@ protected:
         std::filesystem::remove_all(m_dir);
     }
 
-    QString address() const { return QStringLiteral("unix:") + QString::fromStdString(m_broker->socket()); }
+    QString address() const { return QString::fromStdString(m_broker->address()); }
 
     bool connected()
     {

@@ -2,9 +2,8 @@
 // directory, with the real SQLite store. Events are appended straight to the store, so the tests
 // control exactly what the streams must deliver.
 
-#include "broker/model/model_registry.h"
-#include "broker/server/broker_service.h"
-#include "broker/store/sqlite_event_store.h"
+#include "broker/server/stream_hub.h"
+#include "tests/support/in_process_broker.h"
 
 #include "paddock/v1/broker.grpc.pb.h"
 
@@ -72,36 +71,15 @@ protected:
                + ::testing::UnitTest::GetInstance()->current_test_info()->name());
         std::filesystem::remove_all(m_dir);
         std::filesystem::create_directories(m_dir);
-        auto store = store::openSqliteEventStore(m_dir / "broker.db");
-        ASSERT_TRUE(store) << store.error().message;
-        m_store = std::move(*store);
-        m_hub = std::make_unique<StreamHub>(*m_store);
-        m_hub->start();
-
-        model::ModelsConfig models;
-        models.playbookDir = PADDOCK_PLAYBOOK_DIR;
-        m_models = std::make_unique<model::ModelRegistry>(models);
-        BrokerServiceOptions options;
-        options.playbookDir = PADDOCK_PLAYBOOK_DIR;
-        options.modelNames = m_models->names();
-        m_service = std::make_unique<BrokerService>(
-            *m_store, *m_hub, m_pools, [this](const std::string &name) { return m_models->find(name); }, options);
-
-        const std::string address = "unix:" + (m_dir / "broker.sock").string();
-        grpc::ServerBuilder builder;
-        builder.AddListeningPort(address, grpc::InsecureServerCredentials());
-        builder.RegisterService(m_service.get());
-        m_server = builder.BuildAndStart();
-        ASSERT_TRUE(m_server);
-        m_stub = v1::BrokerService::NewStub(grpc::CreateChannel(address, grpc::InsecureChannelCredentials()));
+        m_broker = std::make_unique<test::InProcessBroker>(m_dir, PADDOCK_PLAYBOOK_DIR);
+        auto started = m_broker->start();
+        ASSERT_TRUE(started) << started.error().message;
+        m_stub = v1::BrokerService::NewStub(m_broker->newChannel());
     }
 
     void TearDown() override
     {
-        m_hub->beginShutdown();
-        m_server->Shutdown(std::chrono::system_clock::now() + 2s);
-        m_hub->stop();
-        m_store->close();
+        m_broker.reset();
         std::filesystem::remove_all(m_dir);
     }
 
@@ -131,7 +109,7 @@ protected:
             request.sessionId = id;
             for (int i = 0; i < std::min(batch, n - done); ++i)
                 request.events.push_back({"test.tick", nlohmann::json{{"i", done + i}, {"pad", pad}}.dump()});
-            auto appended = m_store->appendSync(std::move(request));
+            auto appended = m_broker->store().appendSync(std::move(request));
             ASSERT_TRUE(appended) << appended.error().message;
         }
     }
@@ -141,16 +119,11 @@ protected:
         store::AppendRequest request;
         request.sessionId = id;
         request.events.push_back({core::kind::StateChanged, R"({"status":"succeeded"})"});
-        ASSERT_TRUE(m_store->appendSync(std::move(request)));
+        ASSERT_TRUE(m_broker->store().appendSync(std::move(request)));
     }
 
     std::filesystem::path m_dir;
-    std::unique_ptr<store::EventStore> m_store;
-    std::unique_ptr<StreamHub> m_hub;
-    pools::PoolSet m_pools;
-    std::unique_ptr<model::ModelRegistry> m_models;
-    std::unique_ptr<BrokerService> m_service;
-    std::unique_ptr<grpc::Server> m_server;
+    std::unique_ptr<test::InProcessBroker> m_broker;
     std::unique_ptr<v1::BrokerService::Stub> m_stub;
 };
 
@@ -200,7 +173,7 @@ TEST_F(BrokerServiceTest, BadSubmissionsAreRefusedWithTheRightStatus)
 
 TEST_F(BrokerServiceTest, ATierNoPoolOffersIsRefusedAtSubmit)
 {
-    m_pools.add(std::make_unique<LiteOnlyPool>(), false);
+    m_broker->pools().add(std::make_unique<LiteOnlyPool>(), false);
     v1::SubmitSessionRequest request;
     request.set_playbook_toml(kPlaybook);
     request.set_tier("heavy");
@@ -286,7 +259,7 @@ TEST_F(BrokerServiceTest, StalledFollowerDoesNotHoldAppendsAndCatchesUpFromTheSt
 
     // Far more than a stream may queue, and far more bytes than gRPC's flow-control window holds,
     // while the client reads nothing.
-    const int n = static_cast<int>(StreamHub::kMaxQueuedEvents) * 2;
+    const int n = static_cast<int>(server::StreamHub::kMaxQueuedEvents) * 2;
     appendEvents(session.id(), n, 1000, 1024);
     end(session.id());
 
@@ -297,7 +270,7 @@ TEST_F(BrokerServiceTest, StalledFollowerDoesNotHoldAppendsAndCatchesUpFromTheSt
     }
     EXPECT_TRUE(reader->Finish().ok());
     EXPECT_EQ(expected - 1, 1 + n + 1);
-    EXPECT_GE(m_hub->catchUps(), 1) << "the stream never fell back to the store, so this test proved nothing";
+    EXPECT_GE(m_broker->streamCatchUps(), 1) << "the stream never fell back to the store, so this test proved nothing";
 }
 
 TEST_F(BrokerServiceTest, StreamRefusesUnknownSessionsAndSeqsPastTheTail)

@@ -1,0 +1,103 @@
+#include "tests/support/in_process_broker.h"
+
+#include "broker/model/model_registry.h"
+#include "broker/server/broker_service.h"
+#include "broker/server/stream_hub.h"
+#include "broker/store/sqlite_event_store.h"
+
+#include <grpcpp/grpcpp.h>
+
+namespace paddock::test {
+
+struct InProcessBroker::Serving {
+    std::unique_ptr<server::StreamHub> hub;
+    std::unique_ptr<model::ModelRegistry> models;
+    std::unique_ptr<server::BrokerService> service;
+    std::unique_ptr<grpc::Server> server;
+};
+
+InProcessBroker::InProcessBroker(std::filesystem::path dir, std::filesystem::path playbookDir)
+    : m_dir(std::move(dir)), m_playbookDir(std::move(playbookDir))
+{
+}
+
+InProcessBroker::~InProcessBroker()
+{
+    stop();
+}
+
+Status InProcessBroker::openStore()
+{
+    if (m_store)
+        return {};
+    auto store = store::openSqliteEventStore(m_dir / "broker.db");
+    if (!store)
+        return std::unexpected(store.error());
+    m_store = std::move(*store);
+    return {};
+}
+
+Status InProcessBroker::start()
+{
+    if (m_serving)
+        return {};
+    if (auto opened = openStore(); !opened)
+        return opened;
+    auto serving = std::make_unique<Serving>();
+    serving->hub = std::make_unique<server::StreamHub>(*m_store);
+    serving->hub->start();
+    model::ModelsConfig models;
+    models.playbookDir = m_playbookDir;
+    serving->models = std::make_unique<model::ModelRegistry>(models);
+    server::BrokerServiceOptions options;
+    options.playbookDir = m_playbookDir;
+    options.modelNames = serving->models->names();
+    model::ModelRegistry *registry = serving->models.get();
+    serving->service = std::make_unique<server::BrokerService>(
+        *m_store, *serving->hub, m_pools, [registry](const std::string &name) { return registry->find(name); },
+        options);
+    grpc::ServerBuilder builder;
+    builder.AddListeningPort(address(), grpc::InsecureServerCredentials());
+    builder.RegisterService(serving->service.get());
+    serving->server = builder.BuildAndStart();
+    if (!serving->server)
+        return fail(ErrorCode::Unavailable, "cannot listen on " + address());
+    m_serving = std::move(serving);
+    return {};
+}
+
+void InProcessBroker::stop()
+{
+    if (m_serving) {
+        m_serving->hub->beginShutdown();
+        m_serving->server->Shutdown(std::chrono::system_clock::now() + std::chrono::seconds(2));
+        m_serving->hub->stop();
+        m_serving.reset();
+    }
+    if (m_store) {
+        m_store->close();
+        m_store.reset();
+    }
+}
+
+std::string InProcessBroker::address() const
+{
+    return "unix:" + (m_dir / "broker.sock").string();
+}
+
+std::shared_ptr<grpc::Channel> InProcessBroker::newChannel() const
+{
+    return grpc::CreateChannel(address(), grpc::InsecureChannelCredentials());
+}
+
+store::EventStore &InProcessBroker::store()
+{
+    return *m_store;
+}
+
+int64_t InProcessBroker::streamCatchUps() const
+{
+    return m_serving ? m_serving->hub->catchUps() : 0;
+}
+
+} // namespace paddock::test
