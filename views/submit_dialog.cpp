@@ -77,8 +77,10 @@ SubmitDialog::SubmitDialog(QWidget *parent)
     m_goal->setPlaceholderText(tr("What should the agent do?"));
     m_model = new QComboBox(goalPage);
     m_model->setEditable(true);
-    m_model->addItems({QStringLiteral("scripted"), QStringLiteral("openai:gpt-4o-mini"),
-                       QStringLiteral("anthropic:claude-sonnet-4")});
+    // Every broker has "openai"; profiles ("openai:NAME") are typed in. "scripted" needs a playbook,
+    // so it belongs to the other two pages.
+    m_model->addItem(QStringLiteral("openai"));
+    m_model->setToolTip(tr("A model configured on the broker: openai, or openai:PROFILE for a [models.openai.PROFILE] table"));
     goalForm->addRow(tr("Goal:"), m_goal);
     goalForm->addRow(tr("Model:"), m_model);
     m_pages->addWidget(goalPage);

@@ -325,6 +325,7 @@ TEST(DialogsTest, SubmitDialogBuildsARequest)
     EXPECT_EQ(dialog.result(), QDialog::Accepted);
     EXPECT_EQ(dialog.request().goal, u"Fix the flaky test");
     EXPECT_EQ(dialog.request().tier, u"heavy");
+    EXPECT_EQ(dialog.request().model, u"openai") << "a goal needs a model that takes goals; scripted takes playbooks";
     EXPECT_TRUE(dialog.request().playbook.isEmpty());
 
     SubmitDialog byName;
