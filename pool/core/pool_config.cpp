@@ -101,7 +101,8 @@ Result<PoolConfig> loadPoolConfig(const fs::path &file, bool mustExist)
                 !(st = readString(tv["runtime"], file, "tier.runtime", tier.runtime)) ||
                 !(st = readInt(tv["warm_count"], file, "tier.warm_count", tier.warmCount, 0, 10000)) ||
                 !(st = readInt(tv["max_count"], file, "tier.max_count", tier.maxCount, 1, 100000)) ||
-                !(st = readInt(tv["memory_mb"], file, "tier.memory_mb", memoryMb, 1, 1ll << 30)))
+                !(st = readInt(tv["memory_mb"], file, "tier.memory_mb", memoryMb, 1, 1ll << 30)) ||
+                !(st = readInt(tv["pids"], file, "tier.pids", tier.pids, 8, 1ll << 22)))
                 return std::unexpected(st.error());
             if (auto cpu = tv["cpu"]; cpu) {
                 auto v = cpu.value<double>();

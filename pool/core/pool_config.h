@@ -18,8 +18,9 @@ struct TierConfig {
     std::string runtime = "bwrap";
     int warmCount = 2;
     int maxCount = 32;
-    double cpu = 0.5;                        // parsed now, enforced by a later issue
-    int64_t memoryBytes = 512ll << 20;       // ditto
+    double cpu = 0.5;                        // cores: the cgroup's cpu quota
+    int64_t memoryBytes = 512ll << 20;       // the cgroup's memory limit (OOM kill beyond it)
+    int64_t pids = 512;                      // the cgroup's pids.max (processes and threads)
 };
 
 struct PoolConfig {

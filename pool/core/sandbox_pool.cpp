@@ -7,6 +7,7 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <chrono>
 #include <climits>
 #include <poll.h>
 #include <random>
@@ -41,16 +42,6 @@ std::string randomHex(int chars)
     return s;
 }
 
-std::string detectCgroupVersion()
-{
-    std::error_code ec;
-    if (fs::exists("/sys/fs/cgroup/cgroup.controllers", ec))
-        return "v2";
-    if (fs::exists("/sys/fs/cgroup/memory", ec))
-        return "v1";
-    return "none";
-}
-
 std::string hostName()
 {
     char host[256] = {};
@@ -80,6 +71,9 @@ struct SandboxPool::Sandbox {
     fs::path dir;
     std::unique_ptr<RunningSandbox> running;
     InitClient init;
+    std::unique_ptr<SandboxCgroup> cgroup;   // null: no limits
+    mutable std::mutex sampleMutex;
+    std::deque<CgroupSample> samples;        // guarded by sampleMutex
     // Guarded by the pool's m_mutex.
     State state = State::Warm;
     std::string deathReason;
@@ -93,9 +87,10 @@ struct SandboxPool::Sandbox {
     std::deque<std::string> order;
     int64_t recordBytes = 0;
 
-    Sandbox(std::string id_, Tier *tier_, fs::path dir_, std::unique_ptr<RunningSandbox> running_)
+    Sandbox(std::string id_, Tier *tier_, fs::path dir_, std::unique_ptr<RunningSandbox> running_,
+            std::unique_ptr<SandboxCgroup> cgroup_)
         : id(std::move(id_)), tier(tier_), dir(std::move(dir_)), running(std::move(running_)),
-          init(running->controlSocket())
+          init(running->controlSocket()), cgroup(std::move(cgroup_))
     {
     }
 };
@@ -146,12 +141,17 @@ Result<std::unique_ptr<SandboxPool>> SandboxPool::create(PoolConfig config)
         return fail(ErrorCode::FailedPrecondition, "another paddock-pool is already using the state directory " +
                                                        config.stateDir.string() + "; stop it or pass a different --state-dir");
     }
+    CgroupLayout layout = detectCgroupLayout();
+    auto cgroups = CgroupManager::create(layout, config.poolId);
     const fs::path sandboxes = config.stateDir / "sandboxes";
     std::error_code ec;
-    // Sandboxes of an earlier run died with it (bwrap --die-with-parent); their directories remain.
+    // Sandboxes of an earlier run died with it (bwrap --die-with-parent); their directories remain,
+    // and their cgroups (the directory's name is the sandbox id).
     if (fs::exists(sandboxes, ec)) {
         for (const auto &entry : fs::directory_iterator(sandboxes, ec)) {
             spdlog::info("removing sandbox directory left by an earlier run: {}", entry.path().string());
+            if (cgroups)
+                cgroups->removeLeftover(entry.path().filename().string());
             fs::remove_all(entry.path(), ec);
         }
     }
@@ -159,6 +159,8 @@ Result<std::unique_ptr<SandboxPool>> SandboxPool::create(PoolConfig config)
         return fail(ErrorCode::FailedPrecondition, err + "; pass a writable --state-dir");
     auto pool = std::unique_ptr<SandboxPool>(new SandboxPool(std::move(config), std::move(runtimes)));
     pool->m_lockFd = lockFd;
+    pool->m_cgroupLayout = std::move(layout);
+    pool->m_cgroups = std::move(cgroups);
     return pool;
 }
 
@@ -189,6 +191,8 @@ void SandboxPool::start()
         for (int i = 0; i < kRefillThreadsPerTier; ++i)
             m_threads.emplace_back([this, t = tier.get()] { refillLoop(t); });
     m_threads.emplace_back([this] { monitorLoop(); });
+    if (m_cgroups)
+        m_threads.emplace_back([this] { samplerLoop(); });
 }
 
 void SandboxPool::shutdown()
@@ -219,6 +223,8 @@ void SandboxPool::shutdown()
     for (auto &sb : all)
         destroy(sb);
     m_execLoop.stop();   // execs still waiting on a dead init fail now rather than at their deadline
+    if (m_cgroups)
+        m_cgroups->removePoolDirs();
     spdlog::info("released {} sandboxes", all.size());
 }
 
@@ -239,9 +245,15 @@ Result<std::shared_ptr<SandboxPool::Sandbox>> SandboxPool::startSandbox(Tier &ti
     spec.workspaceDir = dir / "workspace";
     spec.controlDir = dir / "ctl";
     spec.initPath = m_config.initPath;
-    spec.cpu = tier.config.cpu;
-    spec.memoryBytes = tier.config.memoryBytes;
     std::error_code ec;
+    std::unique_ptr<SandboxCgroup> cgroup;
+    if (m_cgroups) {
+        auto created = m_cgroups->createSandbox(id, CgroupLimits{tier.config.cpu, tier.config.memoryBytes, tier.config.pids});
+        if (!created)
+            return std::unexpected(created.error());
+        cgroup = std::move(*created);
+        spec.cgroupProcsFds = cgroup->procsFds();
+    }
     fs::create_directories(spec.workspaceDir, ec);
     if (!ec)
         fs::create_directories(spec.controlDir, ec);
@@ -252,7 +264,11 @@ Result<std::shared_ptr<SandboxPool::Sandbox>> SandboxPool::startSandbox(Tier &ti
     const int64_t t0 = monotonicUs();
     auto running = tier.runtime->start(spec);
     const int64_t took = monotonicUs() - t0;
+    if (cgroup)
+        cgroup->closeProcsFds();
     if (!running) {
+        if (cgroup)
+            cgroup->remove();
         fs::remove_all(dir, ec);
         return std::unexpected(running.error());
     }
@@ -262,12 +278,14 @@ Result<std::shared_ptr<SandboxPool::Sandbox>> SandboxPool::startSandbox(Tier &ti
         tier.startUsTotal += took;
     }
     spdlog::debug("started sandbox {} in {:.1f} ms", id, took / 1000.0);
-    return std::make_shared<Sandbox>(id, &tier, dir, std::move(*running));
+    return std::make_shared<Sandbox>(id, &tier, dir, std::move(*running), std::move(cgroup));
 }
 
 void SandboxPool::destroy(const std::shared_ptr<Sandbox> &sandbox)
 {
     sandbox->running->kill();
+    if (sandbox->cgroup)
+        sandbox->cgroup->remove();   // kills what outlived bwrap, then rmdir
     std::error_code ec;
     // The sandbox is dead: nothing inside can race the removal. remove_all does not follow
     // symlinks, so a link the agent planted is removed, not its target.
@@ -502,8 +520,10 @@ Result<ExecResult> SandboxPool::exec(const ExecRequest &request, const ChunkSink
         return fail(ErrorCode::InvalidArgument, "exec needs a command in argv; for a shell line use [\"/bin/sh\", \"-c\", \"...\"]");
 
     const InitExecRequest ir = initRequest(request);
+    const int64_t oomBefore = sandbox->cgroup ? sandbox->cgroup->oomKills() : -1;
     if (request.idempotencyKey.empty() || m_config.execCachePerSandbox == 0) {
         auto r = sandbox->init.exec(ir, sink);
+        nameExit(*sandbox, oomBefore, r);
         if (!r)
             return std::unexpected(r.error());
         return ExecResult{*r, false};
@@ -542,6 +562,7 @@ Result<ExecResult> SandboxPool::exec(const ExecRequest &request, const ChunkSink
         if (sink)
             sink(stream, chunk);
     });
+    nameExit(*sandbox, oomBefore, r);
     finishRecord(*sandbox, request.idempotencyKey, *record, r);
     if (!r)
         return std::unexpected(r.error());
@@ -600,8 +621,10 @@ bool SandboxPool::execAsync(const ExecRequest &request, ChunkSink sink, ExecDone
     const int fd = **connected;
 
     const InitExecRequest ir = initRequest(request);
+    const int64_t oomBefore = sandbox->cgroup ? sandbox->cgroup->oomKills() : -1;
     if (!keyed) {
-        m_execLoop.submit(fd, ir, std::move(sink), [done = std::move(done)](Result<InitExecResult> r) {
+        m_execLoop.submit(fd, ir, std::move(sink), [sandbox, oomBefore, done = std::move(done)](Result<InitExecResult> r) {
+            nameExit(*sandbox, oomBefore, r);
             if (!r)
                 done(std::unexpected(r.error()));
             else
@@ -632,7 +655,8 @@ bool SandboxPool::execAsync(const ExecRequest &request, ChunkSink sink, ExecDone
             sink(stream, chunk);
     };
     m_execLoop.submit(fd, ir, std::move(recordingSink),
-                      [this, sandbox, key = request.idempotencyKey, record, done = std::move(done)](Result<InitExecResult> r) {
+                      [this, sandbox, oomBefore, key = request.idempotencyKey, record, done = std::move(done)](Result<InitExecResult> r) {
+                          nameExit(*sandbox, oomBefore, r);
                           finishRecord(*sandbox, key, *record, r);
                           if (!r)
                               done(std::unexpected(r.error()));
@@ -703,7 +727,9 @@ PoolStats SandboxPool::stats() const
     PoolStats s;
     s.poolId = m_config.poolId;
     s.host = hostName();
-    s.cgroupVersion = detectCgroupVersion();
+    s.cgroupVersion = m_cgroups || m_cgroupLayout.version == "none"
+                          ? m_cgroupLayout.statusText()
+                          : m_cgroupLayout.version + " (not writable: no limits enforced)";
     s.uptimeMs = (monotonicUs() - m_startedUs) / 1000;
     std::lock_guard lock(m_mutex);
     for (const auto &tier : m_tiers) {
@@ -773,6 +799,69 @@ void SandboxPool::refillLoop(Tier *tier)
         m_sandboxes[sandbox->id] = sandbox;
         m_cv.notify_all();
         wakeMonitor();
+    }
+}
+
+void SandboxPool::nameExit(const Sandbox &sandbox, int64_t oomBefore, Result<InitExecResult> &r)
+{
+    if (!r)
+        return;
+    if (r->timedOut) {
+        r->reason = "timeout";
+        return;
+    }
+    if (oomBefore >= 0 && (r->signal != 0 || r->exitCode != 0) && sandbox.cgroup && sandbox.cgroup->oomKills() > oomBefore)
+        r->reason = "oom_killed";
+}
+
+std::vector<fs::path> SandboxPool::cgroupDirs(const std::string &sandboxId) const
+{
+    std::lock_guard lock(m_mutex);
+    auto it = m_sandboxes.find(sandboxId);
+    if (it == m_sandboxes.end() || !it->second->cgroup)
+        return {};
+    return it->second->cgroup->dirs();
+}
+
+std::vector<CgroupSample> SandboxPool::samples(const std::string &sandboxId) const
+{
+    std::shared_ptr<Sandbox> sandbox;
+    {
+        std::lock_guard lock(m_mutex);
+        auto it = m_sandboxes.find(sandboxId);
+        if (it == m_sandboxes.end())
+            return {};
+        sandbox = it->second;
+    }
+    std::lock_guard lock(sandbox->sampleMutex);
+    return {sandbox->samples.begin(), sandbox->samples.end()};
+}
+
+void SandboxPool::samplerLoop()
+{
+    auto next = std::chrono::steady_clock::now();
+    for (;;) {
+        std::vector<std::shared_ptr<Sandbox>> claimed;
+        {
+            std::unique_lock lock(m_mutex);
+            next += std::chrono::seconds(1);
+            if (m_cv.wait_until(lock, next, [&] { return m_stopping; }))
+                return;
+            for (const auto &[id, sb] : m_sandboxes)
+                if (sb->state == Sandbox::State::Claimed && sb->cgroup)
+                    claimed.push_back(sb);
+        }
+        // Reading a few files per sandbox: outside m_mutex.
+        for (const auto &sb : claimed) {
+            CgroupSample sample = sb->cgroup->sample();
+            std::lock_guard lock(sb->sampleMutex);
+            sb->samples.push_back(sample);
+            while (sb->samples.size() > kSamplesKept)
+                sb->samples.pop_front();
+        }
+        const auto now = std::chrono::steady_clock::now();
+        if (next < now - std::chrono::seconds(5))
+            next = now;   // the host was suspended or overloaded: do not catch up in a burst
     }
 }
 

@@ -8,11 +8,13 @@
 // kRefillThreadsPerTier refill workers per tier, one monitor that notices sandboxes dying, and
 // the exec loop (InitExecLoop) that waits on the execs started by execAsync().
 // Blocking work (starting a sandbox, talking to an init) never happens under m_mutex.
+// A sampler thread reads each sandbox's cgroup once a second (kept per sandbox, for post-mortems).
 
 #include "common/result.h"
 #include "pool/core/pool_config.h"
 #include "pool/init/init_client.h"
 #include "pool/init/init_exec_loop.h"
+#include "pool/runtimes/cgroup.h"
 #include "pool/runtimes/runtime.h"
 
 #include <atomic>
@@ -109,6 +111,17 @@ public:
     Status release(const std::string &sandboxId);
     PoolStats stats() const;
 
+    // The cgroup layout detected at create(); cgroupsEnforced() is false when sandboxes run
+    // without limits (no usable hierarchy, or not writable).
+    const CgroupLayout &cgroupLayout() const { return m_cgroupLayout; }
+    bool cgroupsEnforced() const { return m_cgroups != nullptr; }
+    // The cgroup directories of a claimed sandbox (empty without cgroups or for unknown ids).
+    std::vector<std::filesystem::path> cgroupDirs(const std::string &sandboxId) const;
+    // The last resource samples of a claimed sandbox, oldest first (at most kSamplesKept, one a
+    // second). Nothing over gRPC yet: post-mortems will carry them.
+    std::vector<CgroupSample> samples(const std::string &sandboxId) const;
+    static constexpr size_t kSamplesKept = 300;
+
     const PoolConfig &config() const { return m_config; }
     // Blocks until every tier has its warm_count ready (or timeoutMs passes). For tests and
     // benchmarks that want to measure warm claims.
@@ -125,6 +138,10 @@ private:
     void destroy(const std::shared_ptr<Sandbox> &sandbox);
     void refillLoop(Tier *tier);
     void monitorLoop();
+    void samplerLoop();
+    // Fills exit.reason: "timeout", or "oom_killed" when the cgroup's OOM kill count went up
+    // during the exec (from oomBefore) and the command did not succeed.
+    static void nameExit(const Sandbox &sandbox, int64_t oomBefore, Result<InitExecResult> &r);
     void wakeMonitor();
     void recordClaimLatency(Tier &tier, int64_t us);
     InitExecRequest initRequest(const ExecRequest &request) const;
@@ -136,6 +153,8 @@ private:
     const PoolConfig m_config;
     const std::map<std::string, std::unique_ptr<Runtime>> m_runtimes;
     const int64_t m_startedUs;
+    CgroupLayout m_cgroupLayout;
+    std::unique_ptr<CgroupManager> m_cgroups;   // null: no limits
 
     mutable std::mutex m_mutex;
     std::condition_variable m_cv;   // warm sandbox added, slot freed, claim key resolved, stopping

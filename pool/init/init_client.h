@@ -30,6 +30,8 @@ struct InitExecResult {
     double durationMs = 0;
     bool timedOut = false;
     bool truncated = false;
+    // Set by the pool, not the init: "" normal end, "oom_killed", "timeout".
+    std::string reason;
 };
 
 struct InitDirEntry {

@@ -7,15 +7,13 @@
 #include <mutex>
 #include <poll.h>
 #include <signal.h>
-#include <spawn.h>
+#include <pthread.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
 #include <sys/un.h>
 #include <sys/wait.h>
 #include <unistd.h>
-
-extern char **environ;
 
 namespace paddock::pool {
 namespace {
@@ -264,35 +262,83 @@ Result<std::unique_ptr<RunningSandbox>> BwrapRuntime::start(const SandboxSpec &s
         argv.push_back(const_cast<char *>(s.c_str()));
     argv.push_back(nullptr);
 
-    posix_spawn_file_actions_t fa;
-    posix_spawn_file_actions_init(&fa);
-    posix_spawn_file_actions_addopen(&fa, 0, "/dev/null", O_RDONLY, 0);
-    posix_spawn_file_actions_addopen(&fa, 1, "/dev/null", O_WRONLY, 0);
-    posix_spawn_file_actions_adddup2(&fa, listenFd, kListenFdInside);
-    posix_spawn_file_actions_adddup2(&fa, ready[1], kReadyFdInside);
-    posix_spawnattr_t attr;
-    posix_spawnattr_init(&attr);
-    sigset_t none, all;
-    sigemptyset(&none);
-    sigfillset(&all);
-    posix_spawnattr_setsigmask(&attr, &none);
-    posix_spawnattr_setsigdefault(&attr, &all);
-    // Own process group: a Ctrl-C on the pool's terminal reaches the pool, which then releases
-    // the sandboxes in order, instead of killing them under it.
-    posix_spawnattr_setpgroup(&attr, 0);
-    posix_spawnattr_setflags(&attr, POSIX_SPAWN_SETSIGMASK | POSIX_SPAWN_SETSIGDEF | POSIX_SPAWN_SETPGROUP);
+    // fork + exec rather than posix_spawn: between the two the child joins the sandbox's cgroup
+    // (writing "0" to each cgroup.procs moves the writer), so bwrap and everything it starts
+    // run under the limits from their first instruction. Only async-signal-safe calls in the
+    // child; an error before exec comes back through a close-on-exec pipe.
+    int errPipe[2];
+    if (::pipe2(errPipe, O_CLOEXEC) != 0) {
+        ::close(listenFd);
+        ::close(ready[0]);
+        ::close(ready[1]);
+        return fail(ErrorCode::ResourceExhausted, std::string("cannot create a pipe: ") + std::strerror(errno));
+    }
+    errPipe[0] = highFd(errPipe[0]);
+    errPipe[1] = highFd(errPipe[1]);
+    const std::vector<int> cgroupFds = spec.cgroupProcsFds;
+    const int listenSrc = listenFd, readySrc = ready[1], errFd = errPipe[1];
     // The sandbox gets an empty environment from bwrap --clearenv; bwrap itself needs none.
     char *emptyEnv[] = {nullptr};
+    const char *bwrapPath = m_bwrap.c_str();
     pid_t pid = -1;
     int spawnErr = 0;
-    onSpawnerThread([&] { spawnErr = posix_spawn(&pid, m_bwrap.c_str(), &fa, &attr, argv.data(), emptyEnv); });
-    posix_spawn_file_actions_destroy(&fa);
-    posix_spawnattr_destroy(&attr);
+    onSpawnerThread([&] {
+        // No handler of the pool may run in the child before it resets them.
+        sigset_t all, old;
+        sigfillset(&all);
+        ::pthread_sigmask(SIG_SETMASK, &all, &old);
+        pid = ::fork();
+        if (pid == 0) {
+            auto die = [&](int err) {
+                (void)!::write(errFd, &err, sizeof err);
+                ::_exit(127);
+            };
+            for (int fd : cgroupFds)
+                if (::write(fd, "0", 1) != 1)
+                    die(errno);
+            for (int sig = 1; sig < NSIG; ++sig)
+                ::signal(sig, SIG_DFL);
+            // Own process group: a Ctrl-C on the pool's terminal reaches the pool, which then
+            // releases the sandboxes in order, instead of killing them under it.
+            if (::setpgid(0, 0) != 0)
+                die(errno);
+            int devNullIn = ::open("/dev/null", O_RDONLY);
+            int devNullOut = ::open("/dev/null", O_WRONLY);
+            if (devNullIn < 0 || devNullOut < 0 || ::dup2(devNullIn, 0) < 0 || ::dup2(devNullOut, 1) < 0 ||
+                ::dup2(listenSrc, kListenFdInside) < 0 || ::dup2(readySrc, kReadyFdInside) < 0)
+                die(errno);
+            sigset_t none;
+            sigemptyset(&none);
+            ::sigprocmask(SIG_SETMASK, &none, nullptr);
+            ::execve(bwrapPath, argv.data(), emptyEnv);
+            die(errno);
+        }
+        if (pid < 0)
+            spawnErr = errno;
+        ::pthread_sigmask(SIG_SETMASK, &old, nullptr);
+    });
+    ::close(errPipe[1]);
     ::close(listenFd);   // only the init holds it now: its death makes connect() fail at once
     ::close(ready[1]);
+    if (spawnErr == 0) {
+        // EOF: the exec happened. Otherwise the child's errno before it exited.
+        int childErr = 0;
+        ssize_t n;
+        do {
+            n = ::read(errPipe[0], &childErr, sizeof childErr);
+        } while (n < 0 && errno == EINTR);
+        if (n == static_cast<ssize_t>(sizeof childErr)) {
+            spawnErr = childErr;
+            int status;
+            while (::waitpid(pid, &status, 0) < 0 && errno == EINTR) {
+            }
+        }
+    }
+    ::close(errPipe[0]);
     if (spawnErr != 0) {
         ::close(ready[0]);
-        return fail(ErrorCode::Internal, "cannot start " + m_bwrap + ": " + std::strerror(spawnErr));
+        return fail(ErrorCode::Internal, "cannot start " + m_bwrap + (cgroupFds.empty() ? "" : " in its cgroup") + ": " +
+                                             std::strerror(spawnErr));
     }
     int pidfd = static_cast<int>(::syscall(SYS_pidfd_open, pid, 0));
     auto sandbox = std::make_unique<BwrapSandbox>(pid, pidfd, socketPath);

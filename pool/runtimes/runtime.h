@@ -23,8 +23,9 @@ struct SandboxSpec {
     std::filesystem::path workspaceDir;   // host directory that becomes /workspace
     std::filesystem::path controlDir;     // host directory for the init's socket (not mounted inside)
     std::filesystem::path initPath;       // host path of paddock-sandbox-init
-    double cpu = 0;                       // for the cgroup limits of a later issue
-    int64_t memoryBytes = 0;
+    // The cgroup.procs files (opened for writing) of the sandbox's cgroup: the runtime's first
+    // process joins each before it runs anything. Empty: no cgroup (limits not enforced).
+    std::vector<int> cgroupProcsFds;
 };
 
 class RunningSandbox {

@@ -90,6 +90,7 @@ private:
         exit->set_duration_ms(r->exit.durationMs);
         exit->set_timed_out(r->exit.timedOut);
         exit->set_replayed(r->replayed);
+        exit->set_reason(r->exit.reason);
         finishWith(std::move(last));
     }
 
@@ -310,6 +311,7 @@ grpc::ServerUnaryReactor *PoolService::Status(grpc::CallbackServerContext *ctx, 
         tier->set_runtime(t.config.runtime);
         tier->mutable_limits()->set_cpu(t.config.cpu);
         tier->mutable_limits()->set_memory_bytes(t.config.memoryBytes);
+        tier->mutable_limits()->set_pids(t.config.pids);
         tier->set_network(v1::NETWORK_POLICY_NONE);
         tier->set_warm_count(t.config.warmCount);
         tier->set_max_count(t.config.maxCount);

@@ -1,0 +1,113 @@
+#pragma once
+// cgroup limits for sandboxes: the host's layout is detected once at pool start, then each sandbox
+// gets its own cgroup <base>/paddock/<pool-id>/<sandbox-id> with the tier's memory, cpu and pids
+// limits. Three layouts exist:
+//   v2      one unified hierarchy (memory.max, cpu.max, pids.max, memory.events);
+//   v1      one hierarchy per controller (memory.limit_in_bytes, cpu.cfs_quota_us, pids.max,
+//           memory.oom_control), each under /sys/fs/cgroup/<controller>;
+//   hybrid  v1 controllers plus a v2 mount without them (systemd's "hybrid"): limits go through
+//           v1, exactly as for v1.
+// With none of them (or when nothing can be written, e.g. not root) sandboxes run without limits;
+// the pool logs that as an error and Status.cgroup_version says so.
+//
+// <base> is the pool's own cgroup (from /proc/self/cgroup) when paddock/ can be created and, on
+// v2, its controllers enabled there; otherwise the root of the hierarchy.
+//
+// Threads: CgroupManager is immutable after create() and shared; SandboxCgroup methods only read
+// and write files and may be called from any thread.
+
+#include "common/result.h"
+
+#include <cstdint>
+#include <filesystem>
+#include <map>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace paddock::pool {
+
+struct CgroupLayout {
+    std::string version = "none";   // "v2", "v1" or "none" (hybrid is "v1" with hybrid = true)
+    bool hybrid = false;
+    std::filesystem::path unifiedMount;                             // the cgroup2 mount, if any
+    std::map<std::string, std::filesystem::path> v1Mounts;          // controller -> its hierarchy's directory
+    std::map<std::string, std::string> selfPaths;                   // from /proc/self/cgroup; "" is the v2 line
+    // What Status.cgroup_version shows: "v2", "v1", "v1 (hybrid)" or "none (no limits enforced)".
+    std::string statusText() const;
+};
+
+// Reads /proc/self/mountinfo and /proc/self/cgroup (the paths are parameters for tests).
+CgroupLayout detectCgroupLayout(const std::filesystem::path &mountinfo = "/proc/self/mountinfo",
+                                const std::filesystem::path &selfCgroup = "/proc/self/cgroup");
+
+struct CgroupLimits {
+    double cpu = 0;            // cores; 0: no cpu limit
+    int64_t memoryBytes = 0;   // 0: no memory limit
+    int64_t pids = 0;          // 0: no pids limit
+};
+
+struct CgroupSample {
+    int64_t unixMs = 0;
+    int64_t memoryBytes = -1;   // memory.current / memory.usage_in_bytes; -1 when unreadable
+    int64_t cpuUsageUs = -1;    // cumulative cpu time of the cgroup
+    int64_t pids = -1;          // pids.current
+};
+
+class SandboxCgroup {
+public:
+    ~SandboxCgroup();
+    SandboxCgroup(const SandboxCgroup &) = delete;
+    SandboxCgroup &operator=(const SandboxCgroup &) = delete;
+
+    // The cgroup.procs file of each hierarchy, opened for writing and close-on-exec. A child
+    // writes "0" to each between fork and exec and so runs in the cgroup before its first
+    // instruction. Valid until remove().
+    const std::vector<int> &procsFds() const { return m_procsFds; }
+    // The directories (one on v2, one per controller hierarchy on v1).
+    const std::vector<std::filesystem::path> &dirs() const { return m_dirs; }
+    // The pool's copies are closed once the runtime has started (the child has its own).
+    void closeProcsFds();
+    // How many processes the OOM killer has killed in this cgroup so far (-1: unknown).
+    int64_t oomKills() const;
+    CgroupSample sample() const;
+    // Kills whatever still runs in the cgroup and removes its directories. Idempotent.
+    void remove();
+
+private:
+    friend class CgroupManager;
+    SandboxCgroup() = default;
+
+    std::string m_version;
+    std::vector<std::filesystem::path> m_dirs;
+    std::filesystem::path m_memoryDir, m_cpuacctDir, m_pidsDir, m_cpuDir;
+    std::vector<int> m_procsFds;
+    bool m_removed = false;
+};
+
+class CgroupManager {
+public:
+    // nullptr (after logging why, at error level) when the layout is "none" or the pool cannot
+    // create its cgroups: sandboxes then run without limits.
+    static std::unique_ptr<CgroupManager> create(const CgroupLayout &layout, const std::string &poolId);
+
+    const CgroupLayout &layout() const { return m_layout; }
+    // The pool's parent directories (one per hierarchy).
+    const std::vector<std::filesystem::path> &poolDirs() const { return m_poolDirs; }
+    Result<std::unique_ptr<SandboxCgroup>> createSandbox(const std::string &sandboxId, const CgroupLimits &limits) const;
+    // Kills and removes the cgroup of a sandbox left by an earlier run, if it exists.
+    void removeLeftover(const std::string &sandboxId) const;
+    // Removes the pool's own directories if they are empty (another pool may share them).
+    void removePoolDirs() const;
+
+private:
+    CgroupManager(CgroupLayout layout, std::map<std::string, std::filesystem::path> controllerDirs);
+    CgroupLayout m_layout;
+    // The pool's directory per controller: v2 has one entry ""; v1 has memory and, when mounted,
+    // cpu, cpuacct and pids (co-mounted controllers share a directory).
+    std::map<std::string, std::filesystem::path> m_controllerDirs;
+    std::vector<std::filesystem::path> m_poolDirs;   // the distinct values of m_controllerDirs
+};
+
+} // namespace paddock::pool

@@ -1,0 +1,360 @@
+// cgroup limits of the lite tier for real: real bwrap, real init, real cgroups (v1, v2 or this
+// machine's hybrid). A sandbox that allocates past its memory limit is OOM-killed and its exec
+// says so; a fork bomb stops at pids.max; the cgroup goes with the sandbox.
+
+#include "pool/core/sandbox_pool.h"
+#include "pool/server/pool_service.h"
+
+#include "paddock/v1/pool.grpc.pb.h"
+
+#include <grpcpp/grpcpp.h>
+#include <gtest/gtest.h>
+
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+#include <thread>
+#include <unistd.h>
+
+namespace fs = std::filesystem;
+using namespace paddock;
+
+namespace {
+
+constexpr int64_t kMemoryLimit = 64ll << 20;
+constexpr int64_t kPidsLimit = 64;
+
+std::string slurp(const fs::path &path)
+{
+    std::ifstream in(path);
+    std::stringstream ss;
+    ss << in.rdbuf();
+    return ss.str();
+}
+
+int64_t keyed(const fs::path &path, const std::string &key)
+{
+    std::istringstream in(slurp(path));
+    std::string k;
+    int64_t v;
+    while (in >> k >> v)
+        if (k == key)
+            return v;
+    return -1;
+}
+
+// What /proc/self/cgroup and /sys/fs/cgroup say, read independently of the pool's code.
+struct HostCgroups {
+    bool v1Memory = false;        // a "N:...memory...:path" line and its hierarchy
+    std::string v1MemoryPath;
+    bool v2Mount = false;         // a cgroup2 mount at /sys/fs/cgroup or /sys/fs/cgroup/unified
+    bool v2Memory = false;        // ... whose cgroup.controllers lists memory
+    std::string expected() const { return v2Memory ? "v2" : v1Memory ? "v1" : "none"; }
+};
+
+HostCgroups hostCgroups()
+{
+    HostCgroups h;
+    std::istringstream lines(slurp("/proc/self/cgroup"));
+    for (std::string line; std::getline(lines, line);) {
+        auto a = line.find(':'), b = line.find(':', a + 1);
+        std::string controllers = "," + line.substr(a + 1, b - a - 1) + ",";
+        if (controllers.find(",memory,") != std::string::npos && fs::is_directory("/sys/fs/cgroup/memory")) {
+            h.v1Memory = true;
+            h.v1MemoryPath = line.substr(b + 1);
+        }
+    }
+    for (const char *dir : {"/sys/fs/cgroup", "/sys/fs/cgroup/unified"}) {
+        const fs::path controllers = fs::path(dir) / "cgroup.controllers";
+        if (!fs::exists(controllers))
+            continue;
+        h.v2Mount = true;
+        if ((" " + slurp(controllers)).find(" memory") != std::string::npos)
+            h.v2Memory = true;
+    }
+    return h;
+}
+
+class CgroupLite : public ::testing::Test {
+protected:
+    void SetUp() override
+    {
+        if (::geteuid() != 0)
+            GTEST_SKIP() << "cgroups cannot be written: the test does not run as root";
+        if (hostCgroups().expected() == "none")
+            GTEST_SKIP() << "no cgroup hierarchy with the memory controller on this host";
+        char tmpl[] = "/tmp/paddock-cgroup-test-XXXXXX";
+        ASSERT_NE(::mkdtemp(tmpl), nullptr);
+        m_dir = tmpl;
+        pool::PoolConfig config;
+        config.stateDir = m_dir / "state";
+        config.initPath = PADDOCK_SANDBOX_INIT;
+        config.tiers.push_back(pool::TierConfig{"lite", "bwrap", 1, 8, 1.0, kMemoryLimit, kPidsLimit});
+        auto created = pool::SandboxPool::create(config);
+        ASSERT_TRUE(created) << created.error().message;
+        m_pool = std::move(*created);
+        ASSERT_TRUE(m_pool->cgroupsEnforced()) << "running as root on a host with cgroups, the pool must enforce them";
+        m_pool->start();
+    }
+    void TearDown() override
+    {
+        if (m_service)
+            m_server->Shutdown(std::chrono::system_clock::now() + std::chrono::seconds(5));
+        if (m_pool)
+            m_pool->shutdown();
+        if (m_service)
+            m_service->stop();
+        std::error_code ec;
+        if (!m_dir.empty())
+            fs::remove_all(m_dir, ec);
+    }
+
+    std::string claim()
+    {
+        auto c = m_pool->claim("lite", "cgroup-test", "");
+        EXPECT_TRUE(c) << (c ? "" : c.error().message);
+        return c ? c->sandboxId : std::string();
+    }
+
+    pool::ExecResult run(const std::string &id, std::vector<std::string> argv, int64_t timeoutMs = 120000,
+                         std::string *out = nullptr)
+    {
+        pool::ExecRequest req;
+        req.sandboxId = id;
+        req.argv = std::move(argv);
+        req.timeoutMs = timeoutMs;
+        auto r = m_pool->exec(req, [&](int, std::string_view chunk) {
+            if (out)
+                out->append(chunk);
+        });
+        EXPECT_TRUE(r) << (r ? "" : r.error().message);
+        return r ? *r : pool::ExecResult{};
+    }
+
+    fs::path dirWith(const std::string &id, const std::string &file)
+    {
+        for (const auto &dir : m_pool->cgroupDirs(id))
+            if (fs::exists(dir / file))
+                return dir;
+        return {};
+    }
+
+    fs::path m_dir;
+    std::unique_ptr<pool::SandboxPool> m_pool;
+    std::unique_ptr<pool::PoolService> m_service;
+    std::unique_ptr<grpc::Server> m_server;
+};
+
+} // namespace
+
+TEST(CgroupDetection, MatchesProcSelfCgroupAndSysFsCgroup)
+{
+    const HostCgroups host = hostCgroups();
+    const pool::CgroupLayout layout = pool::detectCgroupLayout();
+    EXPECT_EQ(layout.version, host.expected());
+    EXPECT_EQ(layout.hybrid, host.v1Memory && host.v2Mount);
+    if (layout.version == "v1") {
+        ASSERT_TRUE(layout.v1Mounts.count("memory"));
+        EXPECT_EQ(layout.v1Mounts.at("memory"), fs::path("/sys/fs/cgroup/memory"));
+        EXPECT_EQ(layout.selfPaths.at("memory"), host.v1MemoryPath);
+        EXPECT_EQ(layout.statusText(), host.v2Mount ? "v1 (hybrid)" : "v1");
+    }
+    if (host.v2Mount) {
+        EXPECT_FALSE(layout.unifiedMount.empty());
+    }
+    if (layout.version == "none") {
+        EXPECT_EQ(layout.statusText(), "none (no limits enforced)");
+    }
+}
+
+TEST(CgroupDetection, ReadsAV2OnlyLayout)
+{
+    char tmpl[] = "/tmp/paddock-cgroup-detect-XXXXXX";
+    ASSERT_NE(::mkdtemp(tmpl), nullptr);
+    const fs::path dir = tmpl;
+    std::ofstream(dir / "mountinfo") << "30 23 0:26 / " << (dir / "cg").string()
+                                     << " rw,nosuid,nodev,noexec,relatime shared:4 - cgroup2 cgroup2 rw,nsdelegate\n";
+    std::ofstream(dir / "cgroup") << "0::/system.slice/paddock-pool.service\n";
+    fs::create_directories(dir / "cg");
+    std::ofstream(dir / "cg" / "cgroup.controllers") << "cpuset cpu io memory hugetlb pids rdma misc\n";
+    const auto layout = pool::detectCgroupLayout(dir / "mountinfo", dir / "cgroup");
+    EXPECT_EQ(layout.version, "v2");
+    EXPECT_FALSE(layout.hybrid);
+    EXPECT_EQ(layout.unifiedMount, dir / "cg");
+    EXPECT_EQ(layout.selfPaths.at(""), "/system.slice/paddock-pool.service");
+    EXPECT_EQ(layout.statusText(), "v2");
+    std::error_code ec;
+    fs::remove_all(dir, ec);
+}
+
+TEST_F(CgroupLite, StatusAndLimitsComeFromTheTier)
+{
+    EXPECT_EQ(m_pool->stats().cgroupVersion, m_pool->cgroupLayout().statusText());
+    const std::string id = claim();
+    ASSERT_FALSE(id.empty());
+    auto dirs = m_pool->cgroupDirs(id);
+    ASSERT_FALSE(dirs.empty());
+    for (const auto &dir : dirs)
+        EXPECT_EQ(dir.filename().string(), id);
+    if (m_pool->cgroupLayout().version == "v2") {
+        EXPECT_EQ(slurp(dirs[0] / "memory.max"), std::to_string(kMemoryLimit) + "\n");
+        EXPECT_EQ(slurp(dirs[0] / "pids.max"), std::to_string(kPidsLimit) + "\n");
+        EXPECT_EQ(slurp(dirs[0] / "cpu.max"), "100000 100000\n");
+    } else {
+        EXPECT_EQ(slurp(dirWith(id, "memory.limit_in_bytes") / "memory.limit_in_bytes"), std::to_string(kMemoryLimit) + "\n");
+        EXPECT_EQ(slurp(dirWith(id, "pids.max") / "pids.max"), std::to_string(kPidsLimit) + "\n");
+        EXPECT_EQ(slurp(dirWith(id, "cpu.cfs_quota_us") / "cpu.cfs_quota_us"), "100000\n");
+    }
+    // Every process of the sandbox is in it, the first one (bwrap) included.
+    std::string out;
+    auto r = run(id, {"cat", "/proc/self/cgroup"}, 60000, &out);
+    EXPECT_EQ(r.exit.exitCode, 0);
+    const fs::path procs = dirWith(id, "cgroup.procs") / "cgroup.procs";
+    std::istringstream pids(slurp(procs));
+    int count = 0;
+    for (pid_t pid; pids >> pid;)
+        ++count;
+    EXPECT_GE(count, 2) << "bwrap and the init (at least) are in " << procs.string();
+    EXPECT_EQ(m_pool->release(id).has_value(), true);
+}
+
+TEST_F(CgroupLite, AllocationBeyondTheLimitIsNamedOomKilled)
+{
+    const std::string id = claim();
+    ASSERT_FALSE(id.empty());
+    // tail keeps the last lines; /dev/zero has no newline, so it buffers until the limit.
+    auto r = run(id, {"tail", "/dev/zero"});
+    EXPECT_EQ(r.exit.reason, "oom_killed");
+    EXPECT_EQ(r.exit.signal, 9);
+    EXPECT_EQ(r.exit.exitCode, -1);
+    EXPECT_FALSE(r.exit.timedOut);
+    const fs::path memory = dirWith(id, m_pool->cgroupLayout().version == "v2" ? "memory.events" : "memory.oom_control");
+    EXPECT_GE(keyed(memory / (m_pool->cgroupLayout().version == "v2" ? "memory.events" : "memory.oom_control"), "oom_kill"), 1);
+    // The sandbox survives its command's OOM: the init is still there.
+    std::string out;
+    auto after = run(id, {"echo", "still here"}, 60000, &out);
+    EXPECT_EQ(after.exit.exitCode, 0);
+    EXPECT_EQ(after.exit.reason, "");
+    EXPECT_EQ(out, "still here\n");
+}
+
+TEST_F(CgroupLite, TimeoutIsNamed)
+{
+    const std::string id = claim();
+    ASSERT_FALSE(id.empty());
+    auto r = run(id, {"sleep", "600"}, 200);
+    EXPECT_TRUE(r.exit.timedOut);
+    EXPECT_EQ(r.exit.reason, "timeout");
+}
+
+TEST_F(CgroupLite, ReasonReachesTheGrpcExit)
+{
+    m_service = std::make_unique<pool::PoolService>(*m_pool);
+    grpc::ServerBuilder builder;
+    int port = 0;
+    builder.AddListeningPort("127.0.0.1:0", grpc::InsecureServerCredentials(), &port);
+    builder.RegisterService(m_service.get());
+    m_server = builder.BuildAndStart();
+    ASSERT_NE(port, 0);
+    auto stub = paddock::v1::PoolService::NewStub(grpc::CreateChannel("127.0.0.1:" + std::to_string(port),
+                                                                      grpc::InsecureChannelCredentials()));
+    const std::string id = claim();
+    ASSERT_FALSE(id.empty());
+    auto exec = [&](std::vector<std::string> argv, int64_t timeoutMs) {
+        grpc::ClientContext ctx;
+        paddock::v1::ExecRequest req;
+        req.set_sandbox_id(id);
+        for (auto &a : argv)
+            req.add_argv(a);
+        req.set_timeout_ms(timeoutMs);
+        auto reader = stub->Exec(&ctx, req);
+        paddock::v1::ExecResponse resp, last;
+        while (reader->Read(&resp))
+            if (resp.has_exit())
+                last = resp;
+        EXPECT_TRUE(reader->Finish().ok());
+        return last.exit();
+    };
+    auto oom = exec({"tail", "/dev/zero"}, 120000);
+    EXPECT_EQ(oom.reason(), "oom_killed");
+    EXPECT_EQ(oom.signal(), 9);
+    auto timeout = exec({"sleep", "600"}, 200);
+    EXPECT_EQ(timeout.reason(), "timeout");
+    EXPECT_TRUE(timeout.timed_out());
+    auto normal = exec({"true"}, 60000);
+    EXPECT_EQ(normal.reason(), "");
+    EXPECT_EQ(normal.exit_code(), 0);
+}
+
+TEST_F(CgroupLite, ForkBombStopsAtPidsMax)
+{
+    const std::string id = claim();
+    ASSERT_FALSE(id.empty());
+    const fs::path pidsDir = dirWith(id, "pids.max");
+    ASSERT_FALSE(pidsDir.empty());
+    // Each shell forks a copy of itself in the background and recurses in the foreground: the
+    // number of processes only grows until fork fails; the top shell then exits with an error
+    // and the init kills its whole process group.
+    std::string out;
+    auto r = run(id, {"/bin/sh", "-c", "bomb() { bomb & bomb; }; bomb"}, 120000, &out);
+    EXPECT_TRUE(r.exit.exitCode != 0 || r.exit.timedOut) << "the fork bomb's command must fail";
+    EXPECT_GE(keyed(pidsDir / "pids.events", "max"), 1) << "the kernel refused forks at pids.max";
+    const auto sample = m_pool->samples(id);
+    for (const auto &s : sample)
+        EXPECT_LE(s.pids, kPidsLimit);
+    // The host still forks, the pool still serves: the sandbox itself runs a command again
+    // (once the bomb's leftovers are gone), and a new sandbox too.
+    EXPECT_EQ(std::system("true"), 0);
+    std::string again;
+    auto ok = run(id, {"echo", "ok"}, 60000, &again);
+    EXPECT_EQ(ok.exit.exitCode, 0);
+    EXPECT_EQ(again, "ok\n");
+    ASSERT_TRUE(m_pool->release(id).has_value());
+    const std::string other = claim();
+    ASSERT_FALSE(other.empty());
+    std::string hi;
+    EXPECT_EQ(run(other, {"echo", "hi"}, 60000, &hi).exit.exitCode, 0);
+    EXPECT_EQ(hi, "hi\n");
+}
+
+TEST_F(CgroupLite, CgroupIsRemovedOnRelease)
+{
+    const std::string id = claim();
+    ASSERT_FALSE(id.empty());
+    auto dirs = m_pool->cgroupDirs(id);
+    ASSERT_FALSE(dirs.empty());
+    for (const auto &dir : dirs)
+        EXPECT_TRUE(fs::is_directory(dir)) << dir.string();
+    // Something still running at release time goes too.
+    pool::ExecRequest req;
+    req.sandboxId = id;
+    req.argv = {"/bin/sh", "-c", "sleep 600 & echo started"};
+    ASSERT_TRUE(m_pool->exec(req, nullptr));
+    ASSERT_TRUE(m_pool->release(id).has_value());
+    for (const auto &dir : dirs)
+        EXPECT_FALSE(fs::exists(dir)) << dir.string() << " outlived its sandbox";
+    EXPECT_TRUE(m_pool->cgroupDirs(id).empty());
+}
+
+TEST_F(CgroupLite, SamplesMemoryCpuAndPidsEverySecond)
+{
+    const std::string id = claim();
+    ASSERT_FALSE(id.empty());
+    auto r = run(id, {"/bin/sh", "-c", "i=0; while [ $i -lt 200000 ]; do i=$((i+1)); done"});
+    EXPECT_EQ(r.exit.exitCode, 0);
+    // Wait (bounded) for two samples; the sampler ticks once a second.
+    for (int i = 0; i < 200 && m_pool->samples(id).size() < 2; ++i)
+        std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    const auto samples = m_pool->samples(id);
+    ASSERT_GE(samples.size(), 2u);
+    for (const auto &s : samples) {
+        EXPECT_GT(s.memoryBytes, 0);
+        EXPECT_GE(s.cpuUsageUs, 0);
+        EXPECT_GE(s.pids, 1);
+        EXPECT_LE(s.pids, kPidsLimit);
+        EXPECT_GT(s.unixMs, 0);
+    }
+    EXPECT_LE(samples.front().cpuUsageUs, samples.back().cpuUsageUs);
+    EXPECT_LE(samples.size(), pool::SandboxPool::kSamplesKept);
+}
