@@ -223,8 +223,6 @@ void SandboxPool::shutdown()
     for (auto &sb : all)
         destroy(sb);
     m_execLoop.stop();   // execs still waiting on a dead init fail now rather than at their deadline
-    if (m_cgroups)
-        m_cgroups->removePoolDirs();
     spdlog::info("released {} sandboxes", all.size());
 }
 

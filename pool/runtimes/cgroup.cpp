@@ -430,15 +430,6 @@ void CgroupManager::removeLeftover(const std::string &sandboxId) const
         killAndRemove(poolDir / sandboxId);
 }
 
-void CgroupManager::removePoolDirs() const
-{
-    for (const auto &poolDir : m_poolDirs) {
-        // Both fail harmlessly (EBUSY, ENOTEMPTY) while another pool with the same id uses them.
-        ::rmdir(poolDir.c_str());
-        ::rmdir(poolDir.parent_path().c_str());
-    }
-}
-
 SandboxCgroup::~SandboxCgroup()
 {
     remove();

@@ -98,8 +98,6 @@ public:
     Result<std::unique_ptr<SandboxCgroup>> createSandbox(const std::string &sandboxId, const CgroupLimits &limits) const;
     // Kills and removes the cgroup of a sandbox left by an earlier run, if it exists.
     void removeLeftover(const std::string &sandboxId) const;
-    // Removes the pool's own directories if they are empty (another pool may share them).
-    void removePoolDirs() const;
 
 private:
     CgroupManager(CgroupLayout layout, std::map<std::string, std::filesystem::path> controllerDirs);

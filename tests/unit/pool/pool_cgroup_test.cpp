@@ -358,3 +358,24 @@ TEST_F(CgroupLite, SamplesMemoryCpuAndPidsEverySecond)
     EXPECT_LE(samples.front().cpuUsageUs, samples.back().cpuUsageUs);
     EXPECT_LE(samples.size(), pool::SandboxPool::kSamplesKept);
 }
+
+TEST(CgroupConfig, TierPidsKeyHasADefaultAndABound)
+{
+    char tmpl[] = "/tmp/paddock-cgroup-config-XXXXXX";
+    ASSERT_NE(::mkdtemp(tmpl), nullptr);
+    const fs::path dir = tmpl;
+    std::ofstream(dir / "ok.toml") << "[[tier]]\nname = \"lite\"\nmemory_mb = 64\npids = 100\n"
+                                   << "[[tier]]\nname = \"plain\"\n";
+    auto ok = pool::loadPoolConfig(dir / "ok.toml", true);
+    ASSERT_TRUE(ok) << ok.error().message;
+    ASSERT_EQ(ok->tiers.size(), 2u);
+    EXPECT_EQ(ok->tiers[0].pids, 100);
+    EXPECT_EQ(ok->tiers[0].memoryBytes, 64ll << 20);
+    EXPECT_EQ(ok->tiers[1].pids, 512);
+    std::ofstream(dir / "bad.toml") << "[[tier]]\nname = \"lite\"\npids = 1\n";
+    auto bad = pool::loadPoolConfig(dir / "bad.toml", true);
+    ASSERT_FALSE(bad);
+    EXPECT_NE(bad.error().message.find("tier.pids"), std::string::npos) << bad.error().message;
+    std::error_code ec;
+    fs::remove_all(dir, ec);
+}
