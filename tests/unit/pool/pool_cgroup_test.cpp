@@ -200,11 +200,12 @@ TEST_F(CgroupLite, StatusAndLimitsComeFromTheTier)
     if (m_pool->cgroupLayout().version == "v2") {
         EXPECT_EQ(slurp(dirs[0] / "memory.max"), std::to_string(kMemoryLimit) + "\n");
         EXPECT_EQ(slurp(dirs[0] / "pids.max"), std::to_string(kPidsLimit) + "\n");
-        EXPECT_EQ(slurp(dirs[0] / "cpu.max"), "100000 100000\n");
+        EXPECT_EQ(slurp(dirs[0] / "cpu.max"), "10000 10000\n");   // one core: the whole 10 ms period
     } else {
         EXPECT_EQ(slurp(dirWith(id, "memory.limit_in_bytes") / "memory.limit_in_bytes"), std::to_string(kMemoryLimit) + "\n");
         EXPECT_EQ(slurp(dirWith(id, "pids.max") / "pids.max"), std::to_string(kPidsLimit) + "\n");
-        EXPECT_EQ(slurp(dirWith(id, "cpu.cfs_quota_us") / "cpu.cfs_quota_us"), "100000\n");
+        EXPECT_EQ(slurp(dirWith(id, "cpu.cfs_quota_us") / "cpu.cfs_quota_us"), "10000\n");   // one core
+        EXPECT_EQ(slurp(dirWith(id, "cpu.cfs_period_us") / "cpu.cfs_period_us"), "10000\n");
     }
     // Every process of the sandbox is in it, the first one (bwrap) included.
     std::string out;
