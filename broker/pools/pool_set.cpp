@@ -1,5 +1,7 @@
 #include "broker/pools/pool_set.h"
 
+#include "common/clock.h"
+
 #include <algorithm>
 
 namespace paddock::pools {
@@ -7,6 +9,24 @@ namespace paddock::pools {
 void PoolSet::add(std::unique_ptr<PoolClient> client, bool local)
 {
     m_entries.push_back({std::move(client), local});
+    std::lock_guard lock(m_cacheMutex);
+    m_cache.resize(m_entries.size());
+}
+
+Result<PoolStatus> PoolSet::statusOf(size_t index) const
+{
+    const int64_t now = monotonicUs();
+    {
+        std::lock_guard lock(m_cacheMutex);
+        const CachedStatus &cached = m_cache.at(index);
+        if (cached.fetchedAtUs >= 0 && now - cached.fetchedAtUs < kStatusMaxAgeMs * 1000)
+            return cached.status;
+    }
+    // Not under the lock: a slow pool must not hold up the others. Two threads may both refresh.
+    auto status = m_entries.at(index).client->status();
+    std::lock_guard lock(m_cacheMutex);
+    m_cache.at(index) = {monotonicUs(), status};
+    return status;
 }
 
 PoolClient *PoolSet::find(const std::string &name) const
@@ -24,8 +44,9 @@ Result<PoolClient *> PoolSet::choose(const std::string &tier) const
         return fail(ErrorCode::FailedPrecondition,
                     "no pools are configured: add a [[pool]] to the broker config or pass --pool NAME=HOST:PORT");
     std::string tried;
-    for (const auto &entry : m_entries) {
-        auto status = entry.client->status();
+    for (size_t i = 0; i < m_entries.size(); ++i) {
+        const Entry &entry = m_entries[i];
+        auto status = statusOf(i);
         if (!status) {
             tried += " " + entry.client->name() + " (" + status.error().message + ");";
             continue;
@@ -48,8 +69,8 @@ bool PoolSet::anyLocal() const
 std::optional<std::set<std::string>> PoolSet::offeredTiers() const
 {
     std::optional<std::set<std::string>> tiers;
-    for (const auto &entry : m_entries) {
-        auto status = entry.client->status();
+    for (size_t i = 0; i < m_entries.size(); ++i) {
+        auto status = statusOf(i);
         if (!status)
             continue;
         if (!tiers)

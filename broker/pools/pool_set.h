@@ -1,11 +1,13 @@
 #pragma once
 // The pools a broker can place sandboxes on, and the (for now simple) placement rule.
 //
-// Threads: built once at start-up, then read-only; clients are thread-safe, so any thread may use it.
+// Threads: built once at start-up (add), then used from any thread: clients are thread-safe and the
+// status cache has its own lock.
 
 #include "broker/pools/pool_client.h"
 
 #include <memory>
+#include <mutex>
 #include <optional>
 #include <set>
 #include <string>
@@ -32,8 +34,21 @@ public:
     std::optional<std::set<std::string>> offeredTiers() const;
     void cancelInFlight() const;
 
+    // Entry `index`'s Status, at most kStatusMaxAgeMs old. Placement, submit-time tier checks and
+    // ListPools all ask for it; without the cache every claim and every submit paid a round trip
+    // to every pool (and a pool that does not answer, its whole deadline).
+    Result<PoolStatus> statusOf(size_t index) const;
+    static constexpr int64_t kStatusMaxAgeMs = 1000;
+
 private:
+    struct CachedStatus {
+        int64_t fetchedAtUs = -1;
+        Result<PoolStatus> status = std::unexpected(Error{});
+    };
+
     std::vector<Entry> m_entries;
+    mutable std::mutex m_cacheMutex;              // guards m_cache
+    mutable std::vector<CachedStatus> m_cache;    // parallel to m_entries
 };
 
 } // namespace paddock::pools

@@ -263,12 +263,13 @@ grpc::ServerUnaryReactor *BrokerService::ResumeSession(grpc::CallbackServerConte
 grpc::ServerUnaryReactor *BrokerService::ListPools(grpc::CallbackServerContext *context, const v1::ListPoolsRequest *,
                                                    v1::ListPoolsResponse *response)
 {
-    for (const auto &entry : m_pools.entries()) {
+    for (size_t i = 0; i < m_pools.entries().size(); ++i) {
+        const auto &entry = m_pools.entries()[i];
         auto *info = response->add_pools();
         info->set_name(entry.client->name());
         info->set_endpoint(entry.client->endpoint());
         info->set_local(entry.local);
-        auto status = entry.client->status();
+        auto status = m_pools.statusOf(i);
         info->set_healthy(status.has_value());
         if (!status) {
             info->set_error(status.error().message);

@@ -66,6 +66,10 @@ public:
     }
     Result<pools::PoolStatus> status() override
     {
+        {
+            std::lock_guard lock(m_mutex);
+            ++statuses;
+        }
         pools::PoolStatus status;
         status.tiers.push_back({"lite", "fake", 1, 0, 4, 1.0, 0});
         return status;
@@ -88,6 +92,7 @@ public:
     int claims = 0;
     int execs = 0;
     int releases = 0;
+    int statuses = 0;
     bool holdExec = false;
     std::optional<Error> execError;
     std::vector<std::string> keys;
@@ -354,6 +359,17 @@ TEST_F(StepEngineTest, StopCancelsAStepThatOutlastsTheDrainAndRecordsNothingForI
     const auto log = events(id);
     EXPECT_EQ(count(log, core::kind::ToolResult), 0);
     EXPECT_EQ(decide(log).kind, ActionKind::RunTool) << "the next broker must take the same step again";
+}
+
+TEST_F(StepEngineTest, PlacementAsksEachPoolForItsStatusOncePerInterval)
+{
+    // Many claims and tier checks within the cache's age cost the pool one Status call.
+    for (int i = 0; i < 20; ++i) {
+        ASSERT_TRUE(m_pools.choose("lite"));
+        ASSERT_TRUE(m_pools.offeredTiers().has_value());
+    }
+    EXPECT_EQ(m_fakePool->statuses, 1);
+    EXPECT_FALSE(m_pools.choose("heavy")) << "a tier the pool does not offer";
 }
 
 TEST_F(StepEngineTest, WorkersRunManySessionsConcurrently)
