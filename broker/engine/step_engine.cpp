@@ -290,6 +290,8 @@ StepOutcome StepEngine::runTool(const Action &action)
             result["duration_ms"] = outcome->durationMs;
             result["timed_out"] = outcome->timedOut;
             result["replayed"] = outcome->replayed;
+            if (!outcome->reason.empty())
+                result["reason"] = outcome->reason;   // the pool's name for an abnormal end
         } else {
             done = std::unexpected(outcome.error());
         }

@@ -99,6 +99,7 @@ public:
                 out.durationMs = msg.exit().duration_ms();
                 out.timedOut = msg.exit().timed_out();
                 out.replayed = msg.exit().replayed();
+                out.reason = msg.exit().reason();
             }
         }
         if (auto s = reader->Finish(); !s.ok())

@@ -42,6 +42,7 @@ struct ExecOutcome {
     double durationMs = 0;
     bool timedOut = false;
     bool replayed = false;                // an earlier run with the same key answered
+    std::string reason;                   // "", "oom_killed" or "timeout", as the pool named it
 };
 
 struct DirEntry {

@@ -42,6 +42,7 @@ public:
             return std::unexpected(*execError);
         pools::ExecOutcome outcome;
         outcome.stdoutData = "ran: " + spec.argv.back() + "\n";
+        outcome.reason = execReason;
         return outcome;
     }
 
@@ -93,6 +94,7 @@ public:
     int execs = 0;
     int releases = 0;
     int statuses = 0;
+    std::string execReason;
     bool holdExec = false;
     std::optional<Error> execError;
     std::vector<std::string> keys;
@@ -231,6 +233,20 @@ TEST_F(StepEngineTest, ResultHoldsTheCommandAndItsOutput)
         }
     }
     FAIL() << "no tool.result for `echo one`";
+}
+
+TEST_F(StepEngineTest, ThePoolsNameForAnAbnormalEndIsRecorded)
+{
+    auto engine = makeEngine();
+    const std::string id = submit();
+    m_fakePool->execReason = "oom_killed";
+    runToEnd(engine);
+    int named = 0;
+    for (const auto &event : events(id)) {
+        if (event.kind == core::kind::ToolResult && json::parse(event.payload).value("reason", "") == "oom_killed")
+            ++named;
+    }
+    EXPECT_EQ(named, 2) << "both commands' results carry the pool's reason";
 }
 
 TEST_F(StepEngineTest, ExpiredLeaseLetsAnotherWorkerTakeTheStepAndTheLateResultLoses)
