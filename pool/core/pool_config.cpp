@@ -97,13 +97,36 @@ Result<PoolConfig> loadPoolConfig(const fs::path &file, bool mustExist)
             const toml::node_view<const toml::node> tv{static_cast<const toml::node &>(*t)};
             TierConfig tier;
             int64_t memoryMb = tier.memoryBytes >> 20;
+            int64_t diskMb = tier.diskBytes >> 20;
             if (!(st = readString(tv["name"], file, "tier.name", tier.name)) ||
                 !(st = readString(tv["runtime"], file, "tier.runtime", tier.runtime)) ||
                 !(st = readInt(tv["warm_count"], file, "tier.warm_count", tier.warmCount, 0, 10000)) ||
                 !(st = readInt(tv["max_count"], file, "tier.max_count", tier.maxCount, 1, 100000)) ||
                 !(st = readInt(tv["memory_mb"], file, "tier.memory_mb", memoryMb, 1, 1ll << 30)) ||
-                !(st = readInt(tv["pids"], file, "tier.pids", tier.pids, 8, 1ll << 22)))
+                !(st = readInt(tv["pids"], file, "tier.pids", tier.pids, 8, 1ll << 22)) ||
+                !(st = readInt(tv["disk_mb"], file, "tier.disk_mb", diskMb, 1, 1ll << 30)) ||
+                !(st = readString(tv["network"], file, "tier.network", tier.network)))
                 return std::unexpected(st.error());
+            if (tier.network != "none" && tier.network != "allowlist")
+                return fail(ErrorCode::InvalidArgument, file.string() + ": 'tier.network' must be \"none\" or \"allowlist\", not \"" +
+                                                            tier.network + "\"");
+            if (auto allow = tv["allowlist"]; allow) {
+                const toml::array *items = allow.as_array();
+                if (!items)
+                    return fail(ErrorCode::InvalidArgument, file.string() + ": 'tier.allowlist' must be an array of strings, e.g. [\"example.com:443\"]");
+                for (const auto &item : *items) {
+                    auto v = item.value<std::string>();
+                    if (!v || v->empty())
+                        return fail(ErrorCode::InvalidArgument, file.string() + ": every 'tier.allowlist' entry must be a non-empty string");
+                    tier.allowlist.push_back(*v);
+                }
+            }
+            if (auto price = tv["price_per_hour"]; price) {
+                auto v = price.value<double>();
+                if (!v || *v < 0)
+                    return fail(ErrorCode::InvalidArgument, file.string() + ": 'tier.price_per_hour' must be a number of US dollars, 0 or more");
+                tier.pricePerHour = *v;
+            }
             if (auto cpu = tv["cpu"]; cpu) {
                 auto v = cpu.value<double>();
                 if (!v || *v <= 0)
@@ -111,6 +134,7 @@ Result<PoolConfig> loadPoolConfig(const fs::path &file, bool mustExist)
                 tier.cpu = *v;
             }
             tier.memoryBytes = memoryMb << 20;
+            tier.diskBytes = diskMb << 20;
             if (tier.name.empty() || !tv["name"])
                 return fail(ErrorCode::InvalidArgument, file.string() + ": every [[tier]] needs a name, e.g. name = \"lite\"");
             if (config.findTier(tier.name))

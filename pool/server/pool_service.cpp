@@ -312,7 +312,11 @@ grpc::ServerUnaryReactor *PoolService::Status(grpc::CallbackServerContext *ctx, 
         tier->mutable_limits()->set_cpu(t.config.cpu);
         tier->mutable_limits()->set_memory_bytes(t.config.memoryBytes);
         tier->mutable_limits()->set_pids(t.config.pids);
-        tier->set_network(v1::NETWORK_POLICY_NONE);
+        tier->mutable_limits()->set_disk_bytes(t.config.diskBytes);
+        tier->set_network(t.config.network == "allowlist" ? v1::NETWORK_POLICY_ALLOWLIST : v1::NETWORK_POLICY_NONE);
+        for (const auto &a : t.config.allowlist)
+            tier->add_allowlist(a);
+        tier->set_price_per_hour_usd(t.config.pricePerHour);
         tier->set_warm_count(t.config.warmCount);
         tier->set_max_count(t.config.maxCount);
         out->set_warm(t.warm);

@@ -360,7 +360,7 @@ TEST_F(CgroupLite, SamplesMemoryCpuAndPidsEverySecond)
     EXPECT_LE(samples.size(), pool::SandboxPool::kSamplesKept);
 }
 
-TEST(CgroupConfig, TierPidsKeyHasADefaultAndABound)
+TEST(PoolConfigTiers, LimitsNetworkAllowlistAndPriceAreReadAndChecked)
 {
     char tmpl[] = "/tmp/paddock-cgroup-config-XXXXXX";
     ASSERT_NE(::mkdtemp(tmpl), nullptr);
@@ -377,6 +377,19 @@ TEST(CgroupConfig, TierPidsKeyHasADefaultAndABound)
     auto bad = pool::loadPoolConfig(dir / "bad.toml", true);
     ASSERT_FALSE(bad);
     EXPECT_NE(bad.error().message.find("tier.pids"), std::string::npos) << bad.error().message;
+
+    std::ofstream(dir / "net.toml") << "[[tier]]\nname = \"standard\"\nruntime = \"runsc\"\nnetwork = \"allowlist\"\n"
+                                    << "allowlist = [\"example.com:443\", \"10.9.0.0/16\"]\nprice_per_hour = 0.12\ndisk_mb = 2048\n";
+    auto net = pool::loadPoolConfig(dir / "net.toml", true);
+    ASSERT_TRUE(net) << net.error().message;
+    EXPECT_EQ(net->tiers[0].network, "allowlist");
+    EXPECT_EQ(net->tiers[0].allowlist, (std::vector<std::string>{"example.com:443", "10.9.0.0/16"}));
+    EXPECT_DOUBLE_EQ(net->tiers[0].pricePerHour, 0.12);
+    EXPECT_EQ(net->tiers[0].diskBytes, 2048ll << 20);
+    std::ofstream(dir / "badnet.toml") << "[[tier]]\nname = \"lite\"\nnetwork = \"open\"\n";
+    auto badNet = pool::loadPoolConfig(dir / "badnet.toml", true);
+    ASSERT_FALSE(badNet);
+    EXPECT_NE(badNet.error().message.find("\"none\" or \"allowlist\""), std::string::npos) << badNet.error().message;
     std::error_code ec;
     fs::remove_all(dir, ec);
 }
