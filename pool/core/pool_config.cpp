@@ -68,7 +68,7 @@ Result<PoolConfig> loadPoolConfig(const fs::path &file, bool mustExist)
         return fail(ErrorCode::InvalidArgument, msg.str());
     }
     const toml::node_view<const toml::node> r{static_cast<const toml::node &>(root)};
-    std::string stateDir, initPath;
+    std::string stateDir, initPath, snapshotDir;
     Status st;
     if (!(st = readString(r["pool_id"], file, "pool_id", config.poolId)) ||
         !(st = readString(r["listen"], file, "listen", config.listen)) ||
@@ -79,10 +79,15 @@ Result<PoolConfig> loadPoolConfig(const fs::path &file, bool mustExist)
         !(st = readInt(r["max_exec_timeout_ms"], file, "max_exec_timeout_ms", config.maxExecTimeoutMs, 1, INT64_MAX / 2)) ||
         !(st = readInt(r["max_output_bytes"], file, "max_output_bytes", config.maxOutputBytes, 1, 1ll << 40)) ||
         !(st = readInt(r["exec_cache_per_sandbox"], file, "exec_cache_per_sandbox", config.execCachePerSandbox, 0, 1 << 20)) ||
-        !(st = readInt(r["drain_timeout_ms"], file, "drain_timeout_ms", config.drainTimeoutMs, 0, 3600000)))
+        !(st = readInt(r["drain_timeout_ms"], file, "drain_timeout_ms", config.drainTimeoutMs, 0, 3600000)) ||
+        !(st = readString(r["snapshot_dir"], file, "snapshot_dir", snapshotDir)) ||
+        !(st = readInt(r["post_mortem_retention_hours"], file, "post_mortem_retention_hours", config.postMortemRetentionHours, 0, 24 * 3650)) ||
+        !(st = readInt(r["post_mortem_max_count"], file, "post_mortem_max_count", config.postMortemMaxCount, 0, 1000000)))
         return std::unexpected(st.error());
     if (!stateDir.empty())
         config.stateDir = stateDir;
+    if (!snapshotDir.empty())
+        config.snapshotDir = snapshotDir;
     if (!initPath.empty())
         config.initPath = initPath;
 
@@ -157,6 +162,8 @@ void applyPoolDefaults(PoolConfig &config)
     }
     if (config.stateDir.empty())
         config.stateDir = defaultDataDir() / "pool";
+    if (config.snapshotDir.empty())
+        config.snapshotDir = config.stateDir / "snapshots";
     if (config.initPath.empty()) {
         std::error_code ec;
         fs::path self = fs::read_symlink("/proc/self/exe", ec);

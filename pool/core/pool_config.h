@@ -41,6 +41,9 @@ struct PoolConfig {
     int execCachePerSandbox = 256;           // idempotency records kept per sandbox
     int64_t execCacheBytesPerSandbox = 64ll << 20;
     int drainTimeoutMs = 5000;               // SIGTERM: how long in-flight calls may take
+    std::filesystem::path snapshotDir;       // workspace archives; default <state_dir>/snapshots
+    int64_t postMortemRetentionHours = 72;   // post-mortems (and their snapshots) kept this long
+    int postMortemMaxCount = 1000;           // and at most this many, oldest dropped first
     std::vector<TierConfig> tiers;           // default: one lite tier
 
     TierConfig *findTier(const std::string &name);

@@ -9,6 +9,7 @@
 #include <cerrno>
 #include <chrono>
 #include <climits>
+#include <fstream>
 #include <poll.h>
 #include <random>
 #include <fcntl.h>
@@ -87,6 +88,12 @@ struct SandboxPool::Sandbox {
     std::deque<std::string> order;
     int64_t recordBytes = 0;
 
+    // Post-mortem captures queued or running: destroy() waits for them before deleting the
+    // workspace they archive.
+    std::mutex captureMutex;
+    std::condition_variable captureCv;
+    int pendingCaptures = 0;   // guarded by captureMutex
+
     Sandbox(std::string id_, Tier *tier_, fs::path dir_, std::unique_ptr<RunningSandbox> running_,
             std::unique_ptr<SandboxCgroup> cgroup_)
         : id(std::move(id_)), tier(tier_), dir(std::move(dir_)), running(std::move(running_)),
@@ -160,7 +167,27 @@ Result<std::unique_ptr<SandboxPool>> SandboxPool::create(PoolConfig config)
     auto pool = std::unique_ptr<SandboxPool>(new SandboxPool(std::move(config), std::move(runtimes)));
     pool->m_lockFd = lockFd;
     pool->m_cgroupLayout = std::move(layout);
+    auto snapshots = SnapshotStore::open(config.snapshotDir);
+    if (!snapshots) {
+        ::close(lockFd);
+        return std::unexpected(snapshots.error());
+    }
+    PostMortemStore::Options pmOptions;
+    pmOptions.dir = config.stateDir / "postmortems";
+    pmOptions.retentionMs = config.postMortemRetentionHours * 3600 * 1000;
+    pmOptions.maxCount = static_cast<size_t>(config.postMortemMaxCount);
+    pmOptions.onDrop = [store = snapshots->get()](const PostMortemRecord &r) {
+        if (!r.snapshotRef.empty())
+            store->remove(r.snapshotRef);
+    };
+    auto postMortems = PostMortemStore::open(std::move(pmOptions));
+    if (!postMortems) {
+        ::close(lockFd);
+        return std::unexpected(postMortems.error());
+    }
     pool->m_cgroups = std::move(cgroups);
+    pool->m_snapshots = std::move(*snapshots);
+    pool->m_postMortems = std::move(*postMortems);
     return pool;
 }
 
@@ -197,6 +224,8 @@ void SandboxPool::start()
 
 void SandboxPool::shutdown()
 {
+    m_deadlines = std::make_unique<DeadlineWatcher>();
+    m_captures = std::make_unique<CaptureQueue>();
     if (m_shutDown.exchange(true))
         return;
     {
@@ -214,6 +243,10 @@ void SandboxPool::shutdown()
         for (auto &[id, sb] : m_sandboxes)
             all.push_back(sb);
         m_sandboxes.clear();
+    if (m_captures)
+        m_captures->stop();   // finishes the post-mortems queued, while their workspaces exist
+    if (m_deadlines)
+        m_deadlines->stop();
         for (auto &tier : m_tiers) {
             tier->warm.clear();
             tier->claimed = 0;
@@ -299,6 +332,10 @@ void SandboxPool::recordClaimLatency(Tier &tier, int64_t us)
             tier.latencyCounts[i]++;
             return;
         }
+    {
+        std::unique_lock lock(sandbox->captureMutex);
+        sandbox->captureCv.wait_for(lock, std::chrono::minutes(2), [&] { return sandbox->pendingCaptures == 0; });
+    }
     }
 }
 
@@ -520,7 +557,11 @@ Result<ExecResult> SandboxPool::exec(const ExecRequest &request, const ChunkSink
     const InitExecRequest ir = initRequest(request);
     const int64_t oomBefore = sandbox->cgroup ? sandbox->cgroup->oomKills() : -1;
     if (request.idempotencyKey.empty() || m_config.execCachePerSandbox == 0) {
-        auto r = sandbox->init.exec(ir, sink);
+        auto r = sandbox->init.exec(ir, [&](int stream, std::string_view chunk) {
+            tail.add(stream, chunk);
+            if (sink)
+                sink(stream, chunk);
+        });
         nameExit(*sandbox, oomBefore, r);
         if (!r)
             return std::unexpected(r.error());
@@ -537,9 +578,22 @@ Result<ExecResult> SandboxPool::exec(const ExecRequest &request, const ChunkSink
             // is still going, then answer with what it recorded. The command does not run again.
             sandbox->execCv.wait(lock, [&] { return earlier->done; });
             auto chunks = earlier->chunks;
+    OutputTail tail;
+    auto watch = m_deadlines && sandbox->cgroup ? m_deadlines->arm(sandbox->cgroup->dirs(), ir.timeoutMs) : nullptr;
+    auto keepFailure = [&](const Result<InitExecResult> &r) {
+        if (r)
+            if (auto pm = execFailure(*sandbox, request.argv, *r, tail)) {
+                {
+                    std::lock_guard lock(sandbox->captureMutex);
+                    sandbox->pendingCaptures++;
+                }
+                capturePostMortem(sandbox, std::move(*pm), watch);
+            }
+    };
             auto result = earlier->result;
             lock.unlock();
             if (!result)
+        keepFailure(r);
                 return std::unexpected(result.error());
             if (sink)
                 for (const auto &[stream, chunk] : chunks)
@@ -571,6 +625,7 @@ bool SandboxPool::execAsync(const ExecRequest &request, ChunkSink sink, ExecDone
 {
     auto found = findClaimed(request.sandboxId);
     if (!found) {
+        tail.add(stream, chunk);
         done(std::unexpected(found.error()));
         return true;
     }
@@ -579,6 +634,7 @@ bool SandboxPool::execAsync(const ExecRequest &request, ChunkSink sink, ExecDone
         done(fail(ErrorCode::InvalidArgument, "exec needs a command in argv; for a shell line use [\"/bin/sh\", \"-c\", \"...\"]"));
         return true;
     }
+    keepFailure(r);
     const bool keyed = !request.idempotencyKey.empty() && m_config.execCachePerSandbox > 0;
 
     // A repeat of a finished run is answered from its record, inline; one still running would
@@ -621,12 +677,9 @@ bool SandboxPool::execAsync(const ExecRequest &request, ChunkSink sink, ExecDone
     const InitExecRequest ir = initRequest(request);
     const int64_t oomBefore = sandbox->cgroup ? sandbox->cgroup->oomKills() : -1;
     if (!keyed) {
-        m_execLoop.submit(fd, ir, std::move(sink), [sandbox, oomBefore, done = std::move(done)](Result<InitExecResult> r) {
+        m_execLoop.submit(fd, ir, std::move(sink), [sandbox, oomBefore, finish, done = std::move(done)](Result<InitExecResult> r) {
             nameExit(*sandbox, oomBefore, r);
-            if (!r)
-                done(std::unexpected(r.error()));
-            else
-                done(ExecResult{*r, false});
+            finish(std::move(r), done);
         });
         return true;
     }
@@ -638,6 +691,34 @@ bool SandboxPool::execAsync(const ExecRequest &request, ChunkSink sink, ExecDone
             ::close(fd);
             return *answered;
         }
+    // The last output of each stream and, near the deadline, the process list: for a post-mortem.
+    auto tail = std::make_shared<OutputTail>();
+    auto watch = m_deadlines && sandbox->cgroup ? m_deadlines->arm(sandbox->cgroup->dirs(), ir.timeoutMs) : nullptr;
+    sink = [tail, inner = std::move(sink)](int stream, std::string_view chunk) {
+        tail->add(stream, chunk);
+        if (inner)
+            inner(stream, chunk);
+    };
+    // On the exec loop's thread: a failure is captured on the capture thread, and the result is
+    // answered after it, so the next command finds the workspace as the failure left it.
+    auto finish = [this, sandbox, tail, watch, argv = request.argv](Result<InitExecResult> r, const ExecDone &doneFn) {
+        if (r && m_captures)
+            if (auto pm = execFailure(*sandbox, argv, *r, *tail)) {
+                {
+                    std::lock_guard lock(sandbox->captureMutex);
+                    sandbox->pendingCaptures++;
+                }
+                m_captures->post([this, sandbox, pm = std::move(*pm), watch, exit = *r, doneFn]() mutable {
+                    capturePostMortem(sandbox, std::move(pm), watch);
+                    doneFn(ExecResult{exit, false});
+                });
+                return;
+            }
+        if (!r)
+            doneFn(std::unexpected(r.error()));
+        else
+            doneFn(ExecResult{*r, false});
+    };
         sandbox->records.emplace(request.idempotencyKey, record);
         sandbox->order.push_back(request.idempotencyKey);
     }
@@ -653,13 +734,10 @@ bool SandboxPool::execAsync(const ExecRequest &request, ChunkSink sink, ExecDone
             sink(stream, chunk);
     };
     m_execLoop.submit(fd, ir, std::move(recordingSink),
-                      [this, sandbox, oomBefore, key = request.idempotencyKey, record, done = std::move(done)](Result<InitExecResult> r) {
+                      [this, sandbox, oomBefore, key = request.idempotencyKey, record, finish, done = std::move(done)](Result<InitExecResult> r) {
                           nameExit(*sandbox, oomBefore, r);
                           finishRecord(*sandbox, key, *record, r);
-                          if (!r)
-                              done(std::unexpected(r.error()));
-                          else
-                              done(ExecResult{*r, false});
+                          finish(std::move(r), done);
                       });
     return true;
 }
@@ -887,7 +965,7 @@ void SandboxPool::monitorLoop()
             uint64_t count;
             (void)!::read(m_wakeFd, &count, sizeof count);
         }
-        std::vector<std::shared_ptr<Sandbox>> toDestroy;
+        std::vector<std::shared_ptr<Sandbox>> toDestroy, crashed;
         for (size_t i = 1; i < fds.size(); ++i) {
             if (!(fds[i].revents & (POLLIN | POLLHUP | POLLERR)))
                 continue;
@@ -919,3 +997,185 @@ void SandboxPool::monitorLoop()
 }
 
 } // namespace paddock::pool
+                crashed.push_back(sb);
+        for (auto &sb : crashed) {
+            PostMortemRecord pm = baseRecord(*sb);
+            pm.reason = "crashed";
+            pm.detail = "the sandbox's init died (" + sb->deathReason + ")";
+            {
+                std::lock_guard lock(sb->captureMutex);
+                sb->pendingCaptures++;
+            }
+            m_captures->post([this, sb, pm]() mutable { capturePostMortem(sb, std::move(pm), nullptr); });
+        }
+// ---- snapshots and post-mortems ----
+
+namespace {
+
+std::string commandLine(const std::vector<std::string> &argv)
+{
+    std::string s;
+    for (const auto &a : argv) {
+        if (!s.empty())
+            s += ' ';
+        s += a;
+    }
+    if (s.size() > 200)
+        s = s.substr(0, 200) + "...";
+    return s;
+}
+
+std::string mib(int64_t bytes)
+{
+    return std::to_string(bytes >> 20) + " MiB";
+}
+
+// The cgroup's memory high-water mark (v1 memory.max_usage_in_bytes, v2 memory.peak), or -1.
+int64_t peakMemory(const std::vector<fs::path> &dirs)
+{
+    for (const auto &dir : dirs)
+        for (const char *name : {"memory.max_usage_in_bytes", "memory.peak"}) {
+            std::ifstream in(dir / name);
+            int64_t v;
+            if (in >> v)
+                return v;
+        }
+    return -1;
+}
+
+} // namespace
+
+Result<SnapshotInfo> SandboxPool::snapshot(const std::string &sandboxId)
+{
+    auto sandbox = findClaimed(sandboxId);
+    if (!sandbox)
+        return std::unexpected(sandbox.error());
+    auto info = m_snapshots->create((*sandbox)->dir / "workspace", sandboxId);
+    if (info)
+        spdlog::info("snapshot {} of {}: {} entries, {} bytes, {:.1f} ms", info->ref, sandboxId, info->fileCount,
+                     info->sizeBytes, info->durationMs);
+    return info;
+}
+
+Result<SnapshotInfo> SandboxPool::restore(const std::string &sandboxId, const std::string &ref)
+{
+    auto sandbox = findClaimed(sandboxId);
+    if (!sandbox)
+        return std::unexpected(sandbox.error());
+    auto info = m_snapshots->restore(ref, (*sandbox)->dir / "workspace", (*sandbox)->dir / "scratch");
+    if (info)
+        spdlog::info("restored {} into {}: {} entries, {:.1f} ms", ref, sandboxId, info->fileCount, info->durationMs);
+    else
+        spdlog::warn("restore of {} into {} failed: {}", ref, sandboxId, info.error().message);
+    return info;
+}
+
+PostMortemRecord SandboxPool::baseRecord(const Sandbox &sandbox) const
+{
+    PostMortemRecord pm;
+    pm.sandboxId = sandbox.id;
+    {
+        std::lock_guard lock(m_mutex);
+        pm.sessionId = sandbox.sessionId;
+    }
+    pm.poolId = m_config.poolId;
+    pm.tier = sandbox.tier->config.name;
+    pm.runtime = sandbox.tier->config.runtime;
+    pm.cpuLimit = sandbox.tier->config.cpu;
+    pm.memoryLimitBytes = sandbox.tier->config.memoryBytes;
+    pm.pidsLimit = sandbox.tier->config.pids;
+    pm.diskLimitBytes = sandbox.tier->config.diskBytes;
+    pm.timeUnixMs = nowUnixMs();
+    return pm;
+}
+
+std::optional<PostMortemRecord> SandboxPool::execFailure(const Sandbox &sandbox, const std::vector<std::string> &argv,
+                                                         const InitExecResult &exit, const OutputTail &tail) const
+{
+    if (exit.reason.empty() && exit.exitCode == 0 && exit.signal == 0)
+        return std::nullopt;
+    PostMortemRecord pm = baseRecord(sandbox);
+    pm.reason = exit.reason.empty() ? "nonzero_exit" : exit.reason;
+    pm.exitCode = exit.exitCode;
+    pm.signal = exit.signal;
+    pm.durationMs = exit.durationMs;
+    pm.argv = argv;
+    pm.lastStdout = tail.tail(1);
+    pm.lastStderr = tail.tail(2);
+    pm.stdoutBytes = tail.bytes(1);
+    pm.stderrBytes = tail.bytes(2);
+    const std::string cmd = "'" + commandLine(argv) + "'";
+    if (pm.reason == "oom_killed")
+        pm.detail = cmd + " was killed by the OOM killer at the tier's memory limit of " + mib(pm.memoryLimitBytes);
+    else if (pm.reason == "timeout")
+        pm.detail = cmd + " timed out after " + std::to_string(static_cast<int64_t>(exit.durationMs)) + " ms and was killed";
+    else if (exit.signal != 0)
+        pm.detail = cmd + " was killed by signal " + std::to_string(exit.signal);
+    else
+        pm.detail = cmd + " exited with " + std::to_string(exit.exitCode);
+    return pm;
+}
+
+void SandboxPool::capturePostMortem(const std::shared_ptr<Sandbox> &sandbox, PostMortemRecord pm,
+                                    const std::shared_ptr<DeadlineWatcher::Watch> &watch)
+{
+    const int64_t t0 = monotonicUs();
+    // A plain non-zero exit does not replace the post-mortem of a worse failure of the sandbox.
+    auto earlier = m_postMortems->get(sandbox->id);
+    const bool keepEarlier = earlier && pm.reason == "nonzero_exit" && earlier->reason != "nonzero_exit";
+    if (!keepEarlier) {
+        std::vector<fs::path> dirs = sandbox->cgroup ? sandbox->cgroup->dirs() : std::vector<fs::path>{};
+        if (watch && pm.reason == "timeout") {
+            std::lock_guard lock(watch->mutex);
+            if (watch->processes) {
+                pm.processes = *watch->processes;
+                pm.processesNote = "taken " + std::to_string(watch->firedBeforeDeadlineMs) +
+                                   " ms before the deadline, before the init killed the command's process group";
+            }
+        }
+        if (pm.processesNote.empty()) {
+            if (dirs.empty()) {
+                pm.processesNote = "not available: the pool runs without cgroups";
+            } else {
+                pm.processes = readCgroupProcesses(dirs);
+                pm.processesNote = pm.reason == "oom_killed"
+                                       ? "after the OOM kill: what was left in the sandbox's cgroup (the killed process is gone)"
+                                       : "after the failure: what was still in the sandbox's cgroup";
+            }
+        }
+        pm.samples = samples(sandbox->id);
+        if (sandbox->cgroup) {
+            CgroupSample last = sandbox->cgroup->sample();
+            // At an OOM kill the cgroup was at its limit: the sample at the failure carries the
+            // high-water mark, so the curve shows where it died, not what was left after.
+            if (pm.reason == "oom_killed")
+                last.memoryBytes = std::max(last.memoryBytes, peakMemory(dirs));
+            last.unixMs = pm.timeUnixMs;
+            pm.samples.push_back(last);
+        }
+        std::error_code ec;
+        auto snap = m_snapshots->create(sandbox->dir / "workspace", sandbox->id);
+        if (snap) {
+            pm.snapshotRef = snap->ref;
+            pm.snapshotSizeBytes = snap->sizeBytes;
+            pm.snapshotMs = snap->durationMs;
+        } else {
+            pm.snapshotError = snap.error().message;
+        }
+        if (auto saved = m_postMortems->save(pm); !saved) {
+            spdlog::error("post-mortem of {} not kept: {}", sandbox->id, saved.error().message);
+            if (snap)
+                m_snapshots->remove(snap->ref);
+        } else {
+            spdlog::info("post-mortem of {} (session '{}'): {}; snapshot {} ({} bytes, {:.1f} ms); captured in {:.1f} ms",
+                         sandbox->id, pm.sessionId, pm.detail, pm.snapshotRef.empty() ? pm.snapshotError : pm.snapshotRef,
+                         pm.snapshotSizeBytes, pm.snapshotMs, static_cast<double>(monotonicUs() - t0) / 1000.0);
+        }
+    }
+    {
+        std::lock_guard lock(sandbox->captureMutex);
+        sandbox->pendingCaptures--;
+    }
+    sandbox->captureCv.notify_all();
+}
+

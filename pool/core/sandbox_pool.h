@@ -12,10 +12,13 @@
 
 #include "common/result.h"
 #include "pool/core/pool_config.h"
+#include "pool/core/post_mortem_capture.h"
+#include "pool/core/post_mortem_store.h"
 #include "pool/init/init_client.h"
 #include "pool/init/init_exec_loop.h"
 #include "pool/runtimes/cgroup.h"
 #include "pool/runtimes/runtime.h"
+#include "pool/snapshot/snapshot_store.h"
 
 #include <atomic>
 #include <condition_variable>
@@ -122,6 +125,16 @@ public:
     std::vector<CgroupSample> samples(const std::string &sandboxId) const;
     static constexpr size_t kSamplesKept = 300;
 
+    // Workspace snapshots and post-mortems (pool/snapshot, post_mortem_store.h). A command that
+    // ends abnormally (oom_killed, timeout, non-zero exit) or a claimed sandbox whose init dies
+    // leaves a post-mortem with a snapshot of /workspace, taken before the exec's result is
+    // returned (on the capture thread, not the exec loop's), so the next command cannot change
+    // the workspace first.
+    Result<SnapshotInfo> snapshot(const std::string &sandboxId);
+    Result<SnapshotInfo> restore(const std::string &sandboxId, const std::string &ref);
+    SnapshotStore &snapshots() { return *m_snapshots; }
+    PostMortemStore &postMortems() { return *m_postMortems; }
+
     const PoolConfig &config() const { return m_config; }
     // Blocks until every tier has its warm_count ready (or timeoutMs passes). For tests and
     // benchmarks that want to measure warm claims.
@@ -143,6 +156,14 @@ private:
     // during the exec (from oomBefore) and the command did not succeed.
     static void nameExit(const Sandbox &sandbox, int64_t oomBefore, Result<InitExecResult> &r);
     void wakeMonitor();
+    // Builds, snapshots and stores a post-mortem (blocking: call it on the capture thread or a
+    // thread that may block).
+    void capturePostMortem(const std::shared_ptr<Sandbox> &sandbox, PostMortemRecord record,
+                           const std::shared_ptr<DeadlineWatcher::Watch> &watch);
+    // The post-mortem for a finished exec, or nullopt when it ended normally.
+    std::optional<PostMortemRecord> execFailure(const Sandbox &sandbox, const std::vector<std::string> &argv,
+                                                const InitExecResult &exit, const OutputTail &tail) const;
+    PostMortemRecord baseRecord(const Sandbox &sandbox) const;
     void recordClaimLatency(Tier &tier, int64_t us);
     InitExecRequest initRequest(const ExecRequest &request) const;
     // A keyed run finished: store its result, drop it when it failed, bound the records.
@@ -171,6 +192,10 @@ private:
     int m_wakeFd = -1;
     int m_lockFd = -1;              // flock on <state>/pool.lock, held for the pool's life              // eventfd: the monitor's set of sandboxes changed
     std::atomic<bool> m_shutDown{false};
+    std::unique_ptr<SnapshotStore> m_snapshots;
+    std::unique_ptr<PostMortemStore> m_postMortems;
+    std::unique_ptr<DeadlineWatcher> m_deadlines;
+    std::unique_ptr<CaptureQueue> m_captures;
 };
 
 } // namespace paddock::pool

@@ -48,6 +48,20 @@ public:
     grpc::ServerUnaryReactor *Status(grpc::CallbackServerContext *ctx, const v1::PoolStatusRequest *req,
                                      v1::PoolStatusResponse *resp) override;
 
+    // Snapshots and post-mortems (pool_service_snapshots.cpp); all run on the TaskRunner.
+    grpc::ServerUnaryReactor *Snapshot(grpc::CallbackServerContext *ctx, const v1::SnapshotRequest *req,
+                                       v1::SnapshotResponse *resp) override;
+    grpc::ServerUnaryReactor *Restore(grpc::CallbackServerContext *ctx, const v1::RestoreRequest *req,
+                                      v1::RestoreResponse *resp) override;
+    grpc::ServerUnaryReactor *ListSnapshotFiles(grpc::CallbackServerContext *ctx, const v1::ListSnapshotFilesRequest *req,
+                                                v1::ListSnapshotFilesResponse *resp) override;
+    grpc::ServerUnaryReactor *ReadSnapshotFile(grpc::CallbackServerContext *ctx, const v1::ReadSnapshotFileRequest *req,
+                                               v1::ReadSnapshotFileResponse *resp) override;
+    grpc::ServerUnaryReactor *ListPostMortems(grpc::CallbackServerContext *ctx, const v1::ListPostMortemsRequest *req,
+                                              v1::ListPostMortemsResponse *resp) override;
+    grpc::ServerUnaryReactor *GetPostMortem(grpc::CallbackServerContext *ctx, const v1::GetPostMortemRequest *req,
+                                            v1::PostMortem *resp) override;
+
 private:
     // Runs work on the runner and finishes the reactor with its status.
     grpc::ServerUnaryReactor *runUnary(grpc::CallbackServerContext *ctx, std::function<grpc::Status()> work);

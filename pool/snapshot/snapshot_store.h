@@ -1,0 +1,90 @@
+#pragma once
+// Workspace snapshots: a sandbox's /workspace as a pax tar archive, zstd-compressed, in an
+// object-store directory (`snapshot_dir`, default <state_dir>/snapshots). Each archive is named by
+// a ref, "<sandbox-id>-<n>", and stored as <dir>/<ref>.tar.zst with a <ref>.meta JSON beside it
+// (size, crc32, file count). Written to a temporary file, then renamed, so a crash never leaves a
+// half archive under a ref.
+//
+// The workspace is read and written from the host through directory descriptors opened with
+// O_NOFOLLOW, one component at a time: a symlink the agent planted is archived as a symlink and
+// never followed. Restore extracts into a staging directory first (every entry checked: no
+// absolute paths, no "..", no symlink or hard link leading outside the workspace, libarchive's
+// ARCHIVE_EXTRACT_SECURE_* flags on top), and only when the whole archive decoded cleanly swaps
+// the staged content in; a corrupt or truncated archive leaves the workspace as it was.
+//
+// Known limits: devices, fifos and sockets in a workspace are skipped (counted in `skipped`);
+// owners are not kept (restored files belong to the pool's user); a restore into a sandbox whose
+// processes are writing /workspace at that moment may interleave with their writes.
+//
+// Threads: all methods may be called from any thread; refs are allocated under a mutex.
+
+#include "common/result.h"
+
+#include <cstdint>
+#include <filesystem>
+#include <mutex>
+#include <string>
+#include <vector>
+
+namespace paddock::pool {
+
+struct SnapshotInfo {
+    std::string ref;
+    int64_t sizeBytes = 0;   // the compressed archive
+    int64_t fileCount = 0;   // entries archived
+    int64_t skipped = 0;     // special files left out
+    double durationMs = 0;
+};
+
+struct SnapshotEntry {
+    std::string path;        // relative, "/"-separated
+    bool isDir = false;
+    bool isSymlink = false;
+    std::string symlinkTarget;
+    int64_t size = 0;
+    uint32_t mode = 0;
+    int64_t mtimeUnixMs = 0;
+};
+
+struct SnapshotChunk {
+    std::string content;
+    int64_t offset = 0;
+    int64_t size = 0;        // the whole file
+    bool eof = false;
+};
+
+class SnapshotStore {
+public:
+    static constexpr int64_t kMaxReadBytes = 4ll << 20;
+
+    // Creates the directory (0700) if needed.
+    static Result<std::unique_ptr<SnapshotStore>> open(std::filesystem::path dir);
+
+    const std::filesystem::path &dir() const { return m_dir; }
+
+    // Archives workspaceDir under a new ref "<refPrefix>-<n>".
+    Result<SnapshotInfo> create(const std::filesystem::path &workspaceDir, const std::string &refPrefix);
+    // Replaces workspaceDir's content with the snapshot's. scratchDir (same filesystem as
+    // workspaceDir, not visible inside the sandbox) holds the staging and the old content while
+    // they are swapped. NotFound for an unknown ref; FailedPrecondition naming the ref for a
+    // damaged archive or a refused entry (nothing in workspaceDir changed then).
+    Result<SnapshotInfo> restore(const std::string &ref, const std::filesystem::path &workspaceDir,
+                                 const std::filesystem::path &scratchDir);
+    Result<std::vector<SnapshotEntry>> list(const std::string &ref, const std::string &pathPrefix);
+    Result<SnapshotChunk> read(const std::string &ref, const std::string &path, int64_t offset, int64_t maxBytes);
+    Result<int64_t> sizeOf(const std::string &ref) const;
+    // Deletes the archive and its meta file; fine when it does not exist.
+    void remove(const std::string &ref);
+
+    // A ref is [A-Za-z0-9._-]{1,200} not starting with '.'.
+    static bool validRef(const std::string &ref);
+
+private:
+    explicit SnapshotStore(std::filesystem::path dir) : m_dir(std::move(dir)) {}
+    Result<std::filesystem::path> archivePath(const std::string &ref) const;
+
+    const std::filesystem::path m_dir;
+    std::mutex m_mutex;   // ref allocation
+};
+
+} // namespace paddock::pool
