@@ -276,6 +276,10 @@ Result<std::shared_ptr<SandboxPool::Sandbox>> SandboxPool::startSandbox(Tier &ti
     spec.workspaceDir = dir / "workspace";
     spec.controlDir = dir / "ctl";
     spec.initPath = m_config.initPath;
+    spec.runtimeDir = dir / "runtime";
+    spec.cpu = tier.config.cpu;
+    spec.memoryBytes = tier.config.memoryBytes;
+    spec.pids = tier.config.pids;
     std::error_code ec;
     std::unique_ptr<SandboxCgroup> cgroup;
     if (m_cgroups) {
@@ -880,8 +884,18 @@ void SandboxPool::refillLoop(Tier *tier)
 
 void SandboxPool::nameExit(const Sandbox &sandbox, int64_t oomBefore, Result<InitExecResult> &r)
 {
-    if (!r)
+    if (!r) {
+        // The init went away and the cgroup saw an OOM kill meanwhile: under gVisor the
+        // command's memory is the sandbox kernel's, so the host kills the whole sandbox.
+        if (oomBefore >= 0 && sandbox.cgroup && sandbox.cgroup->oomKills() > oomBefore) {
+            InitExecResult killed;
+            killed.exitCode = -1;
+            killed.signal = 9;
+            killed.reason = "oom_killed";
+            r = killed;
+        }
         return;
+    }
     if (r->timedOut) {
         r->reason = "timeout";
         return;

@@ -57,6 +57,9 @@ constexpr size_t kMaxIdleHandlers = 4;   // beyond this a handler exits when don
 constexpr size_t kMaxHandlers = 4096;    // concurrent requests; more wait in the accept backlog
 
 std::string g_workspace = "/workspace";
+// A handler's SIGCHLD signalfd: how it hears of its command's exit where pidfd_open is missing
+// (gVisor's runsc has none); -1 where pidfds work.
+int g_childSignalFd = -1;
 sigset_t g_ignoredSignals;   // SIG_IGN in this process (SIGPIPE, and whatever was inherited)
 
 int64_t monoUs()
@@ -243,6 +246,9 @@ void handleExec(int conn, const json &header)
     ::close(out[1]);
     ::close(err[1]);
     int pidfd = static_cast<int>(::syscall(SYS_pidfd_open, pid, 0));
+    bool pidfdOwned = pidfd >= 0;
+    if (pidfd < 0 && g_childSignalFd >= 0)
+        pidfd = g_childSignalFd;   // readable at SIGCHLD; the reap below uses WNOHANG then
 
     int stdinFd = in[1];
     setNonBlocking(stdinFd);
@@ -344,8 +350,16 @@ void handleExec(int conn, const json &header)
             peerGone = true;
             ::kill(-pid, SIGKILL);
         }
-        if (iPid >= 0 && (fds[iPid].revents & POLLIN))
-            reap(0);
+        if (iPid >= 0 && (fds[iPid].revents & POLLIN)) {
+            if (pidfdOwned) {
+                reap(0);
+            } else {
+                signalfd_siginfo si {};
+                while (::read(pidfd, &si, sizeof si) == static_cast<ssize_t>(sizeof si)) {
+                }
+                reap(WNOHANG);
+            }
+        }
     }
     if (stdinFd >= 0)
         ::close(stdinFd);
@@ -357,7 +371,7 @@ void handleExec(int conn, const json &header)
         ::kill(-pid, SIGKILL);
         reap(0);
     }
-    if (pidfd >= 0)
+    if (pidfdOwned)
         ::close(pidfd);
     if (peerGone)
         return;
@@ -445,6 +459,40 @@ void handleReadFile(int conn, const json &header)
     proto::writeFrame(conn, proto::kData, content);
 }
 
+// Where openat2 is missing (gVisor's runsc): one component at a time with O_NOFOLLOW, refusing
+// every symlink on the way (ELOOP) and "..": stricter than RESOLVE_BENEATH, which follows links
+// that stay inside the workspace. A link swapped in between the check and the open still fails
+// (O_NOFOLLOW), it is never followed.
+int openNoSymlinks(int dirfd, const std::string &rel, int flags, mode_t mode)
+{
+    std::vector<std::string> parts;
+    for (const auto &part : std::filesystem::path(rel))
+        if (!part.empty() && part != "." && part != "/")
+            parts.push_back(part.string());
+    if (parts.empty()) {
+        errno = EINVAL;
+        return -1;
+    }
+    int cur = ::fcntl(dirfd, F_DUPFD_CLOEXEC, 0);
+    for (size_t i = 0; cur >= 0 && i < parts.size(); ++i) {
+        struct stat st {};
+        int next = -1;
+        if (parts[i] == "..")
+            errno = EXDEV;
+        else if (::fstatat(cur, parts[i].c_str(), &st, AT_SYMLINK_NOFOLLOW) == 0 && S_ISLNK(st.st_mode))
+            errno = ELOOP;
+        else if (i + 1 < parts.size())
+            next = ::openat(cur, parts[i].c_str(), O_PATH | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+        else
+            next = ::openat(cur, parts[i].c_str(), flags | O_NOFOLLOW, mode);
+        const int err = errno;
+        ::close(cur);
+        cur = next;
+        errno = err;
+    }
+    return cur;
+}
+
 int openBeneath(int dirfd, const std::string &rel, uint64_t flags, uint64_t mode = 0)
 {
     // RESOLVE_BENEATH: every step, symlinks included, must stay under the workspace. The
@@ -458,6 +506,8 @@ int openBeneath(int dirfd, const std::string &rel, uint64_t flags, uint64_t mode
     do {
         fd = static_cast<int>(::syscall(SYS_openat2, dirfd, rel.c_str(), &how, sizeof how));
     } while (fd < 0 && errno == EAGAIN);
+    if (fd < 0 && errno == ENOSYS)
+        return openNoSymlinks(dirfd, rel, static_cast<int>(flags), static_cast<mode_t>(mode));
     return fd;
 }
 
@@ -640,6 +690,17 @@ void prefaultWritablePages()
 [[noreturn]] void handlerLoop(int listenFd, int notifyFd, HandlerTable *table, size_t mySlot)
 {
     HandlerSlot &me = table->slots[mySlot];
+    // Without pidfd_open (gVisor), a command's exit is heard through SIGCHLD on a signalfd. It
+    // stays blocked in the handler only; a spawned command starts with an empty mask.
+    if (const int probe = static_cast<int>(::syscall(SYS_pidfd_open, ::getpid(), 0)); probe >= 0) {
+        ::close(probe);
+    } else {
+        sigset_t chld;
+        sigemptyset(&chld);
+        sigaddset(&chld, SIGCHLD);
+        ::sigprocmask(SIG_BLOCK, &chld, nullptr);
+        g_childSignalFd = ::signalfd(-1, &chld, SFD_CLOEXEC | SFD_NONBLOCK);
+    }
     prefaultWritablePages();
     for (;;) {
         int conn;

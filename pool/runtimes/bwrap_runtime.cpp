@@ -212,7 +212,10 @@ std::vector<std::string> BwrapRuntime::commandLine(const SandboxSpec &spec, cons
     args.insert(args.end(), {
                              "--proc", "/proc", "--dev", "/dev", "--tmpfs", "/tmp",
                              "--bind", spec.workspaceDir.string(), "/workspace",
-                             "--ro-bind", spec.initPath.string(), kInitInsidePath,
+                             "--ro-bind", spec.initPath.string(), kInitInsidePath});
+    if (!spec.egressSocket.empty())
+        args.insert(args.end(), {"--ro-bind", spec.egressSocket.string(), kEgressSocketInside});
+    args.insert(args.end(), {
                              // bwrap's root is a writable tmpfs; only /workspace and /tmp stay writable.
                              "--remount-ro", "/",
                              "--chdir", "/workspace", "--"});
@@ -255,8 +258,11 @@ Result<std::unique_ptr<RunningSandbox>> BwrapRuntime::start(const SandboxSpec &s
     ready[0] = highFd(ready[0]);
     ready[1] = highFd(ready[1]);
 
-    const auto argvStrings = commandLine(spec, {kInitInsidePath, "--listen-fd", std::to_string(kListenFdInside),
-                                                "--ready-fd", std::to_string(kReadyFdInside)});
+    std::vector<std::string> initArgs = {kInitInsidePath, "--listen-fd", std::to_string(kListenFdInside), "--ready-fd",
+                                         std::to_string(kReadyFdInside)};
+    if (!spec.egressSocket.empty())
+        initArgs.insert(initArgs.end(), {"--egress-socket", kEgressSocketInside});
+    const auto argvStrings = commandLine(spec, initArgs);
     std::vector<char *> argv;
     for (const auto &s : argvStrings)
         argv.push_back(const_cast<char *>(s.c_str()));
@@ -369,19 +375,6 @@ Result<std::unique_ptr<RunningSandbox>> BwrapRuntime::start(const SandboxSpec &s
                                              "); bwrap's own message is in paddock-pool's log (stderr)");
     }
     return std::unique_ptr<RunningSandbox>(std::move(sandbox));
-}
-
-Result<std::unique_ptr<Runtime>> makeRuntime(const std::string &name)
-{
-    if (name == "bwrap") {
-        auto r = BwrapRuntime::create();
-        if (!r)
-            return std::unexpected(r.error());
-        return std::unique_ptr<Runtime>(std::move(*r));
-    }
-    if (name == "runsc" || name == "crun")
-        return fail(ErrorCode::Unimplemented, "runtime '" + name + "' is not implemented yet in this pool; use runtime = \"bwrap\" for now");
-    return fail(ErrorCode::InvalidArgument, "unknown runtime '" + name + "'; known runtimes: bwrap (runsc and crun come later)");
 }
 
 } // namespace paddock::pool

@@ -1,7 +1,7 @@
 #pragma once
-// A sandbox runtime starts isolated environments whose first process is paddock-sandbox-init.
-// Only bubblewrap (bwrap_runtime.h) exists today; gVisor (runsc) and an OCI runtime (crun) are
-// meant to implement the same two interfaces.
+// A sandbox runtime starts isolated environments whose first process is paddock-sandbox-init:
+// bubblewrap (bwrap_runtime.h, the lite tier), gVisor's runsc (runsc_runtime.h) and crun
+// (crun_runtime.h), the last two through OCI bundles (oci_runtime.h).
 //
 // Threads: a Runtime is shared by the pool's threads; start() may run concurrently. A
 // RunningSandbox is owned by one pool entry; its methods are internally locked and may be called
@@ -23,10 +23,29 @@ struct SandboxSpec {
     std::filesystem::path workspaceDir;   // host directory that becomes /workspace
     std::filesystem::path controlDir;     // host directory for the init's socket (not mounted inside)
     std::filesystem::path initPath;       // host path of paddock-sandbox-init
+    // Host directory for the runtime's own per-sandbox files (OCI bundle, runtime state); not
+    // mounted inside. Empty: controlDir's parent / "runtime".
+    std::filesystem::path runtimeDir;
+    // The tier's limits, for runtimes that describe them to the sandbox (OCI linux.resources).
+    // The cgroup joined through cgroupProcsFds is what enforces them.
+    double cpu = 0;
+    int64_t memoryBytes = 0;
+    int64_t pids = 0;
     // The cgroup.procs files (opened for writing) of the sandbox's cgroup: the runtime's first
     // process joins each before it runs anything. Empty: no cgroup (limits not enforced).
     std::vector<int> cgroupProcsFds;
+    // Egress (allowlist tiers; empty for network = "none"): the host path of a unix socket on
+    // which the pool's egress proxy listens for this sandbox. Every runtime makes it appear
+    // inside at kEgressSocketInside (a read-only bind of the socket file: connect() works, the
+    // sandbox cannot replace it) and starts the init with `--egress-socket kEgressSocketInside`,
+    // which runs the in-sandbox forwarder on 127.0.0.1:3128 and sets HTTP(S)_PROXY for commands.
+    // The sandbox keeps no other network: an empty network namespace (bwrap), --network=none
+    // (runsc), no network in the OCI spec (crun).
+    std::filesystem::path egressSocket;
 };
+
+// Where the egress socket appears inside a sandbox (SandboxSpec::egressSocket).
+inline constexpr const char *kEgressSocketInside = "/run/paddock/egress.sock";
 
 class RunningSandbox {
 public:
@@ -49,7 +68,9 @@ public:
     virtual Result<std::unique_ptr<RunningSandbox>> start(const SandboxSpec &spec) = 0;
 };
 
-// The runtime named in a tier's config. Unimplemented for runtimes a later issue adds.
+// The runtime named in a tier's config: "bwrap", "runsc" or "crun". An unknown name is
+// InvalidArgument; a runtime whose binary is missing (or cannot work on this host) is
+// FailedPrecondition, with what to install or change.
 Result<std::unique_ptr<Runtime>> makeRuntime(const std::string &name);
 
 } // namespace paddock::pool

@@ -1,0 +1,43 @@
+#pragma once
+// OCI bundles for the runsc and crun tiers: a config.json and a rootfs skeleton (empty mount
+// points and the host's /bin, /lib... symlinks), written per sandbox into a directory only the
+// pool sees. The sandbox gets the same filesystem as the bubblewrap tier: read-only /usr and /etc
+// (minus /etc/shadow, /etc/gshadow and /etc/ssh), private /proc, /dev and /tmp, a writable
+// /workspace, the init at /run/paddock/paddock-sandbox-init, no capabilities, an environment of
+// PATH, HOME and LANG only, and new pid, network, ipc, uts and mount namespaces (no network).
+//
+// Threads: plain functions.
+
+#include "common/result.h"
+
+#include <cstdint>
+#include <filesystem>
+#include <string>
+#include <vector>
+
+namespace paddock::pool {
+
+struct OciBundleOptions {
+    std::filesystem::path bundleDir;       // created; holds config.json and rootfs/
+    std::filesystem::path workspaceDir;    // host directory bound read-write at /workspace
+    std::filesystem::path initPath;        // host path of paddock-sandbox-init
+    std::vector<std::string> args;         // the container's process (argv)
+    // A host directory bound read-write at /run/paddock/ctl (runsc: the init creates its socket
+    // there, through the gofer). Empty: none (crun hands the init its socket as fd 3).
+    std::filesystem::path controlDir;
+    // Limits written into linux.resources (informational for runsc --ignore-cgroups and crun
+    // --cgroup-manager=disabled: the pool's own cgroup enforces them). 0: none.
+    double cpu = 0;
+    int64_t memoryBytes = 0;
+    int64_t pids = 0;
+};
+
+inline constexpr const char *kOciInitInsidePath = "/run/paddock/paddock-sandbox-init";
+inline constexpr const char *kOciControlInsideDir = "/run/paddock/ctl";
+
+// The config.json text (OCI runtime spec 1.0).
+std::string ociConfigJson(const OciBundleOptions &options);
+// Writes bundleDir/config.json and bundleDir/rootfs/.
+Status writeOciBundle(const OciBundleOptions &options);
+
+} // namespace paddock::pool

@@ -1,0 +1,389 @@
+// Every tier's isolation, for real: one in-process SandboxPool per runtime (bwrap, runsc, crun),
+// real sandboxes with the real init. The same checks run against each runtime; a runtime whose
+// binary is missing from this machine is skipped with a message saying so (scripts/setup-deps
+// installs all three). runsc starts cost ~150-300 ms each here: the runsc pool keeps one warm
+// sandbox and these tests stay few.
+
+#include "pool/core/sandbox_pool.h"
+#include "pool/runtimes/oci_runtime.h"
+
+#include <gtest/gtest.h>
+
+#include <arpa/inet.h>
+#include <cstdlib>
+#include <dirent.h>
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <netinet/in.h>
+#include <set>
+#include <sstream>
+#include <sys/socket.h>
+#include <thread>
+#include <unistd.h>
+
+namespace fs = std::filesystem;
+using namespace paddock;
+
+namespace {
+
+constexpr int64_t kMemoryLimit = 256ll << 20;
+
+struct TierCase {
+    std::string tier;
+    std::string runtime;
+};
+
+std::string caseName(const ::testing::TestParamInfo<TierCase> &info) { return info.param.tier; }
+
+struct Harness {
+    fs::path dir;
+    std::unique_ptr<pool::SandboxPool> sandboxPool;
+    std::string skipReason;
+
+    explicit Harness(const TierCase &c)
+    {
+        // A variable only the test process has: it must never show up inside a sandbox.
+        ::setenv("PADDOCK_TEST_HOST_ONLY_VAR", "leaked-if-you-see-this", 1);
+        if (auto rt = pool::makeRuntime(c.runtime); !rt) {
+            skipReason = "runtime '" + c.runtime + "' is not usable on this machine (" + rt.error().message +
+                         "); scripts/setup-deps installs it";
+            return;
+        }
+        char tmpl[] = "/tmp/paddock-rt-test-XXXXXX";
+        if (!::mkdtemp(tmpl))
+            std::abort();
+        dir = tmpl;
+        pool::PoolConfig config;
+        config.stateDir = dir / "state";
+        config.initPath = PADDOCK_SANDBOX_INIT;
+        config.poolId = "rt-test-" + std::to_string(::getpid());
+        pool::TierConfig tier;
+        tier.name = c.tier;
+        tier.runtime = c.runtime;
+        tier.warmCount = 1;
+        tier.maxCount = 8;
+        tier.cpu = 1;
+        tier.memoryBytes = kMemoryLimit;
+        tier.pids = 256;
+        config.tiers.push_back(tier);
+        auto created = pool::SandboxPool::create(config);
+        if (!created) {
+            std::fprintf(stderr, "cannot create the pool: %s\n", created.error().message.c_str());
+            std::abort();
+        }
+        sandboxPool = std::move(*created);
+        sandboxPool->start();
+    }
+
+    ~Harness()
+    {
+        if (sandboxPool)
+            sandboxPool->shutdown();
+        std::error_code ec;
+        if (!dir.empty())
+            fs::remove_all(dir, ec);
+    }
+};
+
+std::map<std::string, std::unique_ptr<Harness>> &harnesses()
+{
+    static std::map<std::string, std::unique_ptr<Harness>> all;
+    return all;
+}
+
+class TierIsolation : public ::testing::TestWithParam<TierCase> {
+protected:
+    static void TearDownTestSuite() { harnesses().clear(); }
+
+    void SetUp() override
+    {
+        auto &h = harnesses()[GetParam().tier];
+        if (!h)
+            h = std::make_unique<Harness>(GetParam());
+        if (!h->skipReason.empty())
+            GTEST_SKIP() << h->skipReason;
+        m_harness = h.get();
+        auto c = pool().claim(GetParam().tier, "isolation-test", "");
+        ASSERT_TRUE(c) << c.error().message;
+        EXPECT_EQ(c->runtime, GetParam().runtime);
+        m_id = c->sandboxId;
+    }
+    void TearDown() override
+    {
+        if (!m_id.empty() && m_harness)
+            (void)pool().release(m_id);
+    }
+
+    pool::SandboxPool &pool() { return *m_harness->sandboxPool; }
+
+    struct Run {
+        pool::InitExecResult exit;
+        std::string out, err;
+    };
+    Run run(std::vector<std::string> argv, int64_t timeoutMs = 60000)
+    {
+        pool::ExecRequest req;
+        req.sandboxId = m_id;
+        req.argv = std::move(argv);
+        req.timeoutMs = timeoutMs;
+        Run result;
+        auto r = pool().exec(req, [&](int stream, std::string_view chunk) { (stream == 1 ? result.out : result.err).append(chunk); });
+        EXPECT_TRUE(r) << (r ? "" : r.error().message);
+        if (r)
+            result.exit = r->exit;
+        return result;
+    }
+    Run sh(const std::string &line, int64_t timeoutMs = 60000) { return run({"/bin/sh", "-c", line}, timeoutMs); }
+
+    Harness *m_harness = nullptr;
+    std::string m_id;
+};
+
+int listenOnLoopback(int &port)
+{
+    int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    sockaddr_in addr {};
+    addr.sin_family = AF_INET;
+    addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    if (::bind(fd, reinterpret_cast<sockaddr *>(&addr), sizeof addr) != 0 || ::listen(fd, 16) != 0)
+        return -1;
+    socklen_t len = sizeof addr;
+    ::getsockname(fd, reinterpret_cast<sockaddr *>(&addr), &len);
+    port = ntohs(addr.sin_port);
+    return fd;
+}
+
+// Host processes whose command line mentions `needle`.
+std::vector<pid_t> processesMentioning(const std::string &needle)
+{
+    std::vector<pid_t> out;
+    DIR *proc = ::opendir("/proc");
+    while (dirent *e = proc ? ::readdir(proc) : nullptr) {
+        const pid_t pid = std::atoi(e->d_name);
+        if (pid <= 0 || pid == ::getpid())
+            continue;
+        std::ifstream in(std::string("/proc/") + e->d_name + "/cmdline");
+        std::string cmdline((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+        if (cmdline.find(needle) != std::string::npos)
+            out.push_back(pid);
+    }
+    if (proc)
+        ::closedir(proc);
+    return out;
+}
+
+} // namespace
+
+TEST_P(TierIsolation, ProcOneIsTheInitAndTheEnvironmentIsBuiltFromNothing)
+{
+    ASSERT_NE(std::getenv("PADDOCK_TEST_HOST_ONLY_VAR"), nullptr);
+    auto init = sh("tr '\\0' ' ' < /proc/1/cmdline");
+    EXPECT_EQ(init.out.rfind("/run/paddock/paddock-sandbox-init ", 0), 0u) << init.out << init.err;
+    auto env = run({"env"});
+    std::set<std::string> names;
+    std::istringstream lines(env.out);
+    for (std::string line; std::getline(lines, line);)
+        names.insert(line.substr(0, line.find('=')));
+    EXPECT_EQ(names, (std::set<std::string>{"HOME", "LANG", "PATH"})) << env.out;
+    EXPECT_EQ(env.out.find("leaked-if-you-see-this"), std::string::npos);
+    auto caps = sh("grep -E '^Cap(Eff|Prm|Bnd)' /proc/self/status");
+    EXPECT_EQ(caps.out, "CapPrm:\t0000000000000000\nCapEff:\t0000000000000000\nCapBnd:\t0000000000000000\n");
+}
+
+TEST_P(TierIsolation, WritesOutsideTheWorkspaceFail)
+{
+    const std::string probe = "paddock-escape-" + m_id;
+    for (const std::string dir : {"/usr", "/etc", "", "/run/paddock", "/bin", "/proc/sys/kernel"}) {
+        auto r = sh("echo x > " + dir + "/" + probe);
+        EXPECT_NE(r.exit.exitCode, 0) << "wrote into " << dir << "/";
+    }
+    EXPECT_NE(sh("mount -o remount,rw /usr").exit.exitCode, 0);
+    EXPECT_NE(sh("echo 1 > /proc/sys/kernel/sysrq").exit.exitCode, 0);
+    for (const std::string dir : {"/usr", "/etc", "/bin"}) {
+        EXPECT_FALSE(fs::exists(dir + "/" + probe)) << "a sandbox wrote to the host's " << dir;
+        std::error_code ec;
+        fs::remove(dir + "/" + probe, ec);   // never leave the proof behind on the host
+    }
+    EXPECT_EQ(sh("cat /etc/shadow | wc -c").out, "0\n") << "the host's password hashes are hidden";
+    EXPECT_EQ(sh("echo ok > /workspace/ok && echo ok > /tmp/ok && cat /workspace/ok /tmp/ok").out, "ok\nok\n");
+    auto w = pool().writeFile(m_id, "/etc/paddock-x", "no", 0644);
+    ASSERT_FALSE(w);
+    EXPECT_EQ(w.error().code, ErrorCode::PermissionDenied);
+}
+
+TEST_P(TierIsolation, HostLoopbackIsUnreachable)
+{
+    int port = 0;
+    int fd = listenOnLoopback(port);
+    ASSERT_GE(fd, 0);
+    const std::string connect = "import socket; s=socket.create_connection(('127.0.0.1', " + std::to_string(port) +
+                                "), timeout=2); print('connected')";
+    // Control: the same program reaches the listener from the host.
+    ASSERT_EQ(::system(("python3 -c \"" + connect + "\" >/dev/null 2>&1").c_str()), 0);
+    auto r = run({"python3", "-c", connect});
+    EXPECT_NE(r.exit.exitCode, 0) << "a sandbox reached the host's loopback: " << r.out;
+    EXPECT_EQ(r.out.find("connected"), std::string::npos);
+    auto devices = sh("tail -n +3 /proc/net/dev | cut -d: -f1 | tr -d ' '");
+    EXPECT_EQ(devices.out, "lo\n") << "only a loopback interface of its own";
+    ::close(fd);
+}
+
+TEST_P(TierIsolation, TerminalInjectionIsRefused)
+{
+    // No controlling terminal (a session of its own), and TIOCSTI into a terminal that is not
+    // the caller's controlling one needs CAP_SYS_ADMIN, which no sandbox has.
+    const char *program = R"PY(
+import fcntl, os, pty, termios
+try:
+    os.open('/dev/tty', os.O_RDWR)
+    print('opened /dev/tty')
+except OSError as e:
+    print('no tty', e.errno)
+master, slave = pty.openpty()
+try:
+    fcntl.ioctl(slave, termios.TIOCSTI, b'x')
+    print('injected')
+except OSError as e:
+    print('refused', e.errno)
+with open('/proc/self/stat') as f:
+    print('tty_nr', f.read().rsplit(')', 1)[1].split()[4])
+)PY";
+    auto r = run({"python3", "-c", program});
+    EXPECT_EQ(r.exit.exitCode, 0) << r.err;
+    EXPECT_NE(r.out.find("no tty"), std::string::npos) << r.out;
+    EXPECT_NE(r.out.find("refused"), std::string::npos) << r.out;
+    EXPECT_EQ(r.out.find("injected"), std::string::npos) << r.out;
+    EXPECT_NE(r.out.find("tty_nr 0\n"), std::string::npos) << r.out;
+}
+
+TEST_P(TierIsolation, OomIsNamed)
+{
+    if (!pool().cgroupsEnforced())
+        GTEST_SKIP() << "no usable cgroup hierarchy here (" << pool().cgroupLayout().statusText() << "): no memory limit to hit";
+    // tail keeps the last line; /dev/zero has none, so it grows until the memory limit.
+    auto oom = run({"tail", "/dev/zero"}, 120000);
+    EXPECT_EQ(oom.exit.reason, "oom_killed") << "exit " << oom.exit.exitCode << " signal " << oom.exit.signal << ": " << oom.err;
+    EXPECT_NE(oom.exit.exitCode, 0);
+    if (GetParam().runtime != "runsc") {
+        auto still = run({"echo", "still here"});
+        EXPECT_EQ(still.out, "still here\n") << "the sandbox survives its command's OOM kill";
+        return;
+    }
+    // gVisor keeps the command's memory in its own (sentry) process: the host's OOM killer
+    // takes the whole sandbox, which the pool then reports as dead.
+    pool::ExecRequest req;
+    req.sandboxId = m_id;
+    req.argv = {"true"};
+    Result<pool::ExecResult> after = fail(ErrorCode::Internal, "not run");
+    for (int i = 0; i < 50; ++i) {
+        after = pool().exec(req, {});
+        if (!after && after.error().code == ErrorCode::FailedPrecondition)
+            break;
+        std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    }
+    ASSERT_FALSE(after);
+    EXPECT_EQ(after.error().code, ErrorCode::FailedPrecondition) << after.error().message;
+}
+
+TEST_P(TierIsolation, TimeoutIsNamed)
+{
+    auto slow = run({"sleep", "600"}, 300);
+    EXPECT_TRUE(slow.exit.timedOut);
+    EXPECT_EQ(slow.exit.reason, "timeout");
+    EXPECT_EQ(run({"echo", "after"}).out, "after\n");
+}
+
+TEST_P(TierIsolation, FilesAreWrittenReadAndListed)
+{
+    auto w = pool().writeFile(m_id, "dir/hello.txt", "hello from the host\n", 0640);
+    ASSERT_TRUE(w) << w.error().message;
+    EXPECT_EQ(*w, 20);
+    EXPECT_EQ(sh("cat /workspace/dir/hello.txt && echo made inside > /workspace/dir/inside.txt").out, "hello from the host\n");
+    auto r = pool().readFile(m_id, "/workspace/dir/inside.txt", 0);
+    ASSERT_TRUE(r) << r.error().message;
+    EXPECT_EQ(r->content, "made inside\n");
+    auto list = pool().listDir(m_id, "dir");
+    ASSERT_TRUE(list) << list.error().message;
+    std::vector<std::string> names;
+    for (const auto &e : *list)
+        names.push_back(e.name);
+    EXPECT_EQ(names, (std::vector<std::string>{"hello.txt", "inside.txt"}));
+    // `cd` first: `ls PATH` fails under this 2022 runsc (its statx refuses AT_NO_AUTOMOUNT).
+    EXPECT_EQ(sh("cd /workspace/dir && ls").out, "hello.txt\ninside.txt\n");
+}
+
+TEST_P(TierIsolation, SamplesAreTakenAndReleaseLeavesNothingBehind)
+{
+    ASSERT_EQ(run({"true"}).exit.exitCode, 0);
+    if (pool().cgroupsEnforced()) {
+        std::vector<pool::CgroupSample> samples;
+        for (int i = 0; i < 40 && samples.empty(); ++i) {
+            std::this_thread::sleep_for(std::chrono::milliseconds(100));
+            samples = pool().samples(m_id);
+        }
+        ASSERT_FALSE(samples.empty()) << "no resource sample within 4 s";
+        EXPECT_GT(samples.back().memoryBytes, 0);
+        EXPECT_GE(samples.back().pids, 1);
+    }
+    const auto cgroupDirs = pool().cgroupDirs(m_id);
+    ASSERT_FALSE(processesMentioning(m_id).empty()) << "the runtime's processes name the sandbox";
+    ASSERT_TRUE(pool().release(m_id));
+    const std::string id = m_id;
+    m_id.clear();
+    for (int i = 0; i < 50 && !processesMentioning(id).empty(); ++i)
+        std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    EXPECT_TRUE(processesMentioning(id).empty()) << "a process of " << id << " outlived its release";
+    for (const auto &dir : cgroupDirs)
+        EXPECT_FALSE(fs::exists(dir)) << dir.string();
+    EXPECT_FALSE(fs::exists(m_harness->dir / "state" / "sandboxes" / id)) << "its directory (and the runtime's state) is gone";
+}
+
+INSTANTIATE_TEST_SUITE_P(Tiers, TierIsolation,
+                         ::testing::Values(TierCase{"lite", "bwrap"}, TierCase{"standard", "runsc"}, TierCase{"oci", "crun"}),
+                         caseName);
+
+TEST(MakeRuntime, UnknownOrMissingRuntimesAreClearStartErrors)
+{
+    auto unknown = pool::makeRuntime("firecracker");
+    ASSERT_FALSE(unknown);
+    EXPECT_EQ(unknown.error().code, ErrorCode::InvalidArgument);
+    EXPECT_NE(unknown.error().message.find("known runtimes: bwrap"), std::string::npos) << unknown.error().message;
+
+    // A runtime whose binary is not on PATH: the pool refuses to start, naming the tier and the fix.
+    const std::string savedPath = std::getenv("PATH") ? std::getenv("PATH") : "";
+    ::setenv("PATH", "/nonexistent-paddock-bin", 1);
+    pool::PoolConfig config;
+    config.stateDir = fs::temp_directory_path() / ("paddock-rt-missing-" + std::to_string(::getpid()));
+    config.initPath = PADDOCK_SANDBOX_INIT;
+    pool::TierConfig tier;
+    tier.name = "standard";
+    tier.runtime = "runsc";
+    config.tiers.push_back(tier);
+    auto created = pool::SandboxPool::create(config);
+    ::setenv("PATH", savedPath.c_str(), 1);
+    ASSERT_FALSE(created);
+    EXPECT_EQ(created.error().code, ErrorCode::FailedPrecondition);
+    EXPECT_NE(created.error().message.find("tier 'standard'"), std::string::npos) << created.error().message;
+    EXPECT_NE(created.error().message.find("apt-get install runsc"), std::string::npos) << created.error().message;
+    std::error_code ec;
+    fs::remove_all(config.stateDir, ec);
+}
+
+TEST(OciBundle, ConfigHasNoCapabilitiesNoHostEnvironmentAndAReadOnlyRoot)
+{
+    pool::OciBundleOptions o;
+    o.bundleDir = "/b";
+    o.workspaceDir = "/host/ws";
+    o.initPath = "/host/init";
+    o.args = {pool::kOciInitInsidePath, "--listen-fd", "3"};
+    o.memoryBytes = 1 << 30;
+    const std::string json = pool::ociConfigJson(o);
+    EXPECT_NE(json.find("\"readonly\": true"), std::string::npos) << json;
+    EXPECT_NE(json.find("\"bounding\": []"), std::string::npos) << json;
+    EXPECT_NE(json.find("\"noNewPrivileges\": true"), std::string::npos);
+    EXPECT_NE(json.find("\"source\": \"/host/ws\""), std::string::npos);
+    EXPECT_NE(json.find("\"type\": \"network\""), std::string::npos);
+    EXPECT_EQ(json.find("PADDOCK_TEST"), std::string::npos);
+    EXPECT_EQ(json.find("/run/paddock/ctl"), std::string::npos) << "no control directory unless asked for";
+}
