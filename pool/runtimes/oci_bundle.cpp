@@ -116,7 +116,7 @@ Status writeOciBundle(const OciBundleOptions &o)
     for (const char *dir : kSystemDirs) {
         const fs::path host = fs::path("/") / dir;
         auto st = fs::symlink_status(host, ec);
-        if (ec) {
+        if (ec || fs::exists(fs::symlink_status(rootfs / dir, ec))) {   // absent on the host, or written before
             ec.clear();
             continue;
         }

@@ -1,5 +1,7 @@
-// pool_exec_bench: the lite tier's warm path against a cold bwrap start, measured in the same
-// run on the same machine. Prints figures; it is not a test.
+// pool_exec_bench: each tier's warm path against a cold start of its runtime, measured in the same
+// run on the same machine. Prints figures; it is not a test. The lite tier (bwrap) in detail
+// first, then every other runtime on this machine (runsc, crun): warm claim -> first `true`
+// against that runtime's own cold start of `true` with the pool's bundle.
 //
 //   warm claim -> first command finished: Claim + Exec(`true`) through gRPC (what the broker does)
 //   warm exec: Exec(`true`) on a claimed sandbox, through gRPC and directly through the init
@@ -8,11 +10,14 @@
 //   gRPC floors: a Status round trip back to back, and one after the same idle pause as a claim
 //
 // Budget (ARCHITECTURE.md): warm claim-to-first-command median <= 2 ms, p99 <= 10 ms, and at
-// most half of a cold bwrap start.
+// most half of a cold bwrap start; heavier tiers: warm median at most a tenth of their cold start.
+//
+//   pool_exec_bench [runs] [settle_ms] [oci_runs]      (defaults 200, 30, 40)
 
 #include "broker/pools/grpc_pool_client.h"
 #include "pool/core/sandbox_pool.h"
 #include "pool/runtimes/bwrap_runtime.h"
+#include "pool/runtimes/oci_runtime.h"
 #include "pool/server/pool_service.h"
 
 #include <grpcpp/grpcpp.h>
@@ -68,6 +73,94 @@ double since(Clock::time_point t0)
 {
     std::fprintf(stderr, "pool_exec_bench: %s\n", what.c_str());
     std::exit(1);
+}
+
+// A pool of one tier on `runtime`, behind the real gRPC service: warm claim -> first `true`,
+// then the runtime's own cold start of `true` (runToCompletion: the pool's bundle, the pool's
+// spawn). Skipped, saying why, when the runtime is not on this machine.
+void benchOciTier(const std::string &tierName, const std::string &runtimeName, int runs, const fs::path &dir)
+{
+    auto rt = pool::makeRuntime(runtimeName);
+    if (!rt) {
+        std::printf("%s tier (%s): skipped: %s\n", tierName.c_str(), runtimeName.c_str(), rt.error().message.c_str());
+        return;
+    }
+    pool::PoolConfig config;
+    config.stateDir = dir / ("state-" + runtimeName);
+    config.initPath = PADDOCK_SANDBOX_INIT;
+    config.tiers.push_back(pool::TierConfig{tierName, runtimeName, 2, 16, 2, 4ll << 30});
+    auto created = pool::SandboxPool::create(config);
+    if (!created)
+        die(created.error().message);
+    auto &sandboxPool = **created;
+    pool::PoolService service(sandboxPool);
+    grpc::ServerBuilder builder;
+    int port = 0;
+    builder.AddListeningPort("127.0.0.1:0", grpc::InsecureServerCredentials(), &port);
+    builder.RegisterService(&service);
+    auto server = builder.BuildAndStart();
+    sandboxPool.start();
+    auto client = pools::makeGrpcPoolClient("bench", "127.0.0.1:" + std::to_string(port));
+    pools::ExecSpec trueSpec;
+    trueSpec.argv = {"true"};
+    auto execTrue = [&](const std::string &id) {
+        trueSpec.sandboxId = id;
+        auto r = client->exec(trueSpec);
+        if (!r || r->exitCode != 0)
+            die(runtimeName + ": exec of `true` failed: " + (r ? std::to_string(r->exitCode) : r.error().message));
+    };
+    if (!sandboxPool.waitWarm(120000))
+        die(runtimeName + ": the pool did not warm up");
+    std::vector<double> claimToFirst, claimOnly, secondExec;
+    int coldClaims = 0;
+    for (int i = 0; i < runs; ++i) {
+        if (!sandboxPool.waitWarm(120000))
+            die(runtimeName + ": the pool did not refill");
+        std::this_thread::sleep_for(std::chrono::milliseconds(kSettleMs));
+        const auto t0 = Clock::now();
+        auto c = client->claim(tierName, "bench", "");
+        if (!c)
+            die(c.error().message);
+        claimOnly.push_back(since(t0));
+        execTrue(c->sandboxId);
+        claimToFirst.push_back(since(t0));
+        const auto t2 = Clock::now();
+        execTrue(c->sandboxId);
+        secondExec.push_back(since(t2));
+        coldClaims += c->warm ? 0 : 1;
+        (void)client->release(c->sandboxId);
+    }
+    server->Shutdown(std::chrono::system_clock::now() + std::chrono::milliseconds(200));
+    sandboxPool.shutdown();
+    service.stop();
+
+    auto *oci = dynamic_cast<pool::OciRuntime *>(rt->get());
+    pool::SandboxSpec spec;
+    spec.id = "cold";
+    spec.workspaceDir = dir / ("cold-" + runtimeName) / "ws";
+    spec.controlDir = dir / ("cold-" + runtimeName) / "ctl";
+    spec.runtimeDir = dir / ("cold-" + runtimeName) / "runtime";
+    spec.initPath = PADDOCK_SANDBOX_INIT;
+    fs::create_directories(spec.workspaceDir);
+    fs::create_directories(spec.controlDir);
+    std::vector<double> cold;
+    for (int i = 0; i < runs; ++i) {
+        const auto t0 = Clock::now();
+        auto status = oci->runToCompletion(spec, {"/usr/bin/true"});
+        cold.push_back(since(t0));
+        if (!status || !WIFEXITED(*status) || WEXITSTATUS(*status) != 0)
+            die(runtimeName + ": cold `true` failed" + (status ? "" : ": " + status.error().message));
+    }
+    const Figures fClaim = summarize(claimToFirst), fCold = summarize(cold);
+    std::printf("%s tier (%s), %d runs:\n", tierName.c_str(), runtimeName.c_str(), runs);
+    print("warm claim -> first `true` done (gRPC)", fClaim);
+    print("  of which: Claim", summarize(claimOnly));
+    print("  then: second Exec `true`", summarize(secondExec));
+    print(("cold `" + runtimeName + " run` of `true` (pool's bundle)").c_str(), fCold);
+    std::printf("  claims that fell back to a cold start: %d of %d\n", coldClaims, runs);
+    std::printf("  claim->first done / cold %s: median %.3f   p99 %.3f\n", runtimeName.c_str(), fClaim.median / fCold.median,
+                fClaim.p99 / fCold.p99);
+    std::printf("  budget: warm median <= a tenth of cold: %s\n", fClaim.median <= 0.1 * fCold.median ? "yes" : "NO");
 }
 
 } // namespace
@@ -260,6 +353,12 @@ int main(int argc, char **argv)
     server->Shutdown(std::chrono::system_clock::now() + std::chrono::milliseconds(200));
     sandboxPool.shutdown();
     service.stop();
+
+    // 5. The other runtimes, one pool each (so a runsc refill never runs beside the lite figures).
+    const int ociRuns = argc > 3 ? std::max(5, std::atoi(argv[3])) : 40;
+    benchOciTier("standard", "runsc", ociRuns, dir);
+    benchOciTier("oci", "crun", ociRuns, dir);
+
     std::error_code ec;
     fs::remove_all(dir, ec);
     return 0;
