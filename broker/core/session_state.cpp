@@ -69,7 +69,7 @@ void applyEvent(SessionState &state, const Event &event)
 
     const bool interesting = event.kind == kind::SessionCreated || event.kind == kind::StateChanged
         || event.kind == kind::SandboxClaimed || event.kind == kind::SandboxReleased
-        || event.kind == kind::SandboxFailed || event.kind == kind::ToolResult;
+        || event.kind == kind::SandboxFailed || event.kind == kind::SandboxLost || event.kind == kind::ToolResult;
     if (!interesting)
         return;
 
@@ -106,7 +106,8 @@ void applyEvent(SessionState &state, const Event &event)
         state.pool = stringField(payload, "pool");
         if (auto tier = stringField(payload, "tier"); !tier.empty())
             state.tier = tier;
-    } else if (event.kind == kind::SandboxReleased || event.kind == kind::SandboxFailed) {
+    } else if (event.kind == kind::SandboxReleased || event.kind == kind::SandboxFailed
+               || event.kind == kind::SandboxLost) {
         state.sandboxId.clear();
     } else if (event.kind == kind::ToolResult) {
         ++state.steps;

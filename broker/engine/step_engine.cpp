@@ -46,6 +46,26 @@ json toolResultBase(const model::ToolCall &call)
     return json{{"call_id", call.id}, {"name", call.name}};
 }
 
+// Failover events (docs/events.md): the pool holding the session's sandbox was lost; the session
+// then claims elsewhere and says so. sandbox.waiting: no pool can take the claim now.
+constexpr const char *kSandboxLost = core::kind::SandboxLost;
+constexpr const char *kSandboxMoved = core::kind::SandboxMoved;
+constexpr const char *kSandboxWaiting = core::kind::SandboxWaiting;
+
+// The payload of the last sandbox.lost after the last sandbox.claimed, or null.
+json lastLossSinceClaim(std::span<const core::Event> log)
+{
+    for (auto it = log.rbegin(); it != log.rend(); ++it) {
+        if (it->kind == core::kind::SandboxClaimed)
+            return nullptr;
+        if (it->kind == kSandboxLost) {
+            auto payload = json::parse(it->payload, nullptr, false);
+            return payload.is_object() ? payload : json::object();
+        }
+    }
+    return nullptr;
+}
+
 } // namespace
 
 StepEngine::StepEngine(store::EventStore &store, const pools::PoolSet &pools, ModelLookup models,
@@ -146,7 +166,7 @@ StepOutcome StepEngine::runOneStep(const store::Lease &lease)
     case ActionKind::None:
         return {};
     case ActionKind::ClaimSandbox:
-        return claimSandbox(action);
+        return claimSandbox(action, *events);
     case ActionKind::CallModel:
         return callModel(action, *events);
     case ActionKind::RunTool:
@@ -182,21 +202,34 @@ StepOutcome StepEngine::appendResult(const Action &action, std::vector<core::New
     return {action.kind, true, 0, {}};
 }
 
-StepOutcome StepEngine::claimSandbox(const Action &action)
+StepOutcome StepEngine::claimSandbox(const Action &action, std::span<const core::Event> log)
 {
     auto pool = m_pools.choose(action.tier);
-    if (!pool)
-        return {action.kind, false, m_options.retryAfterUnavailableMs, pool.error().message};
+    if (!pool) {
+        // Every pool offering the tier is full or unreachable: the session waits, and its log says
+        // why once (not once per retry) so nobody has to guess at a hang.
+        StepOutcome outcome{action.kind, false, m_options.retryAfterUnavailableMs, pool.error().message};
+        if (action.state.lastEventKind != kSandboxWaiting) {
+            outcome = appendResult(action, {event(kSandboxWaiting, {{"tier", action.tier},
+                                                                    {"code", errorCodeName(pool.error().code)},
+                                                                    {"reason", pool.error().message}})});
+            outcome.retryAfterMs = m_options.retryAfterUnavailableMs;
+        }
+        return outcome;
+    }
     auto claimed = (*pool)->claim(action.tier, action.state.id, action.idempotencyKey);
     if (!claimed) {
         const auto code = claimed.error().code;
         if (code == ErrorCode::Unavailable || code == ErrorCode::ResourceExhausted
-            || code == ErrorCode::DeadlineExceeded || code == ErrorCode::Cancelled)
+            || code == ErrorCode::DeadlineExceeded || code == ErrorCode::Cancelled
+            || code == ErrorCode::PermissionDenied)
             return {action.kind, false, m_options.retryAfterUnavailableMs, claimed.error().message};
         return appendResult(action, {event(core::kind::StateChanged,
                                            {{"status", "failed"},
                                             {"reason", "could not claim a sandbox: " + claimed.error().message}})});
     }
+        if (code == ErrorCode::Unavailable)
+            m_pools.reportUnavailable((*pool)->name(), claimed.error().message);
     std::vector<core::NewEvent> events;
     if (action.state.status == core::SessionStatus::Queued)
         events.push_back(event(core::kind::StateChanged, {{"status", "running"}}));
@@ -214,6 +247,25 @@ StepOutcome StepEngine::callModel(const Action &action, std::span<const core::Ev
 {
     model::ModelAdapter *adapter = m_models(action.state.model);
     if (!adapter) {
+    m_pools.noteClaimed((*pool)->name());
+    // A claim after the session's pool was lost is a move: say from where to where, and with
+    // which workspace.
+    const json lost = lastLossSinceClaim(log);
+    if (!lost.is_null()) {
+        json moved{{"from_pool", lost.value("pool", std::string())},
+                   {"from_sandbox_id", lost.value("sandbox_id", std::string())},
+                   {"to_pool", (*pool)->name()},
+                   {"to_sandbox_id", claimed->sandboxId},
+                   {"snapshot_ref", nullptr},
+                   {"workspace", "empty"},
+                   {"note", "no snapshot of this session's workspace exists, so it continues in an empty "
+                            "workspace on pool '" + (*pool)->name() + "'"}};
+        if (lost.contains("interrupted_call"))
+            moved["repeats_call"] = lost["interrupted_call"];
+        events.push_back(event(kSandboxMoved, moved));
+        spdlog::info("session {} moved from pool '{}' to pool '{}' ({})", action.state.id,
+                     lost.value("pool", std::string()), (*pool)->name(), moved["note"].get<std::string>());
+    }
         return appendResult(action, {event(core::kind::StateChanged,
                                            {{"status", "failed"},
                                             {"reason", "no model named '" + action.state.model
@@ -340,7 +392,15 @@ StepOutcome StepEngine::releaseSandbox(const Action &action)
     if (pools::PoolClient *pool = m_pools.find(action.state.pool)) {
         auto released = pool->release(action.state.sandboxId);
         if (!released) {
-            if (released.error().code == ErrorCode::Unavailable || released.error().code == ErrorCode::Cancelled)
+            const bool unavailable = released.error().code == ErrorCode::Unavailable;
+            if (unavailable)
+                m_pools.reportUnavailable(pool->name(), released.error().message);
+            if (unavailable && m_pools.isLost(pool->name())) {
+                // Nothing to give back: the sandbox went down with its pool.
+                payload["note"] = "pool '" + pool->name() + "' is lost; the sandbox went with it";
+                return appendResult(action, {event(core::kind::SandboxReleased, payload)});
+            }
+            if (unavailable || released.error().code == ErrorCode::Cancelled)
                 return {action.kind, false, m_options.retryAfterUnavailableMs, released.error().message};
             // NotFound: it is gone already, which is what releasing wants.
             payload["note"] = released.error().message;
@@ -352,3 +412,15 @@ StepOutcome StepEngine::releaseSandbox(const Action &action)
 }
 
 } // namespace paddock::engine
+        if (error.code == ErrorCode::Unavailable)
+            m_pools.reportUnavailable(pool->name(), error.message);
+        if ((error.code == ErrorCode::Unavailable || error.code == ErrorCode::DeadlineExceeded)
+            && m_pools.isLost(pool->name())) {
+            // The pool has not answered for its whole lost_after window: the sandbox is gone with
+            // it. The next step claims a sandbox on another pool and repeats this one call there.
+            return appendResult(action, {event(kSandboxLost, {{"sandbox_id", action.state.sandboxId},
+                                                               {"pool", pool->name()},
+                                                               {"reason", "pool_lost"},
+                                                               {"interrupted_call", call.id},
+                                                               {"error", error.message}})});
+        }

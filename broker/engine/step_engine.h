@@ -69,7 +69,7 @@ private:
     void workerLoop(int index);
     void keeperLoop();
 
-    StepOutcome claimSandbox(const Action &action);
+    StepOutcome claimSandbox(const Action &action, std::span<const core::Event> log);
     StepOutcome callModel(const Action &action, std::span<const core::Event> events);
     StepOutcome runTool(const Action &action);
     StepOutcome releaseSandbox(const Action &action);

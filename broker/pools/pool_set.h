@@ -1,32 +1,91 @@
 #pragma once
-// The pools a broker can place sandboxes on, and the (for now simple) placement rule.
+// The pools a broker can place sandboxes on: their health over time, placement of each claim, and
+// the verdict that a pool is lost (its sessions then move to another pool).
 //
-// Threads: built once at start-up (add), then used from any thread: clients are thread-safe and the
-// status cache has its own lock.
+// Threads: built once at start-up (add), then used from any thread: clients are thread-safe and
+// the health state has its own lock. startHealthChecks() runs one checker thread per pool (a pool
+// that does not answer must not delay the checks of the others); stopHealthChecks() or the
+// destructor joins them.
+//
+// Known limits: health is the pool's Status call (which also brings the tiers' counts placement
+// needs), not grpc.health.v1; a pool that answers Status but cannot start sandboxes is healthy
+// here, and its claims fail with their own errors.
 
 #include "broker/pools/pool_client.h"
 
+#include <atomic>
+#include <condition_variable>
+#include <deque>
 #include <memory>
 #include <mutex>
 #include <optional>
 #include <set>
 #include <string>
+#include <thread>
 #include <vector>
 
 namespace paddock::pools {
 
+struct HealthSample {
+    int64_t timeUnixMs = 0;
+    bool healthy = false;
+    double latencyMs = 0;
+    int warm = 0;             // summed over the pool's tiers
+    int claimed = 0;
+    int max = 0;
+    std::string error;        // when not healthy
+};
+
+struct PoolHealth {
+    bool checked = false;               // at least one check has finished
+    bool healthy = false;
+    std::string lastError;              // of the last failed check or call
+    int64_t checkedUnixMs = 0;
+    int64_t unhealthySinceUnixMs = 0;   // 0 while healthy
+    std::vector<HealthSample> history;  // oldest first
+};
+
+struct PoolSetOptions {
+    int64_t healthIntervalMs = 1000;    // one Status call per pool per interval
+    // A pool unhealthy for this long is lost: its sessions resume on another pool. Longer than a
+    // restart of the pool process, shorter than anyone would wait for a step.
+    int64_t lostAfterMs = 5000;
+    size_t historySize = 300;           // five minutes at one check a second
+};
+
 class PoolSet {
 public:
-    void add(std::unique_ptr<PoolClient> client, bool local);
+    PoolSet() = default;
+    explicit PoolSet(PoolSetOptions options) : m_options(options) {}
+    ~PoolSet();
+    PoolSet(const PoolSet &) = delete;
+    PoolSet &operator=(const PoolSet &) = delete;
+
+    // Before startHealthChecks() and before any other thread uses the set.
+    void setOptions(PoolSetOptions options) { m_options = options; }
+    // transport: "plaintext", "tls" or "mtls"; token: calls carry a bearer token.
+    void add(std::unique_ptr<PoolClient> client, bool local, std::string transport = "plaintext", bool token = false);
+
+    void startHealthChecks();
+    void stopHealthChecks();
 
     PoolClient *find(const std::string &name) const;
-    // The pool a new sandbox of `tier` goes to: the first pool, in configured order, that is
-    // reachable and offers the tier. Unavailable (naming every pool tried and why) when none does.
+
+    // The pool a new sandbox of `tier` goes to: among the healthy pools that offer the tier and
+    // have room (claimed < max, or a warm sandbox), one with a warm sandbox first, then the least
+    // loaded (claimed / max, counting the claims placed here since its last Status), then the
+    // configured order. Errors: ResourceExhausted when every pool offering the tier is full,
+    // Unavailable when some pool does not answer (it may offer the tier), NotFound when every pool
+    // answered and none offers it; each message names every pool and why it was passed over.
     Result<PoolClient *> choose(const std::string &tier) const;
+    // A claim on `name` succeeded: counted in its load until its next Status.
+    void noteClaimed(const std::string &name) const;
 
     struct Entry {
         std::unique_ptr<PoolClient> client;
         bool local = false;   // runs on the broker's own host
+        std::string transport = "plaintext";
+        bool token = false;
     };
     const std::vector<Entry> &entries() const { return m_entries; }
     bool anyLocal() const;
@@ -34,21 +93,44 @@ public:
     std::optional<std::set<std::string>> offeredTiers() const;
     void cancelInFlight() const;
 
-    // Entry `index`'s Status, at most kStatusMaxAgeMs old. Placement, submit-time tier checks and
-    // ListPools all ask for it; without the cache every claim and every submit paid a round trip
-    // to every pool (and a pool that does not answer, its whole deadline).
+    // Entry `index`'s Status: the health checker's latest while it runs, otherwise at most
+    // kStatusMaxAgeMs old. Placement, submit-time tier checks and ListPools all ask for it.
     Result<PoolStatus> statusOf(size_t index) const;
     static constexpr int64_t kStatusMaxAgeMs = 1000;
 
+    PoolHealth health(size_t index) const;
+    // A call to `name` failed with Unavailable: it counts as a failed check (the pool is marked
+    // unhealthy at once instead of at its next check).
+    void reportUnavailable(const std::string &name, const std::string &error) const;
+    // True when `name` has been unhealthy for at least lostAfterMs. Unknown names are lost.
+    bool isLost(const std::string &name) const;
+    const PoolSetOptions &options() const { return m_options; }
+
 private:
-    struct CachedStatus {
+    struct State {
         int64_t fetchedAtUs = -1;
         Result<PoolStatus> status = std::unexpected(Error{});
+        int pendingClaims = 0;              // noteClaimed since the status was fetched
+        PoolHealth health;
+        int64_t unhealthySinceUs = -1;      // monotonic; -1 while healthy
+        std::deque<HealthSample> history;
     };
 
+    Result<PoolStatus> fetch(size_t index) const;
+    void record(size_t index, const Result<PoolStatus> &status, double latencyMs) const;
+    void markFailure(size_t index, const std::string &error) const;
+    std::optional<size_t> indexOf(const std::string &name) const;
+    void checkerLoop(size_t index);
+
+    PoolSetOptions m_options;
     std::vector<Entry> m_entries;
-    mutable std::mutex m_cacheMutex;              // guards m_cache
-    mutable std::vector<CachedStatus> m_cache;    // parallel to m_entries
+    mutable std::mutex m_mutex;                 // guards m_states
+    mutable std::vector<State> m_states;        // parallel to m_entries
+
+    std::atomic<bool> m_checking{false};
+    std::mutex m_stopMutex;                     // with m_stopWake: wakes the checkers at stop
+    std::condition_variable m_stopWake;
+    std::vector<std::thread> m_checkers;
 };
 
 } // namespace paddock::pools
