@@ -6,6 +6,7 @@
 // "notify, then pull"; everything here runs in the GUI thread's event loop.
 
 #include "models/console_types.h"
+#include "models/sandbox_types.h"
 
 #include <QMainWindow>
 #include <QPointer>
@@ -22,6 +23,9 @@ class ConsoleClient;
 class CostSeries;
 class PoolsModel;
 class PoolsView;
+class PostMortemListModel;
+class SandboxInspector;
+class SnapshotFilesModel;
 class SessionFilterProxy;
 class SessionGroupModel;
 class SessionTableModel;
@@ -33,7 +37,8 @@ class MainWindow : public QMainWindow {
     Q_OBJECT
 
 public:
-    enum class Page { Sessions = 0, Session = 1, Pools = 2 };
+    enum class Page { Sessions = 0, Session = 1, Pools = 2, Inspector = 3 };
+    static constexpr int kPageCount = 4;
 
     struct Options {
         bool persistSettings = true;   // read and write QSettings (layout, theme, broker)
@@ -52,10 +57,18 @@ public:
     void openSession(const QString &id);
     // The session the actions act on: the open one on the Session page, the selected one elsewhere.
     QString currentSessionId() const;
+    // The sandbox inspector on a session's failure: the post-mortem its trace names, else the
+    // newest the pools kept for it.
+    void inspectSession(const QString &id);
+    // The inspector on one post-mortem.
+    void inspectPostMortem(const QString &pool, const QString &sandboxId);
 
     SessionsView *sessionsView() const { return m_sessionsView; }
     SessionView *sessionView() const { return m_sessionView; }
     PoolsView *poolsView() const { return m_poolsView; }
+    SandboxInspector *inspector() const { return m_inspector; }
+    PostMortemListModel *failuresModel() const { return m_failuresModel; }
+    SnapshotFilesModel *snapshotFilesModel() const { return m_filesModel; }
     SessionTableModel *sessionModel() const { return m_sessionModel; }
     TraceModel *traceModel() const { return m_traceModel; }
     CostSeries *costSeries() const { return m_costSeries; }
@@ -67,6 +80,7 @@ public:
     QAction *pauseResumeAction() const { return m_pauseResumeAction; }
     QAction *openAction() const { return m_openAction; }
     QAction *refreshAction() const { return m_refreshAction; }
+    QAction *inspectAction() const { return m_inspectAction; }
 
 public slots:
     void submitSession();
@@ -93,6 +107,12 @@ private:
     void setStale(bool stale);
     void followOpenSession(qint64 fromSeq);
     void applyTheme(int mode);
+    void wireInspector();
+    void updateInspectorTiers();
+    void onPostMortemsListed(const QString &sessionId, const QList<PostMortemInfo> &list, const QStringList &poolErrors,
+                             const QString &error);
+    void onPostMortemArrived(const PostMortemInfo &postMortem, const QString &error);
+    void retryOnTier(const QString &tier);
 
     ConsoleClient *m_client;
     Options m_options;
@@ -103,12 +123,15 @@ private:
     TraceModel *m_traceModel = nullptr;
     CostSeries *m_costSeries = nullptr;
     PoolsModel *m_poolsModel = nullptr;
+    PostMortemListModel *m_failuresModel = nullptr;
+    SnapshotFilesModel *m_filesModel = nullptr;
     QList<TierInfo> m_offeredTiers;        // by the healthy pools, for the submit dialog
 
     QStackedWidget *m_pages = nullptr;
     SessionsView *m_sessionsView = nullptr;
     SessionView *m_sessionView = nullptr;
     PoolsView *m_poolsView = nullptr;
+    SandboxInspector *m_inspector = nullptr;
 
     QLabel *m_connectionLabel = nullptr;
     QLabel *m_localLabel = nullptr;
@@ -126,10 +149,14 @@ private:
     QAction *m_detailsAction = nullptr;
     QAction *m_refreshAction = nullptr;
     QAction *m_backAction = nullptr;
-    QAction *m_pageActions[3] = {};
+    QAction *m_inspectAction = nullptr;
+    QAction *m_pageActions[kPageCount] = {};
     QActionGroup *m_themeGroup = nullptr;
 
     QString m_openSessionId;
+    QString m_pendingInspectSession;   // a session whose post-mortems were asked for
+    QString m_requestedPool;           // the post-mortem asked for (GetPostMortem in flight or shown)
+    QString m_requestedSandbox;
     ConnectionState m_connectionState = ConnectionState::Disconnected;
     bool m_brokenReported = false;
     bool m_everConnected = false;

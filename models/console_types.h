@@ -52,6 +52,23 @@ struct TierInfo {
     int max = 0;
     double hitRate = 0;
     qint64 coldFallbacks = 0;
+    // Claim latency histogram: bucket upper bounds in microseconds and the claims in each.
+    QList<qint64> latencyBucketsUs = {};
+    QList<qint64> latencyCounts = {};
+    double refillPerSecond = 0;
+    double pricePerHourUsd = 0;
+    double cpu = 0;
+    qint64 memoryBytes = 0;
+    QString network = {};        // "none" or "allowlist"
+};
+
+// One look at a pool's health: from the broker's history when it keeps one, else from the
+// console's own repeated ListPools polls.
+struct PoolHealthPoint {
+    qint64 timeUnixMs = 0;
+    bool healthy = false;
+    int warm = 0;
+    int claimed = 0;
 };
 
 struct PoolInfo {
@@ -61,6 +78,7 @@ struct PoolInfo {
     bool local = false;
     QString error;
     QList<TierInfo> tiers;
+    QList<PoolHealthPoint> history = {};   // oldest first; empty when the broker keeps none
 };
 
 enum class ConnectionState { Disconnected, Connecting, Connected, Broken };
@@ -80,3 +98,4 @@ struct SubmitRequest {
 Q_DECLARE_METATYPE(paddock::console::SessionInfo)
 Q_DECLARE_METATYPE(paddock::console::EventRecord)
 Q_DECLARE_METATYPE(paddock::console::PoolInfo)
+Q_DECLARE_METATYPE(paddock::console::TierInfo)

@@ -1,5 +1,11 @@
 #include "models/pools_model.h"
 
+#include "models/console_format.h"
+
+#include <QDateTime>
+
+#include <limits>
+
 namespace paddock::console {
 namespace {
 
@@ -10,6 +16,8 @@ struct Totals {
     int claimed = 0;
     int max = 0;
     qint64 coldFallbacks = 0;
+    double idleCost = 0;
+    double refill = 0;
 };
 
 Totals totals(const PoolInfo &pool)
@@ -20,8 +28,32 @@ Totals totals(const PoolInfo &pool)
         t.claimed += tier.claimed;
         t.max += tier.max;
         t.coldFallbacks += tier.coldFallbacks;
+        t.idleCost += idleCostPerHour(tier);
+        t.refill += tier.refillPerSecond;
     }
     return t;
+}
+
+QString dollarsPerHour(double dollars)
+{
+    return QStringLiteral("$%1/h").arg(dollars, 0, 'f', dollars < 10 ? 3 : 2);
+}
+
+QString perSecond(double rate)
+{
+    return QStringLiteral("%1/s").arg(rate, 0, 'f', rate < 10 ? 1 : 0);
+}
+
+QString latencyText(const TierInfo &tier)
+{
+    bool overflow50 = false;
+    bool overflow99 = false;
+    const qint64 p50 = latencyPercentileUs(tier, 0.5, &overflow50);
+    const qint64 p99 = latencyPercentileUs(tier, 0.99, &overflow99);
+    if (p50 < 0)
+        return QStringLiteral("no claims");
+    auto one = [](qint64 us, bool overflow) { return (overflow ? QStringLiteral(">") : QStringLiteral("≤")) + formatLatencyUs(us); };
+    return QStringLiteral("p50 %1 · p99 %2").arg(one(p50, overflow50), one(p99, overflow99));
 }
 
 QString percent(double ratio)
@@ -30,6 +62,60 @@ QString percent(double ratio)
 }
 
 } // namespace
+
+qint64 latencyPercentileUs(const TierInfo &tier, double q, bool *overflow)
+{
+    if (overflow)
+        *overflow = false;
+    qint64 total = 0;
+    for (qint64 count : tier.latencyCounts)
+        total += count;
+    if (total <= 0 || tier.latencyBucketsUs.isEmpty())
+        return -1;
+    const double wanted = q * double(total);
+    qint64 cumulative = 0;
+    const qsizetype n = qMin(tier.latencyCounts.size(), tier.latencyBucketsUs.size());
+    for (qsizetype i = 0; i < n; ++i) {
+        cumulative += tier.latencyCounts.at(i);
+        if (double(cumulative) >= wanted && tier.latencyCounts.at(i) > 0) {
+            const qint64 bound = tier.latencyBucketsUs.at(i);
+            // The last bucket is open ("more than the one before").
+            if (i == tier.latencyBucketsUs.size() - 1 && i > 0 && bound >= std::numeric_limits<qint64>::max() / 2) {
+                if (overflow)
+                    *overflow = true;
+                return tier.latencyBucketsUs.at(i - 1);
+            }
+            return bound;
+        }
+    }
+    return tier.latencyBucketsUs.at(n - 1);
+}
+
+QString formatLatencyUs(qint64 us)
+{
+    if (us < 1000)
+        return QStringLiteral("%1 µs").arg(us);
+    if (us < 1'000'000) {
+        const double ms = us / 1000.0;
+        return QStringLiteral("%1 ms").arg(ms, 0, 'f', ms < 10 ? 1 : 0);
+    }
+    return QStringLiteral("%1 s").arg(us / 1e6, 0, 'f', 1);
+}
+
+QString latencyBucketLabel(const TierInfo &tier, int bucket)
+{
+    if (bucket < 0 || bucket >= tier.latencyBucketsUs.size())
+        return {};
+    const qint64 bound = tier.latencyBucketsUs.at(bucket);
+    if (bucket == tier.latencyBucketsUs.size() - 1 && bucket > 0 && bound >= std::numeric_limits<qint64>::max() / 2)
+        return QStringLiteral("> ") + formatLatencyUs(tier.latencyBucketsUs.at(bucket - 1));
+    return QStringLiteral("≤ ") + formatLatencyUs(bound);
+}
+
+double idleCostPerHour(const TierInfo &tier)
+{
+    return tier.warm * tier.pricePerHourUsd;
+}
 
 PoolsModel::PoolsModel(QObject *parent) : QAbstractItemModel(parent) {}
 
@@ -93,7 +179,10 @@ QVariant PoolsModel::poolData(const PoolInfo &pool, int column, int role) const
         case Claimed: return t.claimed;
         case Max: return t.max;
         case HitRate: return {};
+        case ClaimLatency: return {};
+        case RefillRate: return perSecond(t.refill);
         case ColdFallbacks: return t.coldFallbacks;
+        case IdleCost: return dollarsPerHour(t.idleCost);
         case Endpoint: return pool.local ? pool.endpoint + QStringLiteral(" (local)") : pool.endpoint;
         default: return {};
         }
@@ -104,10 +193,13 @@ QVariant PoolsModel::poolData(const PoolInfo &pool, int column, int role) const
         case Warm: return t.warm;
         case Claimed: return t.claimed;
         case Max: return t.max;
+        case RefillRate: return t.refill;
         case ColdFallbacks: return t.coldFallbacks;
+        case IdleCost: return t.idleCost;
         case Endpoint: return pool.endpoint;
         default: return {};
         }
+    case IdleCostRole: return t.idleCost;
     case Qt::ToolTipRole: {
         QString tip = QStringLiteral("Pool %1 at %2").arg(pool.name, pool.endpoint);
         if (pool.local)
@@ -140,7 +232,10 @@ QVariant PoolsModel::tierData(const PoolInfo &pool, const TierInfo &tier, int co
         case Claimed: return tier.claimed;
         case Max: return tier.max;
         case HitRate: return percent(tier.hitRate);
+        case ClaimLatency: return latencyText(tier);
+        case RefillRate: return perSecond(tier.refillPerSecond);
         case ColdFallbacks: return tier.coldFallbacks;
+        case IdleCost: return dollarsPerHour(idleCostPerHour(tier));
         default: return {};
         }
     case SortRole:
@@ -151,18 +246,28 @@ QVariant PoolsModel::tierData(const PoolInfo &pool, const TierInfo &tier, int co
         case Claimed: return tier.claimed;
         case Max: return tier.max;
         case HitRate: return tier.hitRate;
+        case ClaimLatency: return latencyPercentileUs(tier, 0.5);
+        case RefillRate: return tier.refillPerSecond;
         case ColdFallbacks: return tier.coldFallbacks;
+        case IdleCost: return idleCostPerHour(tier);
         default: return {};
         }
     case Qt::ToolTipRole:
         return QStringLiteral("Tier %1 (%2) in pool %3: %4 warm, %5 claimed of %6; %7 of claims found a warm "
-                              "sandbox; %8 cold starts")
+                              "sandbox; %8 cold starts; refills %9 sandboxes a second.\nIdle warm capacity costs "
+                              "%10 (%11 warm x $%12 an hour).")
             .arg(tier.name, tier.runtime, pool.name)
             .arg(tier.warm)
             .arg(tier.claimed)
             .arg(tier.max)
             .arg(percent(tier.hitRate))
-            .arg(tier.coldFallbacks);
+            .arg(tier.coldFallbacks)
+            .arg(tier.refillPerSecond, 0, 'f', 1)
+            .arg(dollarsPerHour(idleCostPerHour(tier)))
+            .arg(tier.warm)
+            .arg(tier.pricePerHourUsd, 0, 'f', 3);
+    case TierInfoRole: return QVariant::fromValue(tier);
+    case IdleCostRole: return idleCostPerHour(tier);
     case IsPoolRole: return false;
     case HealthyRole: return pool.healthy;
     case PoolNameRole: return pool.name;
@@ -179,7 +284,7 @@ QVariant PoolsModel::data(const QModelIndex &index, int role) const
         return {};
     if (role == Qt::TextAlignmentRole) {
         const int c = index.column();
-        if (c == Warm || c == Claimed || c == Max || c == HitRate || c == ColdFallbacks)
+        if (c == Warm || c == Claimed || c == HitRate || c == RefillRate || c == ColdFallbacks || c == IdleCost)
             return QVariant::fromValue(Qt::Alignment(Qt::AlignRight | Qt::AlignVCenter));
         return {};
     }
@@ -201,7 +306,10 @@ QVariant PoolsModel::headerData(int section, Qt::Orientation orientation, int ro
     case Claimed: return QStringLiteral("Claimed");
     case Max: return QStringLiteral("Max");
     case HitRate: return QStringLiteral("Warm hit rate");
+    case ClaimLatency: return QStringLiteral("Claim latency");
+    case RefillRate: return QStringLiteral("Refill");
     case ColdFallbacks: return QStringLiteral("Cold starts");
+    case IdleCost: return QStringLiteral("Idle warm cost");
     case Endpoint: return QStringLiteral("Endpoint");
     default: return {};
     }
@@ -222,9 +330,26 @@ bool PoolsModel::sameShape(const QList<PoolInfo> &a, const QList<PoolInfo> &b)
     return true;
 }
 
-void PoolsModel::setPools(const QList<PoolInfo> &pools, bool localExecution)
+QList<PoolHealthPoint> PoolsModel::healthHistory(const QString &pool) const
+{
+    for (const PoolInfo &p : m_pools) {
+        if (p.name == pool && !p.history.isEmpty())
+            return p.history;
+    }
+    return m_history.value(pool);
+}
+
+void PoolsModel::setPools(const QList<PoolInfo> &pools, bool localExecution, qint64 nowUnixMs)
 {
     m_localExecution = localExecution;
+    const qint64 now = nowUnixMs > 0 ? nowUnixMs : QDateTime::currentMSecsSinceEpoch();
+    for (const PoolInfo &pool : pools) {
+        const Totals t = totals(pool);
+        QList<PoolHealthPoint> &history = m_history[pool.name];
+        history.append({now, pool.healthy, t.warm, t.claimed});
+        if (history.size() > kMaxHistoryPoints)
+            history.remove(0, history.size() - kMaxHistoryPoints);
+    }
     if (!sameShape(m_pools, pools)) {
         beginResetModel();
         m_pools = pools;

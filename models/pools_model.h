@@ -3,21 +3,40 @@
 //
 // Threads: GUI thread only. Feed it with setPools() from ConsoleClient::poolsChanged.
 //
+// Health over time: each setPools() adds a point per pool (healthy, warm, claimed) to a bounded
+// history, unless the broker sent its own history for that pool (PoolInfo::history), which wins.
+//
 // Known limits: when the set of pools or tiers changes the model resets (rare: a pool joining or
-// leaving); otherwise an update is a dataChanged, so expansion and selection survive.
+// leaving); otherwise an update is a dataChanged, so expansion and selection survive. The
+// console's own history only covers the polls it made (every 5 s while the page is shown).
 
 #include "models/console_types.h"
 
 #include <QAbstractItemModel>
+#include <QHash>
 
 namespace paddock::console {
+
+// The claim latency under which a fraction q (0..1) of the tier's claims finished: the upper bound
+// of the histogram bucket where the cumulative count reaches q. -1 when there were no claims; the
+// last (open) bucket answers with the bound before it, as "more than".
+qint64 latencyPercentileUs(const TierInfo &tier, double q, bool *overflow = nullptr);
+// "250 µs", "1.0 ms", "25 ms", "1.0 s".
+QString formatLatencyUs(qint64 us);
+// "≤ 250 µs", ..., "> 1.0 s" for bucket i of the tier's histogram.
+QString latencyBucketLabel(const TierInfo &tier, int bucket);
+// What the warm sandboxes cost while idle: warm x price per hour, in dollars per hour.
+double idleCostPerHour(const TierInfo &tier);
 
 class PoolsModel : public QAbstractItemModel {
     Q_OBJECT
     Q_PROPERTY(bool stale READ isStale WRITE setStale NOTIFY staleChanged)
 
 public:
-    enum Column { Name, Health, Runtime, Warm, Claimed, Max, HitRate, ColdFallbacks, Endpoint, ColumnCount };
+    enum Column {
+        Name, Health, Runtime, Warm, Claimed, Max, HitRate, ClaimLatency, RefillRate, ColdFallbacks, IdleCost,
+        Endpoint, ColumnCount
+    };
     enum Role {
         SortRole = Qt::UserRole + 1,   // raw value
         IsPoolRole,                    // bool
@@ -27,7 +46,10 @@ public:
         PoolInfoRole,                  // QVariant of PoolInfo (pool rows)
         LocalRole,                     // bool: the pool runs on the broker's host
         StaleRole,                     // bool
+        TierInfoRole,                  // QVariant of TierInfo (tier rows)
+        IdleCostRole,                  // double dollars per hour (pool rows: summed)
     };
+    static constexpr int kMaxHistoryPoints = 720;   // an hour of 5 s polls
     Q_ENUM(Column)
 
     explicit PoolsModel(QObject *parent = nullptr);
@@ -40,7 +62,10 @@ public:
     QVariant headerData(int section, Qt::Orientation orientation, int role = Qt::DisplayRole) const override;
     Qt::ItemFlags flags(const QModelIndex &index) const override;
 
-    void setPools(const QList<PoolInfo> &pools, bool localExecution);
+    // nowUnixMs: when these figures were taken (0: now), for the health history.
+    void setPools(const QList<PoolInfo> &pools, bool localExecution, qint64 nowUnixMs = 0);
+    // Oldest first; the broker's when it sent one, else the console's own polls.
+    QList<PoolHealthPoint> healthHistory(const QString &pool) const;
     const QList<PoolInfo> &pools() const { return m_pools; }
     int poolCount() const { return static_cast<int>(m_pools.size()); }
     bool localExecution() const { return m_localExecution; }
@@ -57,6 +82,7 @@ private:
     static bool sameShape(const QList<PoolInfo> &a, const QList<PoolInfo> &b);
 
     QList<PoolInfo> m_pools;
+    QHash<QString, QList<PoolHealthPoint>> m_history;
     bool m_localExecution = false;
     bool m_stale = false;
 };

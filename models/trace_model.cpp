@@ -68,7 +68,34 @@ QString compactJson(const QByteArray &payload)
     return QString::fromUtf8(document.toJson(QJsonDocument::Compact));
 }
 
+QString hostPort(const QJsonObject &p)
+{
+    QString host = str(p, "host");
+    const qint64 port = num(p, "port");
+    if (port > 0)
+        host += QStringLiteral(":%1").arg(port);
+    return host;
+}
+
 } // namespace
+
+EventCategory eventCategory(const QString &kind)
+{
+    if (kind == QLatin1String("egress.allowed"))
+        return EventCategory::EgressAllowed;
+    if (kind == QLatin1String("egress.refused"))
+        return EventCategory::EgressRefused;
+    if (kind.startsWith(QLatin1String("debug_shell.")))
+        return EventCategory::DebugShell;
+    if (kind.contains(QLatin1String("restore")))
+        return EventCategory::Restore;
+    if (kind.contains(QLatin1String("snapshot")))
+        return EventCategory::Snapshot;
+    if (kind == QLatin1String("sandbox.moved") || kind == QLatin1String("sandbox.lost") || kind == QLatin1String("session.moved")
+        || kind == QLatin1String("tier.changed"))
+        return EventCategory::Move;
+    return EventCategory::Other;
+}
 
 TraceModel::TraceModel(QObject *parent) : QAbstractTableModel(parent)
 {
@@ -373,8 +400,85 @@ TraceModel::Derived TraceModel::derive(const Row &row) const
         if (!tier.isEmpty())
             summary += QStringLiteral(" · tier ") + tier;
         d.summary = summary;
+    } else if (kind == QLatin1String("egress.allowed") || kind == QLatin1String("egress.refused")) {
+        const bool allowed = kind == QLatin1String("egress.allowed");
+        QStringList parts;
+        parts << (allowed ? QStringLiteral("allowed ") : QStringLiteral("refused ")) + hostPort(p);
+        const QString address = str(p, "address").isEmpty() ? str(p, "resolved") : str(p, "address");
+        if (!address.isEmpty())
+            parts << address;
+        const QString reason = str(p, "reason");
+        if (!reason.isEmpty())
+            parts << reason;
+        const qint64 sent = num(p, "bytes_sent", num(p, "bytes_out"));
+        const qint64 received = num(p, "bytes_received", num(p, "bytes_in", num(p, "bytes")));
+        if (allowed && (sent > 0 || received > 0))
+            parts << QStringLiteral("%1 B out / %2 B in").arg(sent).arg(received);
+        d.summary = parts.join(QStringLiteral(" · "));
+    } else if (eventCategory(kind) == EventCategory::Snapshot || eventCategory(kind) == EventCategory::Restore) {
+        const bool restore = eventCategory(kind) == EventCategory::Restore;
+        const QString ref = str(p, "snapshot_ref").isEmpty() ? str(p, "snapshot") : str(p, "snapshot_ref");
+        QStringList parts;
+        parts << (restore ? QStringLiteral("restored ") : QStringLiteral("snapshot ")) + (ref.isEmpty() ? QStringLiteral("(none)") : ref);
+        const QString sandbox = str(p, "sandbox_id");
+        if (!sandbox.isEmpty())
+            parts << (restore ? QStringLiteral("into ") : QStringLiteral("of ")) + sandbox;
+        if (p.value(QLatin1String("file_count")).isDouble())
+            parts << QStringLiteral("%1 files").arg(num(p, "file_count"));
+        if (p.value(QLatin1String("size_bytes")).isDouble())
+            parts << QStringLiteral("%1 bytes").arg(num(p, "size_bytes"));
+        d.latencyMs = num(p, "duration_ms", -1);
+        const QString error = str(p, "error");
+        if (!error.isEmpty()) {
+            parts << QStringLiteral("error: ") + error;
+            d.isError = true;
+        }
+        d.summary = parts.join(QStringLiteral(" · "));
+    } else if (eventCategory(kind) == EventCategory::Move) {
+        const QString from = str(p, "from_pool").isEmpty() ? str(p, "old_pool") : str(p, "from_pool");
+        const QString to = str(p, "to_pool").isEmpty() ? str(p, "new_pool") : str(p, "to_pool");
+        QStringList parts;
+        if (!from.isEmpty() || !to.isEmpty())
+            parts << QStringLiteral("pool %1 → %2").arg(from.isEmpty() ? QStringLiteral("?") : from,
+                                                         to.isEmpty() ? QStringLiteral("?") : to);
+        const QString fromTier = str(p, "from_tier");
+        const QString toTier = str(p, "to_tier").isEmpty() ? str(p, "tier") : str(p, "to_tier");
+        if (!fromTier.isEmpty() && !toTier.isEmpty() && fromTier != toTier)
+            parts << QStringLiteral("tier %1 → %2").arg(fromTier, toTier);
+        const QString ref = str(p, "snapshot_ref").isEmpty() ? str(p, "snapshot") : str(p, "snapshot_ref");
+        parts << (ref.isEmpty() ? QStringLiteral("no snapshot: empty workspace") : QStringLiteral("from snapshot ") + ref);
+        const QString reason = str(p, "reason").isEmpty() ? str(p, "error") : str(p, "reason");
+        if (!reason.isEmpty())
+            parts << reason;
+        d.summary = parts.join(QStringLiteral(" · "));
+        d.isError = kind == QLatin1String("sandbox.lost");
+    } else if (eventCategory(kind) == EventCategory::DebugShell) {
+        const QString who = str(p, "by").isEmpty() ? str(p, "user") : str(p, "by");
+        if (kind == QLatin1String("debug_shell.exec")) {
+            QString command = str(p, "command");
+            if (command.isEmpty()) {
+                QStringList argv;
+                for (const QJsonValue &arg : p.value(QLatin1String("argv")).toArray())
+                    argv << arg.toString();
+                command = argv.size() == 3 && argv.at(0) == u"/bin/sh" && argv.at(1) == u"-c" ? argv.at(2) : argv.join(u' ');
+            }
+            d.summary = QStringLiteral("$ %1 · exit %2").arg(command).arg(num(p, "exit_code"));
+            d.latencyMs = num(p, "duration_ms", -1);
+        } else {
+            d.summary = kind.mid(12) + QStringLiteral(" ") + str(p, "shell_id");
+            const QString tier = str(p, "tier");
+            if (!tier.isEmpty())
+                d.summary += QStringLiteral(" · tier ") + tier;
+        }
+        if (!who.isEmpty())
+            d.summary += QStringLiteral(" · by ") + who;
     } else {
         d.summary = compactJson(row.payload);
+    }
+    const QJsonObject postMortem = p.value(QLatin1String("post_mortem")).toObject();
+    if (!postMortem.isEmpty()) {
+        d.postMortem = {str(postMortem, "pool"), str(postMortem, "sandbox_id")};
+        d.summary += QStringLiteral(" · post-mortem kept");
     }
     d.summary = oneLine(d.summary);
     return d;
@@ -481,6 +585,8 @@ QVariant TraceModel::data(const QModelIndex &index, int role) const
     case PayloadRole: return r.payload;
     case EventRecordRole: return QVariant::fromValue(eventAt(row));
     case IsErrorRole: return derived(row).isError;
+    case CategoryRole: return int(eventCategory(m_kinds.at(r.kind)));
+    case PostMortemRefRole: return derived(row).postMortem;
     default: return {};
     }
 }

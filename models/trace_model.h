@@ -24,6 +24,11 @@
 
 namespace paddock::console {
 
+// What an event is about, for icons and colours: egress attempts, workspace snapshots and restores,
+// moves between pools (failover, tier changes) and operators' debug shells stand out in a trace.
+enum class EventCategory { Other, EgressAllowed, EgressRefused, Snapshot, Restore, Move, DebugShell };
+EventCategory eventCategory(const QString &kind);
+
 class TraceModel : public QAbstractTableModel {
     Q_OBJECT
 
@@ -42,6 +47,8 @@ public:
         PayloadRole,                  // QByteArray, the raw JSON
         EventRecordRole,              // QVariant of EventRecord
         IsErrorRole,                  // bool
+        CategoryRole,                 // int of EventCategory
+        PostMortemRefRole,            // QStringList {pool, sandbox_id} when the event names a post-mortem, else empty
     };
     Q_ENUM(Column)
 
@@ -98,6 +105,7 @@ private:
         qint64 latencyMs = -1;
         bool hasDetails = false;
         bool isError = false;
+        QStringList postMortem;   // {pool, sandbox_id}
     };
 
     quint16 internKind(const QString &kind);

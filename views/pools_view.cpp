@@ -1,6 +1,7 @@
 #include "views/pools_view.h"
 
 #include "models/pools_model.h"
+#include "views/pool_charts.h"
 #include "views/theme.h"
 
 #include <QApplication>
@@ -10,6 +11,7 @@
 #include <QIdentityProxyModel>
 #include <QLabel>
 #include <QPainter>
+#include <QSplitter>
 #include <QTreeView>
 #include <QVBoxLayout>
 
@@ -115,8 +117,8 @@ PoolsView::PoolsView(QWidget *parent)
     summaryFont.setWeight(QFont::DemiBold);
     summaryFont.setPointSizeF(summaryFont.pointSizeF() * 1.1);
     m_summary->setFont(summaryFont);
-    m_localBanner = new QLabel(tr("Local execution: sandboxes run on this machine. This is a development mode; "
-                                  "a team deployment runs pools on execution hosts."),
+    m_localBanner = new QLabel(tr("Local execution: sandboxes run on this machine, the broker's own host. This is a "
+                                  "development mode; a team deployment runs pools on execution hosts."),
                                this);
     m_localBanner->setObjectName(QStringLiteral("localExecutionBanner"));
     m_localBanner->setWordWrap(true);
@@ -143,7 +145,22 @@ PoolsView::PoolsView(QWidget *parent)
     layout->addLayout(summaryRow);
     layout->addWidget(m_localBanner);
     layout->addWidget(m_staleBanner);
-    layout->addWidget(m_tree, 1);
+    m_splitter = new QSplitter(Qt::Vertical, this);
+    m_splitter->setObjectName(QStringLiteral("poolsSplitter"));
+    m_splitter->addWidget(m_tree);
+    auto *charts = new QWidget(m_splitter);
+    auto *chartsLayout = new QHBoxLayout(charts);
+    chartsLayout->setContentsMargins(0, 4, 0, 0);
+    m_latency = new LatencyHistogramPlot(charts);
+    m_latency->setObjectName(QStringLiteral("latencyHistogram"));
+    m_health = new HealthTimelinePlot(charts);
+    m_health->setObjectName(QStringLiteral("healthTimeline"));
+    chartsLayout->addWidget(m_latency, 1);
+    chartsLayout->addWidget(m_health, 1);
+    m_splitter->addWidget(charts);
+    m_splitter->setStretchFactor(0, 3);
+    m_splitter->setStretchFactor(1, 2);
+    layout->addWidget(m_splitter, 1);
 }
 
 void PoolsView::setModel(PoolsModel *model)
@@ -158,8 +175,9 @@ void PoolsView::setModel(PoolsModel *model)
     QHeaderView *h = m_tree->header();
     h->setStretchLastSection(true);
     const QList<QPair<int, int>> widths = {
-        {PoolsModel::Name, 180}, {PoolsModel::Health, 200}, {PoolsModel::Runtime, 110},
-        {PoolsModel::Max, 360},  {PoolsModel::HitRate, 90}, {PoolsModel::ColdFallbacks, 110},
+        {PoolsModel::Name, 130},     {PoolsModel::Health, 130},       {PoolsModel::Runtime, 70},
+        {PoolsModel::Max, 330},      {PoolsModel::HitRate, 95},       {PoolsModel::ClaimLatency, 170},
+        {PoolsModel::RefillRate, 60}, {PoolsModel::ColdFallbacks, 80}, {PoolsModel::IdleCost, 105},
     };
     for (const auto &[column, width] : widths)
         h->resizeSection(column, width);
@@ -168,9 +186,13 @@ void PoolsView::setModel(PoolsModel *model)
         connect(m_proxy, signal, this, [this] { expandPools(); updateBanner(); });
     connect(m_proxy, &QAbstractItemModel::modelReset, this, [this] { expandPools(); updateBanner(); });
     connect(m_proxy, &QAbstractItemModel::dataChanged, this, &PoolsView::updateBanner);
+    connect(m_proxy, &QAbstractItemModel::dataChanged, this, &PoolsView::updateCharts);
+    connect(m_proxy, &QAbstractItemModel::modelReset, this, &PoolsView::updateCharts);
+    connect(m_tree->selectionModel(), &QItemSelectionModel::currentRowChanged, this, &PoolsView::updateCharts);
     connect(m_model, &PoolsModel::staleChanged, this, [this](bool stale) { m_staleBanner->setVisible(stale); });
     expandPools();
     updateBanner();
+    updateCharts();
 }
 
 void PoolsView::expandPools()
@@ -190,18 +212,44 @@ void PoolsView::updateBanner()
     int healthy = 0;
     int warm = 0;
     int claimed = 0;
+    double idleCost = 0;
     const int pools = m_model->rowCount();
     for (int row = 0; row < pools; ++row) {
         const QModelIndex pool = m_model->index(row, 0);
         healthy += pool.data(PoolsModel::HealthyRole).toBool() ? 1 : 0;
         warm += intAt(pool, PoolsModel::Warm);
         claimed += intAt(pool, PoolsModel::Claimed);
+        idleCost += pool.data(PoolsModel::IdleCostRole).toDouble();
     }
     if (pools == 0)
         m_summary->setText(tr("No pools reported yet"));
     else
-        m_summary->setText(tr("%1 of %n pool(s) healthy · %2 warm · %3 claimed", nullptr, pools)
-                               .arg(healthy).arg(warm).arg(claimed));
+        m_summary->setText(tr("%1 of %n pool(s) healthy · %2 warm · %3 claimed · idle warm capacity $%4/h", nullptr, pools)
+                               .arg(healthy).arg(warm).arg(claimed).arg(idleCost, 0, 'f', 3));
+}
+
+QString PoolsView::summaryText() const { return m_summary->text(); }
+
+void PoolsView::updateCharts()
+{
+    if (!m_model)
+        return;
+    // The selected tier (a pool row means its first tier), else the first pool's first tier.
+    QModelIndex current = m_proxy->mapToSource(m_tree->currentIndex());
+    if (!current.isValid() && m_model->rowCount() > 0)
+        current = m_model->index(0, 0);
+    if (!current.isValid()) {
+        m_latency->setTier({}, {});
+        m_health->setHistory({}, {});
+        return;
+    }
+    current = current.siblingAtColumn(0);
+    const QString pool = current.data(PoolsModel::PoolNameRole).toString();
+    QModelIndex tier = current;
+    if (current.data(PoolsModel::IsPoolRole).toBool())
+        tier = m_model->rowCount(current) > 0 ? m_model->index(0, 0, current) : QModelIndex();
+    m_latency->setTier(pool, tier.isValid() ? tier.data(PoolsModel::TierInfoRole).value<TierInfo>() : TierInfo{});
+    m_health->setHistory(pool, m_model->healthHistory(pool));
 }
 
 } // namespace paddock::console

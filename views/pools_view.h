@@ -1,6 +1,8 @@
 #pragma once
 // Pools: each pool the broker knows with its health and endpoint, and under it each tier with its
-// runtime, a warm/claimed/max bar, warm-pool hit rate and cold fallbacks.
+// runtime, a warm/claimed/max bar, warm-pool hit rate, claim latency (p50/p99), refill rate, cold
+// fallbacks and the idle cost of its warm sandboxes. Under the table: the selected tier's claim
+// latency histogram and its pool's health over time.
 //
 // Threads: GUI thread only.
 
@@ -8,12 +10,15 @@
 #include <QWidget>
 
 class QLabel;
+class QSplitter;
 class QTreeView;
 
 namespace paddock::console {
 
 class PoolsModel;
 class PoolsHeaderProxy;
+class LatencyHistogramPlot;
+class HealthTimelinePlot;
 
 // Warm and claimed sandboxes as a stacked bar against the tier's (or pool's) maximum.
 class CapacityDelegate : public QStyledItemDelegate {
@@ -42,6 +47,9 @@ public:
 
     void setModel(PoolsModel *model);
     QTreeView *treeView() const { return m_tree; }
+    LatencyHistogramPlot *latencyPlot() const { return m_latency; }
+    HealthTimelinePlot *healthPlot() const { return m_health; }
+    QString summaryText() const;
 
 protected:
     void changeEvent(QEvent *event) override;
@@ -49,6 +57,7 @@ protected:
 private:
     void updateBanner();
     void expandPools();
+    void updateCharts();
 
     PoolsModel *m_model = nullptr;
     PoolsHeaderProxy *m_proxy = nullptr;
@@ -57,6 +66,9 @@ private:
     QLabel *m_localBanner = nullptr;
     QLabel *m_staleBanner = nullptr;
     QTreeView *m_tree = nullptr;
+    QSplitter *m_splitter = nullptr;
+    LatencyHistogramPlot *m_latency = nullptr;
+    HealthTimelinePlot *m_health = nullptr;
 };
 
 } // namespace paddock::console

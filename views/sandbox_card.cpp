@@ -1,5 +1,6 @@
 #include "views/sandbox_card.h"
 
+#include "views/resource_curve_plot.h"
 #include "views/theme.h"
 
 #include <QFormLayout>
@@ -45,7 +46,40 @@ SandboxCard::SandboxCard(QWidget *parent)
     form->addRow(tr("Claim"), m_claimLabel);
     form->addRow(tr("State"), m_stateLabel);
     layout->addLayout(form);
+    m_samplesTitle = new QLabel(tr("CPU and memory"), this);
+    m_samplesTitle->setFont(title->font());
+    layout->addWidget(m_samplesTitle);
+    m_plot = new ResourceCurvePlot(this);
+    m_plot->setObjectName(QStringLiteral("sandboxSamplePlot"));
+    m_plot->setCompact(true);
+    m_plot->setSeries(&m_series);
+    layout->addWidget(m_plot, 1);
     clear();
+}
+
+QString SandboxCard::poolName() const { return m_pool.isEmpty() ? m_session.pool : m_pool; }
+QString SandboxCard::sandboxId() const { return m_sandboxId.isEmpty() ? m_session.sandboxId : m_sandboxId; }
+
+void SandboxCard::addSamples(const QString &sandboxId, const QList<ResourcePoint> &samples)
+{
+    if (sandboxId != this->sandboxId())
+        return;   // a late batch of the previous sandbox
+    if (sandboxId != m_seriesSandbox) {
+        m_series.clear();
+        m_seriesSandbox = sandboxId;
+    }
+    m_series.append(samples);
+}
+
+void SandboxCard::setLimits(qint64 memoryBytes, double cpu)
+{
+    m_series.setLimits(memoryBytes, cpu);
+}
+
+void SandboxCard::setSamplesUnavailable(const QString &why)
+{
+    m_unavailable = why;
+    refresh();
 }
 
 void SandboxCard::clear()
@@ -61,6 +95,8 @@ void SandboxCard::clear()
     m_claimMs = -1;
     m_warm = false;
     m_claims = 0;
+    m_series.clear();
+    m_seriesSandbox.clear();
     refresh();
 }
 
@@ -133,6 +169,19 @@ void SandboxCard::refresh()
         state = m_session.status == SessionStatus::Queued ? tr("not claimed yet") : tr("none");
     m_stateLabel->setText(state);
     Theme::setTextRole(m_stateLabel, m_failed ? TextRole::Error : TextRole::Normal);
+
+    const bool live = !sandboxId().isEmpty() && !m_failed && m_state != tr("released") && !isTerminal(m_session.status);
+    if (!m_unavailable.isEmpty())
+        m_plot->setEmptyText(m_unavailable);
+    else if (sandboxId().isEmpty())
+        m_plot->setEmptyText(tr("No sandbox yet"));
+    else
+        m_plot->setEmptyText(live ? tr("Waiting for samples of %1…").arg(sandboxId()) : tr("No samples of %1").arg(sandboxId()));
+    const QString watch = live ? poolName() + u'/' + sandboxId() : QString();
+    if (watch != m_watched) {
+        m_watched = watch;
+        emit sandboxChanged(live ? poolName() : QString(), live ? sandboxId() : QString());
+    }
 }
 
 } // namespace paddock::console

@@ -1,17 +1,21 @@
 #pragma once
 // The sandbox a session works in: pool, tier, sandbox id, runtime and host, claim latency (warm or
 // cold), and its state (claimed, failed: reason, released). Filled from the session's row and from
-// the sandbox.* events of its trace.
+// the sandbox.* events of its trace; under them, live CPU and memory plots from the sandbox's
+// samples (when the client can stream them; otherwise a line says why not).
 //
 // Threads: GUI thread only.
 
 #include "models/console_types.h"
+#include "models/resource_series.h"
 
 #include <QFrame>
 
 class QLabel;
 
 namespace paddock::console {
+
+class ResourceCurvePlot;
 
 class SandboxCard : public QFrame {
     Q_OBJECT
@@ -25,6 +29,21 @@ public:
     void addEvents(const QList<EventRecord> &events);
 
     QString stateText() const;
+    // The current sandbox (from the session or its last sandbox.claimed event).
+    QString poolName() const;
+    QString sandboxId() const;
+
+    // Live samples of the current sandbox; a new sandbox starts a new curve.
+    void addSamples(const QString &sandboxId, const QList<ResourcePoint> &samples);
+    void setLimits(qint64 memoryBytes, double cpu);
+    // Shown instead of the plot when no samples can come (e.g. the broker has no sample stream).
+    void setSamplesUnavailable(const QString &why);
+    ResourceCurvePlot *samplePlot() const { return m_plot; }
+    const ResourceSeries &samples() const { return m_series; }
+
+signals:
+    // The sandbox to watch changed (empty when none): the window starts or stops the watch.
+    void sandboxChanged(const QString &pool, const QString &sandboxId);
 
 private:
     void refresh();
@@ -47,6 +66,12 @@ private:
     QLabel *m_runtimeLabel = nullptr;
     QLabel *m_claimLabel = nullptr;
     QLabel *m_stateLabel = nullptr;
+    QLabel *m_samplesTitle = nullptr;
+    ResourceCurvePlot *m_plot = nullptr;
+    ResourceSeries m_series;
+    QString m_seriesSandbox;
+    QString m_watched;   // "pool/sandbox" last announced by sandboxChanged
+    QString m_unavailable;
 };
 
 } // namespace paddock::console

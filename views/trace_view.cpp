@@ -16,6 +16,37 @@ namespace paddock::console {
 namespace {
 constexpr int kFollowIntervalMs = 100;
 
+// Egress, snapshots, restores, moves and debug shells get their own colour and a glyph before the
+// kind, so they stand out among the tool calls.
+QColor categoryColor(EventCategory category)
+{
+    const bool dark = Theme::isDark();
+    switch (category) {
+    case EventCategory::EgressAllowed: return dark ? QColor(0x2d, 0xd4, 0xbf) : QColor(0x00, 0x7a, 0x78);
+    case EventCategory::EgressRefused: return dark ? QColor(0xff, 0x8a, 0x4c) : QColor(0xbc, 0x4c, 0x00);
+    case EventCategory::Snapshot:
+    case EventCategory::Restore: return dark ? QColor(0x8c, 0x9e, 0xff) : QColor(0x40, 0x51, 0xb5);
+    case EventCategory::Move: return dark ? QColor(0xc3, 0xd8, 0x25) : QColor(0x5f, 0x70, 0x00);
+    case EventCategory::DebugShell: return dark ? QColor(0xf0, 0x88, 0x3e) : QColor(0x95, 0x38, 0x00);
+    case EventCategory::Other: break;
+    }
+    return {};
+}
+
+QString categoryGlyph(EventCategory category)
+{
+    switch (category) {
+    case EventCategory::EgressAllowed: return QStringLiteral("↗");
+    case EventCategory::EgressRefused: return QStringLiteral("⊘");
+    case EventCategory::Snapshot: return QStringLiteral("◉");
+    case EventCategory::Restore: return QStringLiteral("↺");
+    case EventCategory::Move: return QStringLiteral("⇄");
+    case EventCategory::DebugShell: return QStringLiteral("›");
+    case EventCategory::Other: break;
+    }
+    return {};
+}
+
 class NoAutoFetchProxy : public QIdentityProxyModel {
 public:
     using QIdentityProxyModel::QIdentityProxyModel;
@@ -33,11 +64,15 @@ void TraceDelegate::paint(QPainter *painter, const QStyleOptionViewItem &option,
     const int column = index.column();
 
     if (column == TraceModel::Kind) {
-        const QString kind = opt.text;
+        const auto category = EventCategory(index.data(TraceModel::CategoryRole).toInt());
+        const QString glyph = categoryGlyph(category);
+        const QString kind = glyph.isEmpty() ? opt.text : glyph + u' ' + opt.text;
         opt.text.clear();
         QStyle *style = opt.widget ? opt.widget->style() : QApplication::style();
         style->drawControl(QStyle::CE_ItemViewItem, &opt, painter, opt.widget);
-        const QColor color = isError ? Theme::errorColor() : Theme::kindColor(kind);
+        const QColor color = isError ? Theme::errorColor()
+                           : category != EventCategory::Other ? categoryColor(category)
+                                                              : Theme::kindColor(index.data().toString());
         painter->save();
         painter->setRenderHint(QPainter::Antialiasing);
         const QRect r = opt.rect.adjusted(4, 2, -4, -2);
@@ -112,7 +147,7 @@ void TraceView::setTraceModel(TraceModel *model)
     h->setStretchLastSection(false);
     h->setSectionResizeMode(QHeaderView::Interactive);
     const QList<QPair<int, int>> widths = {
-        {TraceModel::Seq, 64},    {TraceModel::Time, 100}, {TraceModel::Kind, 130},
+        {TraceModel::Seq, 64},    {TraceModel::Time, 100}, {TraceModel::Kind, 150},
         {TraceModel::Tokens, 70}, {TraceModel::Latency, 80}, {TraceModel::Cost, 80},
     };
     for (const auto &[column, width] : widths)

@@ -8,6 +8,7 @@
 // thread one batch per interval, never one call per event.
 
 #include "models/console_types.h"
+#include "models/sandbox_types.h"
 
 #include <QObject>
 
@@ -44,6 +45,32 @@ public:
     virtual void pauseSession(const QString &id) = 0;
     virtual void resumeSession(const QString &id) = 0;
 
+    // Operators: post-mortems, their snapshots and debug shells (the sandbox inspector). Each call
+    // is answered by its signal below; a failure answers with error set (for people: what went
+    // wrong and what to do) and nothing else.
+    // Newest first; an empty sessionId lists every session's.
+    virtual void listPostMortems(const QString &sessionId) = 0;
+    virtual void getPostMortem(const QString &pool, const QString &sandboxId) = 0;
+    virtual void listSnapshotFiles(const QString &pool, const QString &snapshotRef, const QString &pathPrefix) = 0;
+    // The first maxBytes of a file, for the viewer.
+    virtual void readSnapshotFile(const QString &pool, const QString &snapshotRef, const QString &path, qint64 maxBytes) = 0;
+    // Streams a whole file into localFile (written off the GUI thread, under a temporary name until
+    // complete). Returns an id for downloadProgress / downloadFinished / cancelDownload.
+    virtual int downloadSnapshotFile(const QString &pool, const QString &snapshotRef, const QString &path,
+                                     const QString &localFile) = 0;
+    virtual void cancelDownload(int downloadId) = 0;
+    // A fresh sandbox of tier (empty: the failed one's), restored from the post-mortem's snapshot.
+    virtual void openDebugShell(const QString &pool, const QString &sandboxId, const QString &tier) = 0;
+    // Runs commandLine with /bin/sh -c in the shell; output comes through debugOutput, the end
+    // through debugExecFinished. The broker audits every command in the failed session's log.
+    virtual void debugExec(const QString &shellId, const QString &commandLine) = 0;
+    virtual void closeDebugShell(const QString &shellId) = 0;
+    // Live resource samples of a claimed sandbox (the session's sandbox card). One watch at a
+    // time; an empty sandboxId stops it.
+    virtual void watchSandboxSamples(const QString &pool, const QString &sandboxId) = 0;
+    // Whether the broker can stream samples at all (the card says so when it cannot).
+    virtual bool canWatchSandboxSamples() const = 0;
+
 signals:
     // detail says, for people, what happened ("connected to unix:/run/...", "broker unreachable: ...").
     void connectionStateChanged(paddock::console::ConnectionState state, const QString &detail);
@@ -53,6 +80,25 @@ signals:
     void poolsChanged(const QList<paddock::console::PoolInfo> &pools, bool localExecution);
     // action: "submit", "cancel", "pause", "resume". sessionId is the new session for a submit.
     void actionFinished(const QString &action, bool ok, const QString &message, const QString &sessionId);
+
+    // Answers of the operator calls. poolErrors name pools that did not answer ("pool: error").
+    void postMortemsListed(const QString &sessionId, const QList<paddock::console::PostMortemInfo> &postMortems,
+                           const QStringList &poolErrors, const QString &error);
+    // On error, postMortem carries only the pool and sandbox id asked for.
+    void postMortemArrived(const paddock::console::PostMortemInfo &postMortem, const QString &error);
+    void snapshotFilesListed(const QString &pool, const QString &snapshotRef,
+                             const QList<paddock::console::SnapshotEntry> &files, const QString &error);
+    // content: at most the maxBytes asked for; size: the whole file's.
+    void snapshotFileRead(const QString &pool, const QString &snapshotRef, const QString &path,
+                          const QByteArray &content, qint64 size, const QString &error);
+    void downloadProgress(int downloadId, qint64 received, qint64 total);
+    void downloadFinished(int downloadId, bool ok, const QString &message);
+    void debugShellOpened(const paddock::console::DebugShellInfo &shell, const QString &error);
+    void debugOutput(const QString &shellId, const QByteArray &stdoutData, const QByteArray &stderrData);
+    // exitCode -1 with signal set when killed; error when the command could not run at all.
+    void debugExecFinished(const QString &shellId, int exitCode, int signal, const QString &error);
+    void debugShellClosed(const QString &shellId, const QString &error);
+    void sandboxSamplesArrived(const QString &sandboxId, const QList<paddock::console::ResourcePoint> &samples);
 };
 
 } // namespace paddock::console

@@ -36,6 +36,18 @@ public:
     void cancelSession(const QString &id) override;
     void pauseSession(const QString &id) override;
     void resumeSession(const QString &id) override;
+    void listPostMortems(const QString &sessionId) override;
+    void getPostMortem(const QString &pool, const QString &sandboxId) override;
+    void listSnapshotFiles(const QString &pool, const QString &snapshotRef, const QString &pathPrefix) override;
+    void readSnapshotFile(const QString &pool, const QString &snapshotRef, const QString &path, qint64 maxBytes) override;
+    int downloadSnapshotFile(const QString &pool, const QString &snapshotRef, const QString &path,
+                             const QString &localFile) override;
+    void cancelDownload(int downloadId) override;
+    void openDebugShell(const QString &pool, const QString &sandboxId, const QString &tier) override;
+    void debugExec(const QString &shellId, const QString &commandLine) override;
+    void closeDebugShell(const QString &shellId) override;
+    void watchSandboxSamples(const QString &pool, const QString &sandboxId) override;
+    bool canWatchSandboxSamples() const override { return true; }
 
     // Driving it.
     void pushSessions(const QList<SessionInfo> &sessions);
@@ -54,8 +66,29 @@ public:
     void setAutoFlush(bool autoFlush) { m_autoFlush = autoFlush; }
     void flush();
 
+    // The operator side: post-mortems (full, with samples and output; lists leave those out),
+    // snapshot files and their content, what a debug-shell command prints.
+    void setPostMortems(const QList<PostMortemInfo> &postMortems) { m_postMortems = postMortems; }
+    void setSnapshot(const QString &pool, const QString &snapshotRef, const QList<SnapshotEntry> &files,
+                     const QHash<QString, QByteArray> &contents);
+    struct ExecResult {
+        QByteArray stdoutData;
+        QByteArray stderrData;
+        int exitCode = 0;
+    };
+    // Answers debugExec; by default a command prints "ran: COMMAND" and exits 0.
+    void setExecHandler(std::function<ExecResult(const QString &commandLine)> handler) { m_execHandler = std::move(handler); }
+    // The next operator call (post-mortems, files, shells) fails with this message.
+    void failNextOperatorCall(const QString &message) { m_operatorFail = message; }
+    void pushSamples(const QString &sandboxId, const QList<ResourcePoint> &samples);
+    // Bytes per downloadProgress step.
+    void setDownloadChunkSize(int bytes) { m_chunkSize = qMax(1, bytes); }
+
     // What the console did: "connect ADDR", "disconnect", "follow ID FROM", "unfollow ID",
-    // "history ID FROM COUNT", "pools", "submit GOAL-OR-PLAYBOOK", "cancel ID", "pause ID", "resume ID".
+    // "history ID FROM COUNT", "pools", "submit GOAL-OR-PLAYBOOK", "cancel ID", "pause ID", "resume ID",
+    // "postmortems SESSION", "postmortem POOL SANDBOX", "files POOL REF PREFIX", "read POOL REF PATH",
+    // "download POOL REF PATH", "shell POOL SANDBOX TIER", "exec SHELL COMMAND", "close SHELL",
+    // "samples POOL SANDBOX".
     QStringList calls() const { return m_calls; }
     void clearCalls() { m_calls.clear(); }
     SubmitRequest lastSubmit() const { return m_lastSubmit; }
@@ -64,6 +97,9 @@ public:
 
 private:
     void action(const QString &action, const QString &id);
+    // Queues an answer (emitted at once with autoFlush, else on flush()).
+    void answer(std::function<void()> emitAnswer);
+    bool takeFailure(QString *message);
 
     struct PendingHistory {
         QString id;
@@ -93,6 +129,16 @@ private:
     QStringList m_calls;
     SubmitRequest m_lastSubmit;
     int m_submitted = 0;
+    QList<PostMortemInfo> m_postMortems;
+    QHash<QString, QList<SnapshotEntry>> m_snapshotFiles;     // by "pool/ref"
+    QHash<QString, QByteArray> m_snapshotContents;            // by "pool/ref/path"
+    std::function<ExecResult(const QString &)> m_execHandler;
+    QString m_operatorFail;
+    QList<std::function<void()>> m_answers;
+    QHash<QString, DebugShellInfo> m_shells;
+    int m_downloads = 0;
+    int m_shellsOpened = 0;
+    int m_chunkSize = 64 * 1024;
 };
 
 } // namespace paddock::console

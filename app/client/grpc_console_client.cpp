@@ -17,6 +17,11 @@
 #include <condition_variable>
 #include <mutex>
 
+#include <cerrno>
+#include <cstdio>
+#include <cstring>
+#include <functional>
+
 namespace paddock::console {
 namespace {
 
@@ -86,9 +91,79 @@ PoolInfo toPoolInfo(const v1::PoolInfo &p)
         tier.max = t.max();
         tier.hitRate = t.hit_rate();
         tier.coldFallbacks = t.cold_fallbacks();
+        for (const auto bucket : t.claim_latency_us_buckets())
+            tier.latencyBucketsUs.append(bucket);
+        for (const auto count : t.claim_latency_counts())
+            tier.latencyCounts.append(count);
+        tier.refillPerSecond = t.refill_per_second();
+        tier.pricePerHourUsd = t.tier().price_per_hour_usd();
+        tier.cpu = t.tier().limits().cpu();
+        tier.memoryBytes = t.tier().limits().memory_bytes();
+        tier.network = t.tier().network() == v1::NETWORK_POLICY_ALLOWLIST ? QStringLiteral("allowlist") : QStringLiteral("none");
         info.tiers.append(tier);
     }
     return info;
+}
+
+QByteArray bytes(const std::string &data)
+{
+    return QByteArray(data.data(), static_cast<qsizetype>(data.size()));
+}
+
+PostMortemInfo toPostMortem(const v1::PostMortem &p)
+{
+    PostMortemInfo pm;
+    pm.pool = qs(p.pool());
+    pm.sandboxId = qs(p.sandbox_id());
+    pm.sessionId = qs(p.session_id());
+    pm.tier = qs(p.tier());
+    pm.runtime = qs(p.runtime());
+    pm.reason = qs(p.reason());
+    pm.detail = qs(p.detail());
+    pm.exitCode = p.exit_code();
+    pm.signal = p.signal();
+    for (const auto &arg : p.argv())
+        pm.argv << qs(arg);
+    pm.durationMs = p.duration_ms();
+    pm.lastStdout = bytes(p.last_stdout());
+    pm.lastStderr = bytes(p.last_stderr());
+    pm.stdoutBytes = p.stdout_bytes();
+    pm.stderrBytes = p.stderr_bytes();
+    for (const auto &sample : p.samples())
+        pm.samples.append({sample.time_unix_ms(), sample.cpu_cores(), sample.memory_bytes(), sample.pids(),
+                           sample.cpu_throttled()});
+    for (const auto &process : p.processes())
+        pm.processes.append({process.pid(), process.ppid(), qs(process.state()), process.rss_bytes(), qs(process.command())});
+    pm.processesNote = qs(p.processes_note());
+    pm.snapshotRef = qs(p.snapshot_ref());
+    pm.snapshotError = qs(p.snapshot_error());
+    pm.snapshotSizeBytes = p.snapshot_size_bytes();
+    pm.timeUnixMs = p.time_unix_ms();
+    pm.cpuLimit = p.limits().cpu();
+    pm.memoryLimitBytes = p.limits().memory_bytes();
+    pm.pidsLimit = p.limits().pids();
+    return pm;
+}
+
+SnapshotEntry toSnapshotEntry(const v1::SnapshotFile &f)
+{
+    return SnapshotEntry{qs(f.path()), f.is_dir(), f.is_symlink(), qs(f.symlink_target()), f.size(), f.mode(),
+                         f.mtime_unix_ms()};
+}
+
+DebugShellInfo toDebugShell(const v1::DebugShell &d)
+{
+    DebugShellInfo shell;
+    shell.shellId = qs(d.shell_id());
+    shell.pool = qs(d.pool());
+    shell.sandboxId = qs(d.sandbox_id());
+    shell.tier = qs(d.tier());
+    shell.sessionId = qs(d.session_id());
+    shell.postMortemSandboxId = qs(d.post_mortem_sandbox_id());
+    shell.snapshotRef = qs(d.snapshot_ref());
+    shell.openedBy = qs(d.opened_by());
+    shell.idleTimeoutMs = d.idle_timeout_ms();
+    return shell;
 }
 
 // Kinds repeat endlessly; sharing one QString per kind keeps an EventRecord's kind free of its own
@@ -161,6 +236,9 @@ struct Shared {
     QList<PoolInfo> pools;
     bool localExecution = false;
     QList<Completion> completions;
+    // Operator answers, run on the GUI thread in order (they emit the client's signals).
+    QList<std::function<void(GrpcConsoleClient *)>> answers;
+    QHash<int, QPair<qint64, qint64>> downloadProgress;   // id -> (received, total), the latest only
 
     // Call with mutex held: asks the GUI thread for one tick, once per interval.
     void wakeLocked();
@@ -168,6 +246,12 @@ struct Shared {
     {
         std::lock_guard lock(mutex);
         ++active;
+    }
+    void post(std::function<void(GrpcConsoleClient *)> answer)
+    {
+        std::lock_guard lock(mutex);
+        answers.append(std::move(answer));
+        wakeLocked();
     }
     void callDone()
     {
@@ -420,6 +504,59 @@ private:
     KindInterner m_kinds;
 };
 
+// A server stream whose messages and end go to callbacks, on gRPC's threads: snapshot file reads
+// and downloads, debug-shell commands. onRead returns false to stop reading (the call is then
+// cancelled and onDone sees cancelledByUs).
+template <typename Request, typename Response>
+class CallbackStream final : public StreamCall<Response> {
+public:
+    using Method = void (v1::BrokerService::StubInterface::async_interface::*)(grpc::ClientContext *, const Request *,
+                                                                              grpc::ClientReadReactor<Response> *);
+    using OnRead = std::function<bool(const Response &)>;
+    using OnDoneFn = std::function<void(const grpc::Status &, bool cancelledByUs)>;
+
+    CallbackStream(std::shared_ptr<Shared> shared, OnRead onRead, OnDoneFn onDone)
+        : StreamCall<Response>(std::move(shared), 0), m_onRead(std::move(onRead)), m_onDone(std::move(onDone))
+    {
+    }
+
+    static std::shared_ptr<CallbackStream> start(const std::shared_ptr<Shared> &shared, v1::BrokerService::Stub &stub,
+                                                 Method method, Request request, int deadlineMs, OnRead onRead,
+                                                 OnDoneFn onDone)
+    {
+        auto call = std::make_shared<CallbackStream>(shared, std::move(onRead), std::move(onDone));
+        call->m_request = std::move(request);
+        call->m_context.set_deadline(deadlineIn(deadlineMs));
+        call->keepAlive(call);
+        (stub.async()->*method)(&call->m_context, &call->m_request, call.get());
+        call->StartRead(&call->m_response);
+        call->StartCall();
+        return call;
+    }
+
+    void OnReadDone(bool ok) override
+    {
+        if (!ok)
+            return;
+        if (!m_onRead(this->m_response)) {
+            this->cancel();
+            return;
+        }
+        this->StartRead(&this->m_response);
+    }
+
+    void OnDone(const grpc::Status &status) override
+    {
+        m_onDone(status, this->cancelledByUs());
+        this->finished();
+    }
+
+private:
+    Request m_request;
+    OnRead m_onRead;
+    OnDoneFn m_onDone;
+};
+
 template <typename Request, typename Response>
 using AsyncMethod = void (v1::BrokerService::StubInterface::async_interface::*)(
     grpc::ClientContext *, const Request *, Response *, std::function<void(grpc::Status)>);
@@ -492,6 +629,9 @@ public:
     QHash<QString, Follow> follows;
 
     std::vector<std::weak_ptr<grpc::ClientContext>> others;
+    QHash<int, std::weak_ptr<grpc::ClientContext>> downloads;
+    int nextDownload = 0;
+    bool samplesWarned = false;
     QTimer notifyTimer;
     QTimer reconnectTimer;
     int initialBackoffMs = 100;
@@ -570,9 +710,13 @@ void GrpcConsoleClient::Private::tick()
     bool pools = false;
     QList<PoolInfo> poolList;
     bool local = false;
+    QList<std::function<void(GrpcConsoleClient *)>> answers;
+    QHash<int, QPair<qint64, qint64>> progress;
     {
         std::lock_guard lock(shared->mutex);
         shared->wakePosted = false;
+        answers.swap(shared->answers);
+        progress.swap(shared->downloadProgress);
         completions.swap(shared->completions);
         histories.swap(shared->histories);
         actions.swap(shared->actions);
@@ -638,6 +782,10 @@ void GrpcConsoleClient::Private::tick()
         emit q->poolsChanged(poolList, local);
     for (const Shared::Action &action : std::as_const(actions))
         emit q->actionFinished(action.action, action.ok, action.message, action.sessionId);
+    for (auto it = progress.cbegin(); it != progress.cend(); ++it)
+        emit q->downloadProgress(it.key(), it->first, it->second);
+    for (const auto &answer : std::as_const(answers))
+        answer(q);
 }
 
 // One unary call with a deadline; `done` runs on a gRPC thread with the status and the response.
@@ -922,6 +1070,368 @@ void GrpcConsoleClient::onWake()
 {
     if (!d->notifyTimer.isActive())
         d->notifyTimer.start();
+}
+
+} // namespace paddock::console
+
+// ---- Operators: post-mortems, snapshots, debug shells ----
+
+namespace paddock::console {
+
+namespace {
+constexpr int kSnapshotReadDeadlineMs = 30'000;
+constexpr int kDownloadDeadlineMs = 30 * 60'000;
+constexpr int kDebugExecDeadlineMs = 10 * 60'000;
+const QString kNotConnected = QStringLiteral("not connected to a broker: connect first (File > Connect)");
+} // namespace
+
+void GrpcConsoleClient::listPostMortems(const QString &sessionId)
+{
+    if (!d->stub) {
+        d->shared->post([sessionId](GrpcConsoleClient *c) { emit c->postMortemsListed(sessionId, {}, {}, kNotConnected); });
+        return;
+    }
+    v1::ListPoolPostMortemsRequest request;
+    request.set_session_id(ss(sessionId));
+    auto shared = d->shared;
+    d->unary<v1::ListPoolPostMortemsRequest, v1::ListPoolPostMortemsResponse>(
+        &v1::BrokerService::StubInterface::async_interface::ListPostMortems, std::move(request), kUnaryDeadlineMs,
+        [shared, sessionId](const grpc::Status &status, const v1::ListPoolPostMortemsResponse &response) {
+            QList<PostMortemInfo> list;
+            QStringList poolErrors;
+            QString error;
+            if (status.ok()) {
+                for (const auto &pm : response.post_mortems())
+                    list.append(toPostMortem(pm));
+                for (const auto &e : response.pool_errors())
+                    poolErrors << qs(e.pool()) + QStringLiteral(": ") + qs(e.error());
+            } else {
+                error = QStringLiteral("could not list post-mortems: %1").arg(describe(status));
+            }
+            shared->post([sessionId, list, poolErrors, error](GrpcConsoleClient *c) {
+                emit c->postMortemsListed(sessionId, list, poolErrors, error);
+            });
+        });
+}
+
+void GrpcConsoleClient::getPostMortem(const QString &pool, const QString &sandboxId)
+{
+    PostMortemInfo asked;
+    asked.pool = pool;
+    asked.sandboxId = sandboxId;
+    if (!d->stub) {
+        d->shared->post([asked](GrpcConsoleClient *c) { emit c->postMortemArrived(asked, kNotConnected); });
+        return;
+    }
+    v1::GetPoolPostMortemRequest request;
+    request.set_pool(ss(pool));
+    request.set_sandbox_id(ss(sandboxId));
+    auto shared = d->shared;
+    d->unary<v1::GetPoolPostMortemRequest, v1::PostMortem>(
+        &v1::BrokerService::StubInterface::async_interface::GetPostMortem, std::move(request), kUnaryDeadlineMs,
+        [shared, asked](const grpc::Status &status, const v1::PostMortem &response) {
+            PostMortemInfo pm = asked;
+            QString error;
+            if (status.ok()) {
+                pm = toPostMortem(response);
+                if (pm.pool.isEmpty())
+                    pm.pool = asked.pool;
+            } else {
+                error = QStringLiteral("could not read the post-mortem of %1 on %2: %3")
+                            .arg(asked.sandboxId, asked.pool, describe(status));
+            }
+            shared->post([pm, error](GrpcConsoleClient *c) { emit c->postMortemArrived(pm, error); });
+        });
+}
+
+void GrpcConsoleClient::listSnapshotFiles(const QString &pool, const QString &snapshotRef, const QString &pathPrefix)
+{
+    if (!d->stub) {
+        d->shared->post([pool, snapshotRef](GrpcConsoleClient *c) {
+            emit c->snapshotFilesListed(pool, snapshotRef, {}, kNotConnected);
+        });
+        return;
+    }
+    v1::ListPoolSnapshotFilesRequest request;
+    request.set_pool(ss(pool));
+    request.set_snapshot_ref(ss(snapshotRef));
+    request.set_path_prefix(ss(pathPrefix));
+    auto shared = d->shared;
+    d->unary<v1::ListPoolSnapshotFilesRequest, v1::ListSnapshotFilesResponse>(
+        &v1::BrokerService::StubInterface::async_interface::ListSnapshotFiles, std::move(request), kUnaryDeadlineMs,
+        [shared, pool, snapshotRef](const grpc::Status &status, const v1::ListSnapshotFilesResponse &response) {
+            QList<SnapshotEntry> files;
+            QString error;
+            if (status.ok()) {
+                files.reserve(response.files_size());
+                for (const auto &f : response.files())
+                    files.append(toSnapshotEntry(f));
+            } else {
+                error = QStringLiteral("could not list snapshot %1: %2").arg(snapshotRef, describe(status));
+            }
+            shared->post([pool, snapshotRef, files, error](GrpcConsoleClient *c) {
+                emit c->snapshotFilesListed(pool, snapshotRef, files, error);
+            });
+        });
+}
+
+void GrpcConsoleClient::readSnapshotFile(const QString &pool, const QString &snapshotRef, const QString &path,
+                                         qint64 maxBytes)
+{
+    if (!d->stub) {
+        d->shared->post([pool, snapshotRef, path](GrpcConsoleClient *c) {
+            emit c->snapshotFileRead(pool, snapshotRef, path, {}, 0, kNotConnected);
+        });
+        return;
+    }
+    v1::ReadPoolSnapshotFileRequest request;
+    request.set_pool(ss(pool));
+    request.set_snapshot_ref(ss(snapshotRef));
+    request.set_path(ss(path));
+    request.set_max_bytes(std::max<qint64>(0, maxBytes));
+    struct Read {
+        QByteArray content;
+        qint64 size = 0;
+    };
+    auto read = std::make_shared<Read>();
+    auto shared = d->shared;
+    auto call = CallbackStream<v1::ReadPoolSnapshotFileRequest, v1::FileChunk>::start(
+        shared, *d->stub, &v1::BrokerService::StubInterface::async_interface::ReadSnapshotFile, std::move(request),
+        kSnapshotReadDeadlineMs,
+        [read, maxBytes](const v1::FileChunk &chunk) {
+            read->size = std::max<qint64>(read->size, chunk.size());
+            read->content.append(chunk.data().data(), static_cast<qsizetype>(chunk.data().size()));
+            return !chunk.eof() && (maxBytes <= 0 || read->content.size() < maxBytes);
+        },
+        [shared, read, pool, snapshotRef, path, maxBytes](const grpc::Status &status, bool cancelledByUs) {
+            QString error;
+            if (!status.ok() && !cancelledByUs)
+                error = QStringLiteral("could not read %1 from snapshot %2: %3").arg(path, snapshotRef, describe(status));
+            if (maxBytes > 0 && read->content.size() > maxBytes)
+                read->content.truncate(maxBytes);
+            shared->post([pool, snapshotRef, path, read, error](GrpcConsoleClient *c) {
+                emit c->snapshotFileRead(pool, snapshotRef, path, error.isEmpty() ? read->content : QByteArray(),
+                                         read->size, error);
+            });
+        });
+    d->track(call->contextRef(call));
+}
+
+int GrpcConsoleClient::downloadSnapshotFile(const QString &pool, const QString &snapshotRef, const QString &path,
+                                            const QString &localFile)
+{
+    const int id = ++d->nextDownload;
+    if (!d->stub) {
+        d->shared->post([id](GrpcConsoleClient *c) { emit c->downloadFinished(id, false, kNotConnected); });
+        return id;
+    }
+    v1::ReadPoolSnapshotFileRequest request;
+    request.set_pool(ss(pool));
+    request.set_snapshot_ref(ss(snapshotRef));
+    request.set_path(ss(path));
+    // Written on gRPC's thread as the chunks come, under a temporary name renamed at the end, so a
+    // broken download never leaves a file that looks whole.
+    struct Sink {
+        std::string target;
+        std::string part;
+        std::FILE *file = nullptr;
+        qint64 received = 0;
+        qint64 total = 0;
+        bool eof = false;
+        QString error;
+        ~Sink()
+        {
+            if (file)
+                std::fclose(file);
+        }
+    };
+    auto sink = std::make_shared<Sink>();
+    sink->target = localFile.toStdString();
+    sink->part = sink->target + ".part";
+    auto shared = d->shared;
+    auto call = CallbackStream<v1::ReadPoolSnapshotFileRequest, v1::FileChunk>::start(
+        shared, *d->stub, &v1::BrokerService::StubInterface::async_interface::ReadSnapshotFile, std::move(request),
+        kDownloadDeadlineMs,
+        [sink, shared, id](const v1::FileChunk &chunk) {
+            if (!sink->file) {
+                sink->file = std::fopen(sink->part.c_str(), "wb");
+                if (!sink->file) {
+                    sink->error = QStringLiteral("cannot write %1: %2")
+                                      .arg(QString::fromStdString(sink->part), QString::fromLocal8Bit(std::strerror(errno)));
+                    return false;
+                }
+            }
+            const auto &data = chunk.data();
+            if (!data.empty() && std::fwrite(data.data(), 1, data.size(), sink->file) != data.size()) {
+                sink->error = QStringLiteral("cannot write %1: %2")
+                                  .arg(QString::fromStdString(sink->part), QString::fromLocal8Bit(std::strerror(errno)));
+                return false;
+            }
+            sink->received += static_cast<qint64>(data.size());
+            sink->total = std::max<qint64>(chunk.size(), sink->received);
+            sink->eof = chunk.eof();
+            {
+                std::lock_guard lock(shared->mutex);
+                shared->downloadProgress.insert(id, {sink->received, sink->total});
+                shared->wakeLocked();
+            }
+            return !chunk.eof();
+        },
+        [sink, shared, id, path, snapshotRef](const grpc::Status &status, bool cancelledByUs) {
+            bool ok = false;
+            QString message = sink->error;
+            if (sink->file) {
+                if (std::fclose(sink->file) != 0 && message.isEmpty())
+                    message = QStringLiteral("cannot write %1").arg(QString::fromStdString(sink->part));
+                sink->file = nullptr;
+            }
+            if (message.isEmpty()) {
+                if (sink->eof || (status.ok() && sink->received == sink->total)) {
+                    if (sink->received == 0) {
+                        // An empty file sends no data to write; create it anyway.
+                        if (std::FILE *f = std::fopen(sink->part.c_str(), "wb"))
+                            std::fclose(f);
+                    }
+                    if (std::rename(sink->part.c_str(), sink->target.c_str()) == 0) {
+                        ok = true;
+                        message = QStringLiteral("saved %1 (%2 bytes)").arg(QString::fromStdString(sink->target)).arg(sink->received);
+                    } else {
+                        message = QStringLiteral("cannot rename the download to %1: %2")
+                                      .arg(QString::fromStdString(sink->target), QString::fromLocal8Bit(std::strerror(errno)));
+                    }
+                } else if (cancelledByUs) {
+                    message = QStringLiteral("download of %1 cancelled").arg(path);
+                } else {
+                    message = QStringLiteral("could not download %1 from snapshot %2: %3")
+                                  .arg(path, snapshotRef, status.ok() ? QStringLiteral("the stream ended early") : describe(status));
+                }
+            }
+            if (!ok)
+                std::remove(sink->part.c_str());
+            shared->post([id, ok, message](GrpcConsoleClient *c) { emit c->downloadFinished(id, ok, message); });
+        });
+    auto context = call->contextRef(call);
+    d->track(context);
+    d->downloads.insert(id, context);
+    return id;
+}
+
+void GrpcConsoleClient::cancelDownload(int downloadId)
+{
+    if (auto context = d->downloads.take(downloadId).lock())
+        context->TryCancel();
+}
+
+void GrpcConsoleClient::openDebugShell(const QString &pool, const QString &sandboxId, const QString &tier)
+{
+    if (!d->stub) {
+        d->shared->post([](GrpcConsoleClient *c) { emit c->debugShellOpened({}, kNotConnected); });
+        return;
+    }
+    v1::OpenDebugShellRequest request;
+    request.set_pool(ss(pool));
+    request.set_sandbox_id(ss(sandboxId));
+    request.set_tier(ss(tier));
+    auto shared = d->shared;
+    // Claiming and restoring can take a cold start: a minute.
+    d->unary<v1::OpenDebugShellRequest, v1::DebugShell>(
+        &v1::BrokerService::StubInterface::async_interface::OpenDebugShell, std::move(request), 60'000,
+        [shared, sandboxId](const grpc::Status &status, const v1::DebugShell &response) {
+            DebugShellInfo shell;
+            QString error;
+            if (status.ok())
+                shell = toDebugShell(response);
+            else
+                error = QStringLiteral("could not open a debug shell on the snapshot of %1: %2").arg(sandboxId, describe(status));
+            shared->post([shell, error](GrpcConsoleClient *c) { emit c->debugShellOpened(shell, error); });
+        });
+}
+
+void GrpcConsoleClient::debugExec(const QString &shellId, const QString &commandLine)
+{
+    if (!d->stub) {
+        d->shared->post([shellId](GrpcConsoleClient *c) { emit c->debugExecFinished(shellId, -1, 0, kNotConnected); });
+        return;
+    }
+    v1::DebugExecRequest request;
+    request.set_shell_id(ss(shellId));
+    request.add_argv("/bin/sh");
+    request.add_argv("-c");
+    request.add_argv(ss(commandLine));
+    struct Exit {
+        bool seen = false;
+        int code = -1;
+        int signal = 0;
+        QString reason;
+    };
+    auto exit = std::make_shared<Exit>();
+    auto shared = d->shared;
+    auto call = CallbackStream<v1::DebugExecRequest, v1::ExecResponse>::start(
+        shared, *d->stub, &v1::BrokerService::StubInterface::async_interface::DebugExec, std::move(request),
+        kDebugExecDeadlineMs,
+        [shared, shellId, exit](const v1::ExecResponse &response) {
+            if (!response.stdout().empty() || !response.stderr().empty()) {
+                const QByteArray out = bytes(response.stdout());
+                const QByteArray err = bytes(response.stderr());
+                shared->post([shellId, out, err](GrpcConsoleClient *c) { emit c->debugOutput(shellId, out, err); });
+            }
+            if (response.has_exit()) {
+                exit->seen = true;
+                exit->code = response.exit().exit_code();
+                exit->signal = response.exit().signal();
+                exit->reason = qs(response.exit().reason());
+            }
+            return true;
+        },
+        [shared, shellId, exit](const grpc::Status &status, bool) {
+            QString error;
+            if (!status.ok())
+                error = QStringLiteral("the command did not run: %1").arg(describe(status));
+            else if (!exit->seen)
+                error = QStringLiteral("the command's end was not reported");
+            else if (!exit->reason.isEmpty())
+                error = exit->reason;   // timeout, oom_killed: said next to the exit
+            const int code = exit->code;
+            const int signal = exit->signal;
+            shared->post([shellId, code, signal, error](GrpcConsoleClient *c) {
+                emit c->debugExecFinished(shellId, code, signal, error);
+            });
+        });
+    d->track(call->contextRef(call));
+}
+
+void GrpcConsoleClient::closeDebugShell(const QString &shellId)
+{
+    if (!d->stub) {
+        d->shared->post([shellId](GrpcConsoleClient *c) { emit c->debugShellClosed(shellId, kNotConnected); });
+        return;
+    }
+    v1::CloseDebugShellRequest request;
+    request.set_shell_id(ss(shellId));
+    auto shared = d->shared;
+    d->unary<v1::CloseDebugShellRequest, v1::CloseDebugShellResponse>(
+        &v1::BrokerService::StubInterface::async_interface::CloseDebugShell, std::move(request), kUnaryDeadlineMs,
+        [shared, shellId](const grpc::Status &status, const v1::CloseDebugShellResponse &) {
+            const QString error = status.ok() ? QString()
+                                              : QStringLiteral("could not close debug shell %1: %2").arg(shellId, describe(status));
+            shared->post([shellId, error](GrpcConsoleClient *c) { emit c->debugShellClosed(shellId, error); });
+        });
+}
+
+void GrpcConsoleClient::watchSandboxSamples(const QString &pool, const QString &sandboxId)
+{
+    // The broker has no RPC that streams a live sandbox's samples yet (the pool keeps them one a
+    // second; only a post-mortem carries them out). Said once; the card shows why it has no plot.
+    if (!sandboxId.isEmpty() && !d->samplesWarned) {
+        d->samplesWarned = true;
+        qCInfo(lcClient).noquote() << "live samples of" << pool << sandboxId
+                                   << "are not available: the broker has no sample stream yet";
+    }
+}
+
+bool GrpcConsoleClient::canWatchSandboxSamples() const
+{
+    return false;
 }
 
 } // namespace paddock::console

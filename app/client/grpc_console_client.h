@@ -16,7 +16,12 @@
 // row) and every followed session resumes from the seq after the last one received, so the trace
 // sees no gap and no repeat.
 //
-// Known limits: TCP addresses use insecure credentials (TLS and tokens come with remote brokers);
+// Operator calls (post-mortems, snapshot files, debug shells) answer through the same coalesced
+// tick. A download writes its chunks on gRPC's thread into FILE.part and renames it when the last
+// chunk is in; progress is reported at most once per tick.
+//
+// Known limits: live sandbox samples have no broker RPC yet (canWatchSandboxSamples() is false);
+// TCP addresses use insecure credentials (TLS and tokens come with remote brokers);
 // a follow refused by the broker (unknown session, seq out of range) is only logged.
 
 #include "app/client/console_client.h"
@@ -53,6 +58,19 @@ public:
     void cancelSession(const QString &id) override;
     void pauseSession(const QString &id) override;
     void resumeSession(const QString &id) override;
+
+    void listPostMortems(const QString &sessionId) override;
+    void getPostMortem(const QString &pool, const QString &sandboxId) override;
+    void listSnapshotFiles(const QString &pool, const QString &snapshotRef, const QString &pathPrefix) override;
+    void readSnapshotFile(const QString &pool, const QString &snapshotRef, const QString &path, qint64 maxBytes) override;
+    int downloadSnapshotFile(const QString &pool, const QString &snapshotRef, const QString &path,
+                             const QString &localFile) override;
+    void cancelDownload(int downloadId) override;
+    void openDebugShell(const QString &pool, const QString &sandboxId, const QString &tier) override;
+    void debugExec(const QString &shellId, const QString &commandLine) override;
+    void closeDebugShell(const QString &shellId) override;
+    void watchSandboxSamples(const QString &pool, const QString &sandboxId) override;
+    bool canWatchSandboxSamples() const override;
 
     // Tuning, mostly for tests: the reconnect backoff and the coalescing interval.
     void setReconnectBackoff(int initialMs, int maxMs);

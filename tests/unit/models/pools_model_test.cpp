@@ -4,6 +4,8 @@
 #include <QSignalSpy>
 #include <gtest/gtest.h>
 
+#include <limits>
+
 namespace paddock::console {
 namespace {
 
@@ -59,6 +61,73 @@ TEST(PoolsModelTest, SameShapeUpdatesInPlaceOtherwiseResets)
     EXPECT_TRUE(model.index(0, 0).data(PoolsModel::StaleRole).toBool());
     model.setPools({}, false);
     EXPECT_EQ(model.rowCount(), 0);
+}
+
+} // namespace
+} // namespace paddock::console
+
+namespace paddock::console {
+namespace {
+
+TierInfo tierWithHistogram()
+{
+    TierInfo tier{QStringLiteral("lite"), QStringLiteral("bwrap"), 4, 2, 8, 0.9, 1};
+    tier.latencyBucketsUs = {250, 500, 1000, 1'000'000, std::numeric_limits<qint64>::max()};
+    tier.latencyCounts = {50, 40, 8, 1, 1};
+    tier.refillPerSecond = 2.5;
+    tier.pricePerHourUsd = 0.02;
+    return tier;
+}
+
+TEST(PoolsModelTest, LatencyPercentilesFromTheHistogram)
+{
+    TierInfo tier = tierWithHistogram();
+    EXPECT_EQ(latencyPercentileUs(tier, 0.5), 250);
+    EXPECT_EQ(latencyPercentileUs(tier, 0.9), 500);
+    EXPECT_EQ(latencyPercentileUs(tier, 0.98), 1000);
+    bool overflow = false;
+    EXPECT_EQ(latencyPercentileUs(tier, 1.0, &overflow), 1'000'000);   // the open bucket: "more than 1 s"
+    EXPECT_TRUE(overflow);
+    EXPECT_EQ(latencyBucketLabel(tier, 0), QStringLiteral("≤ 250 µs"));
+    EXPECT_EQ(latencyBucketLabel(tier, 4), QStringLiteral("> 1.0 s"));
+    tier.latencyCounts = {0, 0, 0, 0, 0};
+    EXPECT_EQ(latencyPercentileUs(tier, 0.5), -1);
+}
+
+TEST(PoolsModelTest, RefillIdleCostAndHealthHistory)
+{
+    PoolsModel model;
+    QAbstractItemModelTester tester(&model, QAbstractItemModelTester::FailureReportingMode::Fatal);
+    PoolInfo p;
+    p.name = QStringLiteral("local");
+    p.healthy = true;
+    p.tiers = {tierWithHistogram()};
+    model.setPools({p}, true, 1000);
+    const QModelIndex pool = model.index(0, 0);
+    const QModelIndex lite = model.index(0, PoolsModel::IdleCost, pool);
+    EXPECT_EQ(lite.data().toString(), QStringLiteral("$0.080/h"));   // 4 warm x $0.02
+    EXPECT_DOUBLE_EQ(model.index(0, 0).data(PoolsModel::IdleCostRole).toDouble(), 0.08);
+    EXPECT_EQ(model.index(0, PoolsModel::RefillRate, pool).data().toString(), QStringLiteral("2.5/s"));
+    EXPECT_EQ(model.index(0, PoolsModel::ClaimLatency, pool).data().toString(), QStringLiteral("p50 ≤250 µs · p99 ≤1.0 s"));
+    EXPECT_EQ(model.index(0, 0, pool).data(PoolsModel::TierInfoRole).value<TierInfo>().latencyCounts.size(), 5);
+
+    p.healthy = false;
+    model.setPools({p}, true, 6000);
+    p.healthy = true;
+    p.tiers[0].warm = 1;
+    model.setPools({p}, true, 11000);
+    const QList<PoolHealthPoint> history = model.healthHistory(QStringLiteral("local"));
+    ASSERT_EQ(history.size(), 3);
+    EXPECT_TRUE(history.at(0).healthy);
+    EXPECT_FALSE(history.at(1).healthy);
+    EXPECT_EQ(history.at(2).warm, 1);
+    EXPECT_EQ(history.at(2).timeUnixMs, 11000);
+
+    // The broker's own history wins over the console's polls.
+    p.history = {{500, false, 0, 0}};
+    model.setPools({p}, true, 16000);
+    ASSERT_EQ(model.healthHistory(QStringLiteral("local")).size(), 1);
+    EXPECT_EQ(model.healthHistory(QStringLiteral("local")).first().timeUnixMs, 500);
 }
 
 } // namespace

@@ -1,0 +1,61 @@
+// The trace's new kinds: egress attempts, snapshots, restores, moves between pools and debug
+// shells get their category and a summary that says what happened; a failed command's post-mortem
+// reference is read from its tool.result.
+
+#include "model_test_support.h"
+#include "models/trace_model.h"
+
+#include <QAbstractItemModelTester>
+#include <gtest/gtest.h>
+
+namespace paddock::console {
+namespace {
+
+using test::event;
+
+QString summaryOf(TraceModel &model, int row)
+{
+    return model.index(row, TraceModel::Summary).data().toString();
+}
+
+TEST(TraceCategoriesTest, EgressSnapshotsMovesAndShellsAreNamed)
+{
+    TraceModel model;
+    QAbstractItemModelTester tester(&model, QAbstractItemModelTester::FailureReportingMode::Fatal);
+    model.setSession(QStringLiteral("s1"));
+    model.appendEvents({
+        event(1, QStringLiteral("egress.allowed"), R"({"host":"pypi.org","port":443,"address":"151.101.0.223","bytes_sent":512,"bytes_received":4096})"),
+        event(2, QStringLiteral("egress.refused"), R"({"host":"169.254.169.254","port":80,"reason":"metadata address"})"),
+        event(3, QStringLiteral("sandbox.snapshot"), R"({"snapshot_ref":"lite-1","sandbox_id":"sb-1","file_count":12,"size_bytes":3400})"),
+        event(4, QStringLiteral("sandbox.restored"), R"({"snapshot_ref":"lite-1","sandbox_id":"sb-2"})"),
+        event(5, QStringLiteral("sandbox.moved"), R"({"from_pool":"a","to_pool":"b","snapshot_ref":"lite-1","reason":"pool a unreachable"})"),
+        event(6, QStringLiteral("debug_shell.exec"), R"({"shell_id":"sh-1","argv":["/bin/sh","-c","ls -la"],"exit_code":0,"by":"ops"})"),
+        event(7, QStringLiteral("tool.result"), R"({"name":"run_command","command":"make","exit_code":2,"post_mortem":{"pool":"local","sandbox_id":"sb-1"}})"),
+        event(8, QStringLiteral("sandbox.lost"), R"({"old_pool":"a","reason":"unreachable"})"),
+    });
+    ASSERT_EQ(model.rowCount(), 8);
+    auto category = [&](int row) { return EventCategory(model.index(row, 0).data(TraceModel::CategoryRole).toInt()); };
+    EXPECT_EQ(category(0), EventCategory::EgressAllowed);
+    EXPECT_EQ(category(1), EventCategory::EgressRefused);
+    EXPECT_EQ(category(2), EventCategory::Snapshot);
+    EXPECT_EQ(category(3), EventCategory::Restore);
+    EXPECT_EQ(category(4), EventCategory::Move);
+    EXPECT_EQ(category(5), EventCategory::DebugShell);
+    EXPECT_EQ(category(6), EventCategory::Other);
+    EXPECT_EQ(summaryOf(model, 0), QStringLiteral("allowed pypi.org:443 · 151.101.0.223 · 512 B out / 4096 B in"));
+    EXPECT_EQ(summaryOf(model, 1), QStringLiteral("refused 169.254.169.254:80 · metadata address"));
+    EXPECT_EQ(summaryOf(model, 2), QStringLiteral("snapshot lite-1 · of sb-1 · 12 files · 3400 bytes"));
+    EXPECT_EQ(summaryOf(model, 3), QStringLiteral("restored lite-1 · into sb-2"));
+    EXPECT_EQ(summaryOf(model, 4), QStringLiteral("pool a → b · from snapshot lite-1 · pool a unreachable"));
+    EXPECT_EQ(summaryOf(model, 5), QStringLiteral("$ ls -la · exit 0 · by ops"));
+    EXPECT_TRUE(summaryOf(model, 6).endsWith(QStringLiteral("post-mortem kept")));
+    EXPECT_EQ(model.index(6, 0).data(TraceModel::PostMortemRefRole).toStringList(),
+              (QStringList{QStringLiteral("local"), QStringLiteral("sb-1")}));
+    EXPECT_TRUE(model.index(0, 0).data(TraceModel::PostMortemRefRole).toStringList().isEmpty());
+    EXPECT_FALSE(model.index(1, 0).data(TraceModel::IsErrorRole).toBool());   // a refusal is the policy working
+    EXPECT_TRUE(model.index(7, 0).data(TraceModel::IsErrorRole).toBool());
+    EXPECT_TRUE(summaryOf(model, 7).contains(QStringLiteral("no snapshot: empty workspace")));
+}
+
+} // namespace
+} // namespace paddock::console
