@@ -6,6 +6,7 @@
 #include <fcntl.h>
 #include <mutex>
 #include <poll.h>
+#include <sched.h>
 #include <signal.h>
 #include <pthread.h>
 #include <sys/socket.h>
@@ -304,6 +305,12 @@ Result<std::unique_ptr<RunningSandbox>> BwrapRuntime::start(const SandboxSpec &s
                 (void)!::write(errFd, &err, sizeof err);
                 ::_exit(127);
             };
+            // A pool run under chrt (as the benchmarks suggest) must not hand its real-time
+            // priority to sandboxes, and v1's cpu controller refuses real-time tasks in a cgroup
+            // without an rt_runtime budget (EINVAL): back to SCHED_OTHER before joining.
+            const sched_param normal {};
+            if (::sched_setscheduler(0, SCHED_OTHER, &normal) != 0)
+                die(errno);
             for (int fd : cgroupFds)
                 if (::write(fd, "0", 1) != 1)
                     die(errno);

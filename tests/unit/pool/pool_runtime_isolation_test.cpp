@@ -5,6 +5,7 @@
 // sandbox and these tests stay few.
 
 #include "pool/core/sandbox_pool.h"
+#include "pool/init/init_client.h"
 #include "pool/runtimes/oci_runtime.h"
 
 #include <gtest/gtest.h>
@@ -16,6 +17,8 @@
 #include <fstream>
 #include <map>
 #include <netinet/in.h>
+#include <pthread.h>
+#include <sched.h>
 #include <set>
 #include <sstream>
 #include <sys/socket.h>
@@ -368,6 +371,47 @@ TEST(MakeRuntime, UnknownOrMissingRuntimesAreClearStartErrors)
     EXPECT_NE(created.error().message.find("apt-get install runsc"), std::string::npos) << created.error().message;
     std::error_code ec;
     fs::remove_all(config.stateDir, ec);
+}
+
+TEST(SpawnPriority, SandboxesOfARealTimePoolRunAtNormalPriority)
+{
+    // A pool run under `chrt -f` (the benchmarks do) must not give its sandboxes real-time
+    // priority: they could starve the host, and v1's cpu controller refuses real-time tasks.
+    sched_param rt {};
+    rt.sched_priority = 10;
+    int oldPolicy = 0;
+    sched_param oldParam {};
+    ::pthread_getschedparam(::pthread_self(), &oldPolicy, &oldParam);
+    if (::pthread_setschedparam(::pthread_self(), SCHED_FIFO, &rt) != 0)
+        GTEST_SKIP() << "cannot make this thread real-time here (needs root or CAP_SYS_NICE)";
+    for (const std::string name : {"bwrap", "crun"}) {
+        auto runtime = pool::makeRuntime(name);   // its spawner thread inherits SCHED_FIFO
+        if (!runtime)
+            continue;
+        char tmpl[] = "/tmp/paddock-rt-prio-XXXXXX";
+        ASSERT_NE(::mkdtemp(tmpl), nullptr);
+        const fs::path dir = tmpl;
+        pool::SandboxSpec spec;
+        spec.id = "prio-" + std::to_string(::getpid());
+        spec.workspaceDir = dir / "workspace";
+        spec.controlDir = dir / "ctl";
+        spec.initPath = PADDOCK_SANDBOX_INIT;
+        fs::create_directories(spec.workspaceDir);
+        fs::create_directories(spec.controlDir);
+        auto sandbox = (*runtime)->start(spec);
+        ASSERT_TRUE(sandbox) << name << ": " << sandbox.error().message;
+        pool::InitExecRequest req;
+        req.argv = {"python3", "-c", "import os; print(os.sched_getscheduler(0))"};
+        req.timeoutMs = 30000;
+        std::string out;
+        auto r = pool::InitClient((*sandbox)->controlSocket()).exec(req, [&](int, std::string_view c) { out.append(c); });
+        ASSERT_TRUE(r) << r.error().message;
+        EXPECT_EQ(out, std::to_string(SCHED_OTHER) + "\n") << name << ": the sandbox inherited a real-time policy";
+        (*sandbox)->kill();
+        std::error_code ec;
+        fs::remove_all(dir, ec);
+    }
+    ::pthread_setschedparam(::pthread_self(), oldPolicy, &oldParam);
 }
 
 TEST(OciBundle, ConfigHasNoCapabilitiesNoHostEnvironmentAndAReadOnlyRoot)
