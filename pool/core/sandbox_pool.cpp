@@ -124,6 +124,9 @@ struct SandboxPool::Tier {
 Result<std::unique_ptr<SandboxPool>> SandboxPool::create(PoolConfig config)
 {
     applyPoolDefaults(config);
+    auto allowlists = egressPolicies(config);
+    if (!allowlists)
+        return std::unexpected(allowlists.error());
     std::map<std::string, std::unique_ptr<Runtime>> runtimes;
     for (const auto &tier : config.tiers) {
         if (runtimes.count(tier.runtime))
@@ -186,6 +189,9 @@ Result<std::unique_ptr<SandboxPool>> SandboxPool::create(PoolConfig config)
         return std::unexpected(postMortems.error());
     }
     pool->m_cgroups = std::move(cgroups);
+    pool->m_allowlists = std::move(*allowlists);
+    if (!pool->m_allowlists.empty())
+        pool->m_egress = std::make_unique<egress::EgressProxy>();
     pool->m_snapshots = std::move(*snapshots);
     pool->m_postMortems = std::move(*postMortems);
     return pool;
@@ -296,12 +302,19 @@ Result<std::shared_ptr<SandboxPool::Sandbox>> SandboxPool::startSandbox(Tier &ti
         return fail(ErrorCode::FailedPrecondition, "cannot create " + dir.string() + ": " + ec.message() +
                                                        "; check that the pool's --state-dir is writable and has space");
     fs::permissions(spec.controlDir, fs::perms::owner_all, ec);
+    if (auto st = startEgress(tier.config, id, dir, spec); !st) {
+        if (cgroup)
+            cgroup->remove();
+        fs::remove_all(dir, ec);
+        return std::unexpected(st.error());
+    }
     const int64_t t0 = monotonicUs();
     auto running = tier.runtime->start(spec);
     const int64_t took = monotonicUs() - t0;
     if (cgroup)
         cgroup->closeProcsFds();
     if (!running) {
+        stopEgress(id);
         if (cgroup)
             cgroup->remove();
         fs::remove_all(dir, ec);
@@ -319,6 +332,7 @@ Result<std::shared_ptr<SandboxPool::Sandbox>> SandboxPool::startSandbox(Tier &ti
 void SandboxPool::destroy(const std::shared_ptr<Sandbox> &sandbox)
 {
     sandbox->running->kill();
+    stopEgress(sandbox->id);
     if (sandbox->cgroup)
         sandbox->cgroup->remove();   // kills what outlived bwrap, then rmdir
     std::error_code ec;

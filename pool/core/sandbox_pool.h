@@ -17,6 +17,7 @@
 #include "pool/init/init_client.h"
 #include "pool/init/init_exec_loop.h"
 #include "pool/runtimes/cgroup.h"
+#include "pool/egress/egress_proxy.h"
 #include "pool/runtimes/runtime.h"
 #include "pool/snapshot/snapshot_store.h"
 
@@ -135,6 +136,15 @@ public:
     SnapshotStore &snapshots() { return *m_snapshots; }
     PostMortemStore &postMortems() { return *m_postMortems; }
 
+    // Egress (sandbox_pool_egress.cpp): the attempts a sandbox of an allowlist tier made through
+    // the egress proxy during an exec, handed to done (on the proxy's thread, or inline). A
+    // replayed exec gets the attempts its first run reported (kept per idempotency key); a
+    // sandbox of a tier without network gets none.
+    using EgressDone = std::function<void(std::vector<egress::EgressAttempt>)>;
+    void egressForExec(const std::string &sandboxId, const std::string &idempotencyKey, bool replayed, EgressDone done);
+    static constexpr int64_t kEgressSettleMs = 250;   // open connections waited for at an exec's end
+    static constexpr size_t kEgressKeysKept = 4096;
+
     const PoolConfig &config() const { return m_config; }
     // Blocks until every tier has its warm_count ready (or timeoutMs passes). For tests and
     // benchmarks that want to measure warm claims.
@@ -192,6 +202,19 @@ private:
     int m_wakeFd = -1;
     int m_lockFd = -1;              // flock on <state>/pool.lock, held for the pool's life              // eventfd: the monitor's set of sandboxes changed
     std::atomic<bool> m_shutDown{false};
+
+    // Egress (sandbox_pool_egress.cpp). Allowlists by tier name, fixed after create(); the proxy
+    // exists when some tier has network = "allowlist".
+    static Result<std::map<std::string, std::shared_ptr<const egress::Allowlist>>> egressPolicies(const PoolConfig &config);
+    Status startEgress(const TierConfig &tier, const std::string &sandboxId, const std::filesystem::path &dir,
+                       SandboxSpec &spec);
+    void stopEgress(const std::string &sandboxId);
+    std::map<std::string, std::shared_ptr<const egress::Allowlist>> m_allowlists;
+    std::mutex m_egressMutex;
+    std::set<std::string> m_egressSandboxes;                                   // guarded by m_egressMutex
+    std::map<std::string, std::vector<egress::EgressAttempt>> m_egressByKey;   // guarded by m_egressMutex
+    std::deque<std::string> m_egressKeyOrder;                                  // guarded by m_egressMutex
+    std::unique_ptr<egress::EgressProxy> m_egress;   // last: destroyed first, while the rest still stands
     std::unique_ptr<SnapshotStore> m_snapshots;
     std::unique_ptr<PostMortemStore> m_postMortems;
     std::unique_ptr<DeadlineWatcher> m_deadlines;

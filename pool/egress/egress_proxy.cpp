@@ -174,6 +174,9 @@ struct Buffer {
         if (off == data.size()) {
             data.clear();
             off = 0;
+        } else if (off >= kReadChunk * 4) {
+            data.erase(0, off);   // a reader that never catches up must not grow the string
+            off = 0;
         }
     }
 };

@@ -33,6 +33,7 @@
 #include <string>
 #include <new>
 #include <sys/mman.h>
+#include <sys/prctl.h>
 #include <sys/signalfd.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
@@ -774,6 +775,11 @@ int main(int argc, char **argv)
     }
     if (listenFd < 0)
         return usage();
+    // Die with whatever started us. bwrap does this itself (--die-with-parent), but crun leaves
+    // a container running when it is killed: with this, a pool killed with -9 (its runtime gets
+    // PR_SET_PDEATHSIG) takes the whole sandbox with it. SIGKILL from the parent's namespace
+    // reaches a namespace's init.
+    ::prctl(PR_SET_PDEATHSIG, SIGKILL);
     ::fcntl(listenFd, F_SETFD, FD_CLOEXEC);
     // Whatever else bwrap or the pool let through must not reach the agent's commands.
     for (int fd = 3; fd < 1024; ++fd)

@@ -46,12 +46,14 @@ public:
         // Started right here on the gRPC thread (connect and send do not block); the exec loop's
         // thread then streams the output and the exit. No hand-over to a worker on the way.
         auto sink = [this](int stream, std::string_view chunk) { enqueueChunk(stream, chunk); };
-        auto done = [this](Result<ExecResult> r) { answer(r); };
+        auto done = [this, &pool, id = request.sandboxId, key = request.idempotencyKey](Result<ExecResult> r) {
+            answerWithEgress(pool, id, key, std::move(r));
+        };
         if (pool.execAsync(request, sink, done))
             return;
         // It would block (a repeat of a run still going, or the init's backlog is full).
         const bool posted = runner.post([this, &pool, request = std::move(request), sink] {
-            answer(pool.exec(request, sink));
+            answerWithEgress(pool, request.sandboxId, request.idempotencyKey, pool.exec(request, sink));
         });
         if (!posted)
             complete(shuttingDown());
@@ -77,7 +79,20 @@ public:
     }
 
 private:
-    void answer(const Result<ExecResult> &r)
+    // The egress attempts of the exec (allowlist tiers) go with its exit.
+    void answerWithEgress(SandboxPool &pool, const std::string &sandboxId, const std::string &key, Result<ExecResult> r)
+    {
+        if (!r) {
+            answer(r);
+            return;
+        }
+        const bool replayed = r->replayed;
+        pool.egressForExec(sandboxId, key, replayed, [this, r = std::move(r)](std::vector<egress::EgressAttempt> attempts) {
+            answer(r, attempts);
+        });
+    }
+
+    void answer(const Result<ExecResult> &r, const std::vector<egress::EgressAttempt> &egress = {})
     {
         if (!r) {
             complete(toGrpcStatus(r.error()));
@@ -91,6 +106,22 @@ private:
         exit->set_timed_out(r->exit.timedOut);
         exit->set_replayed(r->replayed);
         exit->set_reason(r->exit.reason);
+        for (const auto &a : egress) {
+            auto *e = exit->add_egress();
+            e->set_allowed(a.allowed);
+            e->set_host(a.host);
+            e->set_port(a.port);
+            e->set_address(a.address);
+            e->set_method(a.method);
+            e->set_reason(a.reason);
+            e->set_detail(a.detail);
+            e->set_error(a.error);
+            e->set_bytes_out(a.bytesOut);
+            e->set_bytes_in(a.bytesIn);
+            e->set_time_unix_ms(a.timeUnixMs);
+            e->set_duration_ms(a.durationMs);
+            e->set_open(a.open);
+        }
         finishWith(std::move(last));
     }
 

@@ -10,18 +10,21 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <arpa/inet.h>
 #include <cstdlib>
 #include <dirent.h>
 #include <filesystem>
 #include <fstream>
 #include <map>
+#include <csignal>
 #include <netinet/in.h>
 #include <pthread.h>
 #include <sched.h>
 #include <set>
 #include <sstream>
 #include <sys/socket.h>
+#include <sys/wait.h>
 #include <thread>
 #include <unistd.h>
 
@@ -371,6 +374,90 @@ TEST(MakeRuntime, UnknownOrMissingRuntimesAreClearStartErrors)
     EXPECT_NE(created.error().message.find("apt-get install runsc"), std::string::npos) << created.error().message;
     std::error_code ec;
     fs::remove_all(config.stateDir, ec);
+}
+
+namespace {
+
+// Every descendant of pid, from /proc (children of every thread, recursively).
+std::set<pid_t> descendantsOf(pid_t pid)
+{
+    std::set<pid_t> out;
+    std::vector<pid_t> todo = {pid};
+    while (!todo.empty()) {
+        const pid_t p = todo.back();
+        todo.pop_back();
+        const std::string taskDir = "/proc/" + std::to_string(p) + "/task";
+        DIR *dir = ::opendir(taskDir.c_str());
+        while (dirent *e = dir ? ::readdir(dir) : nullptr) {
+            if (e->d_name[0] == '.')
+                continue;
+            std::ifstream in(taskDir + "/" + e->d_name + "/children");
+            for (pid_t child; in >> child;)
+                if (out.insert(child).second)
+                    todo.push_back(child);
+        }
+        if (dir)
+            ::closedir(dir);
+    }
+    return out;
+}
+
+bool alive(pid_t pid)
+{
+    std::ifstream in("/proc/" + std::to_string(pid) + "/stat");
+    std::string stat((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+    const size_t close = stat.rfind(')');
+    return close != std::string::npos && close + 2 < stat.size() && stat[close + 2] != 'Z';
+}
+
+} // namespace
+
+TEST(PoolKilled, NoSandboxOfAnyRuntimeOutlivesAKillNineOfThePool)
+{
+    // crun leaves its container running when crun itself is killed; the init's own
+    // PR_SET_PDEATHSIG and the runtime's make the whole sandbox go with a killed pool.
+    std::string tiers;
+    size_t tierCount = 0;
+    for (const std::string runtime : {"bwrap", "runsc", "crun"})
+        if (pool::makeRuntime(runtime) && ++tierCount)
+            tiers += "[[tier]]\nname = \"t-" + runtime + "\"\nruntime = \"" + runtime + "\"\nwarm_count = 1\n";
+    char tmpl[] = "/tmp/paddock-rt-kill-XXXXXX";
+    ASSERT_NE(::mkdtemp(tmpl), nullptr);
+    const fs::path dir = tmpl;
+    std::ofstream(dir / "pool.toml") << "log_level = \"warn\"\n" << tiers;
+    pid_t pool = ::fork();
+    if (pool == 0) {
+        ::execl(PADDOCK_POOL_BIN, PADDOCK_POOL_BIN, "--config", (dir / "pool.toml").c_str(), "--state-dir",
+                (dir / "state").c_str(), "--listen", "127.0.0.1:0", "--init-path", PADDOCK_SANDBOX_INIT, nullptr);
+        ::_exit(127);
+    }
+    ASSERT_GT(pool, 0);
+    // Warm: one sandbox directory per tier, and its init's socket.
+    size_t warm = 0;
+    for (int i = 0; i < 300 && warm < tierCount; ++i) {
+        std::this_thread::sleep_for(std::chrono::milliseconds(100));
+        warm = 0;
+        std::error_code ec;
+        for (const auto &e : fs::directory_iterator(dir / "state" / "sandboxes", ec))
+            warm += fs::exists(e.path() / "ctl" / "init.sock") ? 1 : 0;
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(500));   // the last init's handlers
+    const std::set<pid_t> started = descendantsOf(pool);
+    EXPECT_GE(warm, tierCount) << "the pool did not warm up";
+    EXPECT_GE(started.size(), 2 * warm);
+    ::kill(pool, SIGKILL);
+    ::waitpid(pool, nullptr, 0);
+    std::set<pid_t> left = started;
+    for (int i = 0; i < 50 && !left.empty(); ++i) {
+        std::this_thread::sleep_for(std::chrono::milliseconds(100));
+        std::erase_if(left, [](pid_t p) { return !alive(p); });
+    }
+    EXPECT_TRUE(left.empty()) << left.size() << " of the pool's " << started.size() << " sandbox processes outlived it";
+    for (pid_t p : left)
+        ::kill(p, SIGKILL);   // never leave them running on the host
+    // The next pool on this state directory removes what the dead one left (directories, cgroups).
+    std::error_code ec;
+    fs::remove_all(dir, ec);
 }
 
 TEST(SpawnPriority, SandboxesOfARealTimePoolRunAtNormalPriority)
