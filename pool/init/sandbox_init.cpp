@@ -10,6 +10,7 @@
 // exec until the sandbox is released; output beyond max_output_bytes is dropped (reported as
 // truncated).
 
+#include "pool/init/egress_forwarder.h"
 #include "pool/init/init_protocol.h"
 
 #include <nlohmann/json.hpp>
@@ -58,6 +59,7 @@ constexpr size_t kMaxIdleHandlers = 4;   // beyond this a handler exits when don
 constexpr size_t kMaxHandlers = 4096;    // concurrent requests; more wait in the accept backlog
 
 std::string g_workspace = "/workspace";
+std::string g_egressSocket;   // set: commands get the proxy variables; a forwarder relays to it
 // A handler's SIGCHLD signalfd: how it hears of its command's exit where pidfd_open is missing
 // (gVisor's runsc has none); -1 where pidfds work.
 int g_childSignalFd = -1;
@@ -187,6 +189,13 @@ void handleExec(int conn, const json &header)
     // The environment is built from nothing: no variable of the host or of the pool leaks in.
     std::map<std::string, std::string> env = {
         {"PATH", "/usr/local/bin:/usr/bin:/bin"}, {"HOME", g_workspace}, {"LANG", "C.UTF-8"}};
+    if (!g_egressSocket.empty()) {
+        // Allowlist tier: ordinary tools find the forwarder on the sandbox's own loopback.
+        const std::string proxy = "http://127.0.0.1:" + std::to_string(paddock::pool::init::kEgressProxyPort);
+        for (const char *name : {"HTTP_PROXY", "HTTPS_PROXY", "http_proxy", "https_proxy"})
+            env[name] = proxy;
+        env["NO_PROXY"] = env["no_proxy"] = "localhost,127.0.0.1,::1";
+    }
     if (header.contains("env") && header["env"].is_object())
         for (auto &[k, v] : header["env"].items())
             if (v.is_string() && !k.empty() && k.find('=') == std::string::npos)
@@ -731,7 +740,7 @@ void prefaultWritablePages()
 
 int usage()
 {
-    std::fprintf(stderr, "usage: paddock-sandbox-init (--listen-fd N | --socket PATH) [--ready-fd N] [--workspace DIR]\n"
+    std::fprintf(stderr, "usage: paddock-sandbox-init (--listen-fd N | --socket PATH) [--ready-fd N] [--workspace DIR] [--egress-socket PATH]\n"
                          "Started by paddock-pool inside a sandbox; not meant to be run by hand.\n");
     return 2;
 }
@@ -754,6 +763,8 @@ int main(int argc, char **argv)
             socketPath = argv[++i];
         else if (a == "--workspace")
             g_workspace = argv[++i];
+        else if (a == "--egress-socket")
+            g_egressSocket = argv[++i];
         else
             return usage();
     }
@@ -849,6 +860,29 @@ int main(int argc, char **argv)
             ++idleNow;
         }
     };
+    // The egress forwarder (allowlist tiers): restarted when it dies (a command may kill it),
+    // at most once a second.
+    pid_t forwarder = 0;
+    int64_t forwarderRestartUs = 0;
+    auto startForwarder = [&] {
+        if (g_egressSocket.empty() || forwarder > 0 || monoUs() < forwarderRestartUs)
+            return;
+        forwarderRestartUs = monoUs() + 1000000;
+        pid_t pid = ::fork();
+        if (pid == 0) {
+            ::close(sigFd);
+            ::close(notify[0]);
+            ::close(notify[1]);
+            ::close(listenFd);
+            if (readyFd >= 0)
+                ::close(readyFd);
+            ::sigprocmask(SIG_UNBLOCK, &mask, nullptr);
+            _exit(paddock::pool::init::runEgressForwarder(g_egressSocket.c_str(), paddock::pool::init::kEgressProxyPort));
+        }
+        if (pid > 0)
+            forwarder = pid;
+    };
+    startForwarder();
     topUp();
 
     if (readyFd >= 0) {
@@ -858,7 +892,8 @@ int main(int argc, char **argv)
 
     for (;;) {
         pollfd fds[2] = {{notify[0], POLLIN, 0}, {sigFd, POLLIN, 0}};
-        if (::poll(fds, 2, idleCount() < kSpareHandlers ? 100 : -1) < 0)
+        const bool retry = idleCount() < kSpareHandlers || (!g_egressSocket.empty() && forwarder <= 0);
+        if (::poll(fds, 2, retry ? 100 : -1) < 0)
             continue;
         if (fds[0].revents & POLLIN) {
             char drain[64];
@@ -874,6 +909,8 @@ int main(int argc, char **argv)
             // Reap every child and every orphan the namespace handed to us.
             pid_t dead;
             while ((dead = ::waitpid(-1, nullptr, WNOHANG)) > 0) {
+                if (dead == forwarder)
+                    forwarder = 0;
                 if (auto it = handlers.find(dead); it != handlers.end()) {
                     if (slots[it->second].state.exchange(HandlerSlot::kFree) == HandlerSlot::kIdle)
                         table->idle.fetch_sub(1);   // killed while idle
@@ -881,6 +918,8 @@ int main(int argc, char **argv)
                 }
             }
             if (stop) {
+                if (forwarder > 0)
+                    ::kill(forwarder, SIGKILL);
                 table->stopping.store(true);
                 for (const auto &[pid, slot] : handlers)
                     if (slots[slot].state.load() == HandlerSlot::kIdle)
@@ -888,6 +927,7 @@ int main(int argc, char **argv)
                 return 0;
             }
         }
+        startForwarder();
         topUp();
     }
 }
