@@ -24,6 +24,8 @@ inline constexpr const char *ToolCall = "tool.call";
 inline constexpr const char *ToolResult = "tool.result";
 inline constexpr const char *Cost = "cost";
 inline constexpr const char *Checkpoint = "checkpoint";
+inline constexpr const char *EgressAllowed = "egress.allowed";
+inline constexpr const char *EgressRefused = "egress.refused";
 } // namespace kind
 
 // An event as stored: seq is dense per session, starting at 1.

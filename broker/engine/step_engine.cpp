@@ -322,6 +322,7 @@ StepOutcome StepEngine::runTool(const Action &action)
 
     json result = toolResultBase(call);
     Status done;
+    std::vector<core::NewEvent> egressEvents;   // the command's attempts to reach out, before its result
     if (call.name == model::tool::RunCommand) {
         pools::ExecSpec spec;
         spec.sandboxId = action.state.sandboxId;
@@ -342,6 +343,20 @@ StepOutcome StepEngine::runTool(const Action &action)
             result["duration_ms"] = outcome->durationMs;
             result["timed_out"] = outcome->timedOut;
             result["replayed"] = outcome->replayed;
+            for (const auto &a : outcome->egress) {
+                json e{{"call_id", call.id}, {"host", a.host}, {"port", a.port}, {"address", a.address},
+                       {"method", a.method}, {"bytes_out", a.bytesOut}, {"bytes_in", a.bytesIn},
+                       {"time_unix_ms", a.timeUnixMs}, {"duration_ms", a.durationMs}};
+                if (!a.reason.empty())
+                    e["reason"] = a.reason;
+                if (!a.detail.empty())
+                    e["detail"] = a.detail;
+                if (!a.error.empty())
+                    e["error"] = a.error;
+                if (a.open)
+                    e["open"] = true;
+                egressEvents.push_back(event(a.allowed ? core::kind::EgressAllowed : core::kind::EgressRefused, e));
+            }
             if (!outcome->reason.empty())
                 result["reason"] = outcome->reason;   // the pool's name for an abnormal end
         } else {
@@ -383,7 +398,8 @@ StepOutcome StepEngine::runTool(const Action &action)
         // Anything else is the tool's own failure (a missing file, say): the model gets to see it.
         result["error"] = error.message;
     }
-    return appendResult(action, {event(core::kind::ToolResult, result)});
+    egressEvents.push_back(event(core::kind::ToolResult, result));
+    return appendResult(action, std::move(egressEvents));
 }
 
 StepOutcome StepEngine::releaseSandbox(const Action &action)

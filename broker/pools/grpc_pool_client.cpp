@@ -100,6 +100,23 @@ public:
                 out.timedOut = msg.exit().timed_out();
                 out.replayed = msg.exit().replayed();
                 out.reason = msg.exit().reason();
+                for (const auto &e : msg.exit().egress()) {
+                    EgressAttempt a;
+                    a.allowed = e.allowed();
+                    a.host = e.host();
+                    a.port = e.port();
+                    a.address = e.address();
+                    a.method = e.method();
+                    a.reason = e.reason();
+                    a.detail = e.detail();
+                    a.error = e.error();
+                    a.bytesOut = e.bytes_out();
+                    a.bytesIn = e.bytes_in();
+                    a.timeUnixMs = e.time_unix_ms();
+                    a.durationMs = e.duration_ms();
+                    a.open = e.open();
+                    out.egress.push_back(std::move(a));
+                }
             }
         }
         if (auto s = reader->Finish(); !s.ok())

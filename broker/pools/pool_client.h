@@ -34,6 +34,23 @@ struct ExecSpec {
     std::string idempotencyKey;
 };
 
+// One attempt of a sandbox to reach out through its pool's egress proxy (allowlist tiers).
+struct EgressAttempt {
+    bool allowed = false;
+    std::string host;
+    int port = 0;
+    std::string address;        // connected to, or refused
+    std::string method;         // CONNECT, GET, ...
+    std::string reason;         // refused: not_allowlisted, metadata, loopback, private, ...
+    std::string detail;
+    std::string error;          // allowed, but the connection failed
+    int64_t bytesOut = 0;
+    int64_t bytesIn = 0;
+    int64_t timeUnixMs = 0;
+    double durationMs = 0;
+    bool open = false;          // still relaying when the exec ended
+};
+
 struct ExecOutcome {
     int exitCode = 0;                     // -1 when killed by a signal
     int signal = 0;
@@ -43,6 +60,7 @@ struct ExecOutcome {
     bool timedOut = false;
     bool replayed = false;                // an earlier run with the same key answered
     std::string reason;                   // "", "oom_killed" or "timeout", as the pool named it
+    std::vector<EgressAttempt> egress;    // attempts through the egress proxy during the exec
 };
 
 struct DirEntry {

@@ -1,0 +1,493 @@
+// The egress matrix, end to end: real paddock-pool, paddockd and paddockctl, real bubblewrap
+// sandboxes, real curl and python3 inside them, all inside network namespaces this test creates.
+//
+// Network (made in main() before any thread exists, removed at exit):
+//   <ns>p  "the execution host": this test process, the pool, the broker and their sandboxes.
+//          lo up; veth 198.51.100.1/24 and 10.77.0.1/24; a route for 169.254.169.254 onto the veth.
+//   <ns>i  "the internet": an HTTP server (a thread of this test, its socket made in <ns>i) on
+//          port 8080 of 198.51.100.2 (allowed.test), 198.51.100.3 (other.test), 10.77.0.2
+//          (internal.test) and 169.254.169.254 (a fake metadata service).
+// Neither namespace has a default route or any other interface, so nothing here can send a
+// packet beyond this machine's two test namespaces, even through a bug. The fake metadata server
+// and the non-allowlisted host are reachable at the IP level on purpose: a refusal is the
+// proxy's, not the network's, and the server's request log proves nothing refused got through.
+// Names come from a private /etc/hosts (a bind mount in this process's own mount namespace), which
+// the pool's getaddrinfo reads.
+//
+// Needs root (namespaces, bwrap); skips with a message otherwise. Parameterized over tiers: a
+// runsc tier is one more line in kTierCases once that runtime binds the egress socket.
+
+#include "tests/integration/harness.h"
+
+#include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
+
+#include <arpa/inet.h>
+#include <fcntl.h>
+#include <netinet/in.h>
+#include <sched.h>
+#include <sys/mount.h>
+#include <sys/socket.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <cstdlib>
+#include <cstring>
+#include <future>
+#include <fstream>
+#include <mutex>
+#include <set>
+#include <thread>
+
+namespace paddock::test {
+namespace {
+
+namespace fs = std::filesystem;
+using nlohmann::json;
+
+std::string g_skipReason;      // set: the network could not be made; tests skip with it
+std::string g_poolNs, g_inetNs;
+fs::path g_hostsFile;
+
+int run(const std::string &command)
+{
+    int rc = std::system((command + " >/dev/null 2>&1").c_str());
+    return WIFEXITED(rc) ? WEXITSTATUS(rc) : -1;
+}
+
+// The fake internet's HTTP server: answers "hello from <local address> <path>" and logs requests.
+class InternetServer {
+public:
+    void start(const std::string &nsName)
+    {
+        std::promise<std::string> ready;
+        auto started = ready.get_future();
+        m_thread = std::thread([this, nsName, &ready] {
+            int nsFd = ::open(("/run/netns/" + nsName).c_str(), O_RDONLY | O_CLOEXEC);
+            if (nsFd < 0 || ::setns(nsFd, CLONE_NEWNET) != 0) {
+                ready.set_value("cannot enter " + nsName);
+                return;
+            }
+            ::close(nsFd);
+            m_listen = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+            int one = 1;
+            ::setsockopt(m_listen, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
+            sockaddr_in addr{};
+            addr.sin_family = AF_INET;
+            addr.sin_port = htons(8080);
+            if (::bind(m_listen, reinterpret_cast<sockaddr *>(&addr), sizeof addr) != 0 || ::listen(m_listen, 64) != 0) {
+                ready.set_value("cannot listen on :8080 in " + nsName);
+                return;
+            }
+            ready.set_value("");
+            serve();
+        });
+        const std::string err = started.get();
+        if (!err.empty())
+            g_skipReason = err;
+    }
+
+    void stop()
+    {
+        m_stop = true;
+        if (m_listen >= 0)
+            ::shutdown(m_listen, SHUT_RDWR);
+        if (m_thread.joinable())
+            m_thread.join();
+    }
+
+    std::vector<std::string> requests()
+    {
+        std::lock_guard lock(m_mutex);
+        return m_requests;
+    }
+
+private:
+    void serve()
+    {
+        while (!m_stop) {
+            sockaddr_in local{};
+            socklen_t len = sizeof local;
+            int c = ::accept4(m_listen, nullptr, nullptr, SOCK_CLOEXEC);
+            if (c < 0)
+                continue;
+            ::getsockname(c, reinterpret_cast<sockaddr *>(&local), &len);
+            char ip[INET_ADDRSTRLEN] = {};
+            ::inet_ntop(AF_INET, &local.sin_addr, ip, sizeof ip);
+            std::string head;
+            char buf[4096];
+            while (head.find("\r\n\r\n") == std::string::npos && head.size() < 65536) {
+                ssize_t n = ::read(c, buf, sizeof buf);
+                if (n <= 0)
+                    break;
+                head.append(buf, static_cast<size_t>(n));
+            }
+            const std::string line = head.substr(0, head.find("\r\n"));
+            {
+                std::lock_guard lock(m_mutex);
+                m_requests.push_back(std::string(ip) + " " + line);
+            }
+            const std::string body = std::string("hello from ") + ip + " " + line + "\n";
+            const std::string resp = "HTTP/1.1 200 OK\r\nContent-Type: text/plain\r\nConnection: close\r\nContent-Length: " +
+                                     std::to_string(body.size()) + "\r\n\r\n" + body;
+            (void)!::write(c, resp.data(), resp.size());
+            ::close(c);
+        }
+        ::close(m_listen);
+    }
+
+    std::thread m_thread;
+    int m_listen = -1;
+    std::atomic<bool> m_stop{false};
+    std::mutex m_mutex;
+    std::vector<std::string> m_requests;
+};
+
+InternetServer g_server;
+
+void tearDownNetwork()
+{
+    g_server.stop();
+    if (!g_poolNs.empty())
+        run("ip netns delete " + g_poolNs);
+    if (!g_inetNs.empty())
+        run("ip netns delete " + g_inetNs);
+    if (!g_hostsFile.empty())
+        fs::remove(g_hostsFile);
+}
+
+// Everything that must happen before the first thread: namespaces, setns, the private mounts.
+void setUpNetwork()
+{
+    if (::geteuid() != 0) {
+        g_skipReason = "needs root (network namespaces and bubblewrap); run as root to test egress";
+        return;
+    }
+    if (run("ip -V") != 0) {
+        g_skipReason = "the ip command (iproute2) is not installed";
+        return;
+    }
+    const std::string tag = "pdkeg" + std::to_string(::getpid());
+    g_poolNs = tag + "p";
+    g_inetNs = tag + "i";
+    const std::string vp = "ve" + std::to_string(::getpid()) + "p", vi = "ve" + std::to_string(::getpid()) + "i";
+    const std::vector<std::string> steps = {
+        "ip netns add " + g_poolNs,
+        "ip netns add " + g_inetNs,
+        "ip link add " + vp + " netns " + g_poolNs + " type veth peer name " + vi + " netns " + g_inetNs,
+        "ip -n " + g_poolNs + " link set lo up",
+        "ip -n " + g_inetNs + " link set lo up",
+        "ip -n " + g_poolNs + " addr add 198.51.100.1/24 dev " + vp,
+        "ip -n " + g_poolNs + " addr add 10.77.0.1/24 dev " + vp,
+        "ip -n " + g_poolNs + " link set " + vp + " up",
+        "ip -n " + g_inetNs + " addr add 198.51.100.2/24 dev " + vi,
+        "ip -n " + g_inetNs + " addr add 198.51.100.3/24 dev " + vi,
+        "ip -n " + g_inetNs + " addr add 10.77.0.2/24 dev " + vi,
+        "ip -n " + g_inetNs + " addr add 169.254.169.254/32 dev " + vi,
+        "ip -n " + g_inetNs + " link set " + vi + " up",
+        "ip -n " + g_poolNs + " route add 169.254.169.254/32 dev " + vp,
+    };
+    for (const auto &step : steps) {
+        if (run(step) != 0) {
+            g_skipReason = "cannot set up the test network (" + step + " failed)";
+            return;
+        }
+    }
+    // The safety net this test relies on: no default route anywhere.
+    for (const auto &ns : {g_poolNs, g_inetNs}) {
+        if (run("ip -n " + ns + " route show default | grep -q .") == 0) {
+            g_skipReason = "namespace " + ns + " has a default route; refusing to run";
+            return;
+        }
+    }
+    // Names for the pool's resolver, in a mount namespace of this process only.
+    g_hostsFile = fs::temp_directory_path() / (tag + "-hosts");
+    std::ofstream(g_hostsFile) << "127.0.0.1 localhost\n198.51.100.2 allowed.test\n198.51.100.3 other.test\n"
+                                  "10.77.0.2 internal.test\n";
+    if (::unshare(CLONE_NEWNS) != 0 || ::mount(nullptr, "/", nullptr, MS_REC | MS_PRIVATE, nullptr) != 0 ||
+        ::mount(g_hostsFile.c_str(), "/etc/hosts", nullptr, MS_BIND, nullptr) != 0) {
+        g_skipReason = std::string("cannot bind a private /etc/hosts: ") + std::strerror(errno);
+        return;
+    }
+    int nsFd = ::open(("/run/netns/" + g_poolNs).c_str(), O_RDONLY | O_CLOEXEC);
+    if (nsFd < 0 || ::setns(nsFd, CLONE_NEWNET) != 0) {
+        g_skipReason = "cannot enter namespace " + g_poolNs;
+        return;
+    }
+    ::close(nsFd);
+    g_server.start(g_inetNs);
+}
+
+struct TierCase {
+    std::string name;      // the tier's name in pool.toml
+    std::string runtime;   // its runtime
+};
+
+// Add {"standard", "runsc"} here once the runsc runtime binds SandboxSpec::egressSocket.
+const std::vector<TierCase> kTierCases = {{"egress", "bwrap"}};
+
+// Every spelling of the metadata service the proxy must refuse, as sent in a request line.
+const std::vector<std::string> kMetadataSpellings = {
+    "169.254.169.254", "2852039166", "0xa9fea9fe", "0XA9FEA9FE", "0251.0376.0251.0376", "169.254.43518",
+    "[::ffff:169.254.169.254]", "[::ffff:a9fe:a9fe]", "169.254.169.254.", "[fd00:ec2::254]",
+    "metadata.google.internal", "METADATA.GOOGLE.INTERNAL.", "0xa9.0xfe.0xa9.0xfe"};
+
+class EgressNetnsTest : public ::testing::TestWithParam<TierCase> {
+protected:
+    void SetUp() override
+    {
+        if (!g_skipReason.empty())
+            GTEST_SKIP() << g_skipReason;
+        const auto missing = missingBinaries({"paddockd", "paddock-pool", "paddock-sandbox-init", "paddockctl"});
+        if (!missing.empty())
+            GTEST_SKIP() << "not built: " << missing.front();
+        if (run("command -v curl") != 0 || !fs::exists("/usr/bin/python3") || !fs::exists("/usr/bin/bash"))
+            GTEST_SKIP() << "needs curl, /usr/bin/python3 and /usr/bin/bash on this host (the sandbox uses its /usr)";
+        m_dir = std::make_unique<TempDir>("paddock-egress");
+        const TierCase &tc = GetParam();
+        std::ofstream(*m_dir / "pool.toml") << "pool_id = \"egress-test\"\n"
+                                               "[[tier]]\nname = \""
+                                            << tc.name << "\"\nruntime = \"" << tc.runtime
+                                            << "\"\nwarm_count = 1\nmax_count = 4\nnetwork = \"allowlist\"\n"
+                                               "allowlist = [\"allowed.test\", \"internal.test:8080\", \"10.77.0.0/24\"]\n"
+                                               "[[tier]]\nname = \"lite\"\nruntime = \"bwrap\"\nwarm_count = 1\nmax_count = 4\n"
+                                               "network = \"none\"\n";
+        const std::map<std::string, std::string> env = {{"XDG_CONFIG_HOME", (*m_dir / "xdg/config").string()},
+                                                        {"XDG_DATA_HOME", (*m_dir / "xdg/data").string()},
+                                                        {"XDG_RUNTIME_DIR", (*m_dir / "xdg/run").string()}};
+        fs::create_directories(*m_dir / "xdg/run");
+        m_poolPort = freeLoopbackPort();
+        const std::string endpoint = "127.0.0.1:" + std::to_string(m_poolPort);
+        auto pool = Daemon::start({binaryPath("paddock-pool").string(), "--config", (*m_dir / "pool.toml").string(),
+                                   "--listen", endpoint, "--state-dir", (*m_dir / "pool").string()},
+                                  *m_dir / "pool.log", env);
+        ASSERT_TRUE(pool) << pool.error().message;
+        m_pool = std::make_unique<Daemon>(std::move(*pool));
+        ASSERT_TRUE(waitForHealthy(endpoint, 30s, m_pool.get())) << m_pool->logTail();
+        auto broker = startBroker(*m_dir, endpoint);
+        ASSERT_TRUE(broker) << broker.error().message;
+        m_broker = std::make_unique<BrokerProcess>(std::move(*broker));
+    }
+
+    void TearDown() override
+    {
+        if (HasFailure()) {
+            if (m_pool)
+                std::cerr << "---- paddock-pool log ----\n" << m_pool->logTail(60);
+            if (m_broker)
+                std::cerr << "---- paddockd log ----\n" << m_broker->daemon.logTail(40);
+        }
+        if (m_broker)
+            m_broker->daemon.terminate();
+        if (m_pool)
+            m_pool->terminate();
+    }
+
+    // Runs a playbook on a tier to its end; returns its events (the session's log).
+    std::vector<json> runPlaybook(const std::string &tier, const std::string &playbook, bool expectSuccess = true)
+    {
+        const fs::path file = *m_dir / ("pb-" + std::to_string(m_playbooks++) + ".toml");
+        std::ofstream(file) << playbook;
+        CliResult r = runCli({"--broker", m_broker->address, "--output", "json", "submit", "--playbook", file.string(),
+                              "--tier", tier, "-f"},
+                             {}, 180s);
+        EXPECT_EQ(r.exitCode, expectSuccess ? 0 : 7) << r.out << r.err;
+        std::vector<json> events;
+        for (const auto &line : splitLines(r.out)) {
+            auto j = json::parse(line, nullptr, false);
+            if (!j.is_discarded() && j.contains("kind"))
+                events.push_back(j);
+        }
+        return events;
+    }
+
+    static json payload(const json &event)
+    {
+        const json &p = event.at("payload");
+        return p.is_string() ? json::parse(p.get<std::string>()) : p;
+    }
+
+    static std::vector<json> ofKind(const std::vector<json> &events, const std::string &kind)
+    {
+        std::vector<json> out;
+        for (const auto &e : events)
+            if (e.value("kind", "") == kind)
+                out.push_back(payload(e));
+        return out;
+    }
+
+    static std::string stdoutOf(const std::vector<json> &events, const std::string &commandPart)
+    {
+        for (const auto &p : ofKind(events, "tool.result"))
+            if (p.value("command", "").find(commandPart) != std::string::npos)
+                return p.value("stdout", "") + p.value("stderr", "");
+        return "(no tool.result for a command containing '" + commandPart + "')";
+    }
+
+    std::unique_ptr<TempDir> m_dir;
+    std::unique_ptr<Daemon> m_pool;
+    std::unique_ptr<BrokerProcess> m_broker;
+    int m_poolPort = 0;
+    int m_playbooks = 0;
+};
+
+// Ordinary tools through the proxy: curl (plain HTTP and CONNECT), python3 urllib; a name and a
+// private range that the allowlist names; every attempt recorded as egress.allowed.
+TEST_P(EgressNetnsTest, AllowlistedHostsReachedWithOrdinaryTools)
+{
+    const std::string tier = GetParam().name;
+    auto events = runPlaybook(tier, R"(goal = "reach the allowlisted hosts"
+[[step]]
+tool = "run_command"
+command = "env | grep -i _proxy= | sort; curl -sS -f --max-time 20 http://allowed.test:8080/plain"
+expect_stdout = "hello from 198.51.100.2 GET /plain"
+[[step]]
+tool = "run_command"
+command = "curl -sS -f -p --max-time 20 http://allowed.test:8080/tunnel"
+expect_stdout = "hello from 198.51.100.2 GET /tunnel"
+[[step]]
+tool = "run_command"
+command = "python3 -c 'import urllib.request; print(urllib.request.urlopen(\"http://10.77.0.2:8080/python\", timeout=20).read().decode())'"
+expect_stdout = "hello from 10.77.0.2 GET /python"
+[[step]]
+tool = "run_command"
+command = "curl -sS -f --max-time 20 http://internal.test:8080/internal"
+expect_stdout = "hello from 10.77.0.2 GET /internal"
+)");
+    EXPECT_NE(stdoutOf(events, "env | grep").find("HTTP_PROXY=http://127.0.0.1:3128"), std::string::npos)
+        << stdoutOf(events, "env | grep");
+    auto allowed = ofKind(events, "egress.allowed");
+    ASSERT_EQ(allowed.size(), 4u) << "events:\n" << [&] {
+        std::string s;
+        for (const auto &e : events)
+            s += e.dump() + "\n";
+        return s;
+    }();
+    const std::vector<std::tuple<std::string, std::string, std::string>> expected = {
+        {"allowed.test", "198.51.100.2", "GET"}, {"allowed.test", "198.51.100.2", "CONNECT"},
+        {"10.77.0.2", "10.77.0.2", "GET"}, {"internal.test", "10.77.0.2", "GET"}};
+    for (size_t i = 0; i < expected.size(); ++i) {
+        const auto &[host, address, method] = expected[i];
+        EXPECT_EQ(allowed[i].value("host", ""), host) << allowed[i].dump();
+        EXPECT_EQ(allowed[i].value("address", ""), address) << allowed[i].dump();
+        EXPECT_EQ(allowed[i].value("method", ""), method) << allowed[i].dump();
+        EXPECT_EQ(allowed[i].value("port", 0), 8080);
+        EXPECT_GT(allowed[i].value("bytes_in", 0), 0) << allowed[i].dump();
+        EXPECT_GT(allowed[i].value("bytes_out", 0), 0) << allowed[i].dump();
+        EXPECT_FALSE(allowed[i].contains("error")) << allowed[i].dump();
+    }
+    EXPECT_TRUE(ofKind(events, "egress.refused").empty());
+    // Each attempt sits right before the tool.result of the command that made it.
+    for (size_t i = 0; i + 1 < events.size(); ++i) {
+        if (events[i].value("kind", "") == "egress.allowed") {
+            EXPECT_TRUE(events[i + 1].value("kind", "") == "tool.result" ||
+                        events[i + 1].value("kind", "") == "egress.allowed");
+        }
+    }
+}
+
+// Every spelling of the metadata address, hosts off the allowlist, private ranges it does not
+// name and the pool host's own loopback: refused by the proxy (403), recorded as egress.refused,
+// and never seen by the server behind them.
+TEST_P(EgressNetnsTest, ForbiddenDestinationsRefusedAndRecorded)
+{
+    const std::string tier = GetParam().name;
+    // Raw requests through bash's /dev/tcp: curl would normalize the odd spellings first.
+    std::string probe = "probe() { exec 3<>/dev/tcp/127.0.0.1/3128 || { echo \"$1 noproxy\"; return; }; "
+                        "printf '%s\\r\\nHost: x\\r\\n\\r\\n' \"$1\" >&3; read -r status <&3; echo \"$1 => $status\"; "
+                        "exec 3<&-; }\n";
+    std::vector<std::pair<std::string, std::string>> cases;   // request line, reason
+    for (const auto &s : kMetadataSpellings) {
+        cases.emplace_back("GET http://" + s + ":8080/meta HTTP/1.1", "metadata");
+        cases.emplace_back("CONNECT " + s + ":8080 HTTP/1.1", "metadata");
+    }
+    cases.emplace_back("GET http://other.test:8080/other HTTP/1.1", "not_allowlisted");
+    cases.emplace_back("CONNECT other.test:8080 HTTP/1.1", "not_allowlisted");
+    cases.emplace_back("GET http://198.51.100.3:8080/other HTTP/1.1", "not_allowlisted");
+    cases.emplace_back("CONNECT internal.test:443 HTTP/1.1", "not_allowlisted");   // the entry names :8080
+    cases.emplace_back("GET http://192.168.1.1:8080/private HTTP/1.1", "private");
+    cases.emplace_back("GET http://100.64.0.1:8080/cgnat HTTP/1.1", "cgnat");
+    cases.emplace_back("CONNECT 127.0.0.1:" + std::to_string(m_poolPort) + " HTTP/1.1", "loopback");
+    cases.emplace_back("CONNECT localhost:" + std::to_string(m_poolPort) + " HTTP/1.1", "not_allowlisted");
+    cases.emplace_back("CONNECT [::1]:" + std::to_string(m_poolPort) + " HTTP/1.1", "loopback");
+    cases.emplace_back("GET http://0.0.0.0:8080/zero HTTP/1.1", "unspecified");
+    std::string script = probe;
+    for (const auto &[line, reason] : cases)
+        script += "probe '" + line + "'\n";
+    auto events = runPlaybook(tier, "goal = \"probe forbidden destinations\"\n[[step]]\ntool = \"write_file\"\npath = \"probe.sh\"\n"
+                                    "content = " + json(script).dump() + "\n[[step]]\ntool = \"run_command\"\n"
+                                    "command = \"bash probe.sh\"\n"
+                                    "[[step]]\ntool = \"run_command\"\ncommand = \"curl -sS --max-time 20 -o /dev/null -w '%{http_code}' http://169.254.169.254:8080/curl-meta; "
+                                    "curl -sS --max-time 20 -p http://other.test:8080/curl-other\"\nexpect_exit = 56\n");
+    const std::string out = stdoutOf(events, "bash probe.sh");
+    for (const auto &[line, reason] : cases)
+        EXPECT_NE(out.find(line + " => HTTP/1.1 403 Forbidden"), std::string::npos) << line << "\n" << out;
+    EXPECT_NE(stdoutOf(events, "curl-meta").find("403"), std::string::npos) << stdoutOf(events, "curl-meta");
+
+    auto refused = ofKind(events, "egress.refused");
+    ASSERT_EQ(refused.size(), cases.size() + 2) << out;
+    for (size_t i = 0; i < cases.size(); ++i) {
+        EXPECT_EQ(refused[i].value("reason", ""), cases[i].second) << cases[i].first << ": " << refused[i].dump();
+        EXPECT_FALSE(refused[i].value("detail", "").empty());
+        EXPECT_EQ(refused[i].value("bytes_out", -1), 0);
+    }
+    EXPECT_EQ(refused[cases.size()].value("reason", ""), "metadata");
+    EXPECT_EQ(refused[cases.size() + 1].value("reason", ""), "not_allowlisted");
+    EXPECT_EQ(refused[cases.size() + 1].value("host", ""), "other.test");
+    EXPECT_TRUE(ofKind(events, "egress.allowed").empty());
+    // Normalized hosts are what the log shows.
+    EXPECT_EQ(refused[2].value("host", ""), "2852039166");
+    EXPECT_EQ(refused[2].value("address", ""), "169.254.169.254");
+    for (const auto &request : g_server.requests()) {
+        EXPECT_EQ(request.find("169.254.169.254"), std::string::npos) << "the fake metadata server was reached: " << request;
+        EXPECT_EQ(request.find("198.51.100.3"), std::string::npos) << "a host off the allowlist was reached: " << request;
+    }
+}
+
+// A tier with network = "none" has no proxy, no socket and no route: nothing gets out, and
+// nothing is recorded as egress.
+TEST_P(EgressNetnsTest, LiteTierReachesNothing)
+{
+    auto events = runPlaybook("lite", R"(goal = "no network"
+[[step]]
+tool = "run_command"
+command = "env | grep -ci proxy; test ! -e /run/paddock/egress.sock && echo no-socket"
+expect_exit = 0
+expect_stdout = "no-socket"
+[[step]]
+tool = "run_command"
+command = "curl -sS --max-time 10 http://198.51.100.2:8080/lite"
+expect_exit = 7
+[[step]]
+tool = "run_command"
+command = "curl -sS --max-time 10 http://169.254.169.254:8080/lite-meta"
+expect_exit = 7
+[[step]]
+tool = "run_command"
+command = "curl -sS --max-time 10 -x http://127.0.0.1:3128 http://allowed.test:8080/lite-proxy"
+expect_exit = 7
+)");
+    EXPECT_NE(stdoutOf(events, "env | grep").find("0\n"), std::string::npos) << stdoutOf(events, "env | grep");
+    EXPECT_TRUE(ofKind(events, "egress.allowed").empty());
+    EXPECT_TRUE(ofKind(events, "egress.refused").empty());
+    for (const auto &request : g_server.requests())
+        EXPECT_EQ(request.find("/lite"), std::string::npos) << "the lite tier reached the network: " << request;
+}
+
+INSTANTIATE_TEST_SUITE_P(Tiers, EgressNetnsTest, ::testing::ValuesIn(kTierCases),
+                         [](const ::testing::TestParamInfo<TierCase> &tier) { return tier.param.runtime; });
+
+} // namespace
+} // namespace paddock::test
+
+int main(int argc, char **argv)
+{
+    ::testing::InitGoogleTest(&argc, argv);
+    // Listing tests (ctest's discovery) needs no network.
+    if (!GTEST_FLAG_GET(list_tests))
+        paddock::test::setUpNetwork();
+    const int rc = RUN_ALL_TESTS();
+    paddock::test::tearDownNetwork();
+    return rc;
+}
