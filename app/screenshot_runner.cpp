@@ -2,9 +2,14 @@
 
 #include "app/main_window.h"
 #include "models/pools_model.h"
+#include "models/post_mortem_model.h"
+#include "models/snapshot_files_model.h"
 #include "models/session_table_model.h"
 #include "models/trace_model.h"
 #include "views/connection_dialog.h"
+#include "views/debug_shell_panel.h"
+#include "views/sandbox_inspector.h"
+#include "views/snapshot_browser.h"
 #include "views/session_view.h"
 #include "views/sessions_view.h"
 #include "views/submit_dialog.h"
@@ -14,11 +19,15 @@
 #include <QApplication>
 #include <QComboBox>
 #include <QImage>
+#include <QLabel>
 #include <QLineEdit>
+#include <QPushButton>
+#include <QTreeView>
 #include <QTableView>
 #include <QTimer>
 
 #include <cstdio>
+#include <functional>
 
 namespace paddock::console {
 
@@ -27,6 +36,8 @@ constexpr int kTickMs = 100;
 // Data counts as settled when it has not changed for this many ticks (the demo sessions finish
 // within seconds; a shot mid-run is fine, a shot of an empty table is not).
 constexpr int kSettleTicks = 15;
+// The inspector needs a failure the pools kept; an older broker has no such API.
+constexpr int kInspectorTimeoutMs = 20000;
 } // namespace
 
 ScreenshotRunner::ScreenshotRunner(MainWindow *window, const QString &directory, QObject *parent)
@@ -69,6 +80,19 @@ bool ScreenshotRunner::waitFor(bool ready, const char *what)
     std::fprintf(stderr, "paddock: screenshots: gave up waiting for %s after %d ms; saving the view as it is\n", what,
                  m_timeoutMs);
     m_missingData = true;
+    return true;
+}
+
+bool ScreenshotRunner::waitForOptional(bool ready, bool brokerRefused, const char *what)
+{
+    if (ready)
+        return true;
+    if (m_stepClock.elapsed() < qMin(m_timeoutMs, kInspectorTimeoutMs) && !brokerRefused)
+        return false;
+    std::fprintf(stderr, "paddock: screenshots: %s %s; saving the view as it is\n", what,
+                 brokerRefused ? "is refused by the broker" : "did not come");
+    if (!brokerRefused)
+        m_missingData = true;
     return true;
 }
 
@@ -201,6 +225,124 @@ void ScreenshotRunner::tick()
         if (m_stepClock.elapsed() < 400)
             return;
         save(QStringLiteral("pools.png"));
+        Theme::apply(ThemeMode::Dark);
+        next(Step::PoolsDark);
+        return;
+    case Step::PoolsDark:
+        if (m_stepClock.elapsed() < 400)
+            return;
+        save(QStringLiteral("pools-dark.png"));
+        Theme::apply(ThemeMode::System);
+        m_window->showPage(MainWindow::Page::Inspector);   // asks for the recent failures
+        next(Step::Inspector);
+        return;
+    case Step::Inspector: {
+        SandboxInspector *inspector = m_window->inspector();
+        const bool refused = inspector->findChild<QLabel *>(QStringLiteral("failuresStatus"))->text().startsWith(u"could not");
+        const bool any = m_window->failuresModel()->rowCount() > 0;
+        if (!waitForOptional(any, refused, "the pools' post-mortems"))
+            return;
+        if (!any) {
+            save(QStringLiteral("inspector.png"));
+            next(Step::Dialogs);
+            return;
+        }
+        // The newest failure with a snapshot shows the most.
+        int row = 0;
+        for (int r = 0; r < m_window->failuresModel()->rowCount(); ++r) {
+            if (!m_window->failuresModel()->postMortemAt(r).snapshotRef.isEmpty()) {
+                row = r;
+                break;
+            }
+        }
+        const PostMortemInfo &pm = m_window->failuresModel()->postMortemAt(row);
+        m_window->inspectPostMortem(pm.pool, pm.sandboxId);
+        inspector->showTab(SandboxInspector::ResourcesTab);
+        next(Step::InspectorLoaded);
+        return;
+    }
+    case Step::InspectorLoaded: {
+        const PostMortemInfo pm = m_window->inspector()->postMortem();
+        if (!waitFor(!pm.reason.isEmpty(), "the post-mortem"))
+            return;
+        if (m_stepClock.elapsed() < 500)
+            return;
+        save(QStringLiteral("inspector.png"));
+        m_window->inspector()->showTab(SandboxInspector::FilesTab);
+        next(Step::InspectorFiles);
+        return;
+    }
+    case Step::InspectorFiles: {
+        SnapshotFilesModel *files = m_window->snapshotFilesModel();
+        const bool noSnapshot = m_window->inspector()->postMortem().snapshotRef.isEmpty();
+        if (!noSnapshot && !waitForOptional(files->fileCount() > 0, false, "the snapshot's files"))
+            return;
+        // The first file, depth first: what the failed command was working on.
+        std::function<QModelIndex(const QModelIndex &)> firstFile = [&](const QModelIndex &parent) -> QModelIndex {
+            for (int r = 0; r < files->rowCount(parent); ++r) {
+                const QModelIndex child = files->index(r, 0, parent);
+                if (!child.data(SnapshotFilesModel::IsDirRole).toBool())
+                    return child;
+            }
+            for (int r = 0; r < files->rowCount(parent); ++r) {
+                const QModelIndex found = firstFile(files->index(r, 0, parent));
+                if (found.isValid())
+                    return found;
+            }
+            return {};
+        };
+        const QModelIndex file = firstFile({});
+        if (file.isValid())
+            m_window->inspector()->snapshotBrowser()->selectPath(file.data(SnapshotFilesModel::PathRole).toString());
+        next(Step::InspectorFile);
+        return;
+    }
+    case Step::InspectorFile: {
+        SnapshotBrowser *browser = m_window->inspector()->snapshotBrowser();
+        const bool shown = browser->currentPath().isEmpty() || !browser->noteText().startsWith(u"Reading");
+        if (!waitForOptional(shown, false, "the snapshot file"))
+            return;
+        if (m_stepClock.elapsed() < 300)
+            return;
+        save(QStringLiteral("inspector-files.png"));
+        m_window->inspector()->showTab(SandboxInspector::ShellTab);
+        DebugShellPanel *shell = m_window->inspector()->debugShell();
+        if (shell->openButton()->isEnabled())
+            shell->openButton()->click();
+        next(Step::InspectorShell);
+        return;
+    }
+    case Step::InspectorShell: {
+        DebugShellPanel *shell = m_window->inspector()->debugShell();
+        const bool failed = shell->transcript().contains(u"could not open");
+        if (!waitForOptional(!shell->shellId().isEmpty() || failed, false, "the debug shell"))
+            return;
+        if (!shell->shellId().isEmpty()) {
+            shell->commandEdit()->setText(QStringLiteral("ls -la && tail -n 3 *.log 2>/dev/null; id -un"));
+            QMetaObject::invokeMethod(shell->commandEdit(), "returnPressed");
+        }
+        next(Step::InspectorShellRan);
+        return;
+    }
+    case Step::InspectorShellRan: {
+        DebugShellPanel *shell = m_window->inspector()->debugShell();
+        if (!waitForOptional(shell->shellId().isEmpty() || !shell->isBusy(), false, "the debug shell's command"))
+            return;
+        if (m_stepClock.elapsed() < 300)
+            return;
+        save(QStringLiteral("inspector-shell.png"));
+        if (!shell->shellId().isEmpty())
+            shell->openButton()->click();   // close it: the sandbox goes back
+        m_window->inspector()->showTab(SandboxInspector::ResourcesTab);
+        Theme::apply(ThemeMode::Dark);
+        next(Step::InspectorDark);
+        return;
+    }
+    case Step::InspectorDark:
+        if (m_stepClock.elapsed() < 500)
+            return;
+        save(QStringLiteral("inspector-dark.png"));
+        Theme::apply(ThemeMode::System);
         next(Step::Dialogs);
         return;
     case Step::Dialogs: {

@@ -38,9 +38,16 @@ signals:
     void finished(int exitCode);
 
 private:
-    enum class Step { Connect, Sessions, Grouped, OpenSession, Session, SessionDark, Pools, Dialogs, Done };
+    enum class Step {
+        Connect, Sessions, Grouped, OpenSession, Session, SessionDark, Pools, PoolsDark,
+        Inspector, InspectorLoaded, InspectorFiles, InspectorFile, InspectorShell, InspectorShellRan, InspectorDark,
+        Dialogs, Done
+    };
     void tick();
     bool waitFor(bool ready, const char *what);
+    // Like waitFor, for views whose data the broker may not offer (an older broker): giving up
+    // says so on stderr without counting as missing data when the broker refused the call.
+    bool waitForOptional(bool ready, bool brokerRefused, const char *what);
     void next(Step step);
     bool save(const QString &name, QWidget *widget = nullptr);
     QString pickSession() const;

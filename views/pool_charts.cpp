@@ -22,9 +22,9 @@ QLabel *titleLabel(QWidget *parent)
     return label;
 }
 
-void colorAxes(QCustomPlot *plot, const QList<QCPAxis *> &axes)
+// pal: the wrapper's palette. At a PaletteChange the wrapper has the new one before its children.
+void colorAxes(QCustomPlot *plot, const QPalette &pal, const QList<QCPAxis *> &axes)
 {
-    const QPalette pal = plot->palette();
     const QColor fg = pal.color(QPalette::Text);
     const QColor grid = pal.color(QPalette::Mid);
     plot->setBackground(pal.color(QPalette::Base));
@@ -130,7 +130,7 @@ void LatencyHistogramPlot::changeEvent(QEvent *event)
 
 void LatencyHistogramPlot::applyColors()
 {
-    colorAxes(m_plot, {m_plot->xAxis, m_plot->yAxis});
+    colorAxes(m_plot, palette(), {m_plot->xAxis, m_plot->yAxis});
     const QColor bar = Theme::isDark() ? QColor(0x58, 0xa6, 0xff) : QColor(0x09, 0x69, 0xda);
     m_bars->setPen(QPen(bar.darker(120)));
     QColor fill = bar;
@@ -154,6 +154,9 @@ HealthTimelinePlot::HealthTimelinePlot(QWidget *parent)
     m_claimed = m_plot->addGraph();
     m_claimed->setName(tr("claimed"));
     m_claimed->setLineStyle(QCPGraph::lsStepLeft);
+    // A dot per look: a single look has no line to draw.
+    m_warm->setScatterStyle(QCPScatterStyle(QCPScatterStyle::ssDisc, 5));
+    m_claimed->setScatterStyle(QCPScatterStyle(QCPScatterStyle::ssDisc, 5));
     m_plot->xAxis->setLabel(tr("seconds ago"));
     m_plot->yAxis->setLabel(tr("sandboxes"));
     m_plot->legend->setVisible(true);
@@ -251,7 +254,7 @@ void HealthTimelinePlot::changeEvent(QEvent *event)
 
 void HealthTimelinePlot::applyColors()
 {
-    colorAxes(m_plot, {m_plot->xAxis, m_plot->yAxis});
+    colorAxes(m_plot, palette(), {m_plot->xAxis, m_plot->yAxis});
     m_warm->setPen(QPen(Theme::okColor(), 2));
     m_claimed->setPen(QPen(Theme::statusColor(SessionStatus::Running), 2));
 }

@@ -122,6 +122,9 @@ PoolsView::PoolsView(QWidget *parent)
                                this);
     m_localBanner->setObjectName(QStringLiteral("localExecutionBanner"));
     m_localBanner->setWordWrap(true);
+    QFont bannerFont = m_localBanner->font();
+    bannerFont.setWeight(QFont::DemiBold);
+    m_localBanner->setFont(bannerFont);
     m_localBanner->setVisible(false);
     m_staleBanner = new QLabel(tr("The connection to the broker is lost: these figures are the last received."), this);
     m_staleBanner->setVisible(false);
@@ -176,7 +179,7 @@ void PoolsView::setModel(PoolsModel *model)
     h->setStretchLastSection(true);
     const QList<QPair<int, int>> widths = {
         {PoolsModel::Name, 130},     {PoolsModel::Health, 130},       {PoolsModel::Runtime, 70},
-        {PoolsModel::Max, 330},      {PoolsModel::HitRate, 95},       {PoolsModel::ClaimLatency, 170},
+        {PoolsModel::Max, 300},      {PoolsModel::HitRate, 95},       {PoolsModel::ClaimLatency, 200},
         {PoolsModel::RefillRate, 60}, {PoolsModel::ColdFallbacks, 80}, {PoolsModel::IdleCost, 105},
     };
     for (const auto &[column, width] : widths)

@@ -82,6 +82,8 @@ void ResourceCurvePlot::setCompact(bool compact)
     m_plot->yAxis->setLabel(compact ? tr("MiB") : tr("memory (MiB)"));
     m_plot->yAxis2->setLabel(compact ? tr("cores") : tr("CPU (cores)"));
     m_plot->legend->setVisible(!compact);
+    for (QCPAxis *axis : {m_plot->xAxis, m_plot->yAxis, m_plot->yAxis2})
+        axis->ticker()->setTickCount(compact ? 3 : 5);
     m_dirty = true;
 }
 
@@ -127,6 +129,7 @@ void ResourceCurvePlot::replotNow()
         m_plot->yAxis->setRange(0, 1);
         m_plot->yAxis2->setRange(0, 1);
         m_summary->setText(m_emptyText);
+        m_summary->setVisible(!m_compact);   // the plot says it already
         m_plot->replot(QCustomPlot::rpImmediateRefresh);
         return;
     }
@@ -154,6 +157,7 @@ void ResourceCurvePlot::replotNow()
         m_failureLine->point1->setCoords(m_failureAt, 0);
         m_failureLine->point2->setCoords(m_failureAt, 1);
     }
+    m_summary->setVisible(true);
     QString summary = tr("Memory peak %1 MiB").arg(peak, 0, 'f', 1);
     if (limit > 0)
         summary += tr(" of %1 MiB (%2%)").arg(limit, 0, 'f', 0).arg(qRound(peak * 100 / limit));

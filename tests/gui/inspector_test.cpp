@@ -6,10 +6,12 @@
 
 #include "app/client/fake_console_client.h"
 #include "app/main_window.h"
+#include "app/screenshot_runner.h"
 #include "models/pools_model.h"
 #include "models/post_mortem_model.h"
 #include "models/session_table_model.h"
 #include "models/snapshot_files_model.h"
+#include "models/trace_model.h"
 #include "views/debug_shell_panel.h"
 #include "views/pool_charts.h"
 #include "views/pools_view.h"
@@ -31,7 +33,11 @@
 #include <QTabWidget>
 #include <QTableView>
 #include <QTemporaryDir>
+#include <QDir>
+#include <QImage>
+#include <QSignalSpy>
 #include <QTest>
+#include <QTimer>
 #include <QToolBar>
 #include <QTreeView>
 
@@ -368,6 +374,36 @@ TEST_F(InspectorTest, TheSandboxCardPlotsLiveSamples)
     card->samplePlot()->replotNow();
     EXPECT_EQ(card->samplePlot()->pointCount(), 2);
     EXPECT_TRUE(card->samplePlot()->summaryText().contains(QStringLiteral("12.0 MiB"))) << card->samplePlot()->summaryText().toStdString();
+}
+
+TEST_F(InspectorTest, TheScreenshotRunnerSavesThePoolsAndInspectorViews)
+{
+    // The runner over the fake: the trace of whichever session it opens is answered here.
+    QTimer feeder;
+    QObject::connect(&feeder, &QTimer::timeout, &window, [&] {
+        for (const QString &id : client.followed()) {
+            if (window.traceModel()->rowCount() == 0 && window.sessionView()->sessionId() == id)
+                client.pushEvents(id, {EventRecord{1, 1'700'000'000'000, QStringLiteral("session.created"), R"({"goal":"Build it"})", 0}});
+        }
+    });
+    feeder.start(50);
+    client.setExecHandler([](const QString &) { return FakeConsoleClient::ExecResult{"total 8\ndrwxr-xr-x 2 sandbox sandbox 4096 src\nsandbox\n", {}, 0}; });
+    QTemporaryDir temp;
+    const QString dir = qEnvironmentVariableIsEmpty("PADDOCK_INSPECTOR_SHOTS") ? temp.path() : qEnvironmentVariable("PADDOCK_INSPECTOR_SHOTS");
+    ScreenshotRunner runner(&window, dir);
+    runner.setTimeoutMs(5000);
+    QSignalSpy finished(&runner, &ScreenshotRunner::finished);
+    runner.start();
+    ASSERT_TRUE(finished.wait(60000));
+    EXPECT_EQ(finished.first().first().toInt(), 0);
+    for (const char *name : {"pools.png", "pools-dark.png", "inspector.png", "inspector-files.png", "inspector-shell.png",
+                             "inspector-dark.png"}) {
+        QImage image;
+        ASSERT_TRUE(image.load(QDir(dir).filePath(QLatin1String(name)))) << name;
+        EXPECT_EQ(image.size(), QSize(ScreenshotRunner::kWidth, ScreenshotRunner::kHeight)) << name;
+    }
+    EXPECT_TRUE(client.calls().contains(u"exec shell-1 ls -la && tail -n 3 *.log 2>/dev/null; id -un"));
+    EXPECT_TRUE(client.calls().contains(u"close shell-1"));
 }
 
 } // namespace
