@@ -224,6 +224,9 @@ struct TierCase {
     std::string runtime;   // its runtime
 };
 
+// What ctest shows for each case, instead of the bytes of the struct.
+void PrintTo(const TierCase &tc, std::ostream *os) { *os << tc.name << " (" << tc.runtime << ")"; }
+
 // Add {"standard", "runsc"} here once the runsc runtime binds SandboxSpec::egressSocket.
 const std::vector<TierCase> kTierCases = {{"egress", "bwrap"}};
 
