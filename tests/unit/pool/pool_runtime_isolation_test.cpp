@@ -218,6 +218,24 @@ TEST_P(TierIsolation, WritesOutsideTheWorkspaceFail)
     EXPECT_EQ(w.error().code, ErrorCode::PermissionDenied);
 }
 
+TEST_P(TierIsolation, TheInitsSocketCannotBeReplacedFromInside)
+{
+    // Under runsc the init's socket lives in a directory the sandbox can write; uid 0 inside
+    // removes it and tries to listen in its place. The pool must still reach the real init.
+    const char *fake = "import os, socket, time\n"
+                       "try: os.unlink('/run/paddock/ctl/init.sock'); print('unlinked', flush=True)\n"
+                       "except OSError as e: print('unlink refused', e.errno, flush=True)\n"
+                       "s = socket.socket(socket.AF_UNIX)\n"
+                       "s.bind('/run/paddock/ctl/init.sock'); s.listen(8); print('listening', flush=True)\n"
+                       "time.sleep(30)\n";
+    auto planted = sh(std::string("setsid python3 -c \"") + fake + "\" > /tmp/fake.out 2>&1 & sleep 1; cat /tmp/fake.out");
+    auto real = run({"echo", "the real init"}, 5000);
+    EXPECT_EQ(real.out, "the real init\n") << "after the agent's attempt: " << planted.out;
+    EXPECT_FALSE(real.exit.timedOut);
+    auto w = pool().writeFile(m_id, "still.txt", "ok", 0644);
+    EXPECT_TRUE(w) << (w ? "" : w.error().message);
+}
+
 TEST_P(TierIsolation, HostLoopbackIsUnreachable)
 {
     int port = 0;
