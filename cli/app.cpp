@@ -2,6 +2,7 @@
 
 #include "cli/address.h"
 #include "cli/exit_codes.h"
+#include "cli/operator_commands.h"
 #include "paddock/v1/broker.grpc.pb.h"
 
 #include <CLI/CLI.hpp>
@@ -11,6 +12,7 @@
 #include <chrono>
 #include <filesystem>
 #include <fstream>
+#include <iostream>
 #include <sstream>
 #include <thread>
 
@@ -443,6 +445,13 @@ std::string actionName(const Invocation &inv)
     case Command::Pause: return "cannot pause session " + inv.sessionId;
     case Command::Resume: return "cannot resume session " + inv.sessionId;
     case Command::Pools: return "cannot list pools";
+    case Command::PostMortemsList:
+    case Command::PostMortemsShow:
+    case Command::PostMortemsFiles:
+    case Command::PostMortemsCat:
+    case Command::PostMortemsDownload:
+    case Command::SnapshotList:
+    case Command::DebugShell: return "cannot run the operator command";
     }
     return "cannot run the command";
 }
@@ -514,6 +523,7 @@ ParseOutcome parseCommandLine(const std::vector<std::string> &args, std::ostream
     resume->add_option("--reason", inv.reason, "Why; recorded in the session's log");
 
     auto *pools = app.add_subcommand("pools", "List the broker's pools and their tiers");
+    const OperatorSubcommands operatorCommands = addOperatorCommands(app, inv);
 
     try {
         // CLI11 consumes the vector from the back.
@@ -549,6 +559,8 @@ ParseOutcome parseCommandLine(const std::vector<std::string> &args, std::ostream
         inv.command = Command::Resume;
     } else if (pools->parsed()) {
         inv.command = Command::Pools;
+    } else if (auto operatorCommand = parsedOperatorCommand(operatorCommands)) {
+        inv.command = *operatorCommand;
     }
     if (!broker.empty())
         inv.broker = broker;
@@ -584,6 +596,17 @@ int runInvocation(const Invocation &inv, const Environment &env, std::ostream &o
     case Command::Pause:
     case Command::Resume: return runAction(context);
     case Command::Pools: return runPools(context);
+    case Command::PostMortemsList:
+    case Command::PostMortemsShow:
+    case Command::PostMortemsFiles:
+    case Command::PostMortemsCat:
+    case Command::PostMortemsDownload:
+    case Command::SnapshotList:
+    case Command::DebugShell: {
+        const OperatorCall call{broker.stub(), [&](grpc::ClientContext &c) { broker.setDeadline(c); },
+                                [&] { return broker.connected(); }, env.interrupted, shown};
+        return runOperatorCommand(inv, call, env.input ? *env.input : std::cin, out, err);
+    }
     }
     return toInt(ExitCode::Error);
 }

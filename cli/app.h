@@ -9,6 +9,7 @@
 
 #include <cstdint>
 #include <functional>
+#include <istream>
 #include <optional>
 #include <ostream>
 #include <string>
@@ -18,7 +19,9 @@ namespace paddock::cli {
 
 inline constexpr double kDefaultTimeoutS = 30.0;
 
-enum class Command { Submit, List, Show, Events, Cancel, Pause, Resume, Pools };
+enum class Command { Submit, List, Show, Events, Cancel, Pause, Resume, Pools,
+                     PostMortemsList, PostMortemsShow, PostMortemsFiles, PostMortemsCat, PostMortemsDownload,
+                     SnapshotList, DebugShell };
 
 // Everything the command line said. Fields that a command does not use stay at their defaults.
 struct Invocation {
@@ -48,6 +51,15 @@ struct Invocation {
     std::string sessionId;
     std::string reason;
     int64_t fromSeq = 1;
+
+    // postmortems, snapshot ls, debug-shell (cli/operator_commands.h)
+    std::string postMortemId;                   // SANDBOX or POOL/SANDBOX
+    std::string pool;                           // --pool, snapshot ls POOL
+    std::string snapshotRef;                    // snapshot ls REF
+    std::string path;                           // a path inside the snapshot
+    std::string outputFile;                     // download -o
+    std::string sessionFilter;                  // postmortems ls --session
+    std::string debugCommand;                   // debug-shell --command
 };
 
 struct ParseOutcome {
@@ -65,6 +77,8 @@ struct Environment {
     // Called with true before a follow and false after it: only then does Ctrl-C become a flag
     // (stop following cleanly); elsewhere it keeps its default action and ends paddockctl at once.
     std::function<void(bool)> catchInterrupts;
+    // Where an interactive debug-shell reads its command lines; nullptr: this process's stdin.
+    std::istream *input = nullptr;
 };
 
 int runInvocation(const Invocation &invocation, const Environment &environment, std::ostream &out,

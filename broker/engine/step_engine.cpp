@@ -359,6 +359,9 @@ StepOutcome StepEngine::runTool(const Action &action)
             }
             if (!outcome->reason.empty())
                 result["reason"] = outcome->reason;   // the pool's name for an abnormal end
+            // The pool kept a post-mortem of this failure: where an operator finds it.
+            if (!outcome->reason.empty() || outcome->exitCode != 0 || outcome->signal != 0)
+                result["post_mortem"] = {{"pool", pool->name()}, {"sandbox_id", action.state.sandboxId}};
         } else {
             done = std::unexpected(outcome.error());
         }
@@ -397,6 +400,8 @@ StepOutcome StepEngine::runTool(const Action &action)
         }
         // Anything else is the tool's own failure (a missing file, say): the model gets to see it.
         result["error"] = error.message;
+        if (error.code == ErrorCode::FailedPrecondition && error.message.find("has died") != std::string::npos)
+            result["post_mortem"] = {{"pool", pool->name()}, {"sandbox_id", action.state.sandboxId}};   // reason "crashed"
     }
     egressEvents.push_back(event(core::kind::ToolResult, result));
     return appendResult(action, std::move(egressEvents));

@@ -16,6 +16,7 @@ constexpr int64_t kClaimDeadlineMs = 60000;      // a cold start at the tier's m
 constexpr int64_t kFileDeadlineMs = 30000;
 constexpr int64_t kReleaseDeadlineMs = 30000;
 constexpr int64_t kStatusDeadlineMs = 5000;
+constexpr int64_t kSnapshotDeadlineMs = 300000;   // archiving or restoring a large workspace
 constexpr int64_t kExecDefaultTimeoutMs = 600000;   // the pool's default when the spec says 0
 constexpr int64_t kExecGraceMs = 30000;             // beyond the command's timeout
 // A restarted pool is found again within this; gRPC's default backoff grows to 120 s.
@@ -208,6 +209,128 @@ public:
             ts.coldFallbacks = t.cold_fallbacks();
             out.tiers.push_back(std::move(ts));
         }
+        return out;
+    }
+
+    // ---- snapshots and post-mortems ----
+
+    Result<SnapshotInfo> snapshot(const std::string &sandboxId) override
+    {
+        Call call(*this, kSnapshotDeadlineMs);
+        v1::SnapshotRequest req;
+        req.set_sandbox_id(sandboxId);
+        v1::SnapshotResponse resp;
+        if (auto s = m_stub->Snapshot(&call.ctx, req, &resp); !s.ok())
+            return failure("snapshot", s);
+        return SnapshotInfo{resp.snapshot_ref(), resp.size_bytes(), resp.file_count(), resp.duration_ms()};
+    }
+
+    Result<SnapshotInfo> restore(const std::string &sandboxId, const std::string &ref) override
+    {
+        Call call(*this, kSnapshotDeadlineMs);
+        v1::RestoreRequest req;
+        req.set_sandbox_id(sandboxId);
+        req.set_snapshot_ref(ref);
+        v1::RestoreResponse resp;
+        if (auto s = m_stub->Restore(&call.ctx, req, &resp); !s.ok()) {
+            if (s.error_code() == grpc::StatusCode::DATA_LOSS)
+                return fail(ErrorCode::FailedPrecondition, s.error_message());
+            return failure("restore", s);
+        }
+        return SnapshotInfo{ref, 0, resp.file_count(), resp.duration_ms()};
+    }
+
+    Result<std::vector<PostMortemInfo>> listPostMortems(const std::string &sessionId, int limit) override
+    {
+        Call call(*this, kFileDeadlineMs);
+        v1::ListPostMortemsRequest req;
+        req.set_session_id(sessionId);
+        req.set_page_size(limit);
+        v1::ListPostMortemsResponse resp;
+        if (auto s = m_stub->ListPostMortems(&call.ctx, req, &resp); !s.ok())
+            return failure("list_post_mortems", s);
+        std::vector<PostMortemInfo> out;
+        for (const auto &pm : resp.post_mortems())
+            out.push_back(toPostMortem(pm));
+        return out;
+    }
+
+    Result<PostMortemInfo> getPostMortem(const std::string &sandboxId) override
+    {
+        Call call(*this, kFileDeadlineMs);
+        v1::GetPostMortemRequest req;
+        req.set_sandbox_id(sandboxId);
+        v1::PostMortem resp;
+        if (auto s = m_stub->GetPostMortem(&call.ctx, req, &resp); !s.ok())
+            return failure("get_post_mortem", s);
+        return toPostMortem(resp);
+    }
+
+    Result<std::vector<SnapshotFile>> listSnapshotFiles(const std::string &ref, const std::string &pathPrefix) override
+    {
+        Call call(*this, kFileDeadlineMs);
+        v1::ListSnapshotFilesRequest req;
+        req.set_snapshot_ref(ref);
+        req.set_path_prefix(pathPrefix);
+        v1::ListSnapshotFilesResponse resp;
+        if (auto s = m_stub->ListSnapshotFiles(&call.ctx, req, &resp); !s.ok())
+            return failure("list_snapshot_files", s);
+        std::vector<SnapshotFile> out;
+        for (const auto &f : resp.files())
+            out.push_back(SnapshotFile{f.path(), f.is_dir(), f.is_symlink(), f.symlink_target(), f.size(), f.mode(),
+                                       f.mtime_unix_ms()});
+        return out;
+    }
+
+    Result<SnapshotChunk> readSnapshotFile(const std::string &ref, const std::string &path, int64_t offset,
+                                           int64_t maxBytes) override
+    {
+        Call call(*this, kFileDeadlineMs);
+        v1::ReadSnapshotFileRequest req;
+        req.set_snapshot_ref(ref);
+        req.set_path(path);
+        req.set_offset(offset);
+        req.set_max_bytes(maxBytes);
+        v1::ReadSnapshotFileResponse resp;
+        if (auto s = m_stub->ReadSnapshotFile(&call.ctx, req, &resp); !s.ok())
+            return failure("read_snapshot_file", s);
+        return SnapshotChunk{std::move(*resp.mutable_content()), resp.offset(), resp.size(), resp.eof()};
+    }
+
+    PostMortemInfo toPostMortem(const v1::PostMortem &pm) const
+    {
+        PostMortemInfo out;
+        out.pool = m_name;
+        out.poolId = pm.pool_id();
+        out.sandboxId = pm.sandbox_id();
+        out.sessionId = pm.session_id();
+        out.tier = pm.tier();
+        out.runtime = pm.runtime();
+        out.reason = pm.reason();
+        out.detail = pm.detail();
+        out.exitCode = pm.exit_code();
+        out.signal = pm.signal();
+        out.durationMs = pm.duration_ms();
+        out.argv.assign(pm.argv().begin(), pm.argv().end());
+        out.lastStdout = pm.last_stdout();
+        out.lastStderr = pm.last_stderr();
+        out.stdoutBytes = pm.stdout_bytes();
+        out.stderrBytes = pm.stderr_bytes();
+        for (const auto &s : pm.samples())
+            out.samples.push_back(ResourcePoint{s.time_unix_ms(), s.cpu_cores(), s.memory_bytes(), s.pids()});
+        for (const auto &p : pm.processes())
+            out.processes.push_back(ProcessInfo{p.pid(), p.ppid(), p.state(), p.rss_bytes(), p.command()});
+        out.processesNote = pm.processes_note();
+        out.snapshotRef = pm.snapshot_ref();
+        out.snapshotError = pm.snapshot_error();
+        out.snapshotSizeBytes = pm.snapshot_size_bytes();
+        out.snapshotMs = pm.snapshot_ms();
+        out.peakMemoryBytes = pm.peak_memory_bytes();
+        out.cpuLimit = pm.limits().cpu();
+        out.memoryLimitBytes = pm.limits().memory_bytes();
+        out.pidsLimit = pm.limits().pids();
+        out.diskLimitBytes = pm.limits().disk_bytes();
+        out.timeUnixMs = pm.time_unix_ms();
         return out;
     }
 

@@ -5,6 +5,7 @@
 // Threads: every method may be called from any thread concurrently; each call blocks until done
 // or until its deadline.
 
+#include "broker/pools/post_mortem_types.h"
 #include "common/result.h"
 
 #include <cstdint>
@@ -111,10 +112,40 @@ public:
     virtual Status release(const std::string &sandboxId) = 0;
     virtual Result<PoolStatus> status() = 0;
 
+    // Snapshots and post-mortems (operators, debug shells). The defaults answer Unimplemented so
+    // that clients for tests need not implement them.
+    virtual Result<SnapshotInfo> snapshot(const std::string & /*sandboxId*/) { return unimplemented("Snapshot"); }
+    virtual Result<SnapshotInfo> restore(const std::string & /*sandboxId*/, const std::string & /*ref*/)
+    {
+        return unimplemented("Restore");
+    }
+    // Newest first; output and samples left out (getPostMortem has them). sessionId "" for all.
+    virtual Result<std::vector<PostMortemInfo>> listPostMortems(const std::string & /*sessionId*/, int /*limit*/)
+    {
+        return unimplemented("ListPostMortems");
+    }
+    virtual Result<PostMortemInfo> getPostMortem(const std::string & /*sandboxId*/) { return unimplemented("GetPostMortem"); }
+    virtual Result<std::vector<SnapshotFile>> listSnapshotFiles(const std::string & /*ref*/, const std::string & /*pathPrefix*/)
+    {
+        return unimplemented("ListSnapshotFiles");
+    }
+    virtual Result<SnapshotChunk> readSnapshotFile(const std::string & /*ref*/, const std::string & /*path*/,
+                                                   int64_t /*offset*/, int64_t /*maxBytes*/)
+    {
+        return unimplemented("ReadSnapshotFile");
+    }
+
     // Ends every call in progress with Cancelled, from any thread (the broker is shutting down).
     // Work the pool started goes on there under its idempotency key, so the next broker gets its
     // result by repeating the call.
     virtual void cancelInFlight() = 0;
+
+private:
+    std::unexpected<Error> unimplemented(const char *call) const
+    {
+        return fail(ErrorCode::Unimplemented, std::string(call) + " is not supported by the client of pool '" + name() +
+                                                  "'; use a pool reached over gRPC");
+    }
 };
 
 } // namespace paddock::pools

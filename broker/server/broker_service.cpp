@@ -49,6 +49,7 @@ BrokerService::BrokerService(store::EventStore &store, StreamHub &hub, const poo
                              engine::ModelLookup models, BrokerServiceOptions options)
     : m_store(store), m_hub(hub), m_pools(pools), m_models(std::move(models)), m_options(std::move(options))
 {
+    initOperator();
 }
 
 Result<core::SessionState> BrokerService::getSession(const std::string &id)

@@ -14,21 +14,26 @@
 
 #include <filesystem>
 #include <functional>
+#include <memory>
 #include <string>
 #include <vector>
 
 namespace paddock::server {
 
+class OperatorService;
+
 struct BrokerServiceOptions {
     std::filesystem::path playbookDir;
     std::string defaultTier = "lite";
     std::vector<std::string> modelNames;      // for messages listing what is configured
+    int64_t debugShellIdleTimeoutMs = 600000; // a debug shell unused this long is closed
 };
 
 class BrokerService final : public v1::BrokerService::CallbackService {
 public:
     BrokerService(store::EventStore &store, StreamHub &hub, const pools::PoolSet &pools,
                   engine::ModelLookup models, BrokerServiceOptions options);
+    ~BrokerService() override;
 
     grpc::ServerUnaryReactor *SubmitSession(grpc::CallbackServerContext *context,
                                             const v1::SubmitSessionRequest *request, v1::Session *response) override;
@@ -50,7 +55,24 @@ public:
     grpc::ServerUnaryReactor *ListPools(grpc::CallbackServerContext *context, const v1::ListPoolsRequest *request,
                                         v1::ListPoolsResponse *response) override;
 
+    // Operators: post-mortems, snapshot files and debug shells (operator_service.cpp).
+    grpc::ServerUnaryReactor *ListPostMortems(grpc::CallbackServerContext *ctx, const v1::ListPoolPostMortemsRequest *req,
+                                              v1::ListPoolPostMortemsResponse *resp) override;
+    grpc::ServerUnaryReactor *GetPostMortem(grpc::CallbackServerContext *ctx, const v1::GetPoolPostMortemRequest *req,
+                                            v1::PostMortem *resp) override;
+    grpc::ServerUnaryReactor *ListSnapshotFiles(grpc::CallbackServerContext *ctx, const v1::ListPoolSnapshotFilesRequest *req,
+                                                v1::ListSnapshotFilesResponse *resp) override;
+    grpc::ServerWriteReactor<v1::FileChunk> *ReadSnapshotFile(grpc::CallbackServerContext *ctx,
+                                                              const v1::ReadPoolSnapshotFileRequest *req) override;
+    grpc::ServerUnaryReactor *OpenDebugShell(grpc::CallbackServerContext *ctx, const v1::OpenDebugShellRequest *req,
+                                             v1::DebugShell *resp) override;
+    grpc::ServerWriteReactor<v1::ExecResponse> *DebugExec(grpc::CallbackServerContext *ctx,
+                                                          const v1::DebugExecRequest *req) override;
+    grpc::ServerUnaryReactor *CloseDebugShell(grpc::CallbackServerContext *ctx, const v1::CloseDebugShellRequest *req,
+                                              v1::CloseDebugShellResponse *resp) override;
+
 private:
+    void initOperator();   // operator_service.cpp, where OperatorService is complete
     Result<core::SessionState> submit(const v1::SubmitSessionRequest &request);
     Result<core::SessionState> getSession(const std::string &id);
     // Appends state.changed {status, reason} when allowed(current) holds, re-checking after a lost race.
@@ -63,6 +85,8 @@ private:
     const pools::PoolSet &m_pools;
     engine::ModelLookup m_models;
     BrokerServiceOptions m_options;
+    // A deleter set where OperatorService is complete, so this header need not include it.
+    std::unique_ptr<OperatorService, void (*)(OperatorService *)> m_operator{nullptr, nullptr};
 };
 
 } // namespace paddock::server

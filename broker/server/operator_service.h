@@ -1,0 +1,101 @@
+#pragma once
+// The operators' part of BrokerService: post-mortems, snapshot files and debug shells, forwarded
+// to the pools. BrokerService's overrides (ListPostMortems, GetPostMortem, ListSnapshotFiles,
+// ReadSnapshotFile, OpenDebugShell, DebugExec, CloseDebugShell) call into this class.
+//
+// A debug shell is a fresh sandbox of a chosen tier, on the pool that kept the post-mortem,
+// restored from its workspace snapshot. Opening it, every command run in it and closing it are
+// appended to the failed session's log (debug_shell.opened, debug_shell.exec,
+// debug_shell.closed) before the caller is answered; a shell whose open cannot be recorded is not
+// opened. A shell unused for idleTimeoutMs is closed and its sandbox released.
+//
+// Threads: the entry points run on gRPC's callback threads and only hand work to this class's
+// workers (pool calls block); a reaper thread closes idle shells. The shell table has its own
+// lock. Owned by BrokerService; the destructor closes every shell and joins the threads.
+//
+// Known limits: who ran a command is "operator" (the broker cannot read the unix peer's uid
+// through gRPC); the CLI's own claim of its user is recorded beside it as client_user,
+// unverified. Shells live in the broker's memory: a broker restart forgets them (their sandboxes
+// stay claimed until the pool is restarted).
+
+#include "broker/pools/pool_set.h"
+#include "broker/store/event_store.h"
+
+#include "paddock/v1/broker.grpc.pb.h"
+
+#include <nlohmann/json.hpp>
+
+#include <grpcpp/grpcpp.h>
+
+#include <condition_variable>
+#include <deque>
+#include <functional>
+#include <map>
+#include <mutex>
+#include <string>
+#include <thread>
+#include <vector>
+
+namespace paddock::server {
+
+struct OperatorOptions {
+    int64_t debugShellIdleTimeoutMs = 600000;
+    int64_t debugExecDefaultTimeoutMs = 60000;
+    int workers = 4;
+};
+
+class OperatorService {
+public:
+    OperatorService(store::EventStore &store, const pools::PoolSet &pools, OperatorOptions options);
+    ~OperatorService();
+    OperatorService(const OperatorService &) = delete;
+    OperatorService &operator=(const OperatorService &) = delete;
+
+    grpc::ServerUnaryReactor *listPostMortems(grpc::CallbackServerContext *ctx, const v1::ListPoolPostMortemsRequest *req,
+                                              v1::ListPoolPostMortemsResponse *resp);
+    grpc::ServerUnaryReactor *getPostMortem(grpc::CallbackServerContext *ctx, const v1::GetPoolPostMortemRequest *req,
+                                            v1::PostMortem *resp);
+    grpc::ServerUnaryReactor *listSnapshotFiles(grpc::CallbackServerContext *ctx, const v1::ListPoolSnapshotFilesRequest *req,
+                                                v1::ListSnapshotFilesResponse *resp);
+    grpc::ServerWriteReactor<v1::FileChunk> *readSnapshotFile(grpc::CallbackServerContext *ctx,
+                                                              const v1::ReadPoolSnapshotFileRequest *req);
+    grpc::ServerUnaryReactor *openDebugShell(grpc::CallbackServerContext *ctx, const v1::OpenDebugShellRequest *req,
+                                             v1::DebugShell *resp);
+    grpc::ServerWriteReactor<v1::ExecResponse> *debugExec(grpc::CallbackServerContext *ctx, const v1::DebugExecRequest *req);
+    grpc::ServerUnaryReactor *closeDebugShell(grpc::CallbackServerContext *ctx, const v1::CloseDebugShellRequest *req,
+                                              v1::CloseDebugShellResponse *resp);
+
+    size_t openShells() const;
+
+private:
+    struct Shell {
+        v1::DebugShell info;
+        int64_t lastUsedUs = 0;
+        int busy = 0;
+        bool closing = false;
+    };
+
+    Result<pools::PoolClient *> pool(const std::string &name) const;
+    grpc::ServerUnaryReactor *runUnary(grpc::CallbackServerContext *ctx, std::function<grpc::Status()> work);
+    void post(std::function<void()> job);
+    void workerLoop();
+    void reaperLoop();
+    // Appends one audit event to the session's log; the error when it cannot.
+    Status audit(const std::string &sessionId, const std::string &kind, const nlohmann::json &payload);
+    // Releases the shell's sandbox and records debug_shell.closed.
+    Status closeShell(const Shell &shell, const std::string &reason, const std::string &by);
+
+    store::EventStore &m_store;
+    const pools::PoolSet &m_pools;
+    const OperatorOptions m_options;
+
+    mutable std::mutex m_mutex;
+    std::condition_variable m_cv;               // workers: a job or stopping
+    std::condition_variable m_reaperWake;       // the reaper: stopping
+    std::deque<std::function<void()>> m_jobs;   // guarded by m_mutex
+    std::map<std::string, Shell> m_shells;      // guarded by m_mutex
+    bool m_stopping = false;                    // guarded by m_mutex
+    std::vector<std::thread> m_threads;
+};
+
+} // namespace paddock::server
