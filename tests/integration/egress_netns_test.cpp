@@ -17,6 +17,7 @@
 // Needs root (namespaces, bwrap); skips with a message otherwise. Parameterized over tiers: a
 // runsc tier is one more line in kTierCases once that runtime binds the egress socket.
 
+#include "broker/pools/grpc_pool_client.h"
 #include "tests/integration/harness.h"
 
 #include <gtest/gtest.h>
@@ -112,6 +113,8 @@ private:
             int c = ::accept4(m_listen, nullptr, nullptr, SOCK_CLOEXEC);
             if (c < 0)
                 continue;
+            timeval tv{5, 0};   // a tunnel that never sends must not stall the next request
+            ::setsockopt(c, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
             ::getsockname(c, reinterpret_cast<sockaddr *>(&local), &len);
             char ip[INET_ADDRSTRLEN] = {};
             ::inet_ntop(AF_INET, &local.sin_addr, ip, sizeof ip);
@@ -446,6 +449,58 @@ TEST_P(EgressNetnsTest, ForbiddenDestinationsRefusedAndRecorded)
         EXPECT_EQ(request.find("169.254.169.254"), std::string::npos) << "the fake metadata server was reached: " << request;
         EXPECT_EQ(request.find("198.51.100.3"), std::string::npos) << "a host off the allowlist was reached: " << request;
     }
+}
+
+// Straight to the pool's gRPC API: the attempts come back on ExecExit.egress, an exec repeated
+// under its idempotency key (the broker's retry after a crash) carries the first run's attempts
+// without running anything again, and a background connection left open is reported as open.
+TEST_P(EgressNetnsTest, PoolReportsAttemptsWithEachExecAndReplays)
+{
+    auto client = pools::makeGrpcPoolClient("egress", "127.0.0.1:" + std::to_string(m_poolPort));
+    auto claimed = client->claim(GetParam().name, "s-replay", "s-replay:claim");
+    ASSERT_TRUE(claimed) << claimed.error().message;
+    pools::ExecSpec spec;
+    spec.sandboxId = claimed->sandboxId;
+    spec.argv = {"/bin/sh", "-c", "curl -sS --max-time 20 http://allowed.test:8080/replay; "
+                                  "curl -s -o /dev/null -w '%{http_code}' http://169.254.169.254:8080/replay-meta"};
+    spec.idempotencyKey = "s-replay:7";
+    auto first = client->exec(spec);
+    ASSERT_TRUE(first) << first.error().message;
+    EXPECT_NE(first->stdoutData.find("hello from 198.51.100.2 GET /replay"), std::string::npos) << first->stdoutData;
+    ASSERT_EQ(first->egress.size(), 2u);
+    EXPECT_TRUE(first->egress[0].allowed);
+    EXPECT_EQ(first->egress[0].address, "198.51.100.2");
+    EXPECT_FALSE(first->egress[1].allowed);
+    EXPECT_EQ(first->egress[1].reason, "metadata");
+    auto again = client->exec(spec);
+    ASSERT_TRUE(again) << again.error().message;
+    EXPECT_TRUE(again->replayed);
+    ASSERT_EQ(again->egress.size(), 2u);
+    EXPECT_EQ(again->egress[0].host, "allowed.test");
+    EXPECT_EQ(again->egress[0].bytesIn, first->egress[0].bytesIn);
+    EXPECT_EQ(again->egress[1].reason, "metadata");
+    size_t replays = 0;
+    for (const auto &request : g_server.requests())
+        replays += request.find("/replay ") != std::string::npos ? 1 : 0;
+    EXPECT_EQ(replays, 1u) << "the replay ran the command again";
+
+    // A connection a background process keeps open: reported once, as open, when the exec ends.
+    pools::ExecSpec background;
+    background.sandboxId = claimed->sandboxId;
+    background.argv = {"/bin/sh", "-c", "setsid sh -c \"(printf 'CONNECT allowed.test:8080 HTTP/1.1\\\\r\\\\n\\\\r\\\\n'; sleep 30) | "
+                                        "bash -c 'cat >/dev/tcp/127.0.0.1/3128'\" >/dev/null 2>&1 & sleep 1; echo started"};
+    auto bg = client->exec(background);
+    ASSERT_TRUE(bg) << bg.error().message;
+    ASSERT_EQ(bg->egress.size(), 1u);
+    EXPECT_TRUE(bg->egress[0].allowed);
+    EXPECT_TRUE(bg->egress[0].open);
+    pools::ExecSpec quiet;
+    quiet.sandboxId = claimed->sandboxId;
+    quiet.argv = {"true"};
+    auto next = client->exec(quiet);
+    ASSERT_TRUE(next);
+    EXPECT_TRUE(next->egress.empty());   // not reported twice
+    EXPECT_TRUE(client->release(claimed->sandboxId));
 }
 
 // A tier with network = "none" has no proxy, no socket and no route: nothing gets out, and
