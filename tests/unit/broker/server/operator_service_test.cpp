@@ -1,0 +1,322 @@
+// The broker's operator calls against a pool client the test controls: debug shells are opened
+// on the post-mortem's pool from its snapshot, every step is in the failed session's log before
+// the caller hears back, an idle shell is closed and its sandbox released, a shell that cannot be
+// audited is not opened, and a pool that does not answer is named in the post-mortem list while
+// the others are still listed. The store, the service and gRPC are real (a unix socket).
+
+#include "broker/server/broker_service.h"
+#include "broker/server/stream_hub.h"
+#include "broker/store/sqlite_event_store.h"
+
+#include <grpcpp/grpcpp.h>
+#include <gtest/gtest.h>
+
+#include <thread>
+#include <unistd.h>
+
+namespace fs = std::filesystem;
+using namespace paddock;
+using nlohmann::json;
+
+namespace {
+
+class FakePool final : public pools::PoolClient {
+public:
+    explicit FakePool(std::string name, bool answers = true) : m_name(std::move(name)), m_answers(answers) {}
+    std::string name() const override { return m_name; }
+    std::string endpoint() const override { return "fake"; }
+
+    Result<pools::ClaimedSandbox> claim(const std::string &tier, const std::string &session, const std::string &) override
+    {
+        std::lock_guard lock(m_mutex);
+        claims.push_back(tier + " " + session);
+        return pools::ClaimedSandbox{"lite-new-" + std::to_string(claims.size()), tier, "bwrap", "h", true, 0.1};
+    }
+    Result<pools::ExecOutcome> exec(const pools::ExecSpec &spec, const pools::OutputSink &sink) override
+    {
+        std::lock_guard lock(m_mutex);
+        execs.push_back(spec.sandboxId + ": " + spec.argv.back());
+        pools::ExecOutcome out;
+        out.stdoutData = "ran " + spec.argv.back() + "\n";
+        out.exitCode = spec.argv.back() == "false" ? 1 : 0;
+        if (sink)
+            sink(1, out.stdoutData);
+        return out;
+    }
+    Result<std::string> readFile(const std::string &, const std::string &, int64_t) override { return std::string(); }
+    Status writeFile(const std::string &, const std::string &, const std::string &, uint32_t) override { return {}; }
+    Result<std::vector<pools::DirEntry>> listDir(const std::string &, const std::string &) override { return {}; }
+    Status release(const std::string &id) override
+    {
+        std::lock_guard lock(m_mutex);
+        released.push_back(id);
+        return {};
+    }
+    Result<pools::PoolStatus> status() override
+    {
+        if (!m_answers)
+            return fail(ErrorCode::Unavailable, "pool '" + m_name + "' is unreachable");
+        pools::PoolStatus s;
+        s.poolId = m_name;
+        s.tiers.push_back(pools::TierStatus{"lite", "bwrap", 1, 0, 8, 1, 0});
+        return s;
+    }
+    Result<pools::SnapshotInfo> restore(const std::string &sandbox, const std::string &ref) override
+    {
+        std::lock_guard lock(m_mutex);
+        restores.push_back(sandbox + " <- " + ref);
+        if (ref == "damaged-1")
+            return fail(ErrorCode::FailedPrecondition, "snapshot 'damaged-1' is damaged (checksum mismatch)");
+        return pools::SnapshotInfo{ref, 10, 3, 1.0};
+    }
+    Result<std::vector<pools::PostMortemInfo>> listPostMortems(const std::string &session, int) override
+    {
+        if (!m_answers)
+            return fail(ErrorCode::Unavailable, "pool '" + m_name + "' is unreachable");
+        std::vector<pools::PostMortemInfo> out;
+        for (const auto &[id, pm] : postMortems)
+            if (session.empty() || pm.sessionId == session)
+                out.push_back(pm);
+        return out;
+    }
+    Result<pools::PostMortemInfo> getPostMortem(const std::string &sandbox) override
+    {
+        auto it = postMortems.find(sandbox);
+        if (it == postMortems.end())
+            return fail(ErrorCode::NotFound, "no post-mortem of sandbox '" + sandbox + "'");
+        return it->second;
+    }
+    void cancelInFlight() override {}
+
+    void addPostMortem(const std::string &sandbox, const std::string &session, const std::string &ref, int64_t time)
+    {
+        pools::PostMortemInfo pm;
+        pm.pool = m_name;
+        pm.sandboxId = sandbox;
+        pm.sessionId = session;
+        pm.tier = "lite";
+        pm.reason = "oom_killed";
+        pm.snapshotRef = ref;
+        pm.timeUnixMs = time;
+        postMortems[sandbox] = pm;
+    }
+
+    std::mutex m_mutex;
+    std::vector<std::string> claims, execs, released, restores;
+    std::map<std::string, pools::PostMortemInfo> postMortems;
+
+private:
+    std::string m_name;
+    bool m_answers;
+};
+
+class OperatorServiceTest : public ::testing::Test {
+protected:
+    void SetUp() override
+    {
+        char tmpl[] = "/tmp/paddock-operator-test-XXXXXX";
+        ASSERT_NE(::mkdtemp(tmpl), nullptr);
+        m_dir = tmpl;
+        auto store = store::openSqliteEventStore(m_dir / "broker.db");
+        ASSERT_TRUE(store) << store.error().message;
+        m_store = std::move(*store);
+        store::AppendRequest created;
+        created.sessionId = "s-1";
+        created.expectedLastSeq = 0;
+        created.events.push_back(core::NewEvent{core::kind::SessionCreated, R"({"agent":"a","goal":"g","model":"scripted"})", 0});
+        ASSERT_TRUE(m_store->appendSync(created));
+        auto pool = std::make_unique<FakePool>("east");
+        m_pool = pool.get();
+        m_pools.add(std::move(pool), false);
+        auto down = std::make_unique<FakePool>("west", false);
+        m_pools.add(std::move(down), false);
+        m_pool->addPostMortem("lite-failed", "s-1", "lite-failed-1", 2000);
+        m_pool->addPostMortem("lite-older", "s-other", "lite-older-1", 1000);
+        m_pool->addPostMortem("lite-nosession", "", "lite-nosession-1", 500);
+        m_pool->addPostMortem("lite-damaged", "s-1", "damaged-1", 400);
+    }
+    void start(int64_t idleMs)
+    {
+        m_hub = std::make_unique<server::StreamHub>(*m_store);
+        m_hub->start();
+        server::BrokerServiceOptions options;
+        options.debugShellIdleTimeoutMs = idleMs;
+        m_service = std::make_unique<server::BrokerService>(*m_store, *m_hub, m_pools,
+                                                            [](const std::string &) -> model::ModelAdapter * { return nullptr; },
+                                                            options);
+        grpc::ServerBuilder builder;
+        const std::string address = "unix:" + (m_dir / "b.sock").string();
+        builder.AddListeningPort(address, grpc::InsecureServerCredentials());
+        builder.RegisterService(m_service.get());
+        m_server = builder.BuildAndStart();
+        ASSERT_TRUE(m_server);
+        m_stub = v1::BrokerService::NewStub(grpc::CreateChannel(address, grpc::InsecureChannelCredentials()));
+    }
+    void TearDown() override
+    {
+        if (m_server)
+            m_server->Shutdown(std::chrono::system_clock::now() + std::chrono::seconds(2));
+        if (m_hub)
+            m_hub->beginShutdown();
+        m_service.reset();
+        if (m_hub)
+            m_hub->stop();
+        m_server.reset();
+        if (m_store)
+            m_store->close();
+        std::error_code ec;
+        fs::remove_all(m_dir, ec);
+    }
+
+    std::vector<json> audit(const std::string &session = "s-1")
+    {
+        std::vector<json> out;
+        auto events = m_store->readEvents(session, 1, 1000);
+        EXPECT_TRUE(events);
+        for (const auto &e : *events)
+            if (e.kind.rfind("debug_shell.", 0) == 0)
+                out.push_back(json{{"kind", e.kind}, {"payload", json::parse(e.payload)}});
+        return out;
+    }
+
+    grpc::Status open(const std::string &pool, const std::string &sandbox, v1::DebugShell *shell, const std::string &tier = "")
+    {
+        grpc::ClientContext ctx;
+        ctx.AddMetadata("paddock-user", "alice");
+        v1::OpenDebugShellRequest req;
+        req.set_pool(pool);
+        req.set_sandbox_id(sandbox);
+        req.set_tier(tier);
+        return m_stub->OpenDebugShell(&ctx, req, shell);
+    }
+
+    grpc::Status exec(const std::string &shell, const std::string &line, std::string *out)
+    {
+        grpc::ClientContext ctx;
+        v1::DebugExecRequest req;
+        req.set_shell_id(shell);
+        req.add_argv("/bin/sh");
+        req.add_argv("-c");
+        req.add_argv(line);
+        auto reader = m_stub->DebugExec(&ctx, req);
+        v1::ExecResponse msg;
+        while (reader->Read(&msg))
+            *out += msg.stdout();
+        return reader->Finish();
+    }
+
+    fs::path m_dir;
+    std::unique_ptr<store::EventStore> m_store;
+    pools::PoolSet m_pools;
+    FakePool *m_pool = nullptr;
+    std::unique_ptr<server::StreamHub> m_hub;
+    std::unique_ptr<server::BrokerService> m_service;
+    std::unique_ptr<grpc::Server> m_server;
+    std::unique_ptr<v1::BrokerService::Stub> m_stub;
+};
+
+} // namespace
+
+TEST_F(OperatorServiceTest, ShellIsRestoredFromTheSnapshotAndEveryStepIsAudited)
+{
+    start(600000);
+    v1::DebugShell shell;
+    auto st = open("east", "lite-failed", &shell, "standard");
+    ASSERT_TRUE(st.ok()) << st.error_message();
+    EXPECT_EQ(shell.session_id(), "s-1");
+    EXPECT_EQ(shell.tier(), "standard");
+    EXPECT_EQ(shell.snapshot_ref(), "lite-failed-1");
+    EXPECT_EQ(m_pool->claims, std::vector<std::string>{"standard s-1:debug"});
+    EXPECT_EQ(m_pool->restores, std::vector<std::string>{shell.sandbox_id() + " <- lite-failed-1"});
+
+    std::string out;
+    st = exec(shell.shell_id(), "make test", &out);
+    ASSERT_TRUE(st.ok()) << st.error_message();
+    EXPECT_EQ(out, "ran make test\n");
+
+    grpc::ClientContext ctx;
+    v1::CloseDebugShellRequest creq;
+    creq.set_shell_id(shell.shell_id());
+    v1::CloseDebugShellResponse cresp;
+    ASSERT_TRUE(m_stub->CloseDebugShell(&ctx, creq, &cresp).ok());
+    EXPECT_EQ(m_pool->released, std::vector<std::string>{shell.sandbox_id()});
+
+    auto events = audit();
+    ASSERT_EQ(events.size(), 3u);
+    EXPECT_EQ(events[0]["kind"], "debug_shell.opened");
+    EXPECT_EQ(events[0]["payload"]["by"], "operator");
+    EXPECT_EQ(events[0]["payload"]["client_user"], "alice");
+    EXPECT_EQ(events[1]["kind"], "debug_shell.exec");
+    EXPECT_EQ(events[1]["payload"]["argv"].back(), "make test");
+    EXPECT_EQ(events[1]["payload"]["exit_code"], 0);
+    EXPECT_EQ(events[2]["kind"], "debug_shell.closed");
+    EXPECT_EQ(events[2]["payload"]["reason"], "closed");
+
+    // Closed: a command after it is NOT_FOUND, and runs nowhere.
+    out.clear();
+    EXPECT_EQ(exec(shell.shell_id(), "ls", &out).error_code(), grpc::StatusCode::NOT_FOUND);
+    EXPECT_EQ(m_pool->execs.size(), 1u);
+}
+
+TEST_F(OperatorServiceTest, IdleShellIsClosedAndItsSandboxReleased)
+{
+    start(200);
+    v1::DebugShell shell;
+    ASSERT_TRUE(open("east", "lite-failed", &shell).ok());
+    for (int i = 0; i < 100 && m_pool->released.empty(); ++i)
+        std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    ASSERT_EQ(m_pool->released, std::vector<std::string>{shell.sandbox_id()});
+    auto events = audit();
+    ASSERT_EQ(events.size(), 2u);
+    EXPECT_EQ(events[1]["kind"], "debug_shell.closed");
+    EXPECT_EQ(events[1]["payload"]["reason"], "idle");
+    std::string out;
+    EXPECT_EQ(exec(shell.shell_id(), "ls", &out).error_code(), grpc::StatusCode::NOT_FOUND);
+}
+
+TEST_F(OperatorServiceTest, RefusalsNameTheProblemAndLeaveNothingClaimed)
+{
+    start(600000);
+    v1::DebugShell shell;
+    auto st = open("nowhere", "lite-failed", &shell);
+    EXPECT_EQ(st.error_code(), grpc::StatusCode::NOT_FOUND);
+    EXPECT_NE(st.error_message().find("east, west"), std::string::npos) << st.error_message();
+    st = open("east", "lite-nothing", &shell);
+    EXPECT_EQ(st.error_code(), grpc::StatusCode::NOT_FOUND);
+    // No session to audit in: not opened, nothing claimed.
+    st = open("east", "lite-nosession", &shell);
+    EXPECT_EQ(st.error_code(), grpc::StatusCode::FAILED_PRECONDITION);
+    EXPECT_TRUE(m_pool->claims.empty());
+    // A session this broker does not have: claimed, the audit fails, released, refused.
+    m_pool->addPostMortem("lite-stranger", "s-unknown", "lite-stranger-1", 100);
+    st = open("east", "lite-stranger", &shell);
+    EXPECT_EQ(st.error_code(), grpc::StatusCode::FAILED_PRECONDITION);
+    EXPECT_NE(st.error_message().find("audited"), std::string::npos) << st.error_message();
+    // A damaged snapshot: the claimed sandbox goes back, the pool's message comes through.
+    st = open("east", "lite-damaged", &shell);
+    EXPECT_EQ(st.error_code(), grpc::StatusCode::FAILED_PRECONDITION);
+    EXPECT_NE(st.error_message().find("snapshot 'damaged-1' is damaged"), std::string::npos);
+    EXPECT_EQ(m_pool->claims.size(), 2u);
+    EXPECT_EQ(m_pool->released.size(), 2u);
+    EXPECT_TRUE(audit().empty());
+}
+
+TEST_F(OperatorServiceTest, ListNamesAPoolThatDoesNotAnswerAndListsTheOthers)
+{
+    start(600000);
+    grpc::ClientContext ctx;
+    v1::ListPoolPostMortemsRequest req;
+    v1::ListPoolPostMortemsResponse resp;
+    ASSERT_TRUE(m_stub->ListPostMortems(&ctx, req, &resp).ok());
+    ASSERT_EQ(resp.post_mortems_size(), 4);
+    EXPECT_EQ(resp.post_mortems(0).sandbox_id(), "lite-failed");   // newest first
+    EXPECT_EQ(resp.post_mortems(0).pool(), "east");
+    ASSERT_EQ(resp.pool_errors_size(), 1);
+    EXPECT_EQ(resp.pool_errors(0).pool(), "west");
+
+    grpc::ClientContext ctx2;
+    req.set_session_id("s-1");
+    v1::ListPoolPostMortemsResponse one;
+    ASSERT_TRUE(m_stub->ListPostMortems(&ctx2, req, &one).ok());
+    EXPECT_EQ(one.post_mortems_size(), 2);
+}
