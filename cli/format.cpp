@@ -465,11 +465,26 @@ json poolsToJson(const v1::ListPoolsResponse &pools)
                         {"tiers", tiers}});
     }
     return json{{"local_execution", pools.local_execution()}, {"pools", list}};
+        json history = json::array();
+        for (const auto &sample : pool.history()) {
+            json h{{"time_unix_ms", sample.time_unix_ms()}, {"healthy", sample.healthy()},
+                   {"latency_ms", sample.latency_ms()}, {"warm", sample.warm()}, {"claimed", sample.claimed()},
+                   {"max", sample.max()}};
+            if (!sample.error().empty())
+                h["error"] = sample.error();
+            history.push_back(std::move(h));
+        }
 }
 
 std::string formatPoolsTable(const v1::ListPoolsResponse &pools)
 {
+                        {"execution", pool.local() ? "local execution" : "remote"},
+                        {"transport", pool.transport()},
+                        {"token", pool.token()},
     std::vector<std::vector<std::string>> rows;
+                        {"checked_unix_ms", pool.checked_unix_ms()},
+                        {"unhealthy_since_unix_ms", pool.unhealthy_since_unix_ms()},
+                        {"history", history},
     for (const auto &pool : pools.pools()) {
         std::string tiers;
         for (const auto &tier : pool.tiers()) {
@@ -480,13 +495,18 @@ std::string formatPoolsTable(const v1::ListPoolsResponse &pools)
         std::string health = pool.healthy() ? "healthy" : "unhealthy";
         if (!pool.error().empty())
             health += " (" + pool.error() + ")";
-        rows.push_back({pool.name(), pool.endpoint(), health, pool.local() ? "yes" : "no", tiers.empty() ? "-" : tiers});
+        std::string transport = pool.transport().empty() ? "plaintext" : pool.transport();
+        if (pool.token())
+            transport += "+token";
+        rows.push_back({pool.name(), pool.endpoint(), health, pool.local() ? "local execution" : "remote", transport,
+                        tiers.empty() ? "-" : tiers});
     }
-    std::string out = renderTable({"NAME", "ENDPOINT", "HEALTH", "LOCAL", "TIERS"}, rows);
+    std::string out = renderTable({"NAME", "ENDPOINT", "HEALTH", "EXECUTION", "TRANSPORT", "TIERS"}, rows);
     if (pools.pools().empty())
         out += "no pools configured: start paddockd with --pool NAME=HOST:PORT\n";
     if (pools.local_execution())
-        out += "local execution is on: agent commands run on the broker's own machine (development mode)\n";
+        out += "local execution: agents' commands run on the broker's own machine (development mode; "
+               "allow_local_execution = true)\n";
     return out;
 }
 

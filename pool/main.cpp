@@ -4,6 +4,7 @@
 #include "common/paths.h"
 #include "pool/core/pool_config.h"
 #include "pool/core/sandbox_pool.h"
+#include "pool/server/pool_auth.h"
 #include "pool/server/pool_service.h"
 
 #include <CLI/CLI.hpp>
@@ -32,6 +33,7 @@ int main(int argc, char **argv)
     CLI::App app{"paddock-pool: the Paddock pool agent (warm sandboxes, served over gRPC)"};
     std::string configFile, listen, stateDir, logLevel, initPath;
     int warm = -1;
+    pool::PoolTlsOptions tlsOptions;
     app.add_option("--config", configFile, "TOML config (default: $XDG_CONFIG_HOME/paddock/pool.toml)");
     app.add_option("--listen", listen, "address to serve on (default 127.0.0.1:7701)");
     app.add_option("--state-dir", stateDir, "where sandbox workspaces live (default $XDG_DATA_HOME/paddock/pool)");
@@ -39,6 +41,15 @@ int main(int argc, char **argv)
     app.add_option("--init-path", initPath, "paddock-sandbox-init binary (default: next to paddock-pool)");
     app.add_option("--log-level", logLevel, "trace, debug, info, warn or error (default info)")
         ->check(CLI::IsMember({"trace", "debug", "info", "warn", "error"}));
+    app.add_option("--tls-cert", tlsOptions.certFile,
+                   "serve TLS with this PEM certificate chain (its subjectAltName must name the address the broker "
+                   "dials); needs --tls-key")->check(CLI::ExistingFile);
+    app.add_option("--tls-key", tlsOptions.keyFile, "the PEM private key of --tls-cert")->check(CLI::ExistingFile);
+    app.add_option("--tls-client-ca", tlsOptions.clientCaFile,
+                   "mutual TLS: require a client certificate signed by this PEM CA")->check(CLI::ExistingFile);
+    app.add_option("--token-file", tlsOptions.tokenFile,
+                   "require 'authorization: Bearer <token>' on every call, the token being this file's one line "
+                   "(needs TLS)")->check(CLI::ExistingFile);
     CLI11_PARSE(app, argc, argv);
 
     const bool explicitConfig = !configFile.empty();
@@ -66,6 +77,12 @@ int main(int argc, char **argv)
     }
     setupLogging("paddock-pool", config.logLevel);
 
+    auto credentials = pool::makePoolServerCredentials(tlsOptions);
+    if (!credentials) {
+        std::fprintf(stderr, "paddock-pool: %s\n", credentials.error().message.c_str());
+        return 2;
+    }
+
     auto created = pool::SandboxPool::create(config);
     if (!created) {
         std::fprintf(stderr, "paddock-pool: %s\n", created.error().message.c_str());
@@ -80,7 +97,7 @@ int main(int argc, char **argv)
     // Without this a second pool could share the port (SO_REUSEPORT) instead of failing.
     builder.AddChannelArgument(GRPC_ARG_ALLOW_REUSEPORT, 0);
     int port = 0;
-    builder.AddListeningPort(config.listen, grpc::InsecureServerCredentials(), &port);
+    builder.AddListeningPort(config.listen, *credentials, &port);
     builder.RegisterService(&service);
     std::unique_ptr<grpc::Server> server = builder.BuildAndStart();
     if (!server || port == 0) {
@@ -96,8 +113,10 @@ int main(int argc, char **argv)
     std::signal(SIGPIPE, SIG_IGN);
 
     sandboxPool.start();
-    spdlog::info("paddock-pool '{}' listening on {} (port {}), state in {}, init {}", config.poolId, config.listen, port,
-                 config.stateDir.string(), config.initPath.string());
+    spdlog::info("paddock-pool '{}' listening on {} (port {}, {}{}), state in {}, init {}", config.poolId, config.listen,
+                 port, tlsOptions.certFile.empty() ? "plaintext" : tlsOptions.clientCaFile.empty() ? "TLS" : "mutual TLS",
+                 tlsOptions.tokenFile.empty() ? "" : ", bearer token required", config.stateDir.string(),
+                 config.initPath.string());
     for (const auto &t : config.tiers)
         spdlog::info("tier '{}': runtime {}, warm {}, max {}", t.name, t.runtime, t.warmCount, t.maxCount);
 

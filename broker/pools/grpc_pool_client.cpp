@@ -5,6 +5,7 @@
 
 #include <grpcpp/grpcpp.h>
 
+#include <algorithm>
 #include <chrono>
 #include <mutex>
 #include <set>
@@ -23,20 +24,39 @@ constexpr int64_t kExecGraceMs = 30000;             // beyond the command's time
 constexpr int kInitialReconnectBackoffMs = 100;
 constexpr int kMaxReconnectBackoffMs = 2000;
 
-std::shared_ptr<grpc::Channel> makeChannel(const std::string &endpoint)
+std::shared_ptr<grpc::Channel> makeChannel(const PoolConnection &connection)
 {
     grpc::ChannelArguments args;
     args.SetInt(GRPC_ARG_INITIAL_RECONNECT_BACKOFF_MS, kInitialReconnectBackoffMs);
     args.SetInt(GRPC_ARG_MIN_RECONNECT_BACKOFF_MS, kInitialReconnectBackoffMs);
     args.SetInt(GRPC_ARG_MAX_RECONNECT_BACKOFF_MS, kMaxReconnectBackoffMs);
-    return grpc::CreateCustomChannel(endpoint, grpc::InsecureChannelCredentials(), args);
+    if (connection.caPem.empty())
+        return grpc::CreateCustomChannel(connection.endpoint, grpc::InsecureChannelCredentials(), args);
+    grpc::SslCredentialsOptions tls;
+    tls.pem_root_certs = connection.caPem;
+    tls.pem_cert_chain = connection.certPem;
+    tls.pem_private_key = connection.keyPem;
+    if (!connection.serverName.empty())
+        args.SetSslTargetNameOverride(connection.serverName);
+    return grpc::CreateCustomChannel(connection.endpoint, grpc::SslCredentials(tls), args);
+}
+
+// gRPC reports a failed handshake as UNAVAILABLE like a refused connection; its message says why.
+bool looksLikeTlsFailure(const std::string &message)
+{
+    static const char *const kMarkers[] = {"handshake", "Handshake", "SSL", "ssl", "certificate", "Certificate",
+                                           "TLS", "tsi", "peer name"};
+    return std::any_of(std::begin(kMarkers), std::end(kMarkers),
+                       [&](const char *marker) { return message.find(marker) != std::string::npos; });
 }
 
 class GrpcPoolClient final : public PoolClient {
 public:
-    GrpcPoolClient(std::string name, std::string endpoint)
-        : m_name(std::move(name)), m_endpoint(std::move(endpoint)),
-          m_stub(v1::PoolService::NewStub(makeChannel(m_endpoint)))
+    explicit GrpcPoolClient(PoolConnection connection)
+        : m_name(connection.name), m_endpoint(connection.endpoint), m_tls(!connection.caPem.empty()),
+          m_caFile(connection.caFile), m_serverName(connection.serverName),
+          m_authorization(connection.token.empty() ? std::string() : "Bearer " + connection.token),
+          m_stub(v1::PoolService::NewStub(makeChannel(connection)))
     {
     }
 
@@ -348,6 +368,8 @@ private:
         Call(GrpcPoolClient &client, int64_t deadlineMs) : m_client(client)
         {
             ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::milliseconds(deadlineMs));
+            if (!m_client.m_authorization.empty())
+                ctx.AddMetadata("authorization", m_client.m_authorization);
             std::lock_guard lock(m_client.m_callsMutex);
             m_client.m_calls.insert(&ctx);
         }
@@ -367,6 +389,19 @@ private:
     std::unexpected<Error> failure(const char *op, const grpc::Status &s) const
     {
         const ErrorCode code = rpc::fromGrpcCode(s.error_code());
+        if (code == ErrorCode::Unavailable && m_tls && looksLikeTlsFailure(s.error_message())) {
+            const std::string host = m_serverName.empty() ? m_endpoint.substr(0, m_endpoint.rfind(':')) : m_serverName;
+            return fail(code, "pool '" + m_name + "' at " + m_endpoint + ": TLS handshake failed (" + op + ": "
+                                  + s.error_message() + "); the pool's certificate must be signed by the CA in tls_ca ("
+                                  + (m_caFile.empty() ? std::string("the configured CA") : m_caFile)
+                                  + ") and name '" + host + "' in its subjectAltName: give the pool a certificate "
+                                  "from that CA for that name (paddock-pool --tls-cert), or fix tls_ca / "
+                                  "tls_server_name in this pool's [[pool]] entry");
+        }
+        if (s.error_code() == grpc::StatusCode::UNAUTHENTICATED)
+            return fail(code, "pool '" + m_name + "' at " + m_endpoint + " refused the broker's credentials (" + op + ": "
+                                  + s.error_message() + "); token_file in its [[pool]] entry must hold the token the "
+                                  "pool was started with (paddock-pool --token-file)");
         if (code == ErrorCode::Unavailable && s.error_message().find("pool") == std::string::npos)
             return fail(code, "pool '" + m_name + "' at " + m_endpoint + " is unreachable (" + op + ": " + s.error_message() +
                                   "); check that paddock-pool is running there");
@@ -378,6 +413,10 @@ private:
 
     const std::string m_name;
     const std::string m_endpoint;
+    const bool m_tls;
+    const std::string m_caFile;
+    const std::string m_serverName;
+    const std::string m_authorization;            // "Bearer <token>", or empty
     const std::unique_ptr<v1::PoolService::Stub> m_stub;
 
     std::mutex m_callsMutex;                      // guards m_calls
@@ -386,9 +425,17 @@ private:
 
 } // namespace
 
+std::unique_ptr<PoolClient> makeGrpcPoolClient(PoolConnection connection)
+{
+    return std::make_unique<GrpcPoolClient>(std::move(connection));
+}
+
 std::unique_ptr<PoolClient> makeGrpcPoolClient(std::string name, std::string endpoint)
 {
-    return std::make_unique<GrpcPoolClient>(std::move(name), std::move(endpoint));
+    PoolConnection connection;
+    connection.name = std::move(name);
+    connection.endpoint = std::move(endpoint);
+    return makeGrpcPoolClient(std::move(connection));
 }
 
 } // namespace paddock::pools

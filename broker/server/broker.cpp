@@ -68,12 +68,31 @@ Status Broker::start()
         return std::unexpected(store.error());
     parts->store = std::move(*store);
 
-    for (const auto &pool : m_config.pools)
-        parts->pools.add(pools::makeGrpcPoolClient(pool.name, pool.endpoint), isLocalEndpoint(pool.endpoint));
+    pools::PoolSetOptions poolOptions;
+    poolOptions.healthIntervalMs = m_config.poolHealthIntervalMs;
+    poolOptions.lostAfterMs = m_config.poolLostAfterMs;
+    parts->pools.setOptions(poolOptions);
+    for (const auto &pool : m_config.pools) {
+        auto connection = loadPoolConnection(pool);
+        if (!connection)
+            return std::unexpected(connection.error());
+        const bool local = isLocalEndpoint(pool.endpoint);
+        spdlog::info("pool '{}' at {}: {}{}{}", pool.name, pool.endpoint,
+                     connection->caPem.empty() ? "plaintext" : connection->certPem.empty() ? "TLS" : "mutual TLS",
+                     connection->token.empty() ? "" : ", bearer token from " + pool.tokenFile.string(),
+                     local ? ", local execution" : "");
+        if (connection->caPem.empty() && !connection->token.empty() && !local)
+            spdlog::warn("pool '{}' at {}: the bearer token travels in plaintext; set tls_ca (and start the pool with "
+                         "--tls-cert/--tls-key)", pool.name, pool.endpoint);
+        const std::string transport = connection->caPem.empty() ? "plaintext" : connection->certPem.empty() ? "tls" : "mtls";
+        const bool token = !connection->token.empty();
+        parts->pools.add(pools::makeGrpcPoolClient(std::move(*connection)), local, transport, token);
+    }
     if (parts->pools.anyLocal())
         spdlog::warn("local execution: agents' commands run on this machine (allow_local_execution = true)");
 
     parts->models = std::make_unique<model::ModelRegistry>(m_config.models);
+    parts->pools.startHealthChecks();
     model::ModelRegistry *models = parts->models.get();
     engine::ModelLookup lookup = [models](const std::string &name) { return models->find(name); };
 

@@ -4,7 +4,17 @@
 
 #include <toml++/toml.h>
 
+#include <arpa/inet.h>
+#include <ifaddrs.h>
+#include <netdb.h>
+#include <netinet/in.h>
 #include <unistd.h>
+
+#include <algorithm>
+#include <cctype>
+#include <cerrno>
+#include <cstdio>
+#include <cstring>
 
 namespace paddock::server {
 
@@ -57,7 +67,8 @@ Result<BrokerConfig> loadBrokerConfig(const std::filesystem::path &file, BrokerC
     config.pools.clear();
 
     static const std::vector<std::string> known = {"data_dir", "socket", "workers", "lease_ms", "default_tier",
-                                                   "allow_local_execution", "log_level", "pool", "models"};
+                                                   "allow_local_execution", "log_level", "pool", "models",
+                                                   "pool_health_interval_ms", "pool_lost_after_ms"};
     for (const auto &[key, node] : table) {
         if (std::find(known.begin(), known.end(), std::string(key.str())) == known.end())
             return fail(ErrorCode::InvalidArgument, where(file, node) + ": unknown key '" + std::string(key.str())
@@ -92,6 +103,8 @@ Result<BrokerConfig> loadBrokerConfig(const std::filesystem::path &file, BrokerC
     if (auto s = stringKey("log_level", [&](const std::string &v) { config.logLevel = v; }); !s) return std::unexpected(s.error());
     if (auto s = intKey("workers", 1, [&](int64_t v) { config.workers = static_cast<int>(v); }); !s) return std::unexpected(s.error());
     if (auto s = intKey("lease_ms", 1000, [&](int64_t v) { config.leaseMs = v; }); !s) return std::unexpected(s.error());
+    if (auto s = intKey("pool_health_interval_ms", 100, [&](int64_t v) { config.poolHealthIntervalMs = v; }); !s) return std::unexpected(s.error());
+    if (auto s = intKey("pool_lost_after_ms", 500, [&](int64_t v) { config.poolLostAfterMs = v; }); !s) return std::unexpected(s.error());
     if (auto node = table.get("allow_local_execution")) {
         auto value = node->value<bool>();
         if (!value)
@@ -102,6 +115,8 @@ Result<BrokerConfig> loadBrokerConfig(const std::filesystem::path &file, BrokerC
         auto *pools = node->as_array();
         if (!pools)
             return fail(ErrorCode::InvalidArgument, where(file, *node) + ": pool must be an array of tables: [[pool]]");
+        static const std::vector<std::string> poolKeys = {"name", "endpoint", "tls_ca", "tls_cert", "tls_key",
+                                                          "tls_server_name", "token_file"};
         for (const auto &entry : *pools) {
             auto *pool = entry.as_table();
             auto name = pool ? pool->get_as<std::string>("name") : nullptr;
@@ -109,7 +124,33 @@ Result<BrokerConfig> loadBrokerConfig(const std::filesystem::path &file, BrokerC
             if (!name || !endpoint)
                 return fail(ErrorCode::InvalidArgument, where(file, entry)
                                 + ": each [[pool]] needs name = \"...\" and endpoint = \"host:port\"");
-            config.pools.push_back({name->get(), endpoint->get()});
+            PoolEndpoint out{name->get(), endpoint->get()};
+            for (const auto &[key, value] : *pool) {
+                const std::string k(key.str());
+                if (std::find(poolKeys.begin(), poolKeys.end(), k) == poolKeys.end())
+                    return fail(ErrorCode::InvalidArgument, where(file, value) + ": unknown key '" + k + "' in [[pool]] '"
+                                    + out.name + "'; a pool takes name, endpoint, tls_ca, tls_cert, tls_key, "
+                                    "tls_server_name and token_file");
+                if (k == "name" || k == "endpoint")
+                    continue;
+                auto text = value.value<std::string>();
+                if (!text || text->empty())
+                    return fail(ErrorCode::InvalidArgument, where(file, value) + ": " + k + " in [[pool]] '" + out.name
+                                    + "' must be a non-empty string");
+                if (k == "tls_ca") out.tlsCa = resolve(*text);
+                else if (k == "tls_cert") out.tlsCert = resolve(*text);
+                else if (k == "tls_key") out.tlsKey = resolve(*text);
+                else if (k == "tls_server_name") out.tlsServerName = *text;
+                else if (k == "token_file") out.tokenFile = resolve(*text);
+            }
+            if (out.tlsCert.empty() != out.tlsKey.empty())
+                return fail(ErrorCode::InvalidArgument, where(file, entry) + ": [[pool]] '" + out.name
+                                + "' sets only one of tls_cert and tls_key: a client certificate needs both (or neither)");
+            if (!out.tlsCert.empty() && out.tlsCa.empty())
+                return fail(ErrorCode::InvalidArgument, where(file, entry) + ": [[pool]] '" + out.name
+                                + "' has a client certificate but no tls_ca: set tls_ca to the CA that signed the "
+                                "pool's certificate");
+            config.pools.push_back(std::move(out));
         }
     }
     toml::table empty;
@@ -130,15 +171,144 @@ Result<PoolEndpoint> parsePoolFlag(const std::string &flag)
     return PoolEndpoint{flag.substr(0, eq), flag.substr(eq + 1)};
 }
 
+namespace {
+
+bool isLoopbackOrAny(const sockaddr *addr)
+{
+    if (addr->sa_family == AF_INET) {
+        const uint32_t a = ntohl(reinterpret_cast<const sockaddr_in *>(addr)->sin_addr.s_addr);
+        return (a >> 24) == 127 || a == INADDR_ANY;
+    }
+    if (addr->sa_family == AF_INET6) {
+        const in6_addr &a = reinterpret_cast<const sockaddr_in6 *>(addr)->sin6_addr;
+        if (IN6_IS_ADDR_LOOPBACK(&a) || IN6_IS_ADDR_UNSPECIFIED(&a))
+            return true;
+        if (IN6_IS_ADDR_V4MAPPED(&a))
+            return a.s6_addr[12] == 127 || (a.s6_addr[12] | a.s6_addr[13] | a.s6_addr[14] | a.s6_addr[15]) == 0;
+    }
+    return false;
+}
+
+bool sameAddress(const sockaddr *a, const sockaddr *b)
+{
+    if (a->sa_family != b->sa_family)
+        return false;
+    if (a->sa_family == AF_INET)
+        return reinterpret_cast<const sockaddr_in *>(a)->sin_addr.s_addr
+            == reinterpret_cast<const sockaddr_in *>(b)->sin_addr.s_addr;
+    if (a->sa_family == AF_INET6)
+        return std::memcmp(&reinterpret_cast<const sockaddr_in6 *>(a)->sin6_addr,
+                           &reinterpret_cast<const sockaddr_in6 *>(b)->sin6_addr, sizeof(in6_addr)) == 0;
+    return false;
+}
+
+} // namespace
+
 bool isLocalEndpoint(const std::string &endpoint)
 {
-    std::string host = endpoint.substr(0, endpoint.rfind(':'));
+    if (endpoint.starts_with("unix:") || endpoint.starts_with("unix-abstract:"))
+        return true;
+    std::string target = endpoint;
+    if (const auto scheme = target.find("://"); scheme != std::string::npos)
+        target = target.substr(target.find_first_not_of('/', scheme + 3));   // dns:///host:port
+    else if (target.starts_with("ipv4:") || target.starts_with("ipv6:"))
+        target = target.substr(5);
+    const auto colon = target.rfind(':');
+    std::string host = colon == std::string::npos ? target : target.substr(0, colon);
     if (host.starts_with("[") && host.ends_with("]"))
         host = host.substr(1, host.size() - 2);
-    if (host == "localhost" || host == "::1" || host.starts_with("127.") || host.starts_with("unix:"))
+    if (host.empty() || host == "localhost" || host.ends_with(".localhost"))
         return true;
     char name[256] = {};
-    return gethostname(name, sizeof name - 1) == 0 && host == name;
+    if (gethostname(name, sizeof name - 1) == 0 && host == name)
+        return true;
+
+    // Every address the name resolves to, against loopback and this host's own addresses. A name
+    // that does not resolve is not known to be local; connecting to it will say what is wrong.
+    addrinfo hints{};
+    hints.ai_socktype = SOCK_STREAM;
+    addrinfo *resolved = nullptr;
+    if (getaddrinfo(host.c_str(), nullptr, &hints, &resolved) != 0)
+        return false;
+    ifaddrs *own = nullptr;
+    if (getifaddrs(&own) != 0)
+        own = nullptr;
+    bool local = false;
+    for (addrinfo *ai = resolved; ai && !local; ai = ai->ai_next) {
+        if (isLoopbackOrAny(ai->ai_addr)) {
+            local = true;
+            break;
+        }
+        for (ifaddrs *ifa = own; ifa && !local; ifa = ifa->ifa_next)
+            local = ifa->ifa_addr && sameAddress(ai->ai_addr, ifa->ifa_addr);
+    }
+    if (own)
+        freeifaddrs(own);
+    freeaddrinfo(resolved);
+    return local;
+}
+
+namespace {
+
+Result<std::string> readSmallFile(const PoolEndpoint &pool, const char *key, const std::filesystem::path &path)
+{
+    std::error_code ec;
+    const auto size = std::filesystem::file_size(path, ec);
+    if (ec)
+        return fail(ErrorCode::FailedPrecondition, "pool '" + pool.name + "': cannot read " + key + " " + path.string()
+                        + " (" + ec.message() + "): fix the path in its [[pool]] entry");
+    if (size > (1 << 20))
+        return fail(ErrorCode::FailedPrecondition, "pool '" + pool.name + "': " + key + " " + path.string()
+                        + " is larger than 1 MiB; point " + key + " at the right file");
+    std::FILE *f = std::fopen(path.c_str(), "rb");
+    if (!f)
+        return fail(ErrorCode::FailedPrecondition, "pool '" + pool.name + "': cannot open " + key + " " + path.string()
+                        + " (" + std::strerror(errno) + "): check its permissions");
+    std::string data(size, '\0');
+    const size_t got = std::fread(data.data(), 1, data.size(), f);
+    std::fclose(f);
+    data.resize(got);
+    return data;
+}
+
+} // namespace
+
+Result<pools::PoolConnection> loadPoolConnection(const PoolEndpoint &pool)
+{
+    pools::PoolConnection out;
+    out.name = pool.name;
+    out.endpoint = pool.endpoint;
+    out.serverName = pool.tlsServerName;
+    out.caFile = pool.tlsCa.string();
+    auto pem = [&](const char *key, const std::filesystem::path &path, std::string *into) -> Status {
+        if (path.empty())
+            return {};
+        auto data = readSmallFile(pool, key, path);
+        if (!data)
+            return std::unexpected(data.error());
+        if (data->find("-----BEGIN ") == std::string::npos)
+            return fail(ErrorCode::FailedPrecondition, "pool '" + pool.name + "': " + key + " " + path.string()
+                            + " holds no PEM block (-----BEGIN ...): point it at a PEM file");
+        *into = std::move(*data);
+        return {};
+    };
+    if (auto s = pem("tls_ca", pool.tlsCa, &out.caPem); !s) return std::unexpected(s.error());
+    if (auto s = pem("tls_cert", pool.tlsCert, &out.certPem); !s) return std::unexpected(s.error());
+    if (auto s = pem("tls_key", pool.tlsKey, &out.keyPem); !s) return std::unexpected(s.error());
+    if (!pool.tokenFile.empty()) {
+        auto token = readSmallFile(pool, "token_file", pool.tokenFile);
+        if (!token)
+            return std::unexpected(token.error());
+        while (!token->empty() && std::isspace(static_cast<unsigned char>(token->back())))
+            token->pop_back();
+        const bool printable = std::all_of(token->begin(), token->end(),
+                                           [](char c) { return c > ' ' && c < 127; });
+        if (token->empty() || !printable)
+            return fail(ErrorCode::FailedPrecondition, "pool '" + pool.name + "': token_file " + pool.tokenFile.string()
+                            + " must hold one line with the token (printable ASCII, no spaces)");
+        out.token = std::move(*token);
+    }
+    return out;
 }
 
 Status validateBrokerConfig(const BrokerConfig &config)
@@ -147,11 +317,19 @@ Status validateBrokerConfig(const BrokerConfig &config)
     if (config.pools.empty())
         return fail(ErrorCode::InvalidArgument, source + " lists no pools: add a [[pool]] with name and endpoint, or pass "
                                                          "--pool NAME=HOST:PORT");
+    for (size_t i = 0; i < config.pools.size(); ++i) {
+        for (size_t j = 0; j < i; ++j) {
+            if (config.pools[i].name == config.pools[j].name)
+                return fail(ErrorCode::InvalidArgument, source + " names two pools '" + config.pools[i].name
+                                + "': give each [[pool]] its own name");
+        }
+    }
     for (const auto &pool : config.pools) {
         if (isLocalEndpoint(pool.endpoint) && !config.allowLocalExecution)
             return fail(ErrorCode::FailedPrecondition,
-                        "pool '" + pool.name + "' at " + pool.endpoint + " runs on this machine, so agents' commands "
-                            "would run here: point it at an execution host, or set allow_local_execution = true in "
+                        "pool '" + pool.name + "' at " + pool.endpoint + " runs on this machine (a unix socket, a "
+                            "loopback address or one of this host's own addresses), so agents' commands would run "
+                            "here: point it at an execution host, or set allow_local_execution = true in "
                             + source + " (or pass --allow-local-execution) for development");
     }
     return {};

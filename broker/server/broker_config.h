@@ -5,6 +5,7 @@
 // docs/broker.md lists every key with its default.
 
 #include "broker/model/model_registry.h"
+#include "broker/pools/grpc_pool_client.h"
 #include "common/result.h"
 
 #include <filesystem>
@@ -15,7 +16,13 @@ namespace paddock::server {
 
 struct PoolEndpoint {
     std::string name;
-    std::string endpoint;     // host:port
+    std::string endpoint;     // host:port, or unix:/path
+    // TLS when tlsCa is set; tlsCert and tlsKey (both or neither) add a client certificate.
+    std::filesystem::path tlsCa;
+    std::filesystem::path tlsCert;
+    std::filesystem::path tlsKey;
+    std::string tlsServerName;         // the name checked in the pool's certificate, if not the host
+    std::filesystem::path tokenFile;   // holds the bearer token; the token itself is never logged
 };
 
 struct BrokerConfig {
@@ -27,6 +34,8 @@ struct BrokerConfig {
     std::string defaultTier = "lite";
     bool allowLocalExecution = false;
     std::vector<PoolEndpoint> pools;
+    int64_t poolHealthIntervalMs = 1000;   // each pool's Status is checked this often
+    int64_t poolLostAfterMs = 5000;        // unhealthy this long: its sessions move to another pool
     model::ModelsConfig models;
     std::string logLevel = "info";
 };
@@ -40,8 +49,13 @@ Result<BrokerConfig> loadBrokerConfig(const std::filesystem::path &file, BrokerC
 // "name=host:port" from --pool.
 Result<PoolEndpoint> parsePoolFlag(const std::string &flag);
 
-// True when the endpoint's host is this machine (loopback or this host's name).
+// True when the endpoint is on this machine: a unix socket, a loopback or unspecified address, or
+// a name or address that resolves to one of this host's own addresses (in this network namespace).
 bool isLocalEndpoint(const std::string &endpoint);
+
+// The connection to one pool: reads its CA, client certificate, key and token files. Errors name
+// the pool, the file and the fix; no error or log line contains the token.
+Result<pools::PoolConnection> loadPoolConnection(const PoolEndpoint &pool);
 
 // Checks the whole config: pools present, no local pool unless allowed, sane numbers.
 Status validateBrokerConfig(const BrokerConfig &config);

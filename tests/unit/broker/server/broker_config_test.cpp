@@ -6,6 +6,10 @@
 
 #include <fstream>
 
+#include <arpa/inet.h>
+#include <ifaddrs.h>
+#include <netinet/in.h>
+
 namespace paddock::server {
 namespace {
 
@@ -123,6 +127,109 @@ TEST(LocalEndpoint, LoopbackAndThisHostAreLocal)
     EXPECT_TRUE(isLocalEndpoint("[::1]:7701"));
     EXPECT_FALSE(isLocalEndpoint("10.0.0.5:7701"));
     EXPECT_FALSE(isLocalEndpoint("pool-east.example:7701"));
+}
+
+TEST(LocalEndpoint, UnixSocketsUnspecifiedAndOwnAddressesAreLocal)
+{
+    EXPECT_TRUE(isLocalEndpoint("unix:/run/paddock/pool.sock"));
+    EXPECT_TRUE(isLocalEndpoint("0.0.0.0:7701"));
+    EXPECT_TRUE(isLocalEndpoint("[::ffff:127.0.0.1]:7701"));
+    EXPECT_TRUE(isLocalEndpoint("dns:///127.0.0.1:7701"));
+    // Whatever this host's own addresses are, each one is local.
+    ifaddrs *own = nullptr;
+    ASSERT_EQ(getifaddrs(&own), 0);
+    int checked = 0;
+    for (ifaddrs *ifa = own; ifa; ifa = ifa->ifa_next) {
+        if (!ifa->ifa_addr || ifa->ifa_addr->sa_family != AF_INET)
+            continue;
+        char text[INET_ADDRSTRLEN] = {};
+        inet_ntop(AF_INET, &reinterpret_cast<sockaddr_in *>(ifa->ifa_addr)->sin_addr, text, sizeof text);
+        EXPECT_TRUE(isLocalEndpoint(std::string(text) + ":7701")) << text;
+        ++checked;
+    }
+    freeifaddrs(own);
+    EXPECT_GT(checked, 0);
+}
+
+TEST_F(BrokerConfigTest, PoolsTakeTlsAndTokenFilesRelativeToTheConfig)
+{
+    auto config = loadBrokerConfig(write(R"(
+pool_health_interval_ms = 250
+pool_lost_after_ms = 3000
+[[pool]]
+name = "east"
+endpoint = "10.250.0.2:7701"
+tls_ca = "pki/ca.pem"
+tls_cert = "pki/broker.pem"
+tls_key = "pki/broker.key"
+tls_server_name = "east.pools.example"
+token_file = "east.token"
+)"), defaultBrokerConfig());
+    ASSERT_TRUE(config) << config.error().message;
+    ASSERT_EQ(config->pools.size(), 1u);
+    const PoolEndpoint &pool = config->pools[0];
+    EXPECT_EQ(pool.tlsCa, m_dir / "pki/ca.pem");
+    EXPECT_EQ(pool.tlsCert, m_dir / "pki/broker.pem");
+    EXPECT_EQ(pool.tlsKey, m_dir / "pki/broker.key");
+    EXPECT_EQ(pool.tlsServerName, "east.pools.example");
+    EXPECT_EQ(pool.tokenFile, m_dir / "east.token");
+    EXPECT_EQ(config->poolHealthIntervalMs, 250);
+    EXPECT_EQ(config->poolLostAfterMs, 3000);
+
+    // The files are read when the broker connects; a missing one names the pool, key and fix.
+    auto missing = loadPoolConnection(pool);
+    ASSERT_FALSE(missing);
+    EXPECT_NE(missing.error().message.find("pool 'east': cannot read tls_ca"), std::string::npos) << missing.error().message;
+
+    std::filesystem::create_directories(m_dir / "pki");
+    std::ofstream(m_dir / "pki/ca.pem") << "-----BEGIN CERTIFICATE-----\nx\n-----END CERTIFICATE-----\n";
+    std::ofstream(m_dir / "pki/broker.pem") << "-----BEGIN CERTIFICATE-----\nx\n-----END CERTIFICATE-----\n";
+    std::ofstream(m_dir / "pki/broker.key") << "-----BEGIN PRIVATE KEY-----\nx\n-----END PRIVATE KEY-----\n";
+    std::ofstream(m_dir / "east.token") << "tok-123\n";
+    auto connection = loadPoolConnection(pool);
+    ASSERT_TRUE(connection) << connection.error().message;
+    EXPECT_EQ(connection->token, "tok-123") << "one line, without its newline";
+    EXPECT_EQ(connection->serverName, "east.pools.example");
+    EXPECT_FALSE(connection->caPem.empty());
+
+    std::ofstream(m_dir / "east.token") << "two words\n";
+    auto bad = loadPoolConnection(pool);
+    ASSERT_FALSE(bad);
+    EXPECT_EQ(bad.error().message.find("two words"), std::string::npos) << "a token is never echoed";
+}
+
+TEST_F(BrokerConfigTest, PoolKeyMistakesAreNamed)
+{
+    auto onlyCert = loadBrokerConfig(write(R"(
+[[pool]]
+name = "east"
+endpoint = "10.250.0.2:7701"
+tls_ca = "ca.pem"
+tls_cert = "broker.pem"
+)"), defaultBrokerConfig());
+    ASSERT_FALSE(onlyCert);
+    EXPECT_NE(onlyCert.error().message.find("only one of tls_cert and tls_key"), std::string::npos);
+
+    auto unknown = loadBrokerConfig(write(R"(
+[[pool]]
+name = "east"
+endpoint = "10.250.0.2:7701"
+token = "inline-token"
+)"), defaultBrokerConfig());
+    ASSERT_FALSE(unknown);
+    EXPECT_NE(unknown.error().message.find("unknown key 'token'"), std::string::npos) << unknown.error().message;
+    EXPECT_NE(unknown.error().message.find("token_file"), std::string::npos);
+
+    BrokerConfig twice = defaultBrokerConfig();
+    twice.pools.push_back(twice.pools[0]);
+    EXPECT_FALSE(validateBrokerConfig(twice));
+
+    BrokerConfig unixPool = defaultBrokerConfig();
+    unixPool.allowLocalExecution = false;
+    unixPool.pools = {{"sock", "unix:/run/paddock/pool.sock"}};
+    auto refused = validateBrokerConfig(unixPool);
+    ASSERT_FALSE(refused);
+    EXPECT_NE(refused.error().message.find("allow_local_execution = true"), std::string::npos);
 }
 
 } // namespace

@@ -1,0 +1,404 @@
+// Many hosts, made with network namespaces on this machine: the broker in one namespace, two pools
+// in two others, joined by veth pairs on a bridge in the broker's namespace (a private /24, no
+// route out of it). The pools serve TLS with bearer tokens, the broker treats them as remote (no
+// allow_local_execution). Sessions run to completion; no sandbox process ever belongs to the
+// broker's namespace or descends from a process in it; kill -9 of one pool mid-run: its sessions
+// finish on the other, each repeating at most one step, and their logs say they moved.
+//
+// Needs root (ip netns). Skips with the reason otherwise. The namespaces are deleted at the end
+// even when an assertion fails (and, named after this process, left-overs of a crashed run with
+// the same pid are deleted first).
+
+#include "tests/integration/daemons_fixture.h"
+#include "tests/integration/multi_host_support.h"
+
+#include <dirent.h>
+#include <set>
+#include <unistd.h>
+
+namespace paddock::test {
+namespace {
+
+constexpr int kSessions = 6;
+constexpr int kSteps = 10;
+
+// The test's network: namespaces, veth pairs, a bridge. Deleted in the destructor.
+class TestNetwork {
+public:
+    explicit TestNetwork(std::filesystem::path logDir) : m_logDir(std::move(logDir))
+    {
+        m_prefix = "pdk" + std::to_string(::getpid() % 100000);
+        for (const char *role : {"b", "p1", "p2"})
+            m_names.push_back(m_prefix + role);
+        removeAll();   // a crashed earlier run with this pid
+    }
+    ~TestNetwork() { removeAll(); }
+
+    const std::string &broker() const { return m_names[0]; }
+    const std::string &pool(int i) const { return m_names[1 + i]; }
+    static std::string brokerAddress() { return "10.250.77.1"; }
+    static std::string poolAddress(int i) { return "10.250.77." + std::to_string(2 + i); }
+
+    // Empty when it worked; otherwise what failed.
+    std::string create()
+    {
+        for (const auto &ns : m_names) {
+            if (!ip({"netns", "add", ns}))
+                return "ip netns add " + ns + " failed (see " + log().string() + ")";
+            m_created.push_back(ns);
+            if (!ip({"-n", ns, "link", "set", "lo", "up"}))
+                return "cannot bring up lo in " + ns;
+        }
+        if (!ip({"-n", broker(), "link", "add", "br0", "type", "bridge"}) || !ip({"-n", broker(), "addr", "add",
+                                                                                   brokerAddress() + "/24", "dev", "br0"})
+            || !ip({"-n", broker(), "link", "set", "br0", "up"}))
+            return "cannot make the bridge in " + broker();
+        for (int i = 0; i < 2; ++i) {
+            const std::string hostSide = m_prefix + "h" + std::to_string(i);
+            const std::string poolSide = m_prefix + "v" + std::to_string(i);
+            if (!ip({"link", "add", hostSide, "type", "veth", "peer", "name", poolSide})
+                || !ip({"link", "set", hostSide, "netns", broker()}) || !ip({"link", "set", poolSide, "netns", pool(i)})
+                || !ip({"-n", broker(), "link", "set", hostSide, "master", "br0"})
+                || !ip({"-n", broker(), "link", "set", hostSide, "up"})
+                || !ip({"-n", pool(i), "addr", "add", poolAddress(i) + "/24", "dev", poolSide})
+                || !ip({"-n", pool(i), "link", "set", poolSide, "up"}))
+                return "cannot wire " + pool(i) + " to " + broker() + " (see " + log().string() + ")";
+        }
+        return {};
+    }
+
+    // argv run inside namespace ns.
+    std::vector<std::string> in(const std::string &ns, std::vector<std::string> argv) const
+    {
+        argv.insert(argv.begin(), {"/usr/sbin/ip", "netns", "exec", ns});
+        return argv;
+    }
+
+private:
+    std::filesystem::path log() const { return m_logDir / "ip.log"; }
+    bool ip(std::vector<std::string> args) const
+    {
+        args.insert(args.begin(), "/usr/sbin/ip");
+        return runToEnd(args, log(), 30s) == 0;
+    }
+    void removeAll()
+    {
+        for (const auto &ns : m_names) {
+            if (std::filesystem::exists("/run/netns/" + ns))
+                ip({"netns", "del", ns});
+        }
+    }
+
+    std::filesystem::path m_logDir;
+    std::string m_prefix;
+    std::vector<std::string> m_names;
+    std::vector<std::string> m_created;
+};
+
+std::string netnsOf(pid_t pid)
+{
+    std::error_code ec;
+    return std::filesystem::read_symlink("/proc/" + std::to_string(pid) + "/ns/net", ec).string();
+}
+
+std::string readProc(pid_t pid, const char *file)
+{
+    std::ifstream in("/proc/" + std::to_string(pid) + "/" + file);
+    return std::string((std::istreambuf_iterator<char>(in)), {});
+}
+
+pid_t parentOf(pid_t pid)
+{
+    const std::string status = readProc(pid, "status");
+    const auto at = status.find("\nPPid:");
+    return at == std::string::npos ? 0 : static_cast<pid_t>(std::atol(status.c_str() + at + 6));
+}
+
+// Every running paddock-sandbox-init (PID 1 of a sandbox), by its host pid.
+std::vector<pid_t> sandboxInits()
+{
+    std::vector<pid_t> out;
+    for (const auto &entry : std::filesystem::directory_iterator("/proc")) {
+        const std::string name = entry.path().filename().string();
+        if (name.empty() || !std::isdigit(static_cast<unsigned char>(name[0])))
+            continue;
+        const pid_t pid = static_cast<pid_t>(std::atol(name.c_str()));
+        const std::string cmdline = readProc(pid, "cmdline");
+        if (cmdline.find("paddock-sandbox-init") != std::string::npos && cmdline.find("--listen-fd") != std::string::npos
+            && cmdline.rfind("bwrap", 0) != 0 && cmdline.find("bwrap") == std::string::npos)
+            out.push_back(pid);
+    }
+    return out;
+}
+
+class MultiHost : public ::testing::Test {
+protected:
+    void SetUp() override
+    {
+        PADDOCK_SKIP_IF_MISSING(kDaemonBinaries);
+        if (::geteuid() != 0)
+            GTEST_SKIP() << "the multi-host test makes network namespaces (ip netns), which needs root; run it as root";
+        if (!std::filesystem::exists("/usr/sbin/ip"))
+            GTEST_SKIP() << "no /usr/sbin/ip: install iproute2 (scripts/setup-deps)";
+        if (!haveOpenssl())
+            GTEST_SKIP() << "no /usr/bin/openssl to make test certificates: run scripts/setup-deps";
+        m_dir = std::make_unique<TempDir>("paddock-multihost");
+        m_net = std::make_unique<TestNetwork>(m_dir->path());
+        if (const std::string error = m_net->create(); !error.empty()) {
+            m_net.reset();
+            GTEST_SKIP() << "network namespaces are not available here: " << error;
+        }
+        m_env = hermeticEnvFor(m_dir->path());
+    }
+
+    void TearDown() override
+    {
+        if (HasFailure()) {
+            if (m_broker)
+                std::cerr << "---- paddockd log (tail) ----\n" << m_broker->logTail(80);
+            for (auto &pool : m_pools)
+                std::cerr << "---- paddock-pool log (tail) ----\n" << pool.logTail(30);
+        }
+        if (m_broker)
+            m_broker->terminate();
+        for (auto &pool : m_pools)
+            pool.terminate();
+        m_net.reset();   // deletes the namespaces, whatever happened above
+    }
+
+    void checkNoSandboxInBrokerNamespace()
+    {
+        const std::string brokerNs = netnsOf(m_broker->pid());
+        ASSERT_FALSE(brokerNs.empty());
+        for (const pid_t init : sandboxInits()) {
+            ++m_sandboxesSeen;
+            EXPECT_NE(netnsOf(init), brokerNs) << "sandbox init " << init << " is in the broker's network namespace";
+            // Its ancestors: a pool in a pool namespace, never the broker or its namespace.
+            bool underAPool = false;
+            for (pid_t p = parentOf(init); p > 1; p = parentOf(p)) {
+                EXPECT_NE(p, m_broker->pid()) << "sandbox init " << init << " descends from the broker";
+                for (size_t i = 0; i < m_pools.size(); ++i) {
+                    if (p == m_pools[i].pid()) {
+                        underAPool = true;
+                        EXPECT_EQ(netnsOf(p), m_poolNs[i]);
+                        EXPECT_NE(netnsOf(p), brokerNs);
+                    }
+                }
+            }
+            // An init whose pool was just killed may have been re-parented for a moment.
+            if (!underAPool) {
+                EXPECT_NE(netnsOf(init), brokerNs);
+            }
+        }
+    }
+
+    std::unique_ptr<TempDir> m_dir;
+    std::unique_ptr<TestNetwork> m_net;
+    std::map<std::string, std::string> m_env;
+    std::vector<Daemon> m_pools;
+    std::vector<std::string> m_poolNs;
+    std::optional<Daemon> m_broker;
+    int m_sandboxesSeen = 0;
+};
+
+TEST_F(MultiHost, SessionsRunOnRemotePoolsAndMoveWhenOneIsKilled)
+{
+    TestCa ca(m_dir->path() / "pki", "paddock-test-ca");
+    ASSERT_TRUE(ca.ok());
+    const auto token = m_dir->path() / "pool.token";
+    std::ofstream(token) << "multi-host-token-" << ::getpid() << "\n";
+    const std::vector<std::string> names{"east", "west"};
+
+    for (int i = 0; i < 2; ++i) {
+        auto cert = ca.issue(names[i], "IP:" + TestNetwork::poolAddress(i));
+        ASSERT_TRUE(cert) << cert.error().message;
+        const auto config = m_dir->path() / (names[i] + ".toml");
+        std::ofstream(config) << "pool_id = \"" << names[i] << "\"\n[[tier]]\nname = \"lite\"\nruntime = \"bwrap\"\n"
+                              << "warm_count = 2\nmax_count = 16\n";
+        auto pool = Daemon::start(m_net->in(m_net->pool(i), {binaryPath("paddock-pool").string(), "--config",
+                                                              config.string(), "--listen",
+                                                              TestNetwork::poolAddress(i) + ":7701", "--state-dir",
+                                                              (m_dir->path() / ("state-" + names[i])).string(),
+                                                              "--tls-cert", cert->first.string(), "--tls-key",
+                                                              cert->second.string(), "--token-file", token.string()}),
+                                  m_dir->path() / (names[i] + ".log"), m_env);
+        ASSERT_TRUE(pool) << pool.error().message;
+        m_pools.push_back(std::move(*pool));
+        auto ready = waitForPoolLog(m_pools.back());
+        ASSERT_TRUE(ready) << ready.error().message;
+        m_poolNs.push_back(netnsOf(m_pools.back().pid()));
+    }
+
+    std::string config = "pool_health_interval_ms = 250\npool_lost_after_ms = 2000\n";
+    for (int i = 0; i < 2; ++i)
+        config += "\n[[pool]]\nname = \"" + names[i] + "\"\nendpoint = \"" + TestNetwork::poolAddress(i)
+            + ":7701\"\ntls_ca = \"" + ca.pem().string() + "\"\ntoken_file = \"" + token.string() + "\"\n";
+    const auto configFile = m_dir->path() / "broker.toml";
+    std::ofstream(configFile) << config;
+    const auto socket = m_dir->path() / "run/broker.sock";
+    auto broker = Daemon::start(m_net->in(m_net->broker(), {binaryPath("paddockd").string(), "--config",
+                                                           configFile.string(), "--data-dir",
+                                                           (m_dir->path() / "broker").string(), "--socket",
+                                                           socket.string(), "--playbook-dir", playbookDir().string(),
+                                                           "--workers", "8"}),
+                                m_dir->path() / "broker.log", m_env);
+    ASSERT_TRUE(broker) << broker.error().message;
+    m_broker.emplace(std::move(*broker));
+    const std::string address = "unix:" + socket.string();
+    ASSERT_TRUE(waitForHealthy(address, 30s, &*m_broker));
+    for (size_t i = 0; i < m_poolNs.size(); ++i)
+        ASSERT_NE(m_poolNs[i], netnsOf(m_broker->pid())) << "the pools must not share the broker's namespace";
+
+    // Both pools healthy, remote, over TLS with a token.
+    nlohmann::json pools;
+    for (int i = 0; i < 200; ++i) {
+        pools = listPools(address);
+        if (findPool(pools, "east").value("healthy", false) && findPool(pools, "west").value("healthy", false))
+            break;
+        std::this_thread::sleep_for(100ms);
+    }
+    for (const auto &name : names) {
+        const auto pool = findPool(pools, name);
+        ASSERT_TRUE(pool.value("healthy", false)) << pool.dump(2);
+        EXPECT_EQ(pool["execution"], "remote");
+        EXPECT_EQ(pool["transport"], "tls");
+        EXPECT_EQ(pool["token"], true);
+    }
+    EXPECT_EQ(pools["local_execution"], false);
+
+    // Each step appends to a marker and sleeps, so the kill lands in the middle of the run.
+    std::string playbook = "name = \"multi-host\"\ngoal = \"steps on a remote pool\"\n";
+    for (int step = 1; step <= kSteps; ++step)
+        playbook += "\n[[step]]\ntool = \"run_command\"\ncommand = \"echo step-" + std::to_string(step)
+            + " >> marker.txt && sleep 0.4\"\n";
+    playbook += "\n[[step]]\ntool = \"finish\"\nsummary = \"all steps ran\"\n";
+    const auto playbookFile = m_dir->path() / "multi-host.toml";
+    std::ofstream(playbookFile) << playbook;
+    std::vector<std::string> ids;
+    for (int i = 0; i < kSessions; ++i) {
+        const CliResult submitted = runCli({"--broker", address, "submit", "--playbook", playbookFile.string(), "--output", "json"});
+        ASSERT_EQ(submitted.exitCode, 0) << submitted.err;
+        ids.push_back(nlohmann::json::parse(submitted.out)["id"].get<std::string>());
+    }
+
+    // Wait until every session has a sandbox and a few results, looking for sandboxes meanwhile.
+    auto poolOf = [&](const std::string &id) {
+        std::string pool;
+        for (const auto &event : sessionEvents(address, id)) {
+            if (event["kind"] == "sandbox.claimed")
+                pool = event["payload"]["pool"];
+        }
+        return pool;
+    };
+    auto results = [&](const std::string &id) {
+        int n = 0;
+        for (const auto &event : sessionEvents(address, id))
+            n += event["kind"] == "tool.result";
+        return n;
+    };
+    for (int i = 0; i < 300; ++i) {
+        checkNoSandboxInBrokerNamespace();
+        if (std::all_of(ids.begin(), ids.end(), [&](const std::string &id) { return results(id) >= 2; }))
+            break;
+        std::this_thread::sleep_for(200ms);
+    }
+    std::map<std::string, std::string> placedOn;
+    std::map<std::string, int> perPool;
+    for (const auto &id : ids) {
+        placedOn[id] = poolOf(id);
+        ++perPool[placedOn[id]];
+    }
+    ASSERT_GT(perPool["east"], 0) << "placement put nothing on east";
+    ASSERT_GT(perPool["west"], 0) << "placement put nothing on west";
+    ASSERT_GT(m_sandboxesSeen, 0) << "no sandbox init was found to check";
+
+    // kill -9 of east in the middle of the run.
+    checkNoSandboxInBrokerNamespace();
+    m_pools[0].kill9();
+    ASSERT_TRUE(m_pools[0].waitExit(10s).has_value());
+
+    std::map<std::string, std::string> status;
+    for (int round = 0; round < 1200; ++round) {
+        bool allDone = true;
+        for (const auto &id : ids) {
+            const CliResult shown = runCli({"--broker", address, "show", id, "--output", "json"});
+            auto j = nlohmann::json::parse(shown.out, nullptr, false);
+            status[id] = j.is_object() ? j.value("status", std::string()) : std::string();
+            allDone = allDone && (status[id] == "succeeded" || status[id] == "failed" || status[id] == "cancelled");
+        }
+        if (allDone)
+            break;
+        if (round % 5 == 0)
+            checkNoSandboxInBrokerNamespace();
+        std::this_thread::sleep_for(200ms);
+    }
+
+    int moved = 0;
+    for (const auto &id : ids) {
+        SCOPED_TRACE("session " + id + " first placed on " + placedOn[id]);
+        EXPECT_EQ(status[id], "succeeded");
+        const auto events = sessionEvents(address, id);
+        // Steps are tool calls: each once in the log (the model was not asked again), each with
+        // exactly one result.
+        std::map<std::string, int> calls;
+        std::map<std::string, int> answered;
+        std::vector<nlohmann::json> lost;
+        std::vector<nlohmann::json> moves;
+        for (const auto &event : events) {
+            if (event["kind"] == "tool.call")
+                ++calls[event["payload"]["call_id"].get<std::string>()];
+            else if (event["kind"] == "tool.result")
+                ++answered[event["payload"]["call_id"].get<std::string>()];
+            else if (event["kind"] == "sandbox.lost")
+                lost.push_back(event["payload"]);
+            else if (event["kind"] == "sandbox.moved")
+                moves.push_back(event["payload"]);
+        }
+        EXPECT_EQ(calls.size(), static_cast<size_t>(kSteps + 1));
+        for (const auto &[call, n] : calls) {
+            EXPECT_EQ(n, 1) << call << " was asked of the model more than once";
+            EXPECT_EQ(answered[call], 1) << call;
+        }
+        if (placedOn[id] == "west") {
+            EXPECT_TRUE(lost.empty()) << "a session on the surviving pool moved";
+            continue;
+        }
+        // On east: lost once, moved once to west, and the log says so.
+        ASSERT_EQ(lost.size(), 1u);
+        ASSERT_EQ(moves.size(), 1u);
+        ++moved;
+        EXPECT_EQ(lost[0]["pool"], "east");
+        EXPECT_EQ(lost[0]["reason"], "pool_lost");
+        EXPECT_EQ(moves[0]["from_pool"], "east");
+        EXPECT_EQ(moves[0]["to_pool"], "west");
+        EXPECT_FALSE(moves[0]["note"].get<std::string>().empty());
+        // At most one step repeated: the marker on west holds the steps from the interrupted one on,
+        // each once. The marker's lines are the steps that ran on west; steps before the move ran on
+        // east (one per result before the loss), so together they cover each step once, plus at
+        // most the one repeated.
+        int resultsBeforeLoss = 0;
+        for (const auto &event : events) {
+            if (event["kind"] == "sandbox.lost")
+                break;
+            resultsBeforeLoss += event["kind"] == "tool.result";
+        }
+        const int stepsOnWest = kSteps - resultsBeforeLoss;
+        EXPECT_GE(stepsOnWest, 1);
+        EXPECT_LE(resultsBeforeLoss + stepsOnWest, kSteps + 1) << "more than one step repeated";
+        EXPECT_EQ(moves[0]["repeats_call"], lost[0]["interrupted_call"]);
+    }
+    EXPECT_GT(moved, 0) << "east held no session when it was killed; the test proved nothing";
+
+    const std::string log = m_broker->logText();
+    EXPECT_NE(log.find("pool 'east' at " + TestNetwork::poolAddress(0) + ":7701 is unhealthy"), std::string::npos);
+    EXPECT_NE(log.find("moved from pool 'east' to pool 'west'"), std::string::npos);
+    pools = listPools(address);
+    EXPECT_FALSE(findPool(pools, "east")["healthy"].get<bool>());
+    EXPECT_TRUE(findPool(pools, "west")["healthy"].get<bool>());
+    std::cout << "multi-host: " << kSessions << " sessions, " << perPool["east"] << " first on east, "
+              << perPool["west"] << " on west; " << moved << " moved after kill -9 of east; " << m_sandboxesSeen
+              << " sandbox-init observations, none in the broker's namespace\n";
+}
+
+} // namespace
+} // namespace paddock::test
