@@ -457,14 +457,6 @@ json poolsToJson(const v1::ListPoolsResponse &pools)
                              {"hit_rate", tier.hit_rate()},
                              {"cold_fallbacks", tier.cold_fallbacks()}});
         }
-        list.push_back({{"name", pool.name()},
-                        {"endpoint", pool.endpoint()},
-                        {"healthy", pool.healthy()},
-                        {"local", pool.local()},
-                        {"error", pool.error()},
-                        {"tiers", tiers}});
-    }
-    return json{{"local_execution", pools.local_execution()}, {"pools", list}};
         json history = json::array();
         for (const auto &sample : pool.history()) {
             json h{{"time_unix_ms", sample.time_unix_ms()}, {"healthy", sample.healthy()},
@@ -474,17 +466,25 @@ json poolsToJson(const v1::ListPoolsResponse &pools)
                 h["error"] = sample.error();
             history.push_back(std::move(h));
         }
+        list.push_back({{"name", pool.name()},
+                        {"endpoint", pool.endpoint()},
+                        {"healthy", pool.healthy()},
+                        {"local", pool.local()},
+                        {"execution", pool.local() ? "local execution" : "remote"},
+                        {"transport", pool.transport()},
+                        {"token", pool.token()},
+                        {"error", pool.error()},
+                        {"checked_unix_ms", pool.checked_unix_ms()},
+                        {"unhealthy_since_unix_ms", pool.unhealthy_since_unix_ms()},
+                        {"history", history},
+                        {"tiers", tiers}});
+    }
+    return json{{"local_execution", pools.local_execution()}, {"pools", list}};
 }
 
 std::string formatPoolsTable(const v1::ListPoolsResponse &pools)
 {
-                        {"execution", pool.local() ? "local execution" : "remote"},
-                        {"transport", pool.transport()},
-                        {"token", pool.token()},
     std::vector<std::vector<std::string>> rows;
-                        {"checked_unix_ms", pool.checked_unix_ms()},
-                        {"unhealthy_since_unix_ms", pool.unhealthy_since_unix_ms()},
-                        {"history", history},
     for (const auto &pool : pools.pools()) {
         std::string tiers;
         for (const auto &tier : pool.tiers()) {

@@ -220,6 +220,8 @@ StepOutcome StepEngine::claimSandbox(const Action &action, std::span<const core:
     auto claimed = (*pool)->claim(action.tier, action.state.id, action.idempotencyKey);
     if (!claimed) {
         const auto code = claimed.error().code;
+        if (code == ErrorCode::Unavailable)
+            m_pools.reportUnavailable((*pool)->name(), claimed.error().message);
         if (code == ErrorCode::Unavailable || code == ErrorCode::ResourceExhausted
             || code == ErrorCode::DeadlineExceeded || code == ErrorCode::Cancelled
             || code == ErrorCode::PermissionDenied)
@@ -228,8 +230,6 @@ StepOutcome StepEngine::claimSandbox(const Action &action, std::span<const core:
                                            {{"status", "failed"},
                                             {"reason", "could not claim a sandbox: " + claimed.error().message}})});
     }
-        if (code == ErrorCode::Unavailable)
-            m_pools.reportUnavailable((*pool)->name(), claimed.error().message);
     std::vector<core::NewEvent> events;
     if (action.state.status == core::SessionStatus::Queued)
         events.push_back(event(core::kind::StateChanged, {{"status", "running"}}));
@@ -240,13 +240,6 @@ StepOutcome StepEngine::claimSandbox(const Action &action, std::span<const core:
                                                         {"host", claimed->host},
                                                         {"warm", claimed->warm},
                                                         {"claim_ms", claimed->claimMs}}));
-    return appendResult(action, std::move(events));
-}
-
-StepOutcome StepEngine::callModel(const Action &action, std::span<const core::Event> events)
-{
-    model::ModelAdapter *adapter = m_models(action.state.model);
-    if (!adapter) {
     m_pools.noteClaimed((*pool)->name());
     // A claim after the session's pool was lost is a move: say from where to where, and with
     // which workspace.
@@ -266,6 +259,13 @@ StepOutcome StepEngine::callModel(const Action &action, std::span<const core::Ev
         spdlog::info("session {} moved from pool '{}' to pool '{}' ({})", action.state.id,
                      lost.value("pool", std::string()), (*pool)->name(), moved["note"].get<std::string>());
     }
+    return appendResult(action, std::move(events));
+}
+
+StepOutcome StepEngine::callModel(const Action &action, std::span<const core::Event> events)
+{
+    model::ModelAdapter *adapter = m_models(action.state.model);
+    if (!adapter) {
         return appendResult(action, {event(core::kind::StateChanged,
                                            {{"status", "failed"},
                                             {"reason", "no model named '" + action.state.model
@@ -388,6 +388,18 @@ StepOutcome StepEngine::runTool(const Action &action)
 
     if (!done) {
         const auto &error = done.error();
+        if (error.code == ErrorCode::Unavailable)
+            m_pools.reportUnavailable(pool->name(), error.message);
+        if ((error.code == ErrorCode::Unavailable || error.code == ErrorCode::DeadlineExceeded)
+            && m_pools.isLost(pool->name())) {
+            // The pool has not answered for its whole lost_after window: the sandbox is gone with
+            // it. The next step claims a sandbox on another pool and repeats this one call there.
+            return appendResult(action, {event(kSandboxLost, {{"sandbox_id", action.state.sandboxId},
+                                                               {"pool", pool->name()},
+                                                               {"reason", "pool_lost"},
+                                                               {"interrupted_call", call.id},
+                                                               {"error", error.message}})});
+        }
         if (error.code == ErrorCode::Unavailable || error.code == ErrorCode::DeadlineExceeded
             || error.code == ErrorCode::Cancelled)
             return {action.kind, false, m_options.retryAfterUnavailableMs, error.message};
@@ -433,15 +445,3 @@ StepOutcome StepEngine::releaseSandbox(const Action &action)
 }
 
 } // namespace paddock::engine
-        if (error.code == ErrorCode::Unavailable)
-            m_pools.reportUnavailable(pool->name(), error.message);
-        if ((error.code == ErrorCode::Unavailable || error.code == ErrorCode::DeadlineExceeded)
-            && m_pools.isLost(pool->name())) {
-            // The pool has not answered for its whole lost_after window: the sandbox is gone with
-            // it. The next step claims a sandbox on another pool and repeats this one call there.
-            return appendResult(action, {event(kSandboxLost, {{"sandbox_id", action.state.sandboxId},
-                                                               {"pool", pool->name()},
-                                                               {"reason", "pool_lost"},
-                                                               {"interrupted_call", call.id},
-                                                               {"error", error.message}})});
-        }

@@ -90,9 +90,9 @@ Status Broker::start()
     }
     if (parts->pools.anyLocal())
         spdlog::warn("local execution: agents' commands run on this machine (allow_local_execution = true)");
+    parts->pools.startHealthChecks();
 
     parts->models = std::make_unique<model::ModelRegistry>(m_config.models);
-    parts->pools.startHealthChecks();
     model::ModelRegistry *models = parts->models.get();
     engine::ModelLookup lookup = [models](const std::string &name) { return models->find(name); };
 

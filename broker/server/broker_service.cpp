@@ -270,8 +270,24 @@ grpc::ServerUnaryReactor *BrokerService::ListPools(grpc::CallbackServerContext *
         info->set_name(entry.client->name());
         info->set_endpoint(entry.client->endpoint());
         info->set_local(entry.local);
+        info->set_execution(entry.local ? "local execution" : "remote");
+        info->set_transport(entry.transport);
+        info->set_token(entry.token);
         auto status = m_pools.statusOf(i);
+        const pools::PoolHealth health = m_pools.health(i);
         info->set_healthy(status.has_value());
+        info->set_checked_unix_ms(health.checkedUnixMs);
+        info->set_unhealthy_since_unix_ms(health.unhealthySinceUnixMs);
+        for (const auto &sample : health.history) {
+            auto *out = info->add_history();
+            out->set_time_unix_ms(sample.timeUnixMs);
+            out->set_healthy(sample.healthy);
+            out->set_latency_ms(sample.latencyMs);
+            out->set_warm(sample.warm);
+            out->set_claimed(sample.claimed);
+            out->set_max(sample.max);
+            out->set_error(sample.error);
+        }
         if (!status) {
             info->set_error(status.error().message);
             continue;
@@ -292,19 +308,3 @@ grpc::ServerUnaryReactor *BrokerService::ListPools(grpc::CallbackServerContext *
 }
 
 } // namespace paddock::server
-        info->set_execution(entry.local ? "local execution" : "remote");
-        info->set_transport(entry.transport);
-        info->set_token(entry.token);
-        const pools::PoolHealth health = m_pools.health(i);
-        info->set_checked_unix_ms(health.checkedUnixMs);
-        info->set_unhealthy_since_unix_ms(health.unhealthySinceUnixMs);
-        for (const auto &sample : health.history) {
-            auto *out = info->add_history();
-            out->set_time_unix_ms(sample.timeUnixMs);
-            out->set_healthy(sample.healthy);
-            out->set_latency_ms(sample.latencyMs);
-            out->set_warm(sample.warm);
-            out->set_claimed(sample.claimed);
-            out->set_max(sample.max);
-            out->set_error(sample.error);
-        }
