@@ -3,6 +3,7 @@
 #include "cli/address.h"
 #include "cli/exit_codes.h"
 #include "cli/operator_commands.h"
+#include "cli/secrets_commands.h"
 #include "paddock/v1/broker.grpc.pb.h"
 
 #include <CLI/CLI.hpp>
@@ -15,6 +16,7 @@
 #include <iostream>
 #include <sstream>
 #include <thread>
+#include <unistd.h>
 
 #ifndef PADDOCK_VERSION
 #define PADDOCK_VERSION "unknown"
@@ -270,6 +272,8 @@ int runSubmit(const CommandContext &c)
     request.set_tier(inv.tier);
     for (const auto &tag : inv.tags)
         request.add_tags(tag);
+    for (const auto &name : inv.secrets)
+        request.add_secrets(name);
 
     std::string playbookFile;
     if (!inv.playbook.empty()) {
@@ -445,6 +449,9 @@ std::string actionName(const Invocation &inv)
     case Command::Pause: return "cannot pause session " + inv.sessionId;
     case Command::Resume: return "cannot resume session " + inv.sessionId;
     case Command::Pools: return "cannot list pools";
+    case Command::SecretsSet: return "cannot set secret " + inv.secretName;
+    case Command::SecretsList: return "cannot list secrets";
+    case Command::SecretsRemove: return "cannot remove secret " + inv.secretName;
     case Command::PostMortemsList:
     case Command::PostMortemsShow:
     case Command::PostMortemsFiles:
@@ -489,6 +496,9 @@ ParseOutcome parseCommandLine(const std::vector<std::string> &args, std::ostream
     submit->add_option("--tier", inv.tier, "Sandbox tier (lite, standard, heavy); default: the broker's");
     submit->add_option("--agent", inv.agent, "Agent to run as; default: the broker's default agent");
     submit->add_option("--tag", inv.tags, "Tag the session (repeatable)");
+    submit->add_option("--secret", inv.secrets,
+                       "Grant the broker's secret NAME: its value is in the environment of the session's commands "
+                       "as $NAME and redacted from everything recorded (repeatable)");
     submit->add_flag("-f,--follow", inv.follow,
                      "Stream the events until the session ends; exit 0 if it succeeded, 7 if not");
 
@@ -523,6 +533,7 @@ ParseOutcome parseCommandLine(const std::vector<std::string> &args, std::ostream
     resume->add_option("--reason", inv.reason, "Why; recorded in the session's log");
 
     auto *pools = app.add_subcommand("pools", "List the broker's pools and their tiers");
+    const SecretsSubcommands secrets = addSecretsCommands(app, inv);
     const OperatorSubcommands operatorCommands = addOperatorCommands(app, inv);
 
     try {
@@ -559,6 +570,8 @@ ParseOutcome parseCommandLine(const std::vector<std::string> &args, std::ostream
         inv.command = Command::Resume;
     } else if (pools->parsed()) {
         inv.command = Command::Pools;
+    } else if (auto secretsCommand = parsedSecretsCommand(secrets)) {
+        inv.command = *secretsCommand;
     } else if (auto operatorCommand = parsedOperatorCommand(operatorCommands)) {
         inv.command = *operatorCommand;
     }
@@ -596,6 +609,14 @@ int runInvocation(const Invocation &inv, const Environment &env, std::ostream &o
     case Command::Pause:
     case Command::Resume: return runAction(context);
     case Command::Pools: return runPools(context);
+    case Command::SecretsSet:
+    case Command::SecretsList:
+    case Command::SecretsRemove: {
+        const SecretsCall call{broker.stub(), [&](grpc::ClientContext &c) { broker.setDeadline(c); },
+                               [&] { return broker.connected(); }, shown};
+        std::istream &in = env.input ? *env.input : std::cin;
+        return runSecretsCommand(inv, call, in, !env.input && ::isatty(STDIN_FILENO), out, err);
+    }
     case Command::PostMortemsList:
     case Command::PostMortemsShow:
     case Command::PostMortemsFiles:

@@ -19,7 +19,7 @@ namespace paddock::cli {
 
 inline constexpr double kDefaultTimeoutS = 30.0;
 
-enum class Command { Submit, List, Show, Events, Cancel, Pause, Resume, Pools,
+enum class Command { Submit, List, Show, Events, Cancel, Pause, Resume, Pools, SecretsSet, SecretsList, SecretsRemove,
                      PostMortemsList, PostMortemsShow, PostMortemsFiles, PostMortemsCat, PostMortemsDownload,
                      SnapshotList, DebugShell };
 
@@ -36,6 +36,7 @@ struct Invocation {
     std::string model;
     std::string tier;
     std::vector<std::string> tags;
+    std::vector<std::string> secrets;           // submit --secret: names granted to the session
     bool follow = false;                        // submit -f, events -f
 
     // submit and ls
@@ -51,6 +52,9 @@ struct Invocation {
     std::string sessionId;
     std::string reason;
     int64_t fromSeq = 1;
+
+    // secrets set, secrets rm
+    std::string secretName;
 
     // postmortems, snapshot ls, debug-shell (cli/operator_commands.h)
     std::string postMortemId;                   // SANDBOX or POOL/SANDBOX
@@ -77,7 +81,8 @@ struct Environment {
     // Called with true before a follow and false after it: only then does Ctrl-C become a flag
     // (stop following cleanly); elsewhere it keeps its default action and ends paddockctl at once.
     std::function<void(bool)> catchInterrupts;
-    // Where an interactive debug-shell reads its command lines; nullptr: this process's stdin.
+    // Where an interactive debug-shell reads its command lines and `secrets set` its value; nullptr:
+    // this process's stdin (where `secrets set` asks without echo when it is a terminal).
     std::istream *input = nullptr;
 };
 

@@ -287,6 +287,9 @@ json sessionToJson(const v1::Session &session)
     json tags = json::array();
     for (const auto &tag : session.tags())
         tags.push_back(tag);
+    json secrets = json::array();
+    for (const auto &name : session.secrets())
+        secrets.push_back(name);
     return json{
         {"id", session.id()},
         {"agent", session.agent()},
@@ -305,6 +308,7 @@ json sessionToJson(const v1::Session &session)
         {"last_seq", session.last_seq()},
         {"last_event_kind", session.last_event_kind()},
         {"tags", tags},
+        {"secrets", secrets},
     };
 }
 
@@ -337,6 +341,9 @@ std::string formatSessionDetail(const v1::Session &session, int64_t nowUnixMs)
     std::string tags;
     for (const auto &tag : session.tags())
         tags += (tags.empty() ? "" : ", ") + tag;
+    std::string secrets;
+    for (const auto &name : session.secrets())
+        secrets += (secrets.empty() ? "" : ", ") + name;
 
     const std::vector<std::pair<std::string, std::string>> fields{
         {"ID", session.id()},
@@ -355,6 +362,7 @@ std::string formatSessionDetail(const v1::Session &session, int64_t nowUnixMs)
         {"Last event", session.last_seq() > 0 ? std::to_string(session.last_seq()) + " " + session.last_event_kind()
                                               : std::string("-")},
         {"Tags", orDash(tags)},
+        {"Secrets", orDash(secrets)},
     };
     std::string out;
     for (const auto &[name, value] : fields)

@@ -92,6 +92,13 @@ void applyEvent(SessionState &state, const Event &event)
                     state.tags.push_back(tag.get<std::string>());
             }
         }
+        state.secrets.clear();
+        if (auto secrets = payload.find("secrets"); secrets != payload.end() && secrets->is_array()) {
+            for (const auto &name : *secrets) {
+                if (name.is_string())
+                    state.secrets.push_back(name.get<std::string>());
+            }
+        }
         state.createdUnixMs = event.timeUnixMs;
         state.status = SessionStatus::Queued;
     } else if (event.kind == kind::StateChanged) {

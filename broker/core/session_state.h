@@ -27,6 +27,7 @@ struct SessionState {
     std::string playbook;       // name, when the session runs a named playbook
     std::string tier;
     std::vector<std::string> tags;
+    std::vector<std::string> secrets;   // names granted at submit; values live in the broker's secret store
     SessionStatus status = SessionStatus::Queued;
     std::string statusReason;
     std::string pool;           // of the current sandbox

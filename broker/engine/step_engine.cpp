@@ -189,6 +189,13 @@ StepOutcome StepEngine::runOneStep(const store::Lease &lease)
 
 StepOutcome StepEngine::appendResult(const Action &action, std::vector<core::NewEvent> events)
 {
+    // Nothing the engine records may hold a secret's value, whoever put it there (a command's
+    // output, a model's text, an error message): every payload is redacted on its way to the log.
+    if (m_options.secrets) {
+        const auto secrets = m_options.secrets->snapshot();
+        for (auto &event : events)
+            secrets->redactor.redactJsonText(event.payload);
+    }
     store::AppendRequest request;
     request.sessionId = action.state.id;
     request.expectedLastSeq = action.state.lastSeq;
@@ -323,8 +330,36 @@ StepOutcome StepEngine::runTool(const Action &action)
     json result = toolResultBase(call);
     Status done;
     std::vector<core::NewEvent> egressEvents;   // the command's attempts to reach out, before its result
+    // One consistent set of secrets for the whole step: the values injected are the ones redacted.
+    std::shared_ptr<const secrets::SecretsSnapshot> secrets;
+    if (m_options.secrets)
+        secrets = m_options.secrets->snapshot();
+    // Output is redacted before it is clipped, so a value cut in two by the clip cannot slip through.
+    auto redacted = [&](std::string text) {
+        if (secrets)
+            secrets->redactor.redactInPlace(text);
+        return text;
+    };
     if (call.name == model::tool::RunCommand) {
         pools::ExecSpec spec;
+        // Granted secrets reach this command's environment only: never a sandbox at start, never the
+        // log (the payload names no values, and the output is redacted below).
+        std::vector<std::string> missing;
+        for (const auto &name : action.state.secrets) {
+            if (secrets && secrets->values.contains(name))
+                spec.env[name] = secrets->values.at(name);
+            else
+                missing.push_back(name);
+        }
+        if (!missing.empty()) {
+            std::string names;
+            for (const auto &name : missing)
+                names += (names.empty() ? "" : ", ") + name;
+            result["command"] = stringArg(call, "command");
+            result["error"] = "the command did not run: secret(s) " + names + " granted to this session no longer "
+                "exist on the broker; set them again with `paddockctl secrets set NAME`, or submit without them";
+            return appendResult(action, {event(core::kind::ToolResult, result)});
+        }
         spec.sandboxId = action.state.sandboxId;
         spec.argv = {"/bin/sh", "-c", stringArg(call, "command")};
         spec.timeoutMs = call.arguments.value("timeout_ms", m_options.defaultCommandTimeoutMs);
@@ -336,8 +371,8 @@ StepOutcome StepEngine::runTool(const Action &action)
             bool clippedErr = false;
             result["exit_code"] = outcome->exitCode;
             result["signal"] = outcome->signal;
-            result["stdout"] = clipOutput(outcome->stdoutData, &clippedOut);
-            result["stderr"] = clipOutput(outcome->stderrData, &clippedErr);
+            result["stdout"] = clipOutput(redacted(std::move(outcome->stdoutData)), &clippedOut);
+            result["stderr"] = clipOutput(redacted(std::move(outcome->stderrData)), &clippedErr);
             result["stdout_clipped"] = clippedOut;
             result["stderr_clipped"] = clippedErr;
             result["duration_ms"] = outcome->durationMs;
@@ -377,7 +412,7 @@ StepOutcome StepEngine::runTool(const Action &action)
         if (content) {
             bool clipped = false;
             result["path"] = stringArg(call, "path");
-            result["content"] = clipOutput(*content, &clipped);
+            result["content"] = clipOutput(redacted(std::move(*content)), &clipped);
             result["content_clipped"] = clipped;
         } else {
             done = std::unexpected(content.error());

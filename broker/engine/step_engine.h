@@ -11,6 +11,7 @@
 #include "broker/engine/decide.h"
 #include "broker/model/model_adapter.h"
 #include "broker/pools/pool_set.h"
+#include "broker/secrets/secret_store.h"
 #include "broker/store/event_store.h"
 
 #include <atomic>
@@ -32,6 +33,9 @@ struct EngineOptions {
     int64_t retryAfterUnavailableMs = 1000;       // back-off when a pool or model is unreachable
     int64_t drainMs = 2000;                       // stop(): how long steps in progress may finish
     std::string workerPrefix = "worker";
+    // Granted secrets go into each command's environment, and every event the engine appends is
+    // redacted for every value this store holds. nullptr: no secrets (tests that need none).
+    const secrets::SecretStore *secrets = nullptr;
 };
 
 // Finds the adapter for a session's model name; nullptr when none is configured.

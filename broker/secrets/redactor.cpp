@@ -88,6 +88,8 @@ Redactor::Redactor(const std::vector<Secret> &secrets)
         if (secret.value.size() < kMinSecretBytes)
             continue;   // refused at set; never loaded
         const auto index = static_cast<uint32_t>(m_names.size());
+        for (unsigned char c : secret.value)
+            m_jsonEscaped = m_jsonEscaped || c < 0x20 || c == '"' || c == '\\' || c == 0x7f;
         m_names.push_back(secret.name);
         addPattern(secret.value, index);
         for (bool urlSafe : {false, true}) {
@@ -214,6 +216,25 @@ void Redactor::redactJson(nlohmann::json &value) const
             value = std::move(rebuilt);
         }
     }
+}
+
+bool Redactor::redactJsonText(std::string &jsonText) const
+{
+    if (empty())
+        return false;
+    // Values JSON writes as they are can be looked for in the text itself, which is far cheaper than
+    // parsing every payload.
+    if (!m_jsonEscaped && find(jsonText).empty())
+        return false;
+    auto document = nlohmann::json::parse(jsonText, nullptr, /*allow_exceptions=*/false);
+    if (document.is_discarded())
+        return redactInPlace(jsonText);
+    redactJson(document);
+    std::string dumped = document.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
+    if (dumped == jsonText)
+        return false;
+    jsonText = std::move(dumped);
+    return true;
 }
 
 std::string Redactor::Stream::feed(std::string_view chunk)

@@ -55,6 +55,9 @@ public:
     bool redactInPlace(std::string &text) const;
     // Every string in the document, object keys included.
     void redactJson(nlohmann::json &value) const;
+    // A serialized JSON document (an event payload): parsed and rewritten only when it may hold a
+    // value. Returns true when it changed. Text that is not JSON is redacted as plain text.
+    bool redactJsonText(std::string &jsonText) const;
 
     // The marker that replaces a value of the secret called name.
     static std::string marker(std::string_view name) { return "[REDACTED:" + std::string(name) + "]"; }
@@ -95,6 +98,7 @@ private:
     std::unordered_map<uint32_t, std::vector<uint32_t>> m_byPrefix;   // first 4 bytes -> patterns, longest first
     std::vector<uint64_t> m_filter;                                    // hashed prefixes
     size_t m_longest = 0;
+    bool m_jsonEscaped = false;   // a value holds a character JSON escapes, so it may not appear verbatim
 };
 
 // The encoded forms matched besides the raw value (exposed for tests).

@@ -3,6 +3,7 @@
 #include "broker/engine/step_engine.h"
 #include "broker/pools/grpc_pool_client.h"
 #include "broker/pools/pool_set.h"
+#include "broker/secrets/secret_store.h"
 #include "broker/server/broker_service.h"
 #include "broker/server/stream_hub.h"
 #include "broker/store/sqlite_event_store.h"
@@ -42,6 +43,7 @@ struct Broker::Parts {
     std::unique_ptr<store::EventStore> store;
     pools::PoolSet pools;
     std::unique_ptr<model::ModelRegistry> models;
+    std::unique_ptr<secrets::SecretStore> secrets;   // outlives the engine and the service that use it
     std::unique_ptr<StreamHub> hub;
     std::unique_ptr<engine::StepEngine> engine;
     std::unique_ptr<BrokerService> service;
@@ -96,18 +98,30 @@ Status Broker::start()
     model::ModelRegistry *models = parts->models.get();
     engine::ModelLookup lookup = [models](const std::string &name) { return models->find(name); };
 
+    // Secrets live next to the config file (or in the config directory for the embedded default);
+    // a file others may read stops the broker here, before anything could use it.
+    const auto secretsFile = (m_config.configFile.empty() ? defaultConfigDir() : m_config.configFile.parent_path())
+        / secrets::kSecretsFileName;
+    auto secretStore = secrets::SecretStore::open(secretsFile);
+    if (!secretStore)
+        return std::unexpected(secretStore.error());
+    parts->secrets = std::move(*secretStore);
+    spdlog::info("{} secrets in {}", parts->secrets->list().size(), secretsFile.string());
+
     parts->hub = std::make_unique<StreamHub>(*parts->store);
     parts->hub->start();
 
     engine::EngineOptions engineOptions;
     engineOptions.workers = m_config.workers;
     engineOptions.leaseMs = m_config.leaseMs;
+    engineOptions.secrets = parts->secrets.get();
     parts->engine = std::make_unique<engine::StepEngine>(*parts->store, parts->pools, lookup, engineOptions);
 
     BrokerServiceOptions serviceOptions;
     serviceOptions.playbookDir = m_config.models.playbookDir;
     serviceOptions.defaultTier = m_config.defaultTier;
     serviceOptions.modelNames = models->names();
+    serviceOptions.secrets = parts->secrets.get();
     parts->service = std::make_unique<BrokerService>(*parts->store, *parts->hub, parts->pools, lookup, serviceOptions);
 
     // The socket's directory is private (0700) and the socket 0600: the peer's OS user is the principal.

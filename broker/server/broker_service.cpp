@@ -5,6 +5,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include <algorithm>
 #include <random>
 
 namespace paddock::server {
@@ -114,10 +115,15 @@ Result<core::SessionState> BrokerService::submit(const v1::SubmitSessionRequest 
                         + ". Pick one of those, or add the tier to a pool's configuration");
     }
 
+    auto grants = checkGrants(request);
+    if (!grants)
+        return std::unexpected(grants.error());
+
     nlohmann::json tags = nlohmann::json::array();
     for (const auto &tag : request.tags())
         tags.push_back(tag);
     const nlohmann::json payload{{"agent", request.agent().empty() ? "default" : request.agent()},
+                                 {"secrets", *grants},
                                  {"goal", goal},
                                  {"model", modelName},
                                  {"playbook", playbookName},
@@ -127,12 +133,45 @@ Result<core::SessionState> BrokerService::submit(const v1::SubmitSessionRequest 
     store::AppendRequest append;
     append.sessionId = newSessionId();
     append.expectedLastSeq = 0;
-    append.events.push_back({core::kind::SessionCreated,
-                             payload.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace), 0});
+    // A goal or a playbook may quote a value by mistake; the log must not keep it.
+    append.events.push_back({core::kind::SessionCreated, redactedJson(payload), 0});
     auto appended = m_store.appendSync(std::move(append));
     if (!appended)
         return std::unexpected(appended.error());
     return appended->state;
+}
+
+Result<std::vector<std::string>> BrokerService::checkGrants(const v1::SubmitSessionRequest &request) const
+{
+    std::vector<std::string> names;
+    for (const auto &name : request.secrets()) {
+        if (std::find(names.begin(), names.end(), name) == names.end())
+            names.push_back(name);
+    }
+    if (names.empty())
+        return names;
+    if (!m_options.secrets)
+        return fail(ErrorCode::InvalidArgument, "this broker keeps no secrets, so it cannot grant " + joined(names)
+                        + "; submit without --secret");
+    const auto unknown = m_options.secrets->unknown(names);
+    if (!unknown.empty()) {
+        std::vector<std::string> held;
+        for (const auto &info : m_options.secrets->list())
+            held.push_back(info.name);
+        return fail(ErrorCode::InvalidArgument,
+                    std::string(unknown.size() == 1 ? "unknown secret " : "unknown secrets ") + joined(unknown)
+                        + ": the broker holds " + joined(held) + ". Set it first with `paddockctl secrets set "
+                        + unknown.front() + "` (the value is read from stdin), or submit without it");
+    }
+    return names;
+}
+
+std::string BrokerService::redactedJson(const nlohmann::json &payload) const
+{
+    std::string text = payload.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
+    if (m_options.secrets)
+        m_options.secrets->snapshot()->redactor.redactJsonText(text);
+    return text;
 }
 
 Result<core::SessionState> BrokerService::changeStatus(const std::string &id, core::SessionStatus status,
@@ -154,7 +193,7 @@ Result<core::SessionState> BrokerService::changeStatus(const std::string &id, co
         nlohmann::json payload{{"status", core::statusName(status)}};
         if (!reason.empty())
             payload["reason"] = reason;
-        append.events.push_back({core::kind::StateChanged, payload.dump(), 0});
+        append.events.push_back({core::kind::StateChanged, redactedJson(payload), 0});
         auto appended = m_store.appendSync(std::move(append));
         if (appended)
             return appended->state;
@@ -305,6 +344,56 @@ grpc::ServerUnaryReactor *BrokerService::ListPools(grpc::CallbackServerContext *
     }
     response->set_local_execution(m_pools.anyLocal());
     return finish(context, grpc::Status::OK);
+}
+
+namespace {
+
+std::string noSecretStore()
+{
+    return "this broker keeps no secrets (it was started without a secret store); restart paddockd, which "
+           "keeps them in secrets.toml next to its config file";
+}
+
+} // namespace
+
+grpc::ServerUnaryReactor *BrokerService::SetSecret(grpc::CallbackServerContext *context,
+                                                   const v1::SetSecretRequest *request, v1::SetSecretResponse *response)
+{
+    if (!m_options.secrets)
+        return finish(context, toGrpcStatus({ErrorCode::FailedPrecondition, noSecretStore()}));
+    auto replaced = m_options.secrets->set(request->name(), request->value());
+    if (replaced) {
+        response->mutable_secret()->set_name(request->name());
+        response->mutable_secret()->set_fingerprint(secrets::fingerprint(request->value()));
+        response->set_replaced(*replaced);
+    }
+    return finish(context, replaced);
+}
+
+grpc::ServerUnaryReactor *BrokerService::ListSecrets(grpc::CallbackServerContext *context,
+                                                     const v1::ListSecretsRequest *, v1::ListSecretsResponse *response)
+{
+    if (!m_options.secrets)
+        return finish(context, toGrpcStatus({ErrorCode::FailedPrecondition, noSecretStore()}));
+    for (const auto &info : m_options.secrets->list()) {
+        auto *out = response->add_secrets();
+        out->set_name(info.name);
+        out->set_fingerprint(info.fingerprint);
+    }
+    response->set_file(m_options.secrets->file().string());
+    return finish(context, grpc::Status::OK);
+}
+
+grpc::ServerUnaryReactor *BrokerService::DeleteSecret(grpc::CallbackServerContext *context,
+                                                      const v1::DeleteSecretRequest *request, v1::DeleteSecretResponse *)
+{
+    if (!m_options.secrets)
+        return finish(context, toGrpcStatus({ErrorCode::FailedPrecondition, noSecretStore()}));
+    if (request->name().empty())
+        return finish(context, toGrpcStatus({ErrorCode::InvalidArgument,
+                                             "no secret name given: `paddockctl secrets ls` lists them"}));
+    auto removed = m_options.secrets->remove(request->name());
+    return finish(context, removed ? grpc::Status::OK : toGrpcStatus(removed.error()));
 }
 
 } // namespace paddock::server

@@ -7,10 +7,13 @@
 
 #include "broker/engine/step_engine.h"
 #include "broker/pools/pool_set.h"
+#include "broker/secrets/secret_store.h"
 #include "broker/server/stream_hub.h"
 #include "broker/store/event_store.h"
 
 #include "paddock/v1/broker.grpc.pb.h"
+
+#include <nlohmann/json.hpp>
 
 #include <filesystem>
 #include <functional>
@@ -26,6 +29,7 @@ struct BrokerServiceOptions {
     std::filesystem::path playbookDir;
     std::string defaultTier = "lite";
     std::vector<std::string> modelNames;      // for messages listing what is configured
+    secrets::SecretStore *secrets = nullptr;  // nullptr: no secrets; grants are refused, the RPCs say why
     int64_t debugShellIdleTimeoutMs = 600000; // a debug shell unused this long is closed
 };
 
@@ -54,6 +58,13 @@ public:
                                             const v1::SessionActionRequest *request, v1::Session *response) override;
     grpc::ServerUnaryReactor *ListPools(grpc::CallbackServerContext *context, const v1::ListPoolsRequest *request,
                                         v1::ListPoolsResponse *response) override;
+    grpc::ServerUnaryReactor *SetSecret(grpc::CallbackServerContext *context, const v1::SetSecretRequest *request,
+                                        v1::SetSecretResponse *response) override;
+    grpc::ServerUnaryReactor *ListSecrets(grpc::CallbackServerContext *context, const v1::ListSecretsRequest *request,
+                                          v1::ListSecretsResponse *response) override;
+    grpc::ServerUnaryReactor *DeleteSecret(grpc::CallbackServerContext *context,
+                                           const v1::DeleteSecretRequest *request,
+                                           v1::DeleteSecretResponse *response) override;
 
     // Operators: post-mortems, snapshot files and debug shells (operator_service.cpp).
     grpc::ServerUnaryReactor *ListPostMortems(grpc::CallbackServerContext *ctx, const v1::ListPoolPostMortemsRequest *req,
@@ -74,6 +85,10 @@ public:
 private:
     void initOperator();   // operator_service.cpp, where OperatorService is complete
     Result<core::SessionState> submit(const v1::SubmitSessionRequest &request);
+    // The granted names, deduplicated, or InvalidArgument naming the ones the broker does not hold.
+    Result<std::vector<std::string>> checkGrants(const v1::SubmitSessionRequest &request) const;
+    // The payload with every secret value the broker holds replaced by its marker.
+    std::string redactedJson(const nlohmann::json &payload) const;
     Result<core::SessionState> getSession(const std::string &id);
     // Appends state.changed {status, reason} when allowed(current) holds, re-checking after a lost race.
     Result<core::SessionState> changeStatus(const std::string &id, core::SessionStatus status,

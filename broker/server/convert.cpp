@@ -63,6 +63,9 @@ void toProto(const core::SessionState &state, v1::Session *out)
     out->clear_tags();
     for (const auto &tag : state.tags)
         out->add_tags(tag);
+    out->clear_secrets();
+    for (const auto &name : state.secrets)
+        out->add_secrets(name);
 }
 
 Result<store::SessionQuery> toQuery(const v1::SessionFilter &filter)

@@ -30,6 +30,7 @@ std::string sessionStateToJson(const core::SessionState &state)
         {"playbook", state.playbook},
         {"tier", state.tier},
         {"tags", state.tags},
+        {"secrets", state.secrets},
         {"status", core::statusName(state.status)},
         {"status_reason", state.statusReason},
         {"pool", state.pool},
@@ -62,6 +63,12 @@ std::optional<core::SessionState> sessionStateFromJson(std::string_view text)
         for (const auto &tag : *it) {
             if (tag.is_string())
                 state.tags.push_back(tag.get<std::string>());
+        }
+    }
+    if (auto it = j.find("secrets"); it != j.end() && it->is_array()) {
+        for (const auto &name : *it) {
+            if (name.is_string())
+                state.secrets.push_back(name.get<std::string>());
         }
     }
     std::string status;

@@ -353,7 +353,30 @@ std::vector<std::string> missingBinaries(const std::vector<std::string> &names)
 CliResult runCli(const std::vector<std::string> &args, const std::map<std::string, std::string> &env,
                  std::chrono::milliseconds timeout)
 {
+    return runCliWithInput(args, std::nullopt, env, timeout);
+}
+
+CliResult runCliWithInput(const std::vector<std::string> &args, const std::optional<std::string> &input,
+                          const std::map<std::string, std::string> &env, std::chrono::milliseconds timeout)
+{
     CliResult result;
+    // The input goes through a pipe filled before the fork: enough for a value, not for megabytes.
+    int inPipe[2] = {-1, -1};
+    if (input) {
+        if (input->size() > 60000 || ::pipe2(inPipe, O_CLOEXEC) != 0)
+            return result;
+        if (::write(inPipe[1], input->data(), input->size()) != static_cast<ssize_t>(input->size()))
+            return result;
+        ::close(inPipe[1]);
+    }
+    struct CloseInput {
+        int fd;
+        ~CloseInput()
+        {
+            if (fd >= 0)
+                ::close(fd);
+        }
+    } closeInput{inPipe[0]};
     std::vector<std::string> argv{binaryPath("paddockctl").string()};
     argv.insert(argv.end(), args.begin(), args.end());
     const ExecImage image(argv, env, {"PADDOCK_BROKER"});
@@ -371,7 +394,7 @@ CliResult runCli(const std::vector<std::string> &args, const std::map<std::strin
     const pid_t pid = ::fork();
     if (pid == 0) {
         const int devNull = ::open("/dev/null", O_RDONLY);
-        ::dup2(devNull, 0);
+        ::dup2(input ? inPipe[0] : devNull, 0);
         ::dup2(outPipe[1], 1);
         ::dup2(errPipe[1], 2);
         execChild(image, parent);

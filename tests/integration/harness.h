@@ -98,6 +98,10 @@ struct CliResult {
 // env and args say reaches the CLI. Killed after timeout.
 CliResult runCli(const std::vector<std::string> &args, const std::map<std::string, std::string> &env = {},
                  std::chrono::milliseconds timeout = 180s);
+// The same with input on paddockctl's stdin (at most 60,000 bytes; otherwise stdin is /dev/null).
+CliResult runCliWithInput(const std::vector<std::string> &args, const std::optional<std::string> &input,
+                          const std::map<std::string, std::string> &env = {},
+                          std::chrono::milliseconds timeout = 180s);
 
 struct PoolProcess {
     Daemon daemon;
