@@ -167,9 +167,6 @@ Result<std::unique_ptr<SandboxPool>> SandboxPool::create(PoolConfig config)
     }
     if (auto err = ensurePrivateDirectory(sandboxes, 0700); !err.empty())
         return fail(ErrorCode::FailedPrecondition, err + "; pass a writable --state-dir");
-    auto pool = std::unique_ptr<SandboxPool>(new SandboxPool(std::move(config), std::move(runtimes)));
-    pool->m_lockFd = lockFd;
-    pool->m_cgroupLayout = std::move(layout);
     auto snapshots = SnapshotStore::open(config.snapshotDir);
     if (!snapshots) {
         ::close(lockFd);
@@ -188,12 +185,15 @@ Result<std::unique_ptr<SandboxPool>> SandboxPool::create(PoolConfig config)
         ::close(lockFd);
         return std::unexpected(postMortems.error());
     }
+    auto pool = std::unique_ptr<SandboxPool>(new SandboxPool(std::move(config), std::move(runtimes)));
+    pool->m_snapshots = std::move(*snapshots);
+    pool->m_postMortems = std::move(*postMortems);
+    pool->m_lockFd = lockFd;
+    pool->m_cgroupLayout = std::move(layout);
     pool->m_cgroups = std::move(cgroups);
     pool->m_allowlists = std::move(*allowlists);
     if (!pool->m_allowlists.empty())
         pool->m_egress = std::make_unique<egress::EgressProxy>();
-    pool->m_snapshots = std::move(*snapshots);
-    pool->m_postMortems = std::move(*postMortems);
     return pool;
 }
 
@@ -224,14 +224,14 @@ void SandboxPool::start()
         for (int i = 0; i < kRefillThreadsPerTier; ++i)
             m_threads.emplace_back([this, t = tier.get()] { refillLoop(t); });
     m_threads.emplace_back([this] { monitorLoop(); });
+    m_deadlines = std::make_unique<DeadlineWatcher>();
+    m_captures = std::make_unique<CaptureQueue>();
     if (m_cgroups)
         m_threads.emplace_back([this] { samplerLoop(); });
 }
 
 void SandboxPool::shutdown()
 {
-    m_deadlines = std::make_unique<DeadlineWatcher>();
-    m_captures = std::make_unique<CaptureQueue>();
     if (m_shutDown.exchange(true))
         return;
     {
@@ -243,16 +243,16 @@ void SandboxPool::shutdown()
     for (auto &t : m_threads)
         t.join();
     m_threads.clear();
+    if (m_captures)
+        m_captures->stop();   // finishes the post-mortems queued, while their workspaces exist
+    if (m_deadlines)
+        m_deadlines->stop();
     std::vector<std::shared_ptr<Sandbox>> all;
     {
         std::lock_guard lock(m_mutex);
         for (auto &[id, sb] : m_sandboxes)
             all.push_back(sb);
         m_sandboxes.clear();
-    if (m_captures)
-        m_captures->stop();   // finishes the post-mortems queued, while their workspaces exist
-    if (m_deadlines)
-        m_deadlines->stop();
         for (auto &tier : m_tiers) {
             tier->warm.clear();
             tier->claimed = 0;
@@ -333,6 +333,10 @@ void SandboxPool::destroy(const std::shared_ptr<Sandbox> &sandbox)
 {
     sandbox->running->kill();
     stopEgress(sandbox->id);
+    {
+        std::unique_lock lock(sandbox->captureMutex);
+        sandbox->captureCv.wait_for(lock, std::chrono::minutes(2), [&] { return sandbox->pendingCaptures == 0; });
+    }
     if (sandbox->cgroup)
         sandbox->cgroup->remove();   // kills what outlived bwrap, then rmdir
     std::error_code ec;
@@ -350,10 +354,6 @@ void SandboxPool::recordClaimLatency(Tier &tier, int64_t us)
             tier.latencyCounts[i]++;
             return;
         }
-    {
-        std::unique_lock lock(sandbox->captureMutex);
-        sandbox->captureCv.wait_for(lock, std::chrono::minutes(2), [&] { return sandbox->pendingCaptures == 0; });
-    }
     }
 }
 
@@ -574,6 +574,18 @@ Result<ExecResult> SandboxPool::exec(const ExecRequest &request, const ChunkSink
 
     const InitExecRequest ir = initRequest(request);
     const int64_t oomBefore = sandbox->cgroup ? sandbox->cgroup->oomKills() : -1;
+    OutputTail tail;
+    auto watch = m_deadlines && sandbox->cgroup ? m_deadlines->arm(sandbox->cgroup->dirs(), ir.timeoutMs) : nullptr;
+    auto keepFailure = [&](const Result<InitExecResult> &r) {
+        if (r)
+            if (auto pm = execFailure(*sandbox, request.argv, *r, tail)) {
+                {
+                    std::lock_guard lock(sandbox->captureMutex);
+                    sandbox->pendingCaptures++;
+                }
+                capturePostMortem(sandbox, std::move(*pm), watch);
+            }
+    };
     if (request.idempotencyKey.empty() || m_config.execCachePerSandbox == 0) {
         auto r = sandbox->init.exec(ir, [&](int stream, std::string_view chunk) {
             tail.add(stream, chunk);
@@ -581,6 +593,7 @@ Result<ExecResult> SandboxPool::exec(const ExecRequest &request, const ChunkSink
                 sink(stream, chunk);
         });
         nameExit(*sandbox, oomBefore, r);
+        keepFailure(r);
         if (!r)
             return std::unexpected(r.error());
         return ExecResult{*r, false};
@@ -596,22 +609,9 @@ Result<ExecResult> SandboxPool::exec(const ExecRequest &request, const ChunkSink
             // is still going, then answer with what it recorded. The command does not run again.
             sandbox->execCv.wait(lock, [&] { return earlier->done; });
             auto chunks = earlier->chunks;
-    OutputTail tail;
-    auto watch = m_deadlines && sandbox->cgroup ? m_deadlines->arm(sandbox->cgroup->dirs(), ir.timeoutMs) : nullptr;
-    auto keepFailure = [&](const Result<InitExecResult> &r) {
-        if (r)
-            if (auto pm = execFailure(*sandbox, request.argv, *r, tail)) {
-                {
-                    std::lock_guard lock(sandbox->captureMutex);
-                    sandbox->pendingCaptures++;
-                }
-                capturePostMortem(sandbox, std::move(*pm), watch);
-            }
-    };
             auto result = earlier->result;
             lock.unlock();
             if (!result)
-        keepFailure(r);
                 return std::unexpected(result.error());
             if (sink)
                 for (const auto &[stream, chunk] : chunks)
@@ -625,6 +625,7 @@ Result<ExecResult> SandboxPool::exec(const ExecRequest &request, const ChunkSink
 
     const int64_t maxRecorded = m_config.maxOutputBytes;
     auto r = sandbox->init.exec(ir, [&](int stream, std::string_view chunk) {
+        tail.add(stream, chunk);
         if (record->bytes < maxRecorded) {
             record->chunks.emplace_back(stream, std::string(chunk));
             record->bytes += static_cast<int64_t>(chunk.size());
@@ -633,6 +634,7 @@ Result<ExecResult> SandboxPool::exec(const ExecRequest &request, const ChunkSink
             sink(stream, chunk);
     });
     nameExit(*sandbox, oomBefore, r);
+    keepFailure(r);
     finishRecord(*sandbox, request.idempotencyKey, *record, r);
     if (!r)
         return std::unexpected(r.error());
@@ -643,7 +645,6 @@ bool SandboxPool::execAsync(const ExecRequest &request, ChunkSink sink, ExecDone
 {
     auto found = findClaimed(request.sandboxId);
     if (!found) {
-        tail.add(stream, chunk);
         done(std::unexpected(found.error()));
         return true;
     }
@@ -652,7 +653,6 @@ bool SandboxPool::execAsync(const ExecRequest &request, ChunkSink sink, ExecDone
         done(fail(ErrorCode::InvalidArgument, "exec needs a command in argv; for a shell line use [\"/bin/sh\", \"-c\", \"...\"]"));
         return true;
     }
-    keepFailure(r);
     const bool keyed = !request.idempotencyKey.empty() && m_config.execCachePerSandbox > 0;
 
     // A repeat of a finished run is answered from its record, inline; one still running would
@@ -694,21 +694,6 @@ bool SandboxPool::execAsync(const ExecRequest &request, ChunkSink sink, ExecDone
 
     const InitExecRequest ir = initRequest(request);
     const int64_t oomBefore = sandbox->cgroup ? sandbox->cgroup->oomKills() : -1;
-    if (!keyed) {
-        m_execLoop.submit(fd, ir, std::move(sink), [sandbox, oomBefore, finish, done = std::move(done)](Result<InitExecResult> r) {
-            nameExit(*sandbox, oomBefore, r);
-            finish(std::move(r), done);
-        });
-        return true;
-    }
-
-    auto record = std::make_shared<ExecRecord>();
-    {
-        std::unique_lock lock(sandbox->execMutex);
-        if (auto answered = replay(lock)) {   // the same key arrived meanwhile
-            ::close(fd);
-            return *answered;
-        }
     // The last output of each stream and, near the deadline, the process list: for a post-mortem.
     auto tail = std::make_shared<OutputTail>();
     auto watch = m_deadlines && sandbox->cgroup ? m_deadlines->arm(sandbox->cgroup->dirs(), ir.timeoutMs) : nullptr;
@@ -737,6 +722,21 @@ bool SandboxPool::execAsync(const ExecRequest &request, ChunkSink sink, ExecDone
         else
             doneFn(ExecResult{*r, false});
     };
+    if (!keyed) {
+        m_execLoop.submit(fd, ir, std::move(sink), [sandbox, oomBefore, finish, done = std::move(done)](Result<InitExecResult> r) {
+            nameExit(*sandbox, oomBefore, r);
+            finish(std::move(r), done);
+        });
+        return true;
+    }
+
+    auto record = std::make_shared<ExecRecord>();
+    {
+        std::unique_lock lock(sandbox->execMutex);
+        if (auto answered = replay(lock)) {   // the same key arrived meanwhile
+            ::close(fd);
+            return *answered;
+        }
         sandbox->records.emplace(request.idempotencyKey, record);
         sandbox->order.push_back(request.idempotencyKey);
     }
@@ -1015,17 +1015,9 @@ void SandboxPool::monitorLoop()
                 sb->state = Sandbox::State::Dead;
                 sb->deathReason = *reason;
                 spdlog::warn("claimed sandbox {} (session '{}') died: {}", sb->id, sb->sessionId, *reason);
+                crashed.push_back(sb);
             }
         }
-        if (!toDestroy.empty())
-            m_cv.notify_all();
-        for (auto &sb : toDestroy)
-            destroy(sb);
-    }
-}
-
-} // namespace paddock::pool
-                crashed.push_back(sb);
         for (auto &sb : crashed) {
             PostMortemRecord pm = baseRecord(*sb);
             pm.reason = "crashed";
@@ -1036,6 +1028,13 @@ void SandboxPool::monitorLoop()
             }
             m_captures->post([this, sb, pm]() mutable { capturePostMortem(sb, std::move(pm), nullptr); });
         }
+        if (!toDestroy.empty())
+            m_cv.notify_all();
+        for (auto &sb : toDestroy)
+            destroy(sb);
+    }
+}
+
 // ---- snapshots and post-mortems ----
 
 namespace {
@@ -1207,3 +1206,4 @@ void SandboxPool::capturePostMortem(const std::shared_ptr<Sandbox> &sandbox, Pos
     sandbox->captureCv.notify_all();
 }
 
+} // namespace paddock::pool
