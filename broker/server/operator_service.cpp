@@ -40,16 +40,19 @@ std::pair<std::string, std::string> whoIsCalling(const grpc::CallbackServerConte
     return {"operator", claimed};
 }
 
-void fill(const pools::PostMortemInfo &pm, v1::PostMortem *out)
+// The pool keeps a failed command's output as it was; what the broker serves is redacted for
+// every secret it holds (redactor may be null: no secrets).
+void fill(const pools::PostMortemInfo &pm, v1::PostMortem *out, const secrets::Redactor *redactor)
 {
+    auto r = [redactor](const std::string &text) { return redactor ? redactor->redact(text) : text; };
     out->set_sandbox_id(pm.sandboxId);
     out->set_session_id(pm.sessionId);
     out->set_tier(pm.tier);
     out->set_reason(pm.reason);
     out->set_exit_code(pm.exitCode);
     out->set_signal(pm.signal);
-    out->set_last_stdout(pm.lastStdout);
-    out->set_last_stderr(pm.lastStderr);
+    out->set_last_stdout(r(pm.lastStdout));
+    out->set_last_stderr(r(pm.lastStderr));
     for (const auto &s : pm.samples) {
         auto *o = out->add_samples();
         o->set_time_unix_ms(s.timeUnixMs);
@@ -63,14 +66,14 @@ void fill(const pools::PostMortemInfo &pm, v1::PostMortem *out)
         o->set_ppid(p.ppid);
         o->set_state(p.state);
         o->set_rss_bytes(p.rssBytes);
-        o->set_command(p.command);
+        o->set_command(r(p.command));
     }
     out->set_snapshot_ref(pm.snapshotRef);
     out->set_time_unix_ms(pm.timeUnixMs);
     out->set_pool_id(pm.poolId);
     out->set_pool(pm.pool);
     for (const auto &a : pm.argv)
-        out->add_argv(a);
+        out->add_argv(r(a));
     out->set_duration_ms(pm.durationMs);
     out->mutable_limits()->set_cpu(pm.cpuLimit);
     out->mutable_limits()->set_memory_bytes(pm.memoryLimitBytes);
@@ -82,7 +85,7 @@ void fill(const pools::PostMortemInfo &pm, v1::PostMortem *out)
     out->set_snapshot_size_bytes(pm.snapshotSizeBytes);
     out->set_stdout_bytes(pm.stdoutBytes);
     out->set_stderr_bytes(pm.stderrBytes);
-    out->set_detail(pm.detail);
+    out->set_detail(r(pm.detail));
     out->set_peak_memory_bytes(pm.peakMemoryBytes);
     out->set_snapshot_ms(pm.snapshotMs);
 }
@@ -291,7 +294,10 @@ Status OperatorService::audit(const std::string &sessionId, const std::string &k
 {
     store::AppendRequest req;
     req.sessionId = sessionId;
-    req.events.push_back(core::NewEvent{kind, payload.dump(-1, ' ', false, json::error_handler_t::replace), 0});
+    std::string text = payload.dump(-1, ' ', false, json::error_handler_t::replace);
+    if (m_options.secrets)
+        m_options.secrets->snapshot()->redactor.redactJsonText(text);   // a command line may quote a value
+    req.events.push_back(core::NewEvent{kind, std::move(text), 0});
     auto r = m_store.appendSync(std::move(req));
     if (!r)
         return std::unexpected(r.error());
@@ -349,8 +355,9 @@ grpc::ServerUnaryReactor *OperatorService::listPostMortems(grpc::CallbackServerC
             all.insert(all.end(), listed->begin(), listed->end());
         }
         std::stable_sort(all.begin(), all.end(), [](const auto &a, const auto &b) { return a.timeUnixMs > b.timeUnixMs; });
+        const auto secrets = m_options.secrets ? m_options.secrets->snapshot() : nullptr;
         for (const auto &pm : all)
-            fill(pm, resp->add_post_mortems());
+            fill(pm, resp->add_post_mortems(), secrets ? &secrets->redactor : nullptr);
         return grpc::Status::OK;
     });
 }
@@ -367,7 +374,8 @@ grpc::ServerUnaryReactor *OperatorService::getPostMortem(grpc::CallbackServerCon
         auto pm = (*client)->getPostMortem(req->sandbox_id());
         if (!pm)
             return rpc::toGrpcStatus(pm.error());
-        fill(*pm, resp);
+        const auto secrets = m_options.secrets ? m_options.secrets->snapshot() : nullptr;
+        fill(*pm, resp, secrets ? &secrets->redactor : nullptr);
         return grpc::Status::OK;
     });
 }
@@ -617,6 +625,7 @@ void BrokerService::initOperator()
 {
     OperatorOptions options;
     options.debugShellIdleTimeoutMs = m_options.debugShellIdleTimeoutMs;
+    options.secrets = m_options.secrets;
     m_operator = {new OperatorService(m_store, m_pools, options), [](OperatorService *p) { delete p; }};
 }
 

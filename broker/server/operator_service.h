@@ -18,6 +18,7 @@
 // unverified. Shells live in the broker's memory: a broker restart forgets them (their sandboxes
 // stay claimed until the pool is restarted).
 
+#include "broker/secrets/secret_store.h"
 #include "broker/pools/pool_set.h"
 #include "broker/store/event_store.h"
 
@@ -42,6 +43,8 @@ struct OperatorOptions {
     int64_t debugShellIdleTimeoutMs = 600000;
     int64_t debugExecDefaultTimeoutMs = 60000;
     int workers = 4;
+    // Post-mortems served and audit events appended are redacted for every value it holds.
+    const secrets::SecretStore *secrets = nullptr;
 };
 
 class OperatorService {

@@ -193,6 +193,20 @@ expect_exit = 3
     }
     EXPECT_TRUE(readBack) << dumped;
 
+    // The failing command left a post-mortem on the pool, which keeps its output as it was; what
+    // the broker serves of it is redacted.
+    std::string postMortem;
+    for (const auto &event : events) {
+        if (event.value("kind", "") == "tool.result" && event["payload"].contains("post_mortem"))
+            postMortem = event["payload"]["post_mortem"].value("pool", "") + "/"
+                + event["payload"]["post_mortem"].value("sandbox_id", "");
+    }
+    ASSERT_FALSE(postMortem.empty()) << "no post-mortem named in " << dumped;
+    const CliResult pm = cli({"postmortems", "show", postMortem, "--output", "json"});
+    ASSERT_EQ(pm.exitCode, 0) << pm.err;
+    EXPECT_EQ(pm.out.find(kValue), std::string::npos) << pm.out;
+    EXPECT_EQ(json::parse(pm.out).value("last_stderr", ""), "failing with " + marker + "\n") << pm.out;
+
     const CliResult show = cli({"show", id, "--output", "json"});
     ASSERT_EQ(show.exitCode, 0) << show.err;
     EXPECT_EQ(json::parse(show.out)["secrets"], json::array({"DEPLOY_TOKEN"}));
