@@ -410,6 +410,9 @@ TraceModel::Derived TraceModel::derive(const Row &row) const
         const QString reason = str(p, "reason");
         if (!reason.isEmpty())
             parts << reason;
+        const QString detail = str(p, "detail").isEmpty() ? str(p, "error") : str(p, "detail");
+        if (!detail.isEmpty())
+            parts << detail;
         const qint64 sent = num(p, "bytes_sent", num(p, "bytes_out"));
         const qint64 received = num(p, "bytes_received", num(p, "bytes_in", num(p, "bytes")));
         if (allowed && (sent > 0 || received > 0))
@@ -434,6 +437,20 @@ TraceModel::Derived TraceModel::derive(const Row &row) const
             d.isError = true;
         }
         d.summary = parts.join(QStringLiteral(" · "));
+    } else if (kind == QLatin1String("sandbox.lost")) {
+        QStringList parts;
+        parts << QStringLiteral("lost pool %1").arg(str(p, "pool").isEmpty() ? str(p, "old_pool") : str(p, "pool"));
+        const QString sandbox = str(p, "sandbox_id");
+        if (!sandbox.isEmpty())
+            parts << sandbox;
+        const QString call = p.value(QLatin1String("interrupted_call")).isString() ? str(p, "interrupted_call") : QString();
+        if (!call.isEmpty())
+            parts << QStringLiteral("interrupted ") + call;
+        const QString reason = str(p, "error").isEmpty() ? str(p, "reason") : str(p, "error");
+        if (!reason.isEmpty())
+            parts << reason;
+        d.summary = parts.join(QStringLiteral(" · "));
+        d.isError = true;
     } else if (eventCategory(kind) == EventCategory::Move) {
         const QString from = str(p, "from_pool").isEmpty() ? str(p, "old_pool") : str(p, "from_pool");
         const QString to = str(p, "to_pool").isEmpty() ? str(p, "new_pool") : str(p, "to_pool");

@@ -102,6 +102,8 @@ PoolInfo toPoolInfo(const v1::PoolInfo &p)
         tier.network = t.tier().network() == v1::NETWORK_POLICY_ALLOWLIST ? QStringLiteral("allowlist") : QStringLiteral("none");
         info.tiers.append(tier);
     }
+    for (const auto &h : p.history())
+        info.history.append({h.time_unix_ms(), h.healthy(), h.warm(), h.claimed()});
     return info;
 }
 

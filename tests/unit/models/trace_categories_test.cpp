@@ -31,9 +31,10 @@ TEST(TraceCategoriesTest, EgressSnapshotsMovesAndShellsAreNamed)
         event(5, QStringLiteral("sandbox.moved"), R"({"from_pool":"a","to_pool":"b","snapshot_ref":"lite-1","reason":"pool a unreachable"})"),
         event(6, QStringLiteral("debug_shell.exec"), R"({"shell_id":"sh-1","argv":["/bin/sh","-c","ls -la"],"exit_code":0,"by":"ops"})"),
         event(7, QStringLiteral("tool.result"), R"({"name":"run_command","command":"make","exit_code":2,"post_mortem":{"pool":"local","sandbox_id":"sb-1"}})"),
-        event(8, QStringLiteral("sandbox.lost"), R"({"old_pool":"a","reason":"unreachable"})"),
+        event(8, QStringLiteral("sandbox.lost"), R"({"pool":"a","sandbox_id":"sb-9","error":"unreachable"})"),
+        event(9, QStringLiteral("sandbox.moved"), R"({"from_pool":"a","to_pool":"b","snapshot_ref":null,"workspace":"empty"})"),
     });
-    ASSERT_EQ(model.rowCount(), 8);
+    ASSERT_EQ(model.rowCount(), 9);
     auto category = [&](int row) { return EventCategory(model.index(row, 0).data(TraceModel::CategoryRole).toInt()); };
     EXPECT_EQ(category(0), EventCategory::EgressAllowed);
     EXPECT_EQ(category(1), EventCategory::EgressRefused);
@@ -54,7 +55,9 @@ TEST(TraceCategoriesTest, EgressSnapshotsMovesAndShellsAreNamed)
     EXPECT_TRUE(model.index(0, 0).data(TraceModel::PostMortemRefRole).toStringList().isEmpty());
     EXPECT_FALSE(model.index(1, 0).data(TraceModel::IsErrorRole).toBool());   // a refusal is the policy working
     EXPECT_TRUE(model.index(7, 0).data(TraceModel::IsErrorRole).toBool());
-    EXPECT_TRUE(summaryOf(model, 7).contains(QStringLiteral("no snapshot: empty workspace")));
+    EXPECT_EQ(summaryOf(model, 7), QStringLiteral("lost pool a · sb-9 · unreachable"));
+    EXPECT_EQ(category(7), EventCategory::Move);
+    EXPECT_EQ(summaryOf(model, 8), QStringLiteral("pool a → b · no snapshot: empty workspace"));
 }
 
 } // namespace
