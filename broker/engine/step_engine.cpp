@@ -52,6 +52,19 @@ constexpr const char *kSandboxLost = core::kind::SandboxLost;
 constexpr const char *kSandboxMoved = core::kind::SandboxMoved;
 constexpr const char *kSandboxWaiting = core::kind::SandboxWaiting;
 
+// The latest workspace snapshot the log records (a checkpoint event), or null.
+json lastCheckpoint(std::span<const core::Event> log)
+{
+    for (auto it = log.rbegin(); it != log.rend(); ++it) {
+        if (it->kind != core::kind::Checkpoint)
+            continue;
+        auto payload = json::parse(it->payload, nullptr, false);
+        if (payload.is_object() && payload.contains("snapshot_ref") && payload["snapshot_ref"].is_string())
+            return payload;
+    }
+    return nullptr;
+}
+
 // The payload of the last sandbox.lost after the last sandbox.claimed, or null.
 json lastLossSinceClaim(std::span<const core::Event> log)
 {
@@ -260,6 +273,24 @@ StepOutcome StepEngine::claimSandbox(const Action &action, std::span<const core:
                    {"workspace", "empty"},
                    {"note", "no snapshot of this session's workspace exists, so it continues in an empty "
                             "workspace on pool '" + (*pool)->name() + "'"}};
+        const json checkpoint = lastCheckpoint(log);
+        if (!checkpoint.is_null()) {
+            const std::string ref = checkpoint["snapshot_ref"];
+            auto restored = (*pool)->restore(claimed->sandboxId, ref);
+            if (restored) {
+                moved["snapshot_ref"] = ref;
+                moved["workspace"] = "restored";
+                moved["restored_files"] = restored->fileCount;
+                moved["note"] = "restored snapshot " + ref + " (taken after call "
+                    + checkpoint.value("after_call", std::string("?")) + ") into a new sandbox on pool '"
+                    + (*pool)->name() + "'";
+            } else {
+                moved["snapshot_ref"] = ref;
+                moved["note"] = "snapshot " + ref + " could not be restored on pool '" + (*pool)->name() + "' ("
+                    + restored.error().message + "), so the session continues in an empty workspace; pools "
+                    "restore each other's snapshots only when they share snapshot_dir";
+            }
+        }
         if (lost.contains("interrupted_call"))
             moved["repeats_call"] = lost["interrupted_call"];
         events.push_back(event(kSandboxMoved, moved));
@@ -451,6 +482,24 @@ StepOutcome StepEngine::runTool(const Action &action)
             result["post_mortem"] = {{"pool", pool->name()}, {"sandbox_id", action.state.sandboxId}};   // reason "crashed"
     }
     egressEvents.push_back(event(core::kind::ToolResult, result));
+    // A snapshot after every step that can change the workspace, recorded with the step's result:
+    // if the pool is lost later, the session resumes from here and repeats at most the one step in
+    // flight (docs/deployment.md has the figures behind "every step").
+    if (done && (call.name == model::tool::RunCommand || call.name == model::tool::WriteFile)) {
+        auto snapshot = pool->snapshot(action.state.sandboxId);
+        if (snapshot) {
+            egressEvents.push_back(event(core::kind::Checkpoint, {{"snapshot_ref", snapshot->ref},
+                                                                  {"pool", pool->name()},
+                                                                  {"sandbox_id", action.state.sandboxId},
+                                                                  {"after_call", call.id},
+                                                                  {"size_bytes", snapshot->sizeBytes},
+                                                                  {"files", snapshot->fileCount},
+                                                                  {"duration_ms", snapshot->durationMs}}));
+        } else if (snapshot.error().code != ErrorCode::Unimplemented) {
+            spdlog::warn("session {}: no snapshot after call {} on pool '{}': {}", action.state.id, call.id,
+                         pool->name(), snapshot.error().message);
+        }
+    }
     return appendResult(action, std::move(egressEvents));
 }
 

@@ -199,6 +199,8 @@ protected:
     std::vector<std::string> m_poolNs;
     std::optional<Daemon> m_broker;
     int m_sandboxesSeen = 0;
+    std::vector<double> m_snapshotMs;   // checkpoint durations recorded in the logs
+    std::vector<double> m_execMs;       // command durations recorded in the logs
 };
 
 TEST_F(MultiHost, SessionsRunOnRemotePoolsAndMoveWhenOneIsKilled)
@@ -213,8 +215,11 @@ TEST_F(MultiHost, SessionsRunOnRemotePoolsAndMoveWhenOneIsKilled)
         auto cert = ca.issue(names[i], "IP:" + TestNetwork::poolAddress(i));
         ASSERT_TRUE(cert) << cert.error().message;
         const auto config = m_dir->path() / (names[i] + ".toml");
-        std::ofstream(config) << "pool_id = \"" << names[i] << "\"\n[[tier]]\nname = \"lite\"\nruntime = \"bwrap\"\n"
-                              << "warm_count = 2\nmax_count = 16\n";
+        // One snapshot directory for both, as a shared mount would be between hosts: a snapshot
+        // taken on one pool restores on the other.
+        std::ofstream(config) << "pool_id = \"" << names[i] << "\"\nsnapshot_dir = \""
+                              << (m_dir->path() / "snapshots").string() << "\"\n[[tier]]\nname = \"lite\"\n"
+                              << "runtime = \"bwrap\"\nwarm_count = 2\nmax_count = 16\n";
         auto pool = Daemon::start(m_net->in(m_net->pool(i), {binaryPath("paddock-pool").string(), "--config",
                                                               config.string(), "--listen",
                                                               TestNetwork::poolAddress(i) + ":7701", "--state-dir",
@@ -271,6 +276,7 @@ TEST_F(MultiHost, SessionsRunOnRemotePoolsAndMoveWhenOneIsKilled)
     for (int step = 1; step <= kSteps; ++step)
         playbook += "\n[[step]]\ntool = \"run_command\"\ncommand = \"echo step-" + std::to_string(step)
             + " >> marker.txt && sleep 0.4\"\n";
+    playbook += "\n[[step]]\ntool = \"run_command\"\ncommand = \"cat marker.txt\"\n";
     playbook += "\n[[step]]\ntool = \"finish\"\nsummary = \"all steps ran\"\n";
     const auto playbookFile = m_dir->path() / "multi-host.toml";
     std::ofstream(playbookFile) << playbook;
@@ -354,7 +360,28 @@ TEST_F(MultiHost, SessionsRunOnRemotePoolsAndMoveWhenOneIsKilled)
             else if (event["kind"] == "sandbox.moved")
                 moves.push_back(event["payload"]);
         }
-        EXPECT_EQ(calls.size(), static_cast<size_t>(kSteps + 1));
+        EXPECT_EQ(calls.size(), static_cast<size_t>(kSteps + 2));
+        // The workspace followed the session: the last command reads the marker every step wrote,
+        // each step once, or one of them twice if it was repeated.
+        std::string marker;
+        for (const auto &event : events) {
+            if (event["kind"] == "tool.result" && event["payload"].value("command", std::string()) == "cat marker.txt")
+                marker = event["payload"].value("stdout", std::string());
+            if (event["kind"] == "checkpoint")
+                m_snapshotMs.push_back(event["payload"].value("duration_ms", 0.0));
+            if (event["kind"] == "tool.result" && event["payload"].contains("duration_ms"))
+                m_execMs.push_back(event["payload"].value("duration_ms", 0.0));
+        }
+        int lines = 0;
+        for (int step = 1; step <= kSteps; ++step) {
+            const std::string line = "step-" + std::to_string(step) + "\n";
+            int n = 0;
+            for (size_t at = marker.find(line); at != std::string::npos; at = marker.find(line, at + 1))
+                n += at == 0 || marker[at - 1] == '\n';
+            EXPECT_GE(n, 1) << "step " << step << " is missing from the marker:\n" << marker;
+            lines += n;
+        }
+        EXPECT_LE(lines, kSteps + 1) << "more than one step repeated:\n" << marker;
         for (const auto &[call, n] : calls) {
             EXPECT_EQ(n, 1) << call << " was asked of the model more than once";
             EXPECT_EQ(answered[call], 1) << call;
@@ -372,6 +399,8 @@ TEST_F(MultiHost, SessionsRunOnRemotePoolsAndMoveWhenOneIsKilled)
         EXPECT_EQ(moves[0]["from_pool"], "east");
         EXPECT_EQ(moves[0]["to_pool"], "west");
         EXPECT_FALSE(moves[0]["note"].get<std::string>().empty());
+        EXPECT_EQ(moves[0]["workspace"], "restored") << moves[0].dump();
+        EXPECT_TRUE(moves[0]["snapshot_ref"].is_string());
         // At most one step repeated: the marker on west holds the steps from the interrupted one on,
         // each once. The marker's lines are the steps that ran on west; steps before the move ran on
         // east (one per result before the loss), so together they cover each step once, plus at
@@ -398,6 +427,15 @@ TEST_F(MultiHost, SessionsRunOnRemotePoolsAndMoveWhenOneIsKilled)
     std::cout << "multi-host: " << kSessions << " sessions, " << perPool["east"] << " first on east, "
               << perPool["west"] << " on west; " << moved << " moved after kill -9 of east; " << m_sandboxesSeen
               << " sandbox-init observations, none in the broker's namespace\n";
+    auto median = [](std::vector<double> v) {
+        if (v.empty())
+            return 0.0;
+        std::sort(v.begin(), v.end());
+        return v[v.size() / 2];
+    };
+    ASSERT_FALSE(m_snapshotMs.empty()) << "no checkpoint was recorded";
+    std::cout << "snapshot per step: median " << median(m_snapshotMs) << " ms over " << m_snapshotMs.size()
+              << " snapshots; command median " << median(m_execMs) << " ms (each command sleeps 400 ms)\n";
 }
 
 } // namespace
