@@ -23,7 +23,7 @@ Result<std::unique_ptr<CrunRuntime>> CrunRuntime::create()
 
 std::vector<std::string> CrunRuntime::runCommand(const std::filesystem::path &bundleDir,
                                                  const std::filesystem::path &stateDir, const std::string &id,
-                                                 int preservedFds) const
+                                                 int preservedFds, bool /*egress: a bind mount is enough*/) const
 {
     std::vector<std::string> argv = {binary(), "--root", stateDir.string(), "--cgroup-manager=disabled", "run"};
     if (preservedFds > 0)

@@ -25,7 +25,7 @@ public:
 
 protected:
     std::vector<std::string> runCommand(const std::filesystem::path &bundleDir, const std::filesystem::path &stateDir,
-                                        const std::string &id, int preservedFds) const override;
+                                        const std::string &id, int preservedFds, bool egress) const override;
 
 private:
     CrunRuntime(std::string binary, std::filesystem::path detachMount);

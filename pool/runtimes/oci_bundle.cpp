@@ -1,5 +1,7 @@
 #include "pool/runtimes/oci_bundle.h"
 
+#include "pool/runtimes/runtime.h"
+
 #include <nlohmann/json.hpp>
 
 #include <fstream>
@@ -63,6 +65,8 @@ std::string ociConfigJson(const OciBundleOptions &o)
     mounts.push_back(bindMount(o.initPath, kOciInitInsidePath, true));
     if (!o.controlDir.empty())
         mounts.push_back(bindMount(o.controlDir, kOciControlInsideDir, false));
+    if (!o.egressSocket.empty())
+        mounts.push_back(bindMount(o.egressSocket, kEgressSocketInside, true));
 
     json resources = json::object();
     if (o.memoryBytes > 0)
@@ -111,8 +115,10 @@ Status writeOciBundle(const OciBundleOptions &o)
             return fail(ErrorCode::FailedPrecondition, "cannot create " + (rootfs / dir).string() + ": " + ec.message() +
                                                            "; check that the pool's --state-dir is writable and has space");
     }
-    // The init binary is bound onto a file.
+    // The init binary and the egress socket are bound onto files.
     { std::ofstream(rootfs / "run/paddock/paddock-sandbox-init"); }
+    if (!o.egressSocket.empty())
+        std::ofstream(rootfs / "run/paddock/egress.sock");
     for (const char *dir : kSystemDirs) {
         const fs::path host = fs::path("/") / dir;
         auto st = fs::symlink_status(host, ec);

@@ -25,6 +25,9 @@ struct OciBundleOptions {
     // A host directory bound read-write at /run/paddock/ctl (runsc: the init creates its socket
     // there, through the gofer). Empty: none (crun hands the init its socket as fd 3).
     std::filesystem::path controlDir;
+    // The pool's egress proxy socket for this sandbox (allowlist tiers), bound read-only at
+    // kEgressSocketInside (runtime.h). Empty: none.
+    std::filesystem::path egressSocket;
     // Limits written into linux.resources (informational for runsc --ignore-cgroups and crun
     // --cgroup-manager=disabled: the pool's own cgroup enforces them). 0: none.
     double cpu = 0;

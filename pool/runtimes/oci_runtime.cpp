@@ -322,6 +322,7 @@ Result<std::unique_ptr<RunningSandbox>> OciRuntime::start(const SandboxSpec &spe
     bundle.cpu = spec.cpu;
     bundle.memoryBytes = spec.memoryBytes;
     bundle.pids = spec.pids;
+    bundle.egressSocket = spec.egressSocket;
 
     // The init says it listens by writing one byte: EOF first means the runtime or the init died.
     int ready[2];
@@ -369,6 +370,8 @@ Result<std::unique_ptr<RunningSandbox>> OciRuntime::start(const SandboxSpec &spe
         fdMap = {{ready[1], 1}};
         bundle.args = {kOciInitInsidePath, "--socket", std::string(kOciControlInsideDir) + "/init.sock", "--ready-fd", "1"};
     }
+    if (!spec.egressSocket.empty())
+        bundle.args.insert(bundle.args.end(), {"--egress-socket", kEgressSocketInside});
     if (auto written = writeOciBundle(bundle); !written) {
         if (listenFd >= 0)
             ::close(listenFd);
@@ -377,7 +380,7 @@ Result<std::unique_ptr<RunningSandbox>> OciRuntime::start(const SandboxSpec &spe
         return std::unexpected(written.error());
     }
 
-    const auto argv = runCommand(bundleDir, stateDir, spec.id, preserved);
+    const auto argv = runCommand(bundleDir, stateDir, spec.id, preserved, !spec.egressSocket.empty());
     const Spawned spawned = spawn(argv, spec.cgroupProcsFds, fdMap);
     if (listenFd >= 0)
         ::close(listenFd);   // only the init holds it now: its death makes connect() fail at once
@@ -439,7 +442,7 @@ Result<int> OciRuntime::runToCompletion(const SandboxSpec &spec, const std::vect
         bundle.controlDir = spec.controlDir;
     if (auto written = writeOciBundle(bundle); !written)
         return std::unexpected(written.error());
-    const Spawned spawned = spawn(runCommand(bundleDir, stateDir, spec.id, 0), spec.cgroupProcsFds, {});
+    const Spawned spawned = spawn(runCommand(bundleDir, stateDir, spec.id, 0, false), spec.cgroupProcsFds, {});
     if (spawned.err != 0)
         return fail(ErrorCode::Internal, "cannot start " + m_binary + ": " + std::strerror(spawned.err));
     int status = 0;

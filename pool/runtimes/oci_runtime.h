@@ -45,9 +45,10 @@ protected:
 
     OciRuntime(std::string binary, SocketMode mode);
     // The full `<runtime> ... run ...` command line (argv[0] is the binary).
+    // egress: the sandbox's init connects out to the pool's egress socket (allowlist tiers).
     virtual std::vector<std::string> runCommand(const std::filesystem::path &bundleDir,
                                                 const std::filesystem::path &stateDir, const std::string &id,
-                                                int preservedFds) const = 0;
+                                                int preservedFds, bool egress) const = 0;
     // A cgroup2 mount to detach in a private mount namespace before the runtime starts (crun
     // refuses hybrid hosts outright); empty: none.
     std::filesystem::path m_detachMount;

@@ -14,14 +14,15 @@ Result<std::unique_ptr<RunscRuntime>> RunscRuntime::create()
 
 std::vector<std::string> RunscRuntime::runCommand(const std::filesystem::path &bundleDir,
                                                   const std::filesystem::path &stateDir, const std::string &id,
-                                                  int /*preservedFds*/) const
+                                                  int /*preservedFds*/, bool egress) const
 {
     return {binary(),
             "--root", stateDir.string(),
             "--network=none",
             // The init's socket: created through the gofer as a host socket the pool can reach.
-            // Not "open" or "all": nothing inside may connect to host sockets.
-            "--host-uds=create",
+            // Not "open" unless the tier has egress: then the init connects out to the pool's
+            // egress socket, the only host socket the sandbox's mounts show besides its own.
+            egress ? "--host-uds=all" : "--host-uds=create",
             // Limits come from the pool's cgroup, which runsc, its gofer and its sandbox joined
             // before they started (this runsc cannot use hybrid v1/v2 hosts itself).
             "--ignore-cgroups",

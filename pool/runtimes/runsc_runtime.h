@@ -28,7 +28,7 @@ public:
 
 protected:
     std::vector<std::string> runCommand(const std::filesystem::path &bundleDir, const std::filesystem::path &stateDir,
-                                        const std::string &id, int preservedFds) const override;
+                                        const std::string &id, int preservedFds, bool egress) const override;
 
 private:
     explicit RunscRuntime(std::string binary) : OciRuntime(std::move(binary), SocketMode::BoundDirectory) {}

@@ -19,6 +19,7 @@
 #include <map>
 #include <csignal>
 #include <netinet/in.h>
+#include <poll.h>
 #include <pthread.h>
 #include <sched.h>
 #include <set>
@@ -364,6 +365,66 @@ TEST_P(TierIsolation, SamplesAreTakenAndReleaseLeavesNothingBehind)
 }
 
 INSTANTIATE_TEST_SUITE_P(Tiers, TierIsolation,
+                         ::testing::Values(TierCase{"lite", "bwrap"}, TierCase{"standard", "runsc"}, TierCase{"oci", "crun"}),
+                         caseName);
+
+// Allowlist tiers on every runtime: a command's HTTP request leaves the sandbox only through the
+// pool's egress proxy (the socket the runtime binds in, the init's forwarder), which refuses the
+// host's loopback. Without the proxy the same request gets "connection refused" (the sandbox's
+// own loopback); through it, the proxy's 403, and the host's server sees nothing. (The full
+// egress matrix, in network namespaces, is tests/integration/egress_netns_test.cpp.)
+class TierEgress : public ::testing::TestWithParam<TierCase> {};
+
+TEST_P(TierEgress, RequestsGoThroughTheProxyWhichRefusesTheHostsLoopback)
+{
+    if (!pool::makeRuntime(GetParam().runtime))
+        GTEST_SKIP() << "runtime '" << GetParam().runtime << "' is not on this machine; scripts/setup-deps installs it";
+    int port = 0;
+    int listenFd = listenOnLoopback(port);
+    ASSERT_GE(listenFd, 0);
+    char tmpl[] = "/tmp/paddock-rt-egress-XXXXXX";
+    ASSERT_NE(::mkdtemp(tmpl), nullptr);
+    const fs::path dir = tmpl;
+    pool::PoolConfig config;
+    config.stateDir = dir / "state";
+    config.initPath = PADDOCK_SANDBOX_INIT;
+    config.poolId = "rt-egress-" + std::to_string(::getpid());
+    pool::TierConfig tier;
+    tier.name = GetParam().tier;
+    tier.runtime = GetParam().runtime;
+    tier.warmCount = 0;
+    tier.network = "allowlist";
+    tier.allowlist = {"allowed.test"};
+    config.tiers.push_back(tier);
+    auto created = pool::SandboxPool::create(config);
+    ASSERT_TRUE(created) << created.error().message;
+    auto &sandboxPool = **created;
+    sandboxPool.start();
+    auto claimed = sandboxPool.claim(tier.name, "egress-test", "");
+    ASSERT_TRUE(claimed) << claimed.error().message;
+    pool::ExecRequest req;
+    req.sandboxId = claimed->sandboxId;
+    req.argv = {"python3", "-c",
+                "import urllib.request, urllib.error\n"
+                "try: urllib.request.urlopen('http://127.0.0.1:" + std::to_string(port) + "/x', timeout=20); print('reached')\n"
+                "except urllib.error.HTTPError as e: print('proxy said', e.code)\n"
+                "except Exception as e: print('failed', e)\n"};
+    req.timeoutMs = 60000;
+    // The sandbox's NO_PROXY names its own loopback; this request must take the proxy.
+    req.env = {{"NO_PROXY", "none.invalid"}, {"no_proxy", "none.invalid"}};
+    std::string out;
+    auto r = sandboxPool.exec(req, [&](int, std::string_view chunk) { out.append(chunk); });
+    ASSERT_TRUE(r) << r.error().message;
+    EXPECT_EQ(out, "proxy said 403\n") << "exit " << r->exit.exitCode;
+    pollfd pfd {listenFd, POLLIN, 0};
+    EXPECT_EQ(::poll(&pfd, 1, 0), 0) << "the host's loopback server was reached";
+    ::close(listenFd);
+    sandboxPool.shutdown();
+    std::error_code ec;
+    fs::remove_all(dir, ec);
+}
+
+INSTANTIATE_TEST_SUITE_P(Tiers, TierEgress,
                          ::testing::Values(TierCase{"lite", "bwrap"}, TierCase{"standard", "runsc"}, TierCase{"oci", "crun"}),
                          caseName);
 
