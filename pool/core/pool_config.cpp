@@ -82,7 +82,8 @@ Result<PoolConfig> loadPoolConfig(const fs::path &file, bool mustExist)
         !(st = readInt(r["drain_timeout_ms"], file, "drain_timeout_ms", config.drainTimeoutMs, 0, 3600000)) ||
         !(st = readString(r["snapshot_dir"], file, "snapshot_dir", snapshotDir)) ||
         !(st = readInt(r["post_mortem_retention_hours"], file, "post_mortem_retention_hours", config.postMortemRetentionHours, 0, 24 * 3650)) ||
-        !(st = readInt(r["post_mortem_max_count"], file, "post_mortem_max_count", config.postMortemMaxCount, 0, 1000000)))
+        !(st = readInt(r["post_mortem_max_count"], file, "post_mortem_max_count", config.postMortemMaxCount, 0, 1000000)) ||
+        !(st = readInt(r["snapshot_retention_hours"], file, "snapshot_retention_hours", config.snapshotRetentionHours, 0, 24 * 3650)))
         return std::unexpected(st.error());
     if (!stateDir.empty())
         config.stateDir = stateDir;

@@ -44,6 +44,7 @@ struct PoolConfig {
     std::filesystem::path snapshotDir;       // workspace archives; default <state_dir>/snapshots
     int64_t postMortemRetentionHours = 72;   // post-mortems (and their snapshots) kept this long
     int postMortemMaxCount = 1000;           // and at most this many, oldest dropped first
+    int64_t snapshotRetentionHours = 72;     // other snapshots (Snapshot RPC) are deleted after this; 0: never
     std::vector<TierConfig> tiers;           // default: one lite tier
 
     TierConfig *findTier(const std::string &name);

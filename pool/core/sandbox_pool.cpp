@@ -188,6 +188,7 @@ Result<std::unique_ptr<SandboxPool>> SandboxPool::create(PoolConfig config)
     auto pool = std::unique_ptr<SandboxPool>(new SandboxPool(std::move(config), std::move(runtimes)));
     pool->m_snapshots = std::move(*snapshots);
     pool->m_postMortems = std::move(*postMortems);
+    pool->pruneSnapshots(true);
     pool->m_lockFd = lockFd;
     pool->m_cgroupLayout = std::move(layout);
     pool->m_cgroups = std::move(cgroups);
@@ -1081,6 +1082,7 @@ Result<SnapshotInfo> SandboxPool::snapshot(const std::string &sandboxId)
     if (info)
         spdlog::info("snapshot {} of {}: {} entries, {} bytes, {:.1f} ms", info->ref, sandboxId, info->fileCount,
                      info->sizeBytes, info->durationMs);
+    pruneSnapshots(false);
     return info;
 }
 
@@ -1204,6 +1206,27 @@ void SandboxPool::capturePostMortem(const std::shared_ptr<Sandbox> &sandbox, Pos
         sandbox->pendingCaptures--;
     }
     sandbox->captureCv.notify_all();
+}
+
+void SandboxPool::pruneSnapshots(bool now)
+{
+    if (m_config.snapshotRetentionHours <= 0)
+        return;
+    // At most every 10 minutes: a listing of the directory per snapshot would cost more than it saves.
+    const int64_t t = monotonicUs();
+    int64_t last = m_lastSnapshotPruneUs.load();
+    if (!now && last != 0 && t - last < 600ll * 1000 * 1000)
+        return;
+    if (!m_lastSnapshotPruneUs.compare_exchange_strong(last, t))
+        return;   // another thread is at it
+    std::set<std::string> kept;
+    for (const auto &pm : m_postMortems->list("", 0))
+        kept.insert(pm.snapshotRef);
+    const size_t dropped = m_snapshots->prune(nowUnixMs() - m_config.snapshotRetentionHours * 3600 * 1000,
+                                              [&](const std::string &ref) { return kept.count(ref) > 0; });
+    if (dropped > 0)
+        spdlog::info("{} snapshots older than {} hours deleted (snapshot_retention_hours)", dropped,
+                     m_config.snapshotRetentionHours);
 }
 
 } // namespace paddock::pool

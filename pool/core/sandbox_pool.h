@@ -174,6 +174,9 @@ private:
     std::optional<PostMortemRecord> execFailure(const Sandbox &sandbox, const std::vector<std::string> &argv,
                                                 const InitExecResult &exit, const OutputTail &tail) const;
     PostMortemRecord baseRecord(const Sandbox &sandbox) const;
+    // Deletes snapshots past snapshot_retention_hours that no post-mortem holds (at most every
+    // 10 minutes unless now).
+    void pruneSnapshots(bool now);
     void recordClaimLatency(Tier &tier, int64_t us);
     InitExecRequest initRequest(const ExecRequest &request) const;
     // A keyed run finished: store its result, drop it when it failed, bound the records.
@@ -219,6 +222,7 @@ private:
     std::unique_ptr<PostMortemStore> m_postMortems;
     std::unique_ptr<DeadlineWatcher> m_deadlines;
     std::unique_ptr<CaptureQueue> m_captures;
+    std::atomic<int64_t> m_lastSnapshotPruneUs{0};
 };
 
 } // namespace paddock::pool

@@ -673,4 +673,26 @@ void SnapshotStore::remove(const std::string &ref)
     fs::remove(m_dir / (ref + kMetaSuffix), ec);
 }
 
+size_t SnapshotStore::prune(int64_t olderThanUnixMs, const std::function<bool(const std::string &)> &keep)
+{
+    std::vector<std::string> old;
+    std::error_code ec;
+    const std::string suffix = kArchiveSuffix;
+    for (const auto &entry : fs::directory_iterator(m_dir, ec)) {
+        const std::string name = entry.path().filename().string();
+        if (name.size() <= suffix.size() || name.compare(name.size() - suffix.size(), suffix.size(), suffix) != 0)
+            continue;
+        struct stat st{};
+        if (::stat(entry.path().c_str(), &st) != 0)
+            continue;
+        const int64_t mtimeMs = static_cast<int64_t>(st.st_mtim.tv_sec) * 1000 + st.st_mtim.tv_nsec / 1000000;
+        const std::string ref = name.substr(0, name.size() - suffix.size());
+        if (mtimeMs < olderThanUnixMs && !(keep && keep(ref)))
+            old.push_back(ref);
+    }
+    for (const auto &ref : old)
+        remove(ref);
+    return old.size();
+}
+
 } // namespace paddock::pool

@@ -22,6 +22,8 @@
 
 #include <cstdint>
 #include <filesystem>
+#include <functional>
+#include <memory>
 #include <mutex>
 #include <string>
 #include <vector>
@@ -75,6 +77,9 @@ public:
     Result<int64_t> sizeOf(const std::string &ref) const;
     // Deletes the archive and its meta file; fine when it does not exist.
     void remove(const std::string &ref);
+    // Deletes the archives last written before olderThanUnixMs, except those keep() names.
+    // Returns how many went.
+    size_t prune(int64_t olderThanUnixMs, const std::function<bool(const std::string &ref)> &keep);
 
     // A ref is [A-Za-z0-9._-]{1,200} not starting with '.'.
     static bool validRef(const std::string &ref);

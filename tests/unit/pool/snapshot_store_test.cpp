@@ -297,3 +297,23 @@ TEST_F(SnapshotStoreTest, RemoveDeletesArchiveAndMeta)
     EXPECT_EQ(m_store->list(snap->ref, "").error().code, ErrorCode::NotFound);
     EXPECT_TRUE(fs::is_empty(m_dir / "snapshots"));
 }
+
+TEST_F(SnapshotStoreTest, PruneDeletesOldSnapshotsExceptTheKeptOnes)
+{
+    spit(m_dir / "ws/a", "a");
+    auto old1 = m_store->create(m_dir / "ws", "old");
+    auto old2 = m_store->create(m_dir / "ws", "old");
+    auto fresh = m_store->create(m_dir / "ws", "new");
+    ASSERT_TRUE(old1 && old2 && fresh);
+    const auto hourAgo = fs::file_time_type::clock::now() - std::chrono::hours(2);
+    fs::last_write_time(m_dir / "snapshots" / (old1->ref + ".tar.zst"), hourAgo);
+    fs::last_write_time(m_dir / "snapshots" / (old2->ref + ".tar.zst"), hourAgo);
+    const int64_t cutoff = std::chrono::duration_cast<std::chrono::milliseconds>(
+                               std::chrono::system_clock::now().time_since_epoch()).count() - 3600 * 1000;
+    // old2 is held (a post-mortem's, say): only old1 goes.
+    EXPECT_EQ(m_store->prune(cutoff, [&](const std::string &ref) { return ref == old2->ref; }), 1u);
+    EXPECT_EQ(m_store->list(old1->ref, "").error().code, ErrorCode::NotFound);
+    EXPECT_TRUE(m_store->list(old2->ref, ""));
+    EXPECT_TRUE(m_store->list(fresh->ref, ""));
+    EXPECT_FALSE(fs::exists(m_dir / "snapshots" / (old1->ref + ".meta")));
+}
