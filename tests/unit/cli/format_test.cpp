@@ -220,5 +220,49 @@ TEST(Format, PoolsTableMarksLocalExecution)
     EXPECT_EQ(j["local_execution"], true);
 }
 
+TEST(Format, PoolsSayExecutionTransportAndHealthOverTime)
+{
+    v1::ListPoolsResponse pools;
+    auto *east = pools.add_pools();
+    east->set_name("east");
+    east->set_endpoint("10.250.0.2:7701");
+    east->set_healthy(false);
+    east->set_error("pool 'east' at 10.250.0.2:7701: TLS handshake failed");
+    east->set_transport("tls");
+    east->set_token(true);
+    east->set_unhealthy_since_unix_ms(1700000000000);
+    auto *ok = east->add_history();
+    ok->set_time_unix_ms(1699999999000);
+    ok->set_healthy(true);
+    ok->set_claimed(3);
+    auto *bad = east->add_history();
+    bad->set_time_unix_ms(1700000000000);
+    bad->set_error("TLS handshake failed");
+    auto *local = pools.add_pools();
+    local->set_name("dev");
+    local->set_endpoint("127.0.0.1:7701");
+    local->set_healthy(true);
+    local->set_local(true);
+    pools.set_local_execution(true);
+
+    const std::string table = formatPoolsTable(pools);
+    EXPECT_NE(table.find("EXECUTION"), std::string::npos) << table;
+    EXPECT_NE(table.find("tls+token"), std::string::npos) << table;
+    EXPECT_NE(table.find("remote"), std::string::npos) << table;
+    EXPECT_NE(table.find("local execution"), std::string::npos) << table;
+    EXPECT_NE(table.find("TLS handshake failed"), std::string::npos) << table;
+
+    const json j = poolsToJson(pools);
+    EXPECT_EQ(j["pools"][0]["execution"], "remote");
+    EXPECT_EQ(j["pools"][1]["execution"], "local execution");
+    EXPECT_EQ(j["pools"][0]["transport"], "tls");
+    EXPECT_EQ(j["pools"][0]["token"], true);
+    ASSERT_EQ(j["pools"][0]["history"].size(), 2u);
+    EXPECT_EQ(j["pools"][0]["history"][0]["claimed"], 3);
+    EXPECT_EQ(j["pools"][0]["history"][1]["healthy"], false);
+    EXPECT_EQ(j["pools"][0]["history"][1]["error"], "TLS handshake failed");
+    EXPECT_FALSE(j["pools"][0]["history"][0].contains("error")) << "a healthy check carries no error";
+}
+
 } // namespace
 } // namespace paddock::cli
