@@ -120,6 +120,7 @@ Status Broker::start()
     BrokerServiceOptions serviceOptions;
     serviceOptions.playbookDir = m_config.models.playbookDir;
     serviceOptions.defaultTier = m_config.defaultTier;
+    serviceOptions.debugShellIdleTimeoutMs = m_config.debugShellIdleTimeoutMs;
     serviceOptions.modelNames = models->names();
     serviceOptions.secrets = parts->secrets.get();
     parts->service = std::make_unique<BrokerService>(*parts->store, *parts->hub, parts->pools, lookup, serviceOptions);

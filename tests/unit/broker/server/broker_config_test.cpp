@@ -156,6 +156,7 @@ TEST_F(BrokerConfigTest, PoolsTakeTlsAndTokenFilesRelativeToTheConfig)
     auto config = loadBrokerConfig(write(R"(
 pool_health_interval_ms = 250
 pool_lost_after_ms = 3000
+debug_shell_idle_timeout_ms = 45000
 [[pool]]
 name = "east"
 endpoint = "10.250.0.2:7701"
@@ -166,6 +167,8 @@ tls_server_name = "east.pools.example"
 token_file = "east.token"
 )"), defaultBrokerConfig());
     ASSERT_TRUE(config) << config.error().message;
+    EXPECT_EQ(config->debugShellIdleTimeoutMs, 45000);
+    EXPECT_EQ(defaultBrokerConfig().debugShellIdleTimeoutMs, 600000);
     ASSERT_EQ(config->pools.size(), 1u);
     const PoolEndpoint &pool = config->pools[0];
     EXPECT_EQ(pool.tlsCa, m_dir / "pki/ca.pem");
