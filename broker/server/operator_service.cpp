@@ -551,14 +551,27 @@ grpc::ServerWriteReactor<v1::ExecResponse> *OperatorService::debugExec(grpc::Cal
         spec.argv.assign(req->argv().begin(), req->argv().end());
         spec.timeoutMs = req->timeout_ms() > 0 ? req->timeout_ms() : m_options.debugExecDefaultTimeoutMs;
         spec.stdinData = req->stdin();
-        auto outcome = (*client)->exec(spec, [writer](int stream, const std::string &chunk) {
+        // The output reaches the operator as it comes, redacted like everything the broker serves: a
+        // value split across two chunks is held back until it is whole, then replaced.
+        const auto held = m_options.secrets ? m_options.secrets->snapshot() : nullptr;
+        const secrets::Redactor noSecrets;
+        secrets::Redactor::Stream outStream(held ? held->redactor : noSecrets);
+        secrets::Redactor::Stream errStream(held ? held->redactor : noSecrets);
+        auto send = [writer](int stream, std::string text) {
+            if (text.empty())
+                return;
             v1::ExecResponse msg;
             if (stream == 1)
-                msg.set_stdout(chunk);
+                msg.set_stdout(std::move(text));
             else
-                msg.set_stderr(chunk);
+                msg.set_stderr(std::move(text));
             writer->push(std::move(msg));
+        };
+        auto outcome = (*client)->exec(spec, [&](int stream, const std::string &chunk) {
+            send(stream, (stream == 1 ? outStream : errStream).feed(chunk));
         });
+        send(1, outStream.finish());
+        send(2, errStream.finish());
         json payload{{"shell_id", shell.info.shell_id()}, {"pool", shell.info.pool()}, {"sandbox_id", spec.sandboxId},
                      {"argv", spec.argv}, {"by", by}};
         if (!clientUser.empty())

@@ -206,6 +206,13 @@ expect_exit = 3
     ASSERT_EQ(pm.exitCode, 0) << pm.err;
     EXPECT_EQ(pm.out.find(kValue), std::string::npos) << pm.out;
     EXPECT_EQ(json::parse(pm.out).value("last_stderr", ""), "failing with " + marker + "\n") << pm.out;
+    // A debug shell restored from its snapshot reads the file the session wrote the value into: the
+    // operator sees the marker, and the audit event in the session's log names no value.
+    const CliResult shell = cli({"debug-shell", postMortem, "-c", "cat token.txt; echo; base64 token.txt"});
+    EXPECT_EQ(shell.exitCode, 0) << shell.err;
+    EXPECT_NE(shell.out.find(marker), std::string::npos) << shell.out;
+    EXPECT_EQ(shell.out.find(kValue), std::string::npos) << shell.out;
+    EXPECT_EQ(shell.out.find(base64Of(kValue).substr(0, 24)), std::string::npos) << shell.out;
 
     const CliResult show = cli({"show", id, "--output", "json"});
     ASSERT_EQ(show.exitCode, 0) << show.err;
