@@ -13,6 +13,7 @@
 #include "views/connection_dialog.h"
 #include "views/debug_shell_panel.h"
 #include "views/pools_view.h"
+#include "views/resource_curve_plot.h"
 #include "views/sandbox_card.h"
 #include "views/sandbox_inspector.h"
 #include "views/snapshot_browser.h"
@@ -678,8 +679,11 @@ void MainWindow::wireInspector()
     // The session's sandbox card: live samples while it has a claimed sandbox.
     SandboxCard *card = m_sessionView->sandboxCard();
     if (!m_client->canWatchSandboxSamples())
-        card->setSamplesUnavailable(tr("No live samples: this broker has no sample stream yet (the post-mortem of a "
-                                       "failed sandbox has its curve)"));
+    {
+        card->setSamplesUnavailable(tr("no sample stream from this broker"));
+        card->samplePlot()->setToolTip(tr("No live samples: this broker has no sample stream yet. The post-mortem of a "
+                                          "failed sandbox has its curve (Sandbox inspector)."));
+    }
     connect(card, &SandboxCard::sandboxChanged, this, [this, card](const QString &pool, const QString &sandboxId) {
         m_client->watchSandboxSamples(pool, sandboxId);
         for (const TierInfo &tier : std::as_const(m_offeredTiers)) {

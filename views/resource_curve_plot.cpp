@@ -135,6 +135,10 @@ void ResourceCurvePlot::replotNow()
     }
     // A copy of a few thousand points at most (an hour of samples).
     m_series->clearDirty();
+    // Few samples (a command that failed within seconds): dots, or a single one would not show.
+    const QCPScatterStyle dots(m_series->size() < 30 ? QCPScatterStyle::ssDisc : QCPScatterStyle::ssNone, 5);
+    m_memory->setScatterStyle(dots);
+    m_cpu->setScatterStyle(dots);
     m_memory->setData(m_series->keys(), m_series->memoryMiB(), true);
     m_cpu->setData(m_series->keys(), m_series->cpuCores(), true);
     const double lastKey = m_series->keys().last();

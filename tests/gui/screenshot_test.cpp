@@ -48,7 +48,8 @@ TEST_F(ScreenshotTest, EveryViewIsSavedAt1280x800WithContent)
     ASSERT_TRUE(status.has_value()) << "paddock --screenshots did not finish:\n" << console->logTail();
     EXPECT_EQ(*status, 0) << "some view was saved without its data:\n" << console->logTail();
 
-    for (const char *name : {"sessions.png", "sessions-grouped.png", "session.png", "session-dark.png", "pools.png"}) {
+    for (const char *name : {"sessions.png", "sessions-grouped.png", "session.png", "session-dark.png", "pools.png",
+                             "pools-dark.png", "inspector.png"}) {
         const fs::path file = shots / name;
         ASSERT_TRUE(fs::exists(file)) << file << "\n" << console->logTail();
         QImage image;
