@@ -60,6 +60,14 @@ TEST_F(ScreenshotTest, EveryViewIsSavedAt1280x800WithContent)
     }
     for (const char *name : {"submit-dialog.png", "connection-dialog.png"})
         EXPECT_TRUE(fs::exists(shots / name)) << name;
+    // failing-build's non-zero exit left a post-mortem: the inspector read it, a file of its
+    // snapshot and ran a command in a debug shell restored from it (the runner says on stderr
+    // when any of that did not come).
+    const std::string log = console->logTail();
+    for (const char *missing : {"is refused by the broker", "did not come", "gave up waiting"})
+        EXPECT_EQ(log.find(missing), std::string::npos) << log;
+    for (const char *name : {"inspector-files.png", "inspector-shell.png", "inspector-dark.png"})
+        EXPECT_TRUE(fs::exists(shots / name)) << name << "\n" << log;
 
     if (const char *out = std::getenv("PADDOCK_SCREENSHOTS_OUT"); out && *out) {
         fs::create_directories(out);
