@@ -8,12 +8,7 @@
 // Threads: start() may be called from several threads at once (the pool refills in parallel).
 
 #include "pool/runtimes/runtime.h"
-
-#include <condition_variable>
-#include <deque>
-#include <functional>
-#include <mutex>
-#include <thread>
+#include "pool/runtimes/sandbox_process.h"
 
 namespace paddock::pool {
 
@@ -37,18 +32,9 @@ public:
 
 private:
     explicit BwrapRuntime(std::string bwrap);
-    // Runs fn on m_spawner and waits for it. bwrap --die-with-parent uses PR_SET_PDEATHSIG,
-    // which fires when the *thread* that spawned bwrap exits, so every bwrap is spawned from
-    // this one thread, which lives as long as the runtime.
-    void onSpawnerThread(const std::function<void()> &fn);
-    void spawnerLoop();
 
     std::string m_bwrap;
-    std::mutex m_mutex;
-    std::condition_variable m_cv;
-    std::deque<std::function<void()>> m_queue;   // guarded by m_mutex
-    bool m_stopping = false;                     // guarded by m_mutex
-    std::thread m_spawner;
+    SpawnerThread m_spawner;   // bwrap --die-with-parent: every bwrap from one long-lived thread
 };
 
 } // namespace paddock::pool

@@ -17,12 +17,7 @@
 
 #include "pool/runtimes/oci_bundle.h"
 #include "pool/runtimes/runtime.h"
-
-#include <condition_variable>
-#include <deque>
-#include <functional>
-#include <mutex>
-#include <thread>
+#include "pool/runtimes/sandbox_process.h"
 
 namespace paddock::pool {
 
@@ -54,25 +49,12 @@ protected:
     std::filesystem::path m_detachMount;
 
 private:
-    struct Spawned {
-        pid_t pid = -1;
-        int err = 0;
-    };
     Spawned spawn(const std::vector<std::string> &argv, const std::vector<int> &cgroupFds,
                   const std::vector<std::pair<int, int>> &fdMap);
-    void onSpawnerThread(const std::function<void()> &fn);
-    void spawnerLoop();
 
     std::string m_binary;
     SocketMode m_mode;
-    std::mutex m_mutex;
-    std::condition_variable m_cv;
-    std::deque<std::function<void()>> m_queue;   // guarded by m_mutex
-    bool m_stopping = false;                     // guarded by m_mutex
-    std::thread m_spawner;
+    SpawnerThread m_spawner;
 };
-
-// The first executable called `name` on PATH; empty if none.
-std::string findExecutable(const std::string &name);
 
 } // namespace paddock::pool
