@@ -29,7 +29,15 @@ int distinctColours(const QImage &image)
     return int(colours.size());
 }
 
-class ScreenshotTest : public DaemonsTest {};
+// The demo pool of scripts/run: one tier per runtime, with prices, so the Pools view has
+// something to show.
+class ScreenshotTest : public DaemonsTest {
+protected:
+    std::vector<std::string> poolArgs() const override
+    {
+        return {"--config", (playbookDir().parent_path() / "pool-demo.toml").string()};
+    }
+};
 
 TEST_F(ScreenshotTest, EveryViewIsSavedAt1280x800WithContent)
 {

@@ -33,13 +33,16 @@ protected:
     {
         PADDOCK_SKIP_IF_MISSING(kDaemonBinaries);
         m_dir = std::make_unique<TempDir>();
-        auto pool = startPool(*m_dir);
+        auto pool = startPool(*m_dir, 30s, poolArgs());
         ASSERT_TRUE(pool) << "cannot start paddock-pool: " << pool.error().message;
         m_pool = std::make_unique<PoolProcess>(std::move(*pool));
         auto broker = startBroker(*m_dir, m_pool->endpoint);
         ASSERT_TRUE(broker) << "cannot start paddockd: " << broker.error().message;
         m_broker = std::make_unique<BrokerProcess>(std::move(*broker));
     }
+
+    // More paddock-pool flags for this fixture's pool (default: none, one lite tier).
+    virtual std::vector<std::string> poolArgs() const { return {}; }
 
     void TearDown() override
     {

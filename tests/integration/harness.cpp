@@ -461,7 +461,8 @@ std::map<std::string, std::string> hermeticEnv(const TempDir &dir)
 
 } // namespace
 
-Result<PoolProcess> startPool(const TempDir &dir, std::chrono::milliseconds healthTimeout)
+Result<PoolProcess> startPool(const TempDir &dir, std::chrono::milliseconds healthTimeout,
+                              const std::vector<std::string> &extraArgs)
 {
     std::error_code ec;
     fs::create_directories(dir / "pool", ec);
@@ -472,9 +473,10 @@ Result<PoolProcess> startPool(const TempDir &dir, std::chrono::milliseconds heal
         if (port <= 0)
             return fail(ErrorCode::Internal, "no free loopback port");
         const std::string endpoint = "127.0.0.1:" + std::to_string(port);
-        auto daemon = Daemon::start({binaryPath("paddock-pool").string(), "--listen", endpoint, "--state-dir",
-                                     (dir / "pool").string(), "--warm", "2"},
-                                    dir / "pool.log", hermeticEnv(dir));
+        std::vector<std::string> args = {binaryPath("paddock-pool").string(), "--listen", endpoint, "--state-dir",
+                                         (dir / "pool").string(), "--warm", "2"};
+        args.insert(args.end(), extraArgs.begin(), extraArgs.end());
+        auto daemon = Daemon::start(args, dir / "pool.log", hermeticEnv(dir));
         if (!daemon)
             return std::unexpected(daemon.error());
         auto healthy = waitForHealthy(endpoint, healthTimeout, &*daemon);

@@ -116,7 +116,9 @@ struct BrokerProcess {
 
 // The daemons' own files live under the temp dir: <tmp>/pool, <tmp>/broker, <tmp>/run, with XDG
 // variables pointing there too so no user configuration leaks in. Both wait for health.
-Result<PoolProcess> startPool(const TempDir &dir, std::chrono::milliseconds healthTimeout = 30s);
+// extraArgs: more paddock-pool flags (e.g. {"--config", file}).
+Result<PoolProcess> startPool(const TempDir &dir, std::chrono::milliseconds healthTimeout = 30s,
+                              const std::vector<std::string> &extraArgs = {});
 Result<BrokerProcess> startBroker(const TempDir &dir, const std::string &poolEndpoint,
                                   std::chrono::milliseconds healthTimeout = 30s);
 
