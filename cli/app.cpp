@@ -3,6 +3,7 @@
 #include "cli/address.h"
 #include "cli/exit_codes.h"
 #include "cli/operator_commands.h"
+#include "cli/override_command.h"
 #include "cli/secrets_commands.h"
 #include "paddock/v1/broker.grpc.pb.h"
 
@@ -459,6 +460,7 @@ std::string actionName(const Invocation &inv)
     case Command::PostMortemsDownload:
     case Command::SnapshotList:
     case Command::DebugShell: return "cannot run the operator command";
+    case Command::OverrideTier: return "cannot move session " + inv.sessionId + " to tier " + inv.tier;
     }
     return "cannot run the command";
 }
@@ -533,6 +535,7 @@ ParseOutcome parseCommandLine(const std::vector<std::string> &args, std::ostream
     resume->add_option("--reason", inv.reason, "Why; recorded in the session's log");
 
     auto *pools = app.add_subcommand("pools", "List the broker's pools and their tiers");
+    auto *overrideTier = addOverrideCommand(app, inv);
     const SecretsSubcommands secrets = addSecretsCommands(app, inv);
     const OperatorSubcommands operatorCommands = addOperatorCommands(app, inv);
 
@@ -570,6 +573,8 @@ ParseOutcome parseCommandLine(const std::vector<std::string> &args, std::ostream
         inv.command = Command::Resume;
     } else if (pools->parsed()) {
         inv.command = Command::Pools;
+    } else if (overrideTier->parsed()) {
+        inv.command = Command::OverrideTier;
     } else if (auto secretsCommand = parsedSecretsCommand(secrets)) {
         inv.command = *secretsCommand;
     } else if (auto operatorCommand = parsedOperatorCommand(operatorCommands)) {
@@ -627,6 +632,11 @@ int runInvocation(const Invocation &inv, const Environment &env, std::ostream &o
         const OperatorCall call{broker.stub(), [&](grpc::ClientContext &c) { broker.setDeadline(c); },
                                 [&] { return broker.connected(); }, env.interrupted, shown};
         return runOperatorCommand(inv, call, env.input ? *env.input : std::cin, out, err);
+    }
+    case Command::OverrideTier: {
+        const OverrideCall call{broker.stub(), [&](grpc::ClientContext &c) { broker.setDeadline(c); },
+                                [&] { return broker.connected(); }, shown};
+        return runOverrideCommand(inv, call, out, err);
     }
     }
     return toInt(ExitCode::Error);

@@ -21,7 +21,7 @@ inline constexpr double kDefaultTimeoutS = 30.0;
 
 enum class Command { Submit, List, Show, Events, Cancel, Pause, Resume, Pools, SecretsSet, SecretsList, SecretsRemove,
                      PostMortemsList, PostMortemsShow, PostMortemsFiles, PostMortemsCat, PostMortemsDownload,
-                     SnapshotList, DebugShell };
+                     SnapshotList, DebugShell, OverrideTier };
 
 // Everything the command line said. Fields that a command does not use stay at their defaults.
 struct Invocation {
@@ -48,7 +48,7 @@ struct Invocation {
     int limit = 0;                              // 0: one page of the broker's default size
     bool all = false;
 
-    // show, events, cancel, pause, resume
+    // show, events, cancel, pause, resume, override (with tier)
     std::string sessionId;
     std::string reason;
     int64_t fromSeq = 1;

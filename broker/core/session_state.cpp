@@ -69,7 +69,8 @@ void applyEvent(SessionState &state, const Event &event)
 
     const bool interesting = event.kind == kind::SessionCreated || event.kind == kind::StateChanged
         || event.kind == kind::SandboxClaimed || event.kind == kind::SandboxReleased
-        || event.kind == kind::SandboxFailed || event.kind == kind::SandboxLost || event.kind == kind::ToolResult;
+        || event.kind == kind::SandboxFailed || event.kind == kind::SandboxLost || event.kind == kind::ToolResult
+        || event.kind == kind::TierOverride;
     if (!interesting)
         return;
 
@@ -118,6 +119,10 @@ void applyEvent(SessionState &state, const Event &event)
         state.sandboxId.clear();
     } else if (event.kind == kind::ToolResult) {
         ++state.steps;
+    } else if (event.kind == kind::TierOverride) {
+        // The tier the session wants from now on; the engine moves it there at the next step.
+        if (auto tier = stringField(payload, "to"); !tier.empty())
+            state.tier = tier;
     }
 }
 

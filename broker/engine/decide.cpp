@@ -38,6 +38,7 @@ const char *actionName(ActionKind kind)
     case ActionKind::Finish: return "finish";
     case ActionKind::FailSession: return "fail_session";
     case ActionKind::ReleaseSandbox: return "release_sandbox";
+    case ActionKind::MoveTier: return "move_tier";
     }
     return "unknown";
 }
@@ -62,6 +63,20 @@ Action decide(std::span<const core::Event> events)
 
     if (state.sandboxId.empty()) {
         action.kind = ActionKind::ClaimSandbox;
+        action.tier = state.tier;
+        return action;
+    }
+
+    // A tier override since the claim: the move happens here, at a step boundary, before anything else.
+    std::string heldTier;
+    for (auto it = events.rbegin(); it != events.rend(); ++it) {
+        if (it->kind == core::kind::SandboxClaimed) {
+            heldTier = parsePayload(*it).value("tier", std::string());
+            break;
+        }
+    }
+    if (!heldTier.empty() && heldTier != state.tier) {
+        action.kind = ActionKind::MoveTier;
         action.tier = state.tier;
         return action;
     }

@@ -20,6 +20,7 @@ enum class ActionKind {
     Finish,          // `call` is finish: record its result and the final state
     FailSession,     // end the session as failed because of `reason`
     ReleaseSandbox,  // the session has ended; give its sandbox back
+    MoveTier,        // the session holds a sandbox of another tier than it wants: snapshot, claim `tier`, restore
 };
 
 const char *actionName(ActionKind kind);
@@ -27,7 +28,7 @@ const char *actionName(ActionKind kind);
 struct Action {
     ActionKind kind = ActionKind::None;
     core::SessionState state;   // the fold of the log the action was derived from
-    std::string tier;           // ClaimSandbox
+    std::string tier;           // ClaimSandbox, MoveTier (the tier wanted)
     model::ToolCall call;       // RunTool, Finish
     std::string reason;         // FailSession
     // Every external call made for this action carries this key: "<session>:<seq>", where seq is

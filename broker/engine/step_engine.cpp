@@ -3,6 +3,8 @@
 #include <nlohmann/json.hpp>
 #include <spdlog/spdlog.h>
 
+#include <algorithm>
+#include <chrono>
 #include <climits>
 
 namespace paddock::engine {
@@ -79,6 +81,61 @@ json lastLossSinceClaim(std::span<const core::Event> log)
     return nullptr;
 }
 
+// The payload of a sandbox.released given back idle with a snapshot, after the last claim, or null:
+// the next claim restores that snapshot.
+json idleReleaseSinceClaim(std::span<const core::Event> log)
+{
+    for (auto it = log.rbegin(); it != log.rend(); ++it) {
+        if (it->kind == core::kind::SandboxClaimed)
+            return nullptr;
+        if (it->kind == core::kind::SandboxReleased) {
+            auto payload = json::parse(it->payload, nullptr, false);
+            if (payload.is_object() && payload.value("reason", std::string()) == "idle"
+                && payload.contains("snapshot_ref") && payload["snapshot_ref"].is_string())
+                return payload;
+            return nullptr;
+        }
+    }
+    return nullptr;
+}
+
+// The latest checkpoint when nothing has run in the sandbox since it was taken, or null.
+json currentCheckpoint(std::span<const core::Event> log)
+{
+    for (auto it = log.rbegin(); it != log.rend(); ++it) {
+        if (it->kind == core::kind::ToolResult || it->kind == core::kind::SandboxClaimed)
+            return nullptr;
+        if (it->kind == core::kind::Checkpoint) {
+            auto payload = json::parse(it->payload, nullptr, false);
+            if (payload.is_object() && payload.contains("snapshot_ref") && payload["snapshot_ref"].is_string())
+                return payload;
+            return nullptr;
+        }
+    }
+    return nullptr;
+}
+
+// A snapshot of the sandbox's workspace for giving it back: the current checkpoint's when nothing
+// changed since, otherwise a new one. {snapshot_ref, snapshot ("checkpoint" or "new")}.
+Result<json> workspaceSnapshot(pools::PoolClient &pool, const std::string &sandboxId,
+                               std::span<const core::Event> log)
+{
+    const json checkpoint = currentCheckpoint(log);
+    if (!checkpoint.is_null())
+        return json{{"snapshot_ref", checkpoint["snapshot_ref"]}, {"snapshot", "checkpoint"}};
+    auto taken = pool.snapshot(sandboxId);
+    if (!taken)
+        return std::unexpected(taken.error());
+    return json{{"snapshot_ref", taken->ref}, {"snapshot", "new"}, {"files", taken->fileCount},
+                {"size_bytes", taken->sizeBytes}, {"snapshot_ms", taken->durationMs}};
+}
+
+int64_t nowUnixMs()
+{
+    return std::chrono::duration_cast<std::chrono::milliseconds>(
+        std::chrono::system_clock::now().time_since_epoch()).count();
+}
+
 } // namespace
 
 StepEngine::StepEngine(store::EventStore &store, const pools::PoolSet &pools, ModelLookup models,
@@ -98,6 +155,8 @@ void StepEngine::start()
     for (int i = 0; i < m_options.workers; ++i)
         m_workers.emplace_back([this, i] { workerLoop(i); });
     m_keeper = std::thread([this] { keeperLoop(); });
+    if (m_options.sandboxIdleReleaseMs > 0)
+        m_idleReleaser = std::thread([this] { idleLoop(); });
 }
 
 void StepEngine::stop()
@@ -122,6 +181,8 @@ void StepEngine::stop()
     m_workers.clear();
     if (m_keeper.joinable())
         m_keeper.join();
+    if (m_idleReleaser.joinable())
+        m_idleReleaser.join();
 }
 
 void StepEngine::workerLoop(int index)
@@ -196,6 +257,8 @@ StepOutcome StepEngine::runOneStep(const store::Lease &lease)
         return appendResult(action, {event(core::kind::StateChanged, {{"status", "failed"}, {"reason", action.reason}})});
     case ActionKind::ReleaseSandbox:
         return releaseSandbox(action);
+    case ActionKind::MoveTier:
+        return moveTier(action, *events);
     }
     return {};
 }
@@ -296,6 +359,26 @@ StepOutcome StepEngine::claimSandbox(const Action &action, std::span<const core:
         events.push_back(event(kSandboxMoved, moved));
         spdlog::info("session {} moved from pool '{}' to pool '{}' ({})", action.state.id,
                      lost.value("pool", std::string()), (*pool)->name(), moved["note"].get<std::string>());
+    }
+    // A claim after the sandbox was given back idle: the workspace comes back from its snapshot.
+    const json given = lost.is_null() ? idleReleaseSinceClaim(log) : json();
+    if (!given.is_null()) {
+        const std::string ref = given["snapshot_ref"];
+        json restoredEvent{{"snapshot_ref", ref}, {"pool", (*pool)->name()}, {"sandbox_id", claimed->sandboxId},
+                           {"tier", claimed->tier}};
+        auto restored = (*pool)->restore(claimed->sandboxId, ref);
+        if (!restored) {
+            // The session must not go on in an empty workspace without saying so; the claim is
+            // given back and retried (a transient pool error heals; the log keeps the reason).
+            spdlog::warn("session {}: snapshot {} not restored on pool '{}': {}", action.state.id, ref,
+                         (*pool)->name(), restored.error().message);
+            (void)(*pool)->release(claimed->sandboxId);
+            return {action.kind, false, m_options.retryAfterUnavailableMs,
+                    "restore of " + ref + " failed: " + restored.error().message};
+        }
+        restoredEvent["restored_files"] = restored->fileCount;
+        restoredEvent["restore_ms"] = restored->durationMs;
+        events.push_back(event(core::kind::SandboxRestored, restoredEvent));
     }
     return appendResult(action, std::move(events));
 }
@@ -526,6 +609,147 @@ StepOutcome StepEngine::releaseSandbox(const Action &action)
         payload["note"] = "pool '" + action.state.pool + "' is no longer configured";
     }
     return appendResult(action, {event(core::kind::SandboxReleased, payload)});
+}
+
+StepOutcome StepEngine::moveTier(const Action &action, std::span<const core::Event> log)
+{
+    const auto &state = action.state;
+    pools::PoolClient *from = m_pools.find(state.pool);
+    if (!from) {
+        return appendResult(action, {event(core::kind::SandboxFailed,
+                                           {{"sandbox_id", state.sandboxId},
+                                            {"reason", "pool_lost"},
+                                            {"error", "pool '" + state.pool + "' is no longer configured"}})});
+    }
+    std::string fromTier;
+    for (auto it = log.rbegin(); it != log.rend(); ++it) {
+        if (it->kind == core::kind::SandboxClaimed) {
+            fromTier = json::parse(it->payload, nullptr, false).value("tier", std::string());
+            break;
+        }
+    }
+    auto snapshot = workspaceSnapshot(*from, state.sandboxId, log);
+    if (!snapshot) {
+        if (snapshot.error().code == ErrorCode::Unavailable)
+            m_pools.reportUnavailable(from->name(), snapshot.error().message);
+        return {action.kind, false, m_options.retryAfterUnavailableMs,
+                "no snapshot to move with: " + snapshot.error().message};
+    }
+    const std::string ref = (*snapshot)["snapshot_ref"];
+    auto pool = m_pools.choose(action.tier);
+    if (!pool)
+        return {action.kind, false, m_options.retryAfterUnavailableMs, pool.error().message};
+    auto claimed = (*pool)->claim(action.tier, state.id, action.idempotencyKey);
+    if (!claimed)
+        return {action.kind, false, m_options.retryAfterUnavailableMs, claimed.error().message};
+    auto restored = (*pool)->restore(claimed->sandboxId, ref);
+    if (!restored) {
+        (void)(*pool)->release(claimed->sandboxId);
+        return {action.kind, false, m_options.retryAfterUnavailableMs,
+                "snapshot " + ref + " not restored: " + restored.error().message};
+    }
+    m_pools.noteClaimed((*pool)->name());
+    json released{{"sandbox_id", state.sandboxId}, {"pool", state.pool}, {"reason", "tier_move"}};
+    released.update(*snapshot);
+    std::vector<core::NewEvent> events;
+    events.push_back(event(core::kind::SandboxReleased, released));
+    events.push_back(event(core::kind::SandboxClaimed, {{"pool", (*pool)->name()},
+                                                        {"sandbox_id", claimed->sandboxId},
+                                                        {"tier", claimed->tier},
+                                                        {"runtime", claimed->runtime},
+                                                        {"host", claimed->host},
+                                                        {"warm", claimed->warm},
+                                                        {"claim_ms", claimed->claimMs}}));
+    events.push_back(event(kSandboxMoved, {{"reason", "tier_override"},
+                                           {"from_tier", fromTier},
+                                           {"from_pool", state.pool},
+                                           {"from_sandbox_id", state.sandboxId},
+                                           {"to_tier", claimed->tier},
+                                           {"to_pool", (*pool)->name()},
+                                           {"to_sandbox_id", claimed->sandboxId},
+                                           {"snapshot_ref", ref},
+                                           {"workspace", "restored"},
+                                           {"restored_files", restored->fileCount},
+                                           {"note", "moved from tier '" + fromTier + "' to tier '" + claimed->tier
+                                                + "' with snapshot " + ref}}));
+    auto outcome = appendResult(action, std::move(events));
+    // Whoever recorded first owns the log: on a lost race the new sandbox goes back, the old stays.
+    pools::PoolClient *giveBack = outcome.appended ? from : *pool;
+    const std::string giveBackId = outcome.appended ? state.sandboxId : claimed->sandboxId;
+    if (auto done = giveBack->release(giveBackId); !done)
+        spdlog::warn("session {}: sandbox {} on pool '{}' not released after the move: {}", state.id, giveBackId,
+                     giveBack->name(), done.error().message);
+    return outcome;
+}
+
+void StepEngine::idleLoop()
+{
+    const auto period = std::chrono::milliseconds(std::clamp<int64_t>(m_options.sandboxIdleReleaseMs / 4, 10, 1000));
+    std::unique_lock lock(m_leasesMutex);
+    while (!m_stopping) {
+        m_keeperWake.wait_for(lock, period);
+        if (m_stopping)
+            break;
+        lock.unlock();
+        store::SessionQuery query;
+        query.statuses = {core::SessionStatus::Paused};
+        query.pageSize = 1000;
+        for (;;) {
+            auto page = m_store.listSessions(query);
+            if (!page) {
+                spdlog::warn("idle sandbox release: cannot list paused sessions: {}", page.error().message);
+                break;
+            }
+            for (const auto &session : page->sessions) {
+                if (!session.sandboxId.empty()
+                    && nowUnixMs() - session.updatedUnixMs >= m_options.sandboxIdleReleaseMs && !m_stopping) {
+                    try {
+                        releaseIdle(session.id);
+                    } catch (const std::exception &e) {
+                        spdlog::error("idle release of session {} threw: {}", session.id, e.what());
+                    }
+                }
+            }
+            if (page->nextPageToken.empty())
+                break;
+            query.pageToken = page->nextPageToken;
+        }
+        lock.lock();
+    }
+}
+
+void StepEngine::releaseIdle(const std::string &sessionId)
+{
+    auto log = m_store.readEvents(sessionId, 1, INT_MAX);
+    if (!log)
+        return;
+    const core::SessionState state = core::foldEvents(*log);
+    if (state.status != core::SessionStatus::Paused || state.sandboxId.empty())
+        return;
+    pools::PoolClient *pool = m_pools.find(state.pool);
+    if (!pool)
+        return;   // the pool is gone from the config; the resume's first step says so
+    auto snapshot = workspaceSnapshot(*pool, state.sandboxId, *log);
+    if (!snapshot) {
+        // Without a snapshot the workspace would be lost: keep the sandbox and try again later.
+        spdlog::warn("session {}: sandbox {} kept although idle: no snapshot ({})", sessionId, state.sandboxId,
+                     snapshot.error().message);
+        return;
+    }
+    json payload{{"sandbox_id", state.sandboxId}, {"pool", state.pool}, {"reason", "idle"},
+                 {"idle_limit_ms", m_options.sandboxIdleReleaseMs}};
+    payload.update(*snapshot);
+    Action action;
+    action.kind = ActionKind::ReleaseSandbox;
+    action.state = state;
+    auto outcome = appendResult(action, {event(core::kind::SandboxReleased, payload)});
+    if (!outcome.appended)
+        return;   // resumed or cancelled meanwhile: the log decides, the sandbox stays held
+    if (auto done = pool->release(state.sandboxId); !done)
+        spdlog::warn("session {}: idle sandbox {} not released on pool '{}': {}", sessionId, state.sandboxId,
+                     pool->name(), done.error().message);
+    spdlog::info("session {}: idle sandbox {} given back, workspace in snapshot {}", sessionId, state.sandboxId,
+                 payload["snapshot_ref"].get<std::string>());
 }
 
 } // namespace paddock::engine

@@ -6,7 +6,9 @@
 //
 // Threads: start() spawns `workers` worker threads and one lease keeper that renews the leases of
 // steps in progress. stop() may be called from any thread; it lets each worker finish its current
-// step and joins them. runOneStep() is for tests and may be called from any thread.
+// step and joins them. runOneStep() is for tests and may be called from any thread. One more thread
+// gives back the sandboxes of sessions paused past the idle limit (compare-and-append, no lease:
+// paused sessions are not leased).
 
 #include "broker/engine/decide.h"
 #include "broker/model/model_adapter.h"
@@ -33,6 +35,9 @@ struct EngineOptions {
     int64_t retryAfterUnavailableMs = 1000;       // back-off when a pool or model is unreachable
     int64_t drainMs = 2000;                       // stop(): how long steps in progress may finish
     std::string workerPrefix = "worker";
+    // A paused session that still holds a sandbox gives it back after this long (snapshot first);
+    // the claim on resume restores the snapshot. 0: never.
+    int64_t sandboxIdleReleaseMs = 60000;
     // Granted secrets go into each command's environment, and every event the engine appends is
     // redacted for every value this store holds. nullptr: no secrets (tests that need none).
     const secrets::SecretStore *secrets = nullptr;
@@ -77,6 +82,10 @@ private:
     StepOutcome callModel(const Action &action, std::span<const core::Event> events);
     StepOutcome runTool(const Action &action);
     StepOutcome releaseSandbox(const Action &action);
+    StepOutcome moveTier(const Action &action, std::span<const core::Event> log);
+    // Gives back the sandboxes of sessions paused for longer than sandboxIdleReleaseMs.
+    void idleLoop();
+    void releaseIdle(const std::string &sessionId);
     StepOutcome appendResult(const Action &action, std::vector<core::NewEvent> events);
 
     store::EventStore &m_store;
@@ -87,6 +96,7 @@ private:
     std::atomic<bool> m_stopping{false};
     std::vector<std::thread> m_workers;
     std::thread m_keeper;
+    std::thread m_idleReleaser;
 
     std::mutex m_leasesMutex;                     // guards m_activeLeases, m_keeperWake, m_idle
     std::condition_variable m_keeperWake;

@@ -115,6 +115,7 @@ Status Broker::start()
     engineOptions.workers = m_config.workers;
     engineOptions.leaseMs = m_config.leaseMs;
     engineOptions.secrets = parts->secrets.get();
+    engineOptions.sandboxIdleReleaseMs = m_config.sandboxIdleReleaseMs;
     parts->engine = std::make_unique<engine::StepEngine>(*parts->store, parts->pools, lookup, engineOptions);
 
     BrokerServiceOptions serviceOptions;

@@ -69,7 +69,7 @@ Result<BrokerConfig> loadBrokerConfig(const std::filesystem::path &file, BrokerC
     static const std::vector<std::string> known = {"data_dir", "socket", "workers", "lease_ms", "default_tier",
                                                    "allow_local_execution", "log_level", "pool", "models",
                                                    "pool_health_interval_ms", "pool_lost_after_ms",
-                                                   "debug_shell_idle_timeout_ms"};
+                                                   "debug_shell_idle_timeout_ms", "sandbox_idle_release_ms"};
     for (const auto &[key, node] : table) {
         if (std::find(known.begin(), known.end(), std::string(key.str())) == known.end())
             return fail(ErrorCode::InvalidArgument, where(file, node) + ": unknown key '" + std::string(key.str())
@@ -107,6 +107,7 @@ Result<BrokerConfig> loadBrokerConfig(const std::filesystem::path &file, BrokerC
     if (auto s = intKey("pool_health_interval_ms", 100, [&](int64_t v) { config.poolHealthIntervalMs = v; }); !s) return std::unexpected(s.error());
     if (auto s = intKey("pool_lost_after_ms", 500, [&](int64_t v) { config.poolLostAfterMs = v; }); !s) return std::unexpected(s.error());
     if (auto s = intKey("debug_shell_idle_timeout_ms", 1000, [&](int64_t v) { config.debugShellIdleTimeoutMs = v; }); !s) return std::unexpected(s.error());
+    if (auto s = intKey("sandbox_idle_release_ms", 0, [&](int64_t v) { config.sandboxIdleReleaseMs = v; }); !s) return std::unexpected(s.error());
     if (auto node = table.get("allow_local_execution")) {
         auto value = node->value<bool>();
         if (!value)

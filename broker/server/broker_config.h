@@ -37,6 +37,7 @@ struct BrokerConfig {
     int64_t poolHealthIntervalMs = 1000;   // each pool's Status is checked this often
     int64_t poolLostAfterMs = 5000;        // unhealthy this long: its sessions move to another pool
     int64_t debugShellIdleTimeoutMs = 600000;   // a debug shell unused this long is closed
+    int64_t sandboxIdleReleaseMs = 60000;       // a paused session's sandbox is given back after this long
     model::ModelsConfig models;
     std::string logLevel = "info";
 };

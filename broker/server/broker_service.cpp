@@ -6,6 +6,7 @@
 #include <nlohmann/json.hpp>
 
 #include <algorithm>
+#include <chrono>
 #include <random>
 
 namespace paddock::server {
@@ -307,6 +308,65 @@ grpc::ServerUnaryReactor *BrokerService::ListPools(grpc::CallbackServerContext *
         const auto &entry = m_pools.entries()[i];
         auto *info = response->add_pools();
         info->set_name(entry.client->name());
+Result<nlohmann::json> BrokerService::overrideTier(const v1::OverrideTierRequest &request, const std::string &who)
+{
+    const std::string &tier = request.tier();
+    if (tier.empty())
+        return fail(ErrorCode::InvalidArgument, "no tier given: `paddockctl pools` lists the tiers the pools offer");
+    auto offered = m_pools.offeredTiers();
+    if (!offered)
+        return fail(ErrorCode::Unavailable, "no pool answers, so tier '" + tier + "' cannot be checked; try again "
+                        "when `paddockctl pools` shows a healthy pool");
+    if (!offered->contains(tier)) {
+        std::vector<std::string> names(offered->begin(), offered->end());
+        return fail(ErrorCode::InvalidArgument, "unknown tier '" + tier + "': the pools offer " + joined(names)
+                        + ". Pick one of those, or add the tier to a pool's configuration");
+    }
+    for (int attempt = 0; attempt < 20; ++attempt) {
+        auto state = getSession(request.session_id());
+        if (!state)
+            return std::unexpected(state.error());
+        if (core::isTerminal(state->status))
+            return fail(ErrorCode::FailedPrecondition, "cannot move session " + state->id + " to tier '" + tier
+                            + "': it is " + core::statusName(state->status) + " and takes no more steps");
+        const nlohmann::json payload{{"chooser", "human"}, {"who", who}, {"reason", request.reason()},
+                                     {"from", state->tier}, {"to", tier}};
+        store::AppendRequest append;
+        append.sessionId = state->id;
+        append.expectedLastSeq = state->lastSeq;
+        append.events.push_back({core::kind::TierOverride, redactedJson(payload), 0});
+        auto appended = m_store.appendSync(std::move(append));
+        if (appended)
+            return payload;
+        if (appended.error().code != ErrorCode::Aborted)
+            return std::unexpected(appended.error());
+    }
+    return fail(ErrorCode::Aborted, "could not move session " + request.session_id()
+                    + ": it kept changing under us; try again");
+}
+
+grpc::ServerUnaryReactor *BrokerService::OverrideTier(grpc::CallbackServerContext *context,
+                                                      const v1::OverrideTierRequest *request,
+                                                      v1::EnvironmentDecision *response)
+{
+    std::string who = "operator";
+    const auto &md = context->client_metadata();
+    if (auto it = md.find("paddock-user"); it != md.end())
+        who += " (says " + std::string(it->second.data(), std::min<size_t>(it->second.size(), 64)) + ")";
+    auto decided = overrideTier(*request, who);
+    if (decided) {
+        response->set_session_id(request->session_id());
+        response->set_requested_tier(request->tier());
+        response->set_chosen_tier(request->tier());
+        response->set_chooser("human");
+        response->set_rule("override");
+        response->set_reason(request->reason());
+        response->set_time_unix_ms(std::chrono::duration_cast<std::chrono::milliseconds>(
+            std::chrono::system_clock::now().time_since_epoch()).count());
+    }
+    return finish(context, decided);
+}
+
         info->set_endpoint(entry.client->endpoint());
         info->set_local(entry.local);
         info->set_execution(entry.local ? "local execution" : "remote");

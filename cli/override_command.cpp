@@ -1,0 +1,53 @@
+#include "cli/override_command.h"
+
+#include "cli/exit_codes.h"
+
+#include <nlohmann/json.hpp>
+
+namespace paddock::cli {
+
+CLI::App *addOverrideCommand(CLI::App &app, Invocation &inv)
+{
+    auto *command = app.add_subcommand(
+        "override", "Move a session to another tier at its next step (snapshot, claim, restore); its files survive");
+    command->add_option("ID", inv.sessionId, "Session id")->required();
+    command->add_option("TIER", inv.tier, "The tier to move to (`paddockctl pools` lists them)")->required();
+    command->add_option("--reason", inv.reason, "Why; recorded in the session's log")->required();
+    return command;
+}
+
+int runOverrideCommand(const Invocation &inv, const OverrideCall &call, std::ostream &out, std::ostream &err)
+{
+    v1::OverrideTierRequest request;
+    request.set_session_id(inv.sessionId);
+    request.set_tier(inv.tier);
+    request.set_reason(inv.reason);
+    v1::EnvironmentDecision decision;
+    grpc::ClientContext context;
+    call.setDeadline(context);
+    const grpc::Status status = call.stub.OverrideTier(&context, request, &decision);
+    if (!status.ok()) {
+        const bool connected = call.connected();
+        err << "paddockctl: "
+            << describeFailure("cannot move session " + inv.sessionId + " to tier " + inv.tier, status, connected,
+                               call.shownAddress, "`paddockctl pools` lists the tiers")
+            << "\n";
+        return toInt(exitCodeFor(status.error_code(), connected));
+    }
+    if (inv.output == OutputFormat::Json) {
+        out << nlohmann::json{{"session_id", decision.session_id()},
+                              {"requested_tier", decision.requested_tier()},
+                              {"chosen_tier", decision.chosen_tier()},
+                              {"chooser", decision.chooser()},
+                              {"reason", decision.reason()},
+                              {"time_unix_ms", decision.time_unix_ms()}}
+                   .dump(2)
+            << "\n";
+    } else {
+        out << "session " << decision.session_id() << " moves to tier " << decision.chosen_tier()
+            << " at its next step (`paddockctl events " << decision.session_id() << "` shows sandbox.moved)\n";
+    }
+    return toInt(ExitCode::Ok);
+}
+
+} // namespace paddock::cli

@@ -1,0 +1,249 @@
+// A session's sandbox comes and goes while its workspace stays: the real broker, pool and bubblewrap
+// sandboxes. A paused session gives its sandbox back after the broker's idle limit and gets a new
+// one, restored from the snapshot, on resume; a session overridden to another tier mid-run moves
+// there at its next step (snapshot, claim, restore); an unknown tier is refused and nothing is
+// recorded.
+
+#include "tests/integration/daemons_fixture.h"
+
+#include <filesystem>
+#include <fstream>
+#include <thread>
+
+namespace paddock::test {
+namespace {
+
+using nlohmann::json;
+namespace fs = std::filesystem;
+
+constexpr const char *kPlaybook = R"(
+name = "keeps-a-file"
+goal = "write a file, wait, read it back"
+
+[[step]]
+tool = "write_file"
+path = "notes.txt"
+content = "written before the sandbox changed"
+
+[[step]]
+tool = "run_command"
+command = "sleep 2"
+
+[[step]]
+tool = "run_command"
+command = "cat notes.txt"
+)";
+
+class SandboxMove : public DaemonsTest {
+protected:
+    void SetUp() override
+    {
+        PADDOCK_SKIP_IF_MISSING(kDaemonBinaries);
+        m_dir = std::make_unique<TempDir>("paddock-move");
+        // Two tiers on one pool (both bubblewrap) to move between, and a short idle limit.
+        fs::create_directories(*m_dir / "xdg/config/paddock");
+        std::ofstream(*m_dir / "xdg/config/paddock/pool.toml")
+            << "[[tier]]\nname = \"lite\"\nruntime = \"bwrap\"\nwarm_count = 1\nmax_count = 8\n"
+               "[[tier]]\nname = \"lite2\"\nruntime = \"bwrap\"\nwarm_count = 1\nmax_count = 8\n";
+        std::ofstream(*m_dir / "xdg/config/paddock/broker.toml") << "sandbox_idle_release_ms = 300\n";
+        auto pool = startPool(*m_dir);
+        ASSERT_TRUE(pool) << "cannot start paddock-pool: " << pool.error().message;
+        m_pool = std::make_unique<PoolProcess>(std::move(*pool));
+        auto broker = startBroker(*m_dir, m_pool->endpoint);
+        ASSERT_TRUE(broker) << "cannot start paddockd: " << broker.error().message;
+        m_broker = std::make_unique<BrokerProcess>(std::move(*broker));
+    }
+
+    std::string submit()
+    {
+        const CliResult submitted = cli({"submit", "--playbook", writeFile("keeps.toml", kPlaybook).string(), "--tier",
+                                         "lite", "--output", "json"});
+        EXPECT_EQ(submitted.exitCode, 0) << submitted.err;
+        const json session = json::parse(submitted.out, nullptr, false);
+        return session.is_object() ? session.value("id", std::string()) : std::string();
+    }
+
+    json eventsOf(const std::string &id)
+    {
+        const CliResult events = cli({"events", id, "--output", "json"});
+        EXPECT_EQ(events.exitCode, 0) << events.err;
+        json all = json::array();
+        for (auto &line : jsonLines(events.out))
+            all.push_back(std::move(line));
+        return all;
+    }
+
+    static std::vector<json> ofKind(const json &events, const std::string &kind)
+    {
+        std::vector<json> out;
+        for (const auto &e : events) {
+            if (e.value("kind", "") == kind)
+                out.push_back(e);
+        }
+        return out;
+    }
+
+    // Polls the log until pred holds (or about 60 s pass); returns the last log read.
+    json waitFor(const std::string &id, const std::function<bool(const json &)> &pred)
+    {
+        json events;
+        for (int i = 0; i < 600; ++i) {
+            events = eventsOf(id);
+            if (pred(events))
+                return events;
+            std::this_thread::sleep_for(std::chrono::milliseconds(100));
+        }
+        ADD_FAILURE() << "gave up waiting; the log: " << events.dump(1);
+        return events;
+    }
+
+    static bool hasWriteResult(const json &events)
+    {
+        for (const auto &e : ofKind(events, "tool.result")) {
+            if (e["payload"].value("name", "") == "write_file")
+                return true;
+        }
+        return false;
+    }
+
+    static bool ended(const json &events)
+    {
+        for (const auto &e : ofKind(events, "state.changed")) {
+            const std::string status = e["payload"].value("status", "");
+            if (status == "succeeded" || status == "failed" || status == "cancelled")
+                return true;
+        }
+        return false;
+    }
+
+    // stdout of the `cat notes.txt` result, or "(none)".
+    static std::string catOutput(const json &events)
+    {
+        for (const auto &e : ofKind(events, "tool.result")) {
+            if (e["payload"].value("command", "") == "cat notes.txt")
+                return e["payload"].value("stdout", "");
+        }
+        return "(none)";
+    }
+
+    static int64_t seqOf(const json &event) { return event.value("seq", int64_t{0}); }
+};
+
+TEST_F(SandboxMove, PausedSessionGivesItsSandboxBackAndGetsItsFilesBackOnResume)
+{
+    const std::string id = submit();
+    ASSERT_FALSE(id.empty());
+    waitFor(id, hasWriteResult);
+    const CliResult paused = cli({"pause", id, "--reason", "lunch"});
+    ASSERT_EQ(paused.exitCode, 0) << paused.err;
+
+    json events = waitFor(id, [](const json &log) {
+        for (const auto &e : ofKind(log, "sandbox.released")) {
+            if (e["payload"].value("reason", "") == "idle")
+                return true;
+        }
+        return false;
+    });
+    const auto released = ofKind(events, "sandbox.released");
+    ASSERT_EQ(released.size(), 1u) << events.dump(1);
+    const json idle = released[0]["payload"];
+    const std::string ref = idle.value("snapshot_ref", "");
+    EXPECT_FALSE(ref.empty()) << idle.dump();
+    const auto claimsBefore = ofKind(events, "sandbox.claimed");
+    ASSERT_EQ(claimsBefore.size(), 1u);
+    EXPECT_EQ(idle.value("sandbox_id", ""), claimsBefore[0]["payload"].value("sandbox_id", ""));
+    const CliResult shown = cli({"show", id, "--output", "json"});
+    ASSERT_EQ(shown.exitCode, 0) << shown.err;
+    EXPECT_EQ(json::parse(shown.out).value("sandbox_id", ""), "") << shown.out;
+
+    const CliResult resumed = cli({"resume", id});
+    ASSERT_EQ(resumed.exitCode, 0) << resumed.err;
+    events = waitFor(id, ended);
+    EXPECT_EQ(ofKind(events, "state.changed").back()["payload"].value("status", ""), "succeeded") << events.dump(1);
+
+    const auto claims = ofKind(events, "sandbox.claimed");
+    ASSERT_EQ(claims.size(), 2u) << events.dump(1);
+    EXPECT_NE(claims[1]["payload"].value("sandbox_id", ""), claims[0]["payload"].value("sandbox_id", ""));
+    const auto restored = ofKind(events, "sandbox.restored");
+    ASSERT_EQ(restored.size(), 1u) << events.dump(1);
+    EXPECT_EQ(restored[0]["payload"].value("snapshot_ref", ""), ref);
+    EXPECT_EQ(restored[0]["payload"].value("sandbox_id", ""), claims[1]["payload"].value("sandbox_id", ""));
+    EXPECT_GT(seqOf(restored[0]), seqOf(released[0]));
+    EXPECT_EQ(catOutput(events), "written before the sandbox changed");
+}
+
+TEST_F(SandboxMove, OverriddenSessionContinuesInTheNewTierWithItsFiles)
+{
+    const std::string id = submit();
+    ASSERT_FALSE(id.empty());
+    waitFor(id, hasWriteResult);
+    const CliResult moved = cli({"override", id, "lite2", "--reason", "needs its own tier", "--output", "json"});
+    ASSERT_EQ(moved.exitCode, 0) << moved.err;
+    const json decision = json::parse(moved.out);
+    EXPECT_EQ(decision.value("chosen_tier", ""), "lite2");
+    EXPECT_EQ(decision.value("requested_tier", ""), "lite2");
+    EXPECT_EQ(decision.value("chooser", ""), "human");
+
+    const json events = waitFor(id, ended);
+    EXPECT_EQ(ofKind(events, "state.changed").back()["payload"].value("status", ""), "succeeded") << events.dump(1);
+    const auto overrides = ofKind(events, "tier.override");
+    ASSERT_EQ(overrides.size(), 1u);
+    EXPECT_EQ(overrides[0]["payload"].value("chooser", ""), "human");
+    EXPECT_EQ(overrides[0]["payload"].value("from", ""), "lite");
+    EXPECT_EQ(overrides[0]["payload"].value("to", ""), "lite2");
+    EXPECT_EQ(overrides[0]["payload"].value("reason", ""), "needs its own tier");
+
+    const auto moves = ofKind(events, "sandbox.moved");
+    ASSERT_EQ(moves.size(), 1u) << events.dump(1);
+    const json move = moves[0]["payload"];
+    const auto claims = ofKind(events, "sandbox.claimed");
+    ASSERT_EQ(claims.size(), 2u);
+    EXPECT_EQ(move.value("from_tier", ""), "lite");
+    EXPECT_EQ(move.value("to_tier", ""), "lite2");
+    EXPECT_EQ(move.value("from_sandbox_id", ""), claims[0]["payload"].value("sandbox_id", ""));
+    EXPECT_EQ(move.value("to_sandbox_id", ""), claims[1]["payload"].value("sandbox_id", ""));
+    EXPECT_EQ(claims[1]["payload"].value("tier", ""), "lite2");
+    EXPECT_FALSE(move.value("snapshot_ref", "").empty());
+    EXPECT_EQ(move.value("workspace", ""), "restored");
+    EXPECT_GT(seqOf(moves[0]), seqOf(overrides[0]));
+    // The old sandbox was given back with the move.
+    bool releasedOld = false;
+    for (const auto &e : ofKind(events, "sandbox.released"))
+        releasedOld |= e["payload"].value("reason", "") == "tier_move"
+            && e["payload"].value("sandbox_id", "") == claims[0]["payload"].value("sandbox_id", "");
+    EXPECT_TRUE(releasedOld) << events.dump(1);
+    // Every command after the move ran in the new sandbox, and the file was there.
+    EXPECT_EQ(catOutput(events), "written before the sandbox changed");
+    for (const auto &e : ofKind(events, "tool.result")) {
+        if (e["payload"].value("command", "") == "cat notes.txt") {
+            EXPECT_GT(seqOf(e), seqOf(moves[0]));
+        }
+    }
+    const CliResult shown = cli({"show", id, "--output", "json"});
+    ASSERT_EQ(shown.exitCode, 0) << shown.err;
+    EXPECT_EQ(json::parse(shown.out).value("tier", ""), "lite2") << shown.out;
+}
+
+TEST_F(SandboxMove, UnknownTierIsRefusedAndNothingIsRecorded)
+{
+    const std::string id = submit();
+    ASSERT_FALSE(id.empty());
+    json before = waitFor(id, ended);
+    const CliResult refused = cli({"override", id, "gigantic", "--reason", "more power"});
+    EXPECT_EQ(refused.exitCode, 5);
+    EXPECT_NE(refused.err.find("unknown tier 'gigantic'"), std::string::npos) << refused.err;
+    EXPECT_NE(refused.err.find("lite, lite2"), std::string::npos) << refused.err;
+    // Ended sessions take no more steps: the override is refused, naming why.
+    const CliResult late = cli({"override", id, "lite2", "--reason", "too late"});
+    EXPECT_EQ(late.exitCode, 6);
+    EXPECT_NE(late.err.find("succeeded"), std::string::npos) << late.err;
+    const CliResult missing = cli({"override", "s-nosuchsession", "lite2", "--reason", "r"});
+    EXPECT_EQ(missing.exitCode, 3);
+    EXPECT_NE(missing.err.find("no session"), std::string::npos) << missing.err;
+    const json after = eventsOf(id);
+    EXPECT_EQ(after.size(), before.size());
+    EXPECT_TRUE(ofKind(after, "tier.override").empty());
+}
+
+} // namespace
+} // namespace paddock::test
