@@ -168,5 +168,35 @@ TEST(BuildModelContext, PairsEachResultWithItsCall)
     EXPECT_EQ(context.idempotencyKey, "s1:8");
 }
 
+TEST(Decide, TierOverrideMovesAtTheNextStepBeforeAnythingElse)
+{
+    Log log;
+    log.created().claimed().response("c1", "run_command");
+    log.add(core::kind::TierOverride, {{"chooser", "human"}, {"from", "lite"}, {"to", "heavy"}, {"reason", "r"}});
+    Action action = decide(log.events());
+    EXPECT_EQ(action.kind, ActionKind::MoveTier);
+    EXPECT_EQ(action.tier, "heavy");
+    EXPECT_EQ(action.state.tier, "heavy");
+    // Once a sandbox of the new tier is claimed, the pending call runs there.
+    log.add(core::kind::SandboxReleased, {{"sandbox_id", "sb1"}, {"pool", "p"}, {"reason", "tier_move"}});
+    log.add(core::kind::SandboxClaimed, {{"sandbox_id", "sb2"}, {"pool", "p"}, {"tier", "heavy"}});
+    action = decide(log.events());
+    EXPECT_EQ(action.kind, ActionKind::RunTool);
+    EXPECT_EQ(action.call.id, "c1");
+}
+
+TEST(Decide, TierOverrideWithoutASandboxClaimsTheNewTier)
+{
+    Log log;
+    log.created().claimed().state("paused");
+    log.add(core::kind::SandboxReleased, {{"sandbox_id", "sb1"}, {"pool", "p"}, {"reason", "idle"}, {"snapshot_ref", "r1"}});
+    log.add(core::kind::TierOverride, {{"chooser", "human"}, {"from", "lite"}, {"to", "heavy"}});
+    EXPECT_EQ(decide(log.events()).kind, ActionKind::None);   // paused: nothing to do
+    log.state("running");
+    const Action action = decide(log.events());
+    EXPECT_EQ(action.kind, ActionKind::ClaimSandbox);
+    EXPECT_EQ(action.tier, "heavy");
+}
+
 } // namespace
 } // namespace paddock::engine
