@@ -128,6 +128,24 @@ TEST(CommandLine, SessionActionsTakeAnIdAndAReason)
     }
 }
 
+TEST(CommandLine, OverrideTakesASessionATierAndAReason)
+{
+    auto p = parse({"override", "s9", "heavy", "--reason", "needs memory"});
+    ASSERT_TRUE(p.outcome.invocation) << p.err;
+    EXPECT_EQ(p.outcome.invocation->command, Command::OverrideTier);
+    EXPECT_EQ(p.outcome.invocation->sessionId, "s9");
+    EXPECT_EQ(p.outcome.invocation->tier, "heavy");
+    EXPECT_EQ(p.outcome.invocation->reason, "needs memory");
+    // The reason is what the log keeps of why a human moved it: required.
+    auto noReason = parse({"override", "s9", "heavy"});
+    EXPECT_FALSE(noReason.outcome.invocation);
+    EXPECT_EQ(noReason.outcome.exitCode, 2);
+    EXPECT_NE(noReason.err.find("--reason"), std::string::npos) << noReason.err;
+    auto noTier = parse({"override", "s9", "--reason", "r"});
+    EXPECT_FALSE(noTier.outcome.invocation);
+    EXPECT_EQ(noTier.outcome.exitCode, 2);
+}
+
 int run(std::vector<std::string> args, const Environment &env, std::string &err)
 {
     std::ostringstream out;
