@@ -8,6 +8,7 @@
 
 #include <filesystem>
 #include <fstream>
+#include <iostream>
 #include <thread>
 
 namespace paddock::test {
@@ -170,6 +171,9 @@ TEST_F(SandboxMove, PausedSessionGivesItsSandboxBackAndGetsItsFilesBackOnResume)
     EXPECT_EQ(restored[0]["payload"].value("sandbox_id", ""), claims[1]["payload"].value("sandbox_id", ""));
     EXPECT_GT(seqOf(restored[0]), seqOf(released[0]));
     EXPECT_EQ(catOutput(events), "written before the sandbox changed");
+    std::cout << "idle give-back: snapshot " << idle.value("snapshot", "") << ", restore "
+              << restored[0]["payload"].value("restore_ms", 0.0) << " ms, "
+              << restored[0]["payload"].value("restored_files", 0) << " file(s)\n";
 }
 
 TEST_F(SandboxMove, OverriddenSessionContinuesInTheNewTierWithItsFiles)
@@ -222,6 +226,8 @@ TEST_F(SandboxMove, OverriddenSessionContinuesInTheNewTierWithItsFiles)
     const CliResult shown = cli({"show", id, "--output", "json"});
     ASSERT_EQ(shown.exitCode, 0) << shown.err;
     EXPECT_EQ(json::parse(shown.out).value("tier", ""), "lite2") << shown.out;
+    std::cout << "tier move: " << move.value("restored_files", 0) << " file(s) restored; override at seq "
+              << seqOf(overrides[0]) << ", moved at seq " << seqOf(moves[0]) << "\n";
 }
 
 TEST_F(SandboxMove, UnknownTierIsRefusedAndNothingIsRecorded)
