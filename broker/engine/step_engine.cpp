@@ -637,8 +637,17 @@ StepOutcome StepEngine::moveTier(const Action &action, std::span<const core::Eve
     }
     const std::string ref = (*snapshot)["snapshot_ref"];
     auto pool = m_pools.choose(action.tier);
-    if (!pool)
-        return {action.kind, false, m_options.retryAfterUnavailableMs, pool.error().message};
+    if (!pool) {
+        // No pool can take the new tier now: the session stays where it is and waits, saying so once.
+        StepOutcome outcome{action.kind, false, m_options.retryAfterUnavailableMs, pool.error().message};
+        if (state.lastEventKind != kSandboxWaiting) {
+            outcome = appendResult(action, {event(kSandboxWaiting, {{"tier", action.tier},
+                                                                    {"code", errorCodeName(pool.error().code)},
+                                                                    {"reason", pool.error().message}})});
+            outcome.retryAfterMs = m_options.retryAfterUnavailableMs;
+        }
+        return outcome;
+    }
     auto claimed = (*pool)->claim(action.tier, state.id, action.idempotencyKey);
     if (!claimed)
         return {action.kind, false, m_options.retryAfterUnavailableMs, claimed.error().message};
