@@ -32,6 +32,8 @@ constexpr int kPoolsDeadlineMs = 5'000;
 constexpr int kHistoryDeadlineMs = 30'000;
 constexpr int kShutdownWaitMs = 5'000;
 
+constexpr int kSampleWatchDeadlineMs = 24 * 3600 * 1000;   // a watch lasts while its sandbox is claimed
+
 std::chrono::system_clock::time_point deadlineIn(int ms)
 {
     return std::chrono::system_clock::now() + std::chrono::milliseconds(ms);
@@ -633,7 +635,8 @@ public:
     std::vector<std::weak_ptr<grpc::ClientContext>> others;
     QHash<int, std::weak_ptr<grpc::ClientContext>> downloads;
     int nextDownload = 0;
-    bool samplesWarned = false;
+    // The one live sample watch (watchSandboxSamples), cancelled by the next one or at shutdown.
+    std::shared_ptr<CallbackStream<v1::WatchSandboxSamplesRequest, v1::SandboxSamples>> samplesCall;
     QTimer notifyTimer;
     QTimer reconnectTimer;
     int initialBackoffMs = 100;
@@ -662,6 +665,10 @@ void GrpcConsoleClient::Private::startAttempt()
 
 void GrpcConsoleClient::Private::stopCalls()
 {
+    if (samplesCall) {
+        samplesCall->cancel();
+        samplesCall.reset();
+    }
     if (watch) {
         watch->cancel();
         watch.reset();
@@ -1422,18 +1429,37 @@ void GrpcConsoleClient::closeDebugShell(const QString &shellId)
 
 void GrpcConsoleClient::watchSandboxSamples(const QString &pool, const QString &sandboxId)
 {
-    // The broker has no RPC that streams a live sandbox's samples yet (the pool keeps them one a
-    // second; only a post-mortem carries them out). Said once; the card shows why it has no plot.
-    if (!sandboxId.isEmpty() && !d->samplesWarned) {
-        d->samplesWarned = true;
-        qCInfo(lcClient).noquote() << "live samples of" << pool << sandboxId
-                                   << "are not available: the broker has no sample stream yet";
+    if (d->samplesCall) {
+        d->samplesCall->cancel();
+        d->samplesCall.reset();
     }
+    if (sandboxId.isEmpty() || !d->stub)
+        return;
+    v1::WatchSandboxSamplesRequest request;
+    request.set_pool(ss(pool));
+    request.set_sandbox_id(ss(sandboxId));
+    auto shared = d->shared;
+    d->samplesCall = CallbackStream<v1::WatchSandboxSamplesRequest, v1::SandboxSamples>::start(
+        shared, *d->stub, &v1::BrokerService::StubInterface::async_interface::WatchSandboxSamples, std::move(request),
+        kSampleWatchDeadlineMs,
+        [shared, sandboxId](const v1::SandboxSamples &batch) {
+            QList<ResourcePoint> points;
+            points.reserve(batch.samples_size());
+            for (const auto &s : batch.samples())
+                points.append(ResourcePoint{s.time_unix_ms(), s.cpu_cores(), s.memory_bytes(), s.pids(), s.cpu_throttled()});
+            shared->post([sandboxId, points](GrpcConsoleClient *c) { emit c->sandboxSamplesArrived(sandboxId, points); });
+            return true;
+        },
+        [pool, sandboxId](const grpc::Status &status, bool cancelledByUs) {
+            // OK: the sandbox was released; the card keeps the curve it has.
+            if (!status.ok() && !cancelledByUs)
+                qCInfo(lcClient).noquote() << "live samples of" << pool << sandboxId << "ended:" << describe(status);
+        });
 }
 
 bool GrpcConsoleClient::canWatchSandboxSamples() const
 {
-    return false;
+    return true;
 }
 
 } // namespace paddock::console

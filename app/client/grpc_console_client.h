@@ -20,7 +20,10 @@
 // tick. A download writes its chunks on gRPC's thread into FILE.part and renames it when the last
 // chunk is in; progress is reported at most once per tick.
 //
-// Known limits: live sandbox samples have no broker RPC yet (canWatchSandboxSamples() is false);
+// Live sandbox samples: one WatchSandboxSamples stream at a time; its batches arrive as
+// sandboxSamplesArrived. The stream ends (OK) when the sandbox is released.
+//
+// Known limits: a sample watch is not restarted after a reconnect (watch again to resume);
 // TCP addresses use insecure credentials (TLS and tokens come with remote brokers);
 // a follow refused by the broker (unknown session, seq out of range) is only logged.
 

@@ -227,6 +227,18 @@ public:
             ts.max = t.max();
             ts.hitRate = t.hit_rate();
             ts.coldFallbacks = t.cold_fallbacks();
+            ts.claimLatencyUsBuckets.assign(t.claim_latency_us_buckets().begin(), t.claim_latency_us_buckets().end());
+            ts.claimLatencyCounts.assign(t.claim_latency_counts().begin(), t.claim_latency_counts().end());
+            ts.refillPerSecond = t.refill_per_second();
+            ts.pricePerHourUsd = t.tier().price_per_hour_usd();
+            ts.cpu = t.tier().limits().cpu();
+            ts.memoryBytes = t.tier().limits().memory_bytes();
+            ts.pids = t.tier().limits().pids();
+            ts.diskBytes = t.tier().limits().disk_bytes();
+            ts.allowlistNetwork = t.tier().network() == v1::NETWORK_POLICY_ALLOWLIST;
+            ts.allowlist.assign(t.tier().allowlist().begin(), t.tier().allowlist().end());
+            ts.warmCount = t.tier().warm_count();
+            ts.maxCount = t.tier().max_count();
             out.tiers.push_back(std::move(ts));
         }
         return out;
@@ -284,6 +296,22 @@ public:
         if (auto s = m_stub->GetPostMortem(&call.ctx, req, &resp); !s.ok())
             return failure("get_post_mortem", s);
         return toPostMortem(resp);
+    }
+
+    Result<std::vector<ResourcePoint>> samples(const std::string &sandboxId, int64_t afterUnixMs) override
+    {
+        Call call(*this, kStatusDeadlineMs);
+        v1::GetSamplesRequest req;
+        req.set_sandbox_id(sandboxId);
+        req.set_after_unix_ms(afterUnixMs);
+        v1::GetSamplesResponse resp;
+        if (auto s = m_stub->GetSamples(&call.ctx, req, &resp); !s.ok())
+            return failure("get_samples", s);
+        std::vector<ResourcePoint> out;
+        out.reserve(static_cast<size_t>(resp.samples_size()));
+        for (const auto &s : resp.samples())
+            out.push_back(ResourcePoint{s.time_unix_ms(), s.cpu_cores(), s.memory_bytes(), s.pids()});
+        return out;
     }
 
     Result<std::vector<SnapshotFile>> listSnapshotFiles(const std::string &ref, const std::string &pathPrefix) override

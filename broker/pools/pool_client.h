@@ -80,6 +80,19 @@ struct TierStatus {
     int max = 0;
     double hitRate = 0;
     int64_t coldFallbacks = 0;
+    // What the pool's Status says besides the counts (ListPools passes all of it on).
+    std::vector<int64_t> claimLatencyUsBuckets;   // histogram bucket upper bounds, in microseconds
+    std::vector<int64_t> claimLatencyCounts;      // one count per bucket
+    double refillPerSecond = 0;
+    double pricePerHourUsd = 0;
+    double cpu = 0;                               // limits: cores
+    int64_t memoryBytes = 0;
+    int64_t pids = 0;
+    int64_t diskBytes = 0;
+    bool allowlistNetwork = false;                // false: no network
+    std::vector<std::string> allowlist;
+    int warmCount = 0;                            // configured warm and max counts
+    int maxCount = 0;
 };
 
 struct PoolStatus {
@@ -125,6 +138,12 @@ public:
         return unimplemented("ListPostMortems");
     }
     virtual Result<PostMortemInfo> getPostMortem(const std::string & /*sandboxId*/) { return unimplemented("GetPostMortem"); }
+    // Live samples of a claimed sandbox newer than afterUnixMs, oldest first. NotFound once it is
+    // released (or was never claimed).
+    virtual Result<std::vector<ResourcePoint>> samples(const std::string & /*sandboxId*/, int64_t /*afterUnixMs*/)
+    {
+        return unimplemented("GetSamples");
+    }
     virtual Result<std::vector<SnapshotFile>> listSnapshotFiles(const std::string & /*ref*/, const std::string & /*pathPrefix*/)
     {
         return unimplemented("ListSnapshotFiles");

@@ -52,6 +52,13 @@ BrokerService::BrokerService(store::EventStore &store, StreamHub &hub, const poo
     : m_store(store), m_hub(hub), m_pools(pools), m_models(std::move(models)), m_options(std::move(options))
 {
     initOperator();
+    m_sampleWatches = std::make_unique<SampleWatches>(m_pools);
+}
+
+grpc::ServerWriteReactor<v1::SandboxSamples> *BrokerService::WatchSandboxSamples(grpc::CallbackServerContext *,
+                                                                                 const v1::WatchSandboxSamplesRequest *req)
+{
+    return m_sampleWatches->watch(*req);
 }
 
 Result<core::SessionState> BrokerService::getSession(const std::string &id)
@@ -400,6 +407,22 @@ grpc::ServerUnaryReactor *BrokerService::OverrideTier(grpc::CallbackServerContex
             out->set_max(tier.max);
             out->set_hit_rate(tier.hitRate);
             out->set_cold_fallbacks(tier.coldFallbacks);
+            for (int64_t bound : tier.claimLatencyUsBuckets)
+                out->add_claim_latency_us_buckets(bound);
+            for (int64_t count : tier.claimLatencyCounts)
+                out->add_claim_latency_counts(count);
+            out->set_refill_per_second(tier.refillPerSecond);
+            auto *spec = out->mutable_tier();
+            spec->set_price_per_hour_usd(tier.pricePerHourUsd);
+            spec->mutable_limits()->set_cpu(tier.cpu);
+            spec->mutable_limits()->set_memory_bytes(tier.memoryBytes);
+            spec->mutable_limits()->set_pids(tier.pids);
+            spec->mutable_limits()->set_disk_bytes(tier.diskBytes);
+            spec->set_network(tier.allowlistNetwork ? v1::NETWORK_POLICY_ALLOWLIST : v1::NETWORK_POLICY_NONE);
+            for (const auto &pattern : tier.allowlist)
+                spec->add_allowlist(pattern);
+            spec->set_warm_count(tier.warmCount);
+            spec->set_max_count(tier.maxCount);
         }
     }
     response->set_local_execution(m_pools.anyLocal());

@@ -8,6 +8,7 @@
 #include "broker/engine/step_engine.h"
 #include "broker/pools/pool_set.h"
 #include "broker/secrets/secret_store.h"
+#include "broker/server/sample_watch.h"
 #include "broker/server/stream_hub.h"
 #include "broker/store/event_store.h"
 
@@ -85,6 +86,9 @@ public:
                                                           const v1::DebugExecRequest *req) override;
     grpc::ServerUnaryReactor *CloseDebugShell(grpc::CallbackServerContext *ctx, const v1::CloseDebugShellRequest *req,
                                               v1::CloseDebugShellResponse *resp) override;
+    // Live samples of a claimed sandbox (sample_watch.h).
+    grpc::ServerWriteReactor<v1::SandboxSamples> *WatchSandboxSamples(grpc::CallbackServerContext *ctx,
+                                                                      const v1::WatchSandboxSamplesRequest *req) override;
 
 private:
     void initOperator();   // operator_service.cpp, where OperatorService is complete
@@ -107,6 +111,7 @@ private:
     BrokerServiceOptions m_options;
     // A deleter set where OperatorService is complete, so this header need not include it.
     std::unique_ptr<OperatorService, void (*)(OperatorService *)> m_operator{nullptr, nullptr};
+    std::unique_ptr<SampleWatches> m_sampleWatches;
 };
 
 } // namespace paddock::server

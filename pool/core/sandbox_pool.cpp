@@ -942,6 +942,20 @@ std::vector<CgroupSample> SandboxPool::samples(const std::string &sandboxId) con
     return {sandbox->samples.begin(), sandbox->samples.end()};
 }
 
+Result<std::vector<CgroupSample>> SandboxPool::claimedSamples(const std::string &sandboxId) const
+{
+    std::shared_ptr<Sandbox> sandbox;
+    {
+        std::lock_guard lock(m_mutex);
+        auto it = m_sandboxes.find(sandboxId);
+        if (it == m_sandboxes.end() || it->second->state == Sandbox::State::Warm)
+            return noSuchSandbox(sandboxId);
+        sandbox = it->second;
+    }
+    std::lock_guard lock(sandbox->sampleMutex);
+    return std::vector<CgroupSample>(sandbox->samples.begin(), sandbox->samples.end());
+}
+
 void SandboxPool::samplerLoop()
 {
     auto next = std::chrono::steady_clock::now();

@@ -122,8 +122,10 @@ public:
     // The cgroup directories of a claimed sandbox (empty without cgroups or for unknown ids).
     std::vector<std::filesystem::path> cgroupDirs(const std::string &sandboxId) const;
     // The last resource samples of a claimed sandbox, oldest first (at most kSamplesKept, one a
-    // second). Nothing over gRPC yet: post-mortems will carry them.
+    // second). GetSamples and post-mortems carry them out.
     std::vector<CgroupSample> samples(const std::string &sandboxId) const;
+    // samples(), but NotFound for a sandbox that is not claimed (GetSamples).
+    Result<std::vector<CgroupSample>> claimedSamples(const std::string &sandboxId) const;
     static constexpr size_t kSamplesKept = 300;
 
     // Workspace snapshots and post-mortems (pool/snapshot, post_mortem_store.h). A command that

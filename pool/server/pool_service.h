@@ -61,6 +61,8 @@ public:
                                               v1::ListPostMortemsResponse *resp) override;
     grpc::ServerUnaryReactor *GetPostMortem(grpc::CallbackServerContext *ctx, const v1::GetPostMortemRequest *req,
                                             v1::PostMortem *resp) override;
+    grpc::ServerUnaryReactor *GetSamples(grpc::CallbackServerContext *ctx, const v1::GetSamplesRequest *req,
+                                         v1::GetSamplesResponse *resp) override;
 
 private:
     // Runs work on the runner and finishes the reactor with its status.

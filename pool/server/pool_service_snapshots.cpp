@@ -179,4 +179,34 @@ grpc::ServerUnaryReactor *PoolService::GetPostMortem(grpc::CallbackServerContext
     });
 }
 
+grpc::ServerUnaryReactor *PoolService::GetSamples(grpc::CallbackServerContext *ctx, const v1::GetSamplesRequest *req,
+                                                  v1::GetSamplesResponse *resp)
+{
+    // Copies at most kSamplesKept samples under the sandbox's sample lock: cheap, answered inline.
+    auto *reactor = ctx->DefaultReactor();
+    auto r = m_pool.claimedSamples(req->sandbox_id());
+    if (!r) {
+        reactor->Finish(toGrpcStatus(r.error()));
+        return reactor;
+    }
+    const std::vector<CgroupSample> &samples = *r;
+    for (size_t i = 0; i < samples.size(); ++i) {
+        const auto &s = samples[i];
+        if (s.unixMs <= req->after_unix_ms())
+            continue;
+        auto *o = resp->add_samples();
+        o->set_time_unix_ms(s.unixMs);
+        o->set_memory_bytes(std::max<int64_t>(0, s.memoryBytes));
+        o->set_pids(std::max<int64_t>(0, s.pids));
+        if (i > 0) {
+            const auto &p = samples[i - 1];
+            const int64_t dt = s.unixMs - p.unixMs;
+            if (dt > 0 && s.cpuUsageUs >= 0 && p.cpuUsageUs >= 0 && s.cpuUsageUs >= p.cpuUsageUs)
+                o->set_cpu_cores(static_cast<double>(s.cpuUsageUs - p.cpuUsageUs) / 1000.0 / static_cast<double>(dt));
+        }
+    }
+    reactor->Finish(grpc::Status::OK);
+    return reactor;
+}
+
 } // namespace paddock::pool

@@ -16,7 +16,9 @@
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
 
+#include <atomic>
 #include <filesystem>
+#include <mutex>
 #include <functional>
 
 namespace paddock::console {
@@ -51,6 +53,57 @@ void spin(int ms)
 {
     waitFor([] { return false; }, ms);
 }
+
+// A pool that only answers GetSamples for one claimed sandbox: a new sample per call until released.
+class SamplingPool final : public pools::PoolClient {
+public:
+    std::string name() const override { return "sampling"; }
+    std::string endpoint() const override { return "test:0"; }
+    Result<pools::ClaimedSandbox> claim(const std::string &, const std::string &, const std::string &) override
+    {
+        return fail(ErrorCode::Unimplemented, "test pool");
+    }
+    Result<pools::ExecOutcome> exec(const pools::ExecSpec &, const pools::OutputSink &) override
+    {
+        return fail(ErrorCode::Unimplemented, "test pool");
+    }
+    Result<std::string> readFile(const std::string &, const std::string &, int64_t) override
+    {
+        return fail(ErrorCode::Unimplemented, "test pool");
+    }
+    Status writeFile(const std::string &, const std::string &, const std::string &, uint32_t) override
+    {
+        return fail(ErrorCode::Unimplemented, "test pool");
+    }
+    Result<std::vector<pools::DirEntry>> listDir(const std::string &, const std::string &) override
+    {
+        return fail(ErrorCode::Unimplemented, "test pool");
+    }
+    Status release(const std::string &) override
+    {
+        released = true;
+        return {};
+    }
+    Result<pools::PoolStatus> status() override { return pools::PoolStatus{}; }
+    Result<std::vector<pools::ResourcePoint>> samples(const std::string &sandboxId, int64_t afterUnixMs) override
+    {
+        if (sandboxId != "sb-1" || released)
+            return fail(ErrorCode::NotFound, "no sandbox '" + sandboxId + "' on this pool");
+        std::lock_guard lock(m_mutex);
+        m_next += 1000;
+        std::vector<pools::ResourcePoint> out;
+        for (int64_t t = (afterUnixMs / 1000 + 1) * 1000; t <= m_next; t += 1000)
+            out.push_back({t, 0.5, 1'000'000 + t, 3});
+        return out;
+    }
+    void cancelInFlight() override {}
+
+    std::atomic<bool> released{false};
+
+private:
+    std::mutex m_mutex;
+    int64_t m_next = 0;
+};
 
 // The in-process broker plus what these tests do to it.
 class Broker {
@@ -110,6 +163,8 @@ public:
         request.events.push_back({core::kind::StateChanged, nlohmann::json{{"status", status}}.dump()});
         ASSERT_TRUE(m_broker.store().appendSync(std::move(request)));
     }
+
+    pools::PoolSet &pools() { return m_broker.pools(); }   // before start()
 
 private:
     test::InProcessBroker m_broker;
@@ -315,6 +370,40 @@ TEST_F(GrpcConsoleClientTest, AMissingBrokerIsBrokenOnceThenConnectedWhenItAppea
     ASSERT_TRUE(waitFor([&] { return pools; })) << "pools are listed on connect";
     m_client->disconnectFromBroker();
     EXPECT_EQ(m_client->connectionState(), ConnectionState::Disconnected);
+}
+
+TEST_F(GrpcConsoleClientTest, SampleWatchDeliversLiveSamplesUntilTheSandboxIsReleased)
+{
+    auto pool = std::make_unique<SamplingPool>();
+    SamplingPool *sampling = pool.get();
+    m_broker->pools().add(std::move(pool), false);
+    m_broker->start();
+    QList<ResourcePoint> samples;
+    const auto connection = QObject::connect(m_client.get(), &ConsoleClient::sandboxSamplesArrived, m_client.get(),
+                     [&](const QString &sandboxId, const QList<ResourcePoint> &batch) {
+                         EXPECT_EQ(sandboxId, QStringLiteral("sb-1"));
+                         samples.append(batch);
+                     });
+    EXPECT_TRUE(m_client->canWatchSandboxSamples());
+    m_client->connectToBroker(address());
+    ASSERT_TRUE(connected());
+    m_client->watchSandboxSamples(QStringLiteral("sampling"), QStringLiteral("sb-1"));
+    ASSERT_TRUE(waitFor([&] { return samples.size() >= 2; })) << "got " << samples.size();
+    for (qsizetype i = 0; i < samples.size(); ++i) {
+        EXPECT_EQ(samples.at(i).timeUnixMs, 1000 * (i + 1)) << "each sample once, oldest first";
+        EXPECT_EQ(samples.at(i).memoryBytes, 1'000'000 + 1000 * (i + 1));
+        EXPECT_DOUBLE_EQ(samples.at(i).cpuCores, 0.5);
+        EXPECT_EQ(samples.at(i).pids, 3);
+    }
+    // Released: the stream ends and nothing more arrives.
+    sampling->released = true;
+    spin(2500);
+    const qsizetype after = samples.size();
+    spin(1500);
+    EXPECT_EQ(samples.size(), after);
+    // An empty id stops watching without a call.
+    m_client->watchSandboxSamples(QString(), QString());
+    QObject::disconnect(connection);
 }
 
 TEST_F(GrpcConsoleClientTest, TheDefaultAddressIsTheBrokersSocket)

@@ -360,6 +360,60 @@ TEST_F(CgroupLite, SamplesMemoryCpuAndPidsEverySecond)
     EXPECT_LE(samples.size(), pool::SandboxPool::kSamplesKept);
 }
 
+TEST_F(CgroupLite, GetSamplesAnswersForAClaimedSandboxAndNotFoundOtherwise)
+{
+    m_service = std::make_unique<pool::PoolService>(*m_pool);
+    grpc::ServerBuilder builder;
+    int port = 0;
+    builder.AddListeningPort("127.0.0.1:0", grpc::InsecureServerCredentials(), &port);
+    builder.RegisterService(m_service.get());
+    m_server = builder.BuildAndStart();
+    ASSERT_NE(port, 0);
+    auto stub = paddock::v1::PoolService::NewStub(grpc::CreateChannel("127.0.0.1:" + std::to_string(port),
+                                                                      grpc::InsecureChannelCredentials()));
+    auto get = [&](const std::string &id, int64_t after, paddock::v1::GetSamplesResponse *resp) {
+        grpc::ClientContext ctx;
+        paddock::v1::GetSamplesRequest req;
+        req.set_sandbox_id(id);
+        req.set_after_unix_ms(after);
+        return stub->GetSamples(&ctx, req, resp);
+    };
+    const std::string id = claim();
+    ASSERT_FALSE(id.empty());
+    // Busy for a while so that the cpu time grows between samples; the sampler ticks once a second.
+    auto r = run(id, {"/bin/sh", "-c", "i=0; while [ $i -lt 300000 ]; do i=$((i+1)); done"});
+    EXPECT_EQ(r.exit.exitCode, 0);
+    paddock::v1::GetSamplesResponse all;
+    for (int i = 0; i < 200; ++i) {
+        all.Clear();
+        ASSERT_TRUE(get(id, 0, &all).ok());
+        if (all.samples_size() >= 2)
+            break;
+        std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    }
+    ASSERT_GE(all.samples_size(), 2);
+    for (const auto &s : all.samples()) {
+        EXPECT_GT(s.memory_bytes(), 0);
+        EXPECT_GE(s.pids(), 1);
+        EXPECT_GE(s.cpu_cores(), 0.0);
+    }
+    EXPECT_LT(all.samples(0).time_unix_ms(), all.samples(all.samples_size() - 1).time_unix_ms());
+    // Only the ones after the given time.
+    const int64_t after = all.samples(0).time_unix_ms();
+    paddock::v1::GetSamplesResponse newer;
+    ASSERT_TRUE(get(id, after, &newer).ok());
+    ASSERT_GE(newer.samples_size(), 1);
+    for (const auto &s : newer.samples())
+        EXPECT_GT(s.time_unix_ms(), after);
+
+    paddock::v1::GetSamplesResponse none;
+    const auto unknown = get("no-such-sandbox", 0, &none);
+    EXPECT_EQ(unknown.error_code(), grpc::StatusCode::NOT_FOUND);
+    EXPECT_NE(unknown.error_message().find("no-such-sandbox"), std::string::npos) << unknown.error_message();
+    ASSERT_TRUE(m_pool->release(id).has_value());
+    EXPECT_EQ(get(id, 0, &none).error_code(), grpc::StatusCode::NOT_FOUND) << "a released sandbox has no samples";
+}
+
 TEST(PoolConfigTiers, LimitsNetworkAllowlistAndPriceAreReadAndChecked)
 {
     char tmpl[] = "/tmp/paddock-cgroup-config-XXXXXX";

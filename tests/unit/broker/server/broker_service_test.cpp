@@ -56,7 +56,21 @@ public:
     Result<pools::PoolStatus> status() override
     {
         pools::PoolStatus status;
-        status.tiers.push_back({"lite", "bwrap", 2, 0, 32, 1.0, 0});
+        pools::TierStatus lite{"lite", "bwrap", 2, 0, 32, 1.0, 0};
+        lite.coldFallbacks = 3;
+        lite.claimLatencyUsBuckets = {1000, 10000, 100000};
+        lite.claimLatencyCounts = {5, 2, 1};
+        lite.refillPerSecond = 0.5;
+        lite.pricePerHourUsd = 0.02;
+        lite.cpu = 1.5;
+        lite.memoryBytes = 512LL << 20;
+        lite.pids = 256;
+        lite.diskBytes = 1LL << 30;
+        lite.allowlistNetwork = true;
+        lite.allowlist = {"example.test:443"};
+        lite.warmCount = 2;
+        lite.maxCount = 32;
+        status.tiers.push_back(lite);
         return status;
     }
     void cancelInFlight() override {}
@@ -184,6 +198,35 @@ TEST_F(BrokerServiceTest, ATierNoPoolOffersIsRefusedAtSubmit)
 
     request.set_tier("lite");
     EXPECT_TRUE(m_stub->SubmitSession(context().get(), request, &session).ok());
+}
+
+TEST_F(BrokerServiceTest, ListPoolsCarriesEverythingTheTierStatusSays)
+{
+    m_broker->pools().add(std::make_unique<LiteOnlyPool>(), false);
+    v1::ListPoolsResponse pools;
+    ASSERT_TRUE(m_stub->ListPools(context().get(), {}, &pools).ok());
+    ASSERT_EQ(pools.pools_size(), 1);
+    ASSERT_EQ(pools.pools(0).tiers_size(), 1);
+    const v1::TierStatus &tier = pools.pools(0).tiers(0);
+    EXPECT_EQ(tier.tier().name(), "lite");
+    EXPECT_EQ(tier.warm(), 2);
+    EXPECT_EQ(tier.cold_fallbacks(), 3);
+    ASSERT_EQ(tier.claim_latency_us_buckets_size(), 3);
+    ASSERT_EQ(tier.claim_latency_counts_size(), 3);
+    EXPECT_EQ(tier.claim_latency_us_buckets(1), 10000);
+    EXPECT_EQ(tier.claim_latency_counts(0), 5);
+    EXPECT_EQ(tier.claim_latency_counts(2), 1);
+    EXPECT_DOUBLE_EQ(tier.refill_per_second(), 0.5);
+    EXPECT_DOUBLE_EQ(tier.tier().price_per_hour_usd(), 0.02);
+    EXPECT_DOUBLE_EQ(tier.tier().limits().cpu(), 1.5);
+    EXPECT_EQ(tier.tier().limits().memory_bytes(), 512LL << 20);
+    EXPECT_EQ(tier.tier().limits().pids(), 256);
+    EXPECT_EQ(tier.tier().limits().disk_bytes(), 1LL << 30);
+    EXPECT_EQ(tier.tier().network(), v1::NETWORK_POLICY_ALLOWLIST);
+    ASSERT_EQ(tier.tier().allowlist_size(), 1);
+    EXPECT_EQ(tier.tier().allowlist(0), "example.test:443");
+    EXPECT_EQ(tier.tier().warm_count(), 2);
+    EXPECT_EQ(tier.tier().max_count(), 32);
 }
 
 TEST_F(BrokerServiceTest, ListSessionsPagesAndFilters)
