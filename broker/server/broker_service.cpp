@@ -308,13 +308,6 @@ grpc::ServerUnaryReactor *BrokerService::ResumeSession(grpc::CallbackServerConte
     return finish(context, state);
 }
 
-grpc::ServerUnaryReactor *BrokerService::ListPools(grpc::CallbackServerContext *context, const v1::ListPoolsRequest *,
-                                                   v1::ListPoolsResponse *response)
-{
-    for (size_t i = 0; i < m_pools.entries().size(); ++i) {
-        const auto &entry = m_pools.entries()[i];
-        auto *info = response->add_pools();
-        info->set_name(entry.client->name());
 Result<nlohmann::json> BrokerService::overrideTier(const v1::OverrideTierRequest &request, const std::string &who)
 {
     const std::string &tier = request.tier();
@@ -374,6 +367,13 @@ grpc::ServerUnaryReactor *BrokerService::OverrideTier(grpc::CallbackServerContex
     return finish(context, decided);
 }
 
+grpc::ServerUnaryReactor *BrokerService::ListPools(grpc::CallbackServerContext *context, const v1::ListPoolsRequest *,
+                                                   v1::ListPoolsResponse *response)
+{
+    for (size_t i = 0; i < m_pools.entries().size(); ++i) {
+        const auto &entry = m_pools.entries()[i];
+        auto *info = response->add_pools();
+        info->set_name(entry.client->name());
         info->set_endpoint(entry.client->endpoint());
         info->set_local(entry.local);
         info->set_execution(entry.local ? "local execution" : "remote");

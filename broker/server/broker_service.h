@@ -57,11 +57,11 @@ public:
                                            const v1::SessionActionRequest *request, v1::Session *response) override;
     grpc::ServerUnaryReactor *ResumeSession(grpc::CallbackServerContext *context,
                                             const v1::SessionActionRequest *request, v1::Session *response) override;
-    grpc::ServerUnaryReactor *ListPools(grpc::CallbackServerContext *context, const v1::ListPoolsRequest *request,
     // Moves a live session to another tier at its next step boundary (tier.override; the engine
     // snapshots, claims, restores and records sandbox.moved).
     grpc::ServerUnaryReactor *OverrideTier(grpc::CallbackServerContext *context, const v1::OverrideTierRequest *request,
                                            v1::EnvironmentDecision *response) override;
+    grpc::ServerUnaryReactor *ListPools(grpc::CallbackServerContext *context, const v1::ListPoolsRequest *request,
                                         v1::ListPoolsResponse *response) override;
     grpc::ServerUnaryReactor *SetSecret(grpc::CallbackServerContext *context, const v1::SetSecretRequest *request,
                                         v1::SetSecretResponse *response) override;
@@ -98,11 +98,11 @@ private:
     // The payload with every secret value the broker holds replaced by its marker.
     std::string redactedJson(const nlohmann::json &payload) const;
     Result<core::SessionState> getSession(const std::string &id);
+    Result<nlohmann::json> overrideTier(const v1::OverrideTierRequest &request, const std::string &who);
     // Appends state.changed {status, reason} when allowed(current) holds, re-checking after a lost race.
     Result<core::SessionState> changeStatus(const std::string &id, core::SessionStatus status,
                                             const std::string &reason, const char *verb,
                                             const std::function<bool(core::SessionStatus)> &allowed);
-    Result<nlohmann::json> overrideTier(const v1::OverrideTierRequest &request, const std::string &who);
 
     store::EventStore &m_store;
     StreamHub &m_hub;
