@@ -1,6 +1,7 @@
 #include "broker/server/operator_service.h"
 
 #include "broker/server/broker_service.h"
+#include "broker/server/queued_writer.h"
 #include "common/clock.h"
 #include "rpc/status.h"
 
@@ -89,102 +90,6 @@ void fill(const pools::PostMortemInfo &pm, v1::PostMortem *out, const secrets::R
     out->set_peak_memory_bytes(pm.peakMemoryBytes);
     out->set_snapshot_ms(pm.snapshotMs);
 }
-
-// A server stream fed from a worker thread: push() queues a message (waiting while
-// kMaxQueuedChunks are queued), finish() ends the call after the queue is written. One write in
-// flight; gRPC's reactions only dequeue.
-template <typename Msg>
-class QueuedWriter final : public grpc::ServerWriteReactor<Msg> {
-public:
-    // false: the client went away; stop producing.
-    bool push(Msg msg)
-    {
-        {
-            std::unique_lock lock(m_mutex);
-            m_room.wait(lock, [&] { return m_broken || m_queue.size() < kMaxQueuedChunks; });
-            if (m_broken)
-                return false;
-            m_queue.push_back(std::move(msg));
-        }
-        pump();
-        return true;
-    }
-    void finish(grpc::Status status)
-    {
-        {
-            std::lock_guard lock(m_mutex);
-            m_finishing = true;
-            m_status = std::move(status);
-        }
-        pump();
-    }
-    bool broken() const
-    {
-        std::lock_guard lock(m_mutex);
-        return m_broken;
-    }
-
-    void OnWriteDone(bool ok) override
-    {
-        {
-            std::lock_guard lock(m_mutex);
-            m_writing = false;
-            if (!ok) {
-                m_broken = true;
-                m_queue.clear();
-            }
-        }
-        m_room.notify_all();
-        pump();
-    }
-    void OnCancel() override
-    {
-        {
-            std::lock_guard lock(m_mutex);
-            m_broken = true;
-        }
-        m_room.notify_all();
-    }
-    void OnDone() override { delete this; }
-
-private:
-    void pump()
-    {
-        enum { Nothing, Write, Finish } what = Nothing;
-        grpc::Status status;
-        {
-            std::lock_guard lock(m_mutex);
-            if (m_writing || m_finished)
-                return;
-            if (!m_queue.empty() && !m_broken) {
-                m_current = std::move(m_queue.front());
-                m_queue.pop_front();
-                m_writing = true;
-                what = Write;
-            } else if (m_finishing) {
-                m_finished = true;
-                status = m_broken ? grpc::Status(grpc::StatusCode::CANCELLED, "the client went away") : m_status;
-                what = Finish;
-            }
-        }
-        if (what == Write) {
-            m_room.notify_all();
-            this->StartWrite(&m_current);
-        } else if (what == Finish) {
-            this->Finish(status);
-        }
-    }
-
-    mutable std::mutex m_mutex;
-    std::condition_variable m_room;
-    std::deque<Msg> m_queue;
-    Msg m_current;
-    grpc::Status m_status;
-    bool m_writing = false;
-    bool m_finishing = false;
-    bool m_finished = false;
-    bool m_broken = false;
-};
 
 } // namespace
 
@@ -408,7 +313,7 @@ grpc::ServerUnaryReactor *OperatorService::listSnapshotFiles(grpc::CallbackServe
 grpc::ServerWriteReactor<v1::FileChunk> *OperatorService::readSnapshotFile(grpc::CallbackServerContext *,
                                                                            const v1::ReadPoolSnapshotFileRequest *req)
 {
-    auto *writer = new QueuedWriter<v1::FileChunk>();
+    auto *writer = new QueuedWriter<v1::FileChunk>(kMaxQueuedChunks, QueuedWriter<v1::FileChunk>::Overflow::Wait);
     post([this, writer, req] {
         auto client = pool(req->pool());
         if (!client) {
@@ -511,7 +416,7 @@ grpc::ServerUnaryReactor *OperatorService::openDebugShell(grpc::CallbackServerCo
 grpc::ServerWriteReactor<v1::ExecResponse> *OperatorService::debugExec(grpc::CallbackServerContext *ctx,
                                                                        const v1::DebugExecRequest *req)
 {
-    auto *writer = new QueuedWriter<v1::ExecResponse>();
+    auto *writer = new QueuedWriter<v1::ExecResponse>(kMaxQueuedChunks, QueuedWriter<v1::ExecResponse>::Overflow::Wait);
     const auto [by, clientUser] = whoIsCalling(ctx);
     post([this, writer, req, by = by, clientUser = clientUser] {
         Shell shell;

@@ -1,84 +1,31 @@
 #include "broker/server/sample_watch.h"
 
+#include "broker/server/queued_writer.h"
 #include "rpc/status.h"
 
 #include <spdlog/spdlog.h>
 
 #include <algorithm>
 #include <chrono>
-#include <deque>
 
 namespace paddock::server {
 
 // A server stream the poller feeds. It holds a reference to itself until gRPC is done with it
 // (OnDone), and the poller holds another until it has finished the call.
-class SampleWatches::Stream final : public grpc::ServerWriteReactor<v1::SandboxSamples>,
+class SampleWatches::Stream final : public QueuedWriter<v1::SandboxSamples>,
                                     public std::enable_shared_from_this<SampleWatches::Stream> {
 public:
     static constexpr size_t kMaxQueued = 16;   // messages; a client that reads slower loses the oldest
 
     Stream(pools::PoolClient *client, std::string poolNameIn, std::string sandboxIdIn)
-        : pool(client), poolName(std::move(poolNameIn)), sandboxId(std::move(sandboxIdIn))
+        : QueuedWriter(kMaxQueued, Overflow::DropOldest), pool(client), poolName(std::move(poolNameIn)),
+          sandboxId(std::move(sandboxIdIn))
     {
     }
-    void keepUntilDone(std::shared_ptr<Stream> self) { m_self = std::move(self); }
-
-    // false: the client went away.
-    bool push(v1::SandboxSamples msg)
+    void keepUntilDone(std::shared_ptr<Stream> self)
     {
-        {
-            std::lock_guard lock(m_mutex);
-            if (m_broken)
-                return false;
-            if (m_queue.size() >= kMaxQueued)
-                m_queue.pop_front();
-            m_queue.push_back(std::move(msg));
-        }
-        pump();
-        return true;
-    }
-    void finish(grpc::Status status)
-    {
-        {
-            std::lock_guard lock(m_mutex);
-            if (m_finishing)
-                return;
-            m_finishing = true;
-            m_status = std::move(status);
-        }
-        pump();
-    }
-    bool broken() const
-    {
-        std::lock_guard lock(m_mutex);
-        return m_broken;
-    }
-
-    void OnWriteDone(bool ok) override
-    {
-        {
-            std::lock_guard lock(m_mutex);
-            m_writing = false;
-            if (!ok) {
-                m_broken = true;
-                m_queue.clear();
-            }
-        }
-        pump();
-    }
-    void OnCancel() override
-    {
-        std::lock_guard lock(m_mutex);
-        m_broken = true;
-    }
-    void OnDone() override
-    {
-        std::shared_ptr<Stream> self;
-        {
-            std::lock_guard lock(m_mutex);
-            self.swap(m_self);
-        }
-        // self goes here, deleting this unless the poller still holds it: nothing after this line.
+        std::lock_guard lock(m_selfMutex);
+        m_self = std::move(self);
     }
 
     pools::PoolClient *const pool;
@@ -88,41 +35,20 @@ public:
     bool seen = false;        // poller only: a poll has answered
     bool polled = false;      // under SampleWatches::m_mutex: polled at least once
 
-private:
-    void pump()
+protected:
+    void released() override
     {
-        enum { Nothing, Write, Finish } what = Nothing;
-        grpc::Status status;
+        std::shared_ptr<Stream> self;
         {
-            std::lock_guard lock(m_mutex);
-            if (m_writing || m_finished)
-                return;
-            if (!m_queue.empty() && !m_broken) {
-                m_current = std::move(m_queue.front());
-                m_queue.pop_front();
-                m_writing = true;
-                what = Write;
-            } else if (m_finishing) {
-                m_finished = true;
-                status = m_broken ? grpc::Status(grpc::StatusCode::CANCELLED, "the client went away") : m_status;
-                what = Finish;
-            }
+            std::lock_guard lock(m_selfMutex);
+            self.swap(m_self);
         }
-        if (what == Write)
-            this->StartWrite(&m_current);
-        else if (what == Finish)
-            this->Finish(status);
+        // self goes here, deleting this unless the poller still holds it: nothing after this line.
     }
 
-    mutable std::mutex m_mutex;
+private:
+    std::mutex m_selfMutex;
     std::shared_ptr<Stream> m_self;
-    std::deque<v1::SandboxSamples> m_queue;
-    v1::SandboxSamples m_current;
-    grpc::Status m_status;
-    bool m_writing = false;
-    bool m_finishing = false;
-    bool m_finished = false;
-    bool m_broken = false;
 };
 
 SampleWatches::SampleWatches(const pools::PoolSet &pools, int64_t intervalMs)
