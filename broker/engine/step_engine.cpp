@@ -130,6 +130,17 @@ Result<json> workspaceSnapshot(pools::PoolClient &pool, const std::string &sandb
                 {"size_bytes", taken->sizeBytes}, {"snapshot_ms", taken->durationMs}};
 }
 
+core::NewEvent sandboxClaimed(const std::string &pool, const pools::ClaimedSandbox &claimed)
+{
+    return event(core::kind::SandboxClaimed, {{"pool", pool},
+                                              {"sandbox_id", claimed.sandboxId},
+                                              {"tier", claimed.tier},
+                                              {"runtime", claimed.runtime},
+                                              {"host", claimed.host},
+                                              {"warm", claimed.warm},
+                                              {"claim_ms", claimed.claimMs}});
+}
+
 int64_t nowUnixMs()
 {
     return std::chrono::duration_cast<std::chrono::milliseconds>(
@@ -285,21 +296,24 @@ StepOutcome StepEngine::appendResult(const Action &action, std::vector<core::New
     return {action.kind, true, 0, {}};
 }
 
+// Every pool offering the tier is full or unreachable: the session waits, and its log says why
+// once (not once per retry) so nobody has to guess at a hang.
+StepOutcome StepEngine::waitForPool(const Action &action, const Error &error)
+{
+    if (action.state.lastEventKind == kSandboxWaiting)
+        return {action.kind, false, m_options.retryAfterUnavailableMs, error.message};
+    auto outcome = appendResult(action, {event(kSandboxWaiting, {{"tier", action.tier},
+                                                                 {"code", errorCodeName(error.code)},
+                                                                 {"reason", error.message}})});
+    outcome.retryAfterMs = m_options.retryAfterUnavailableMs;
+    return outcome;
+}
+
 StepOutcome StepEngine::claimSandbox(const Action &action, std::span<const core::Event> log)
 {
     auto pool = m_pools.choose(action.tier);
-    if (!pool) {
-        // Every pool offering the tier is full or unreachable: the session waits, and its log says
-        // why once (not once per retry) so nobody has to guess at a hang.
-        StepOutcome outcome{action.kind, false, m_options.retryAfterUnavailableMs, pool.error().message};
-        if (action.state.lastEventKind != kSandboxWaiting) {
-            outcome = appendResult(action, {event(kSandboxWaiting, {{"tier", action.tier},
-                                                                    {"code", errorCodeName(pool.error().code)},
-                                                                    {"reason", pool.error().message}})});
-            outcome.retryAfterMs = m_options.retryAfterUnavailableMs;
-        }
-        return outcome;
-    }
+    if (!pool)
+        return waitForPool(action, pool.error());
     auto claimed = (*pool)->claim(action.tier, action.state.id, action.idempotencyKey);
     if (!claimed) {
         const auto code = claimed.error().code;
@@ -316,13 +330,7 @@ StepOutcome StepEngine::claimSandbox(const Action &action, std::span<const core:
     std::vector<core::NewEvent> events;
     if (action.state.status == core::SessionStatus::Queued)
         events.push_back(event(core::kind::StateChanged, {{"status", "running"}}));
-    events.push_back(event(core::kind::SandboxClaimed, {{"pool", (*pool)->name()},
-                                                        {"sandbox_id", claimed->sandboxId},
-                                                        {"tier", claimed->tier},
-                                                        {"runtime", claimed->runtime},
-                                                        {"host", claimed->host},
-                                                        {"warm", claimed->warm},
-                                                        {"claim_ms", claimed->claimMs}}));
+    events.push_back(sandboxClaimed((*pool)->name(), *claimed));
     m_pools.noteClaimed((*pool)->name());
     // A claim after the session's pool was lost is a move: say from where to where, and with
     // which workspace.
@@ -637,17 +645,8 @@ StepOutcome StepEngine::moveTier(const Action &action, std::span<const core::Eve
     }
     const std::string ref = (*snapshot)["snapshot_ref"];
     auto pool = m_pools.choose(action.tier);
-    if (!pool) {
-        // No pool can take the new tier now: the session stays where it is and waits, saying so once.
-        StepOutcome outcome{action.kind, false, m_options.retryAfterUnavailableMs, pool.error().message};
-        if (state.lastEventKind != kSandboxWaiting) {
-            outcome = appendResult(action, {event(kSandboxWaiting, {{"tier", action.tier},
-                                                                    {"code", errorCodeName(pool.error().code)},
-                                                                    {"reason", pool.error().message}})});
-            outcome.retryAfterMs = m_options.retryAfterUnavailableMs;
-        }
-        return outcome;
-    }
+    if (!pool)
+        return waitForPool(action, pool.error());   // the session stays where it is
     auto claimed = (*pool)->claim(action.tier, state.id, action.idempotencyKey);
     if (!claimed)
         return {action.kind, false, m_options.retryAfterUnavailableMs, claimed.error().message};
@@ -662,13 +661,7 @@ StepOutcome StepEngine::moveTier(const Action &action, std::span<const core::Eve
     released.update(*snapshot);
     std::vector<core::NewEvent> events;
     events.push_back(event(core::kind::SandboxReleased, released));
-    events.push_back(event(core::kind::SandboxClaimed, {{"pool", (*pool)->name()},
-                                                        {"sandbox_id", claimed->sandboxId},
-                                                        {"tier", claimed->tier},
-                                                        {"runtime", claimed->runtime},
-                                                        {"host", claimed->host},
-                                                        {"warm", claimed->warm},
-                                                        {"claim_ms", claimed->claimMs}}));
+    events.push_back(sandboxClaimed((*pool)->name(), *claimed));
     events.push_back(event(kSandboxMoved, {{"reason", "tier_override"},
                                            {"from_tier", fromTier},
                                            {"from_pool", state.pool},

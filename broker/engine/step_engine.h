@@ -78,6 +78,7 @@ private:
     void workerLoop(int index);
     void keeperLoop();
 
+    StepOutcome waitForPool(const Action &action, const Error &error);
     StepOutcome claimSandbox(const Action &action, std::span<const core::Event> log);
     StepOutcome callModel(const Action &action, std::span<const core::Event> events);
     StepOutcome runTool(const Action &action);
