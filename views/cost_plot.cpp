@@ -1,7 +1,7 @@
 #include "views/cost_plot.h"
 
 #include "models/cost_series.h"
-#include "views/theme.h"
+#include "views/plot_style.h"
 
 #include <QEvent>
 
@@ -187,19 +187,8 @@ void CostPlot::changeEvent(QEvent *event)
 
 void CostPlot::applyColors()
 {
-    const QPalette pal = palette();
-    const QColor fg = pal.color(QPalette::Text);
-    const QColor grid = pal.color(QPalette::Mid);
-    m_plot->setBackground(pal.color(QPalette::Base));
-    for (QCPAxis *axis : {m_plot->xAxis, m_plot->yAxis}) {
-        axis->setBasePen(QPen(grid));
-        axis->setTickPen(QPen(grid));
-        axis->setSubTickPen(QPen(grid));
-        axis->setTickLabelColor(fg);
-        axis->setLabelColor(fg);
-        axis->grid()->setPen(QPen(grid, 0, Qt::DotLine));
-    }
-    const QColor line = Theme::isDark() ? QColor(0x58, 0xa6, 0xff) : QColor(0x09, 0x69, 0xda);
+    colorPlot(m_plot, palette(), {m_plot->xAxis, m_plot->yAxis});
+    const QColor line = plotAccentColor();
     m_graph->setPen(QPen(line, 2));
     QColor fill = line;
     fill.setAlpha(40);

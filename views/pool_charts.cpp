@@ -1,6 +1,7 @@
 #include "views/pool_charts.h"
 
 #include "models/pools_model.h"
+#include "views/plot_style.h"
 #include "views/theme.h"
 
 #include <QEvent>
@@ -20,25 +21,6 @@ QLabel *titleLabel(QWidget *parent)
     label->setFont(font);
     label->setWordWrap(true);
     return label;
-}
-
-// pal: the wrapper's palette. At a PaletteChange the wrapper has the new one before its children.
-void colorAxes(QCustomPlot *plot, const QPalette &pal, const QList<QCPAxis *> &axes)
-{
-    const QColor fg = pal.color(QPalette::Text);
-    const QColor grid = pal.color(QPalette::Mid);
-    plot->setBackground(pal.color(QPalette::Base));
-    for (QCPAxis *axis : axes) {
-        axis->setBasePen(QPen(grid));
-        axis->setTickPen(QPen(grid));
-        axis->setSubTickPen(QPen(grid));
-        axis->setTickLabelColor(fg);
-        axis->setLabelColor(fg);
-        axis->grid()->setPen(QPen(grid, 0, Qt::DotLine));
-    }
-    plot->legend->setBrush(pal.color(QPalette::Base));
-    plot->legend->setTextColor(fg);
-    plot->legend->setBorderPen(QPen(grid));
 }
 } // namespace
 
@@ -130,8 +112,8 @@ void LatencyHistogramPlot::changeEvent(QEvent *event)
 
 void LatencyHistogramPlot::applyColors()
 {
-    colorAxes(m_plot, palette(), {m_plot->xAxis, m_plot->yAxis});
-    const QColor bar = Theme::isDark() ? QColor(0x58, 0xa6, 0xff) : QColor(0x09, 0x69, 0xda);
+    colorPlot(m_plot, palette(), {m_plot->xAxis, m_plot->yAxis});
+    const QColor bar = plotAccentColor();
     m_bars->setPen(QPen(bar.darker(120)));
     QColor fill = bar;
     fill.setAlpha(170);
@@ -254,7 +236,7 @@ void HealthTimelinePlot::changeEvent(QEvent *event)
 
 void HealthTimelinePlot::applyColors()
 {
-    colorAxes(m_plot, palette(), {m_plot->xAxis, m_plot->yAxis});
+    colorPlot(m_plot, palette(), {m_plot->xAxis, m_plot->yAxis});
     m_warm->setPen(QPen(Theme::okColor(), 2));
     m_claimed->setPen(QPen(Theme::statusColor(SessionStatus::Running), 2));
 }

@@ -1,6 +1,7 @@
 #include "views/resource_curve_plot.h"
 
 #include "models/resource_series.h"
+#include "views/plot_style.h"
 #include "views/theme.h"
 
 #include <QEvent>
@@ -15,7 +16,7 @@ namespace paddock::console {
 namespace {
 constexpr int kReplotIntervalMs = 100;
 
-QColor memoryColor() { return Theme::isDark() ? QColor(0x58, 0xa6, 0xff) : QColor(0x09, 0x69, 0xda); }
+QColor memoryColor() { return plotAccentColor(); }
 QColor cpuColor() { return Theme::isDark() ? QColor(0xd2, 0x99, 0x22) : QColor(0x9a, 0x67, 0x00); }
 } // namespace
 
@@ -194,22 +195,8 @@ void ResourceCurvePlot::changeEvent(QEvent *event)
 
 void ResourceCurvePlot::applyColors()
 {
-    const QPalette pal = palette();
-    const QColor fg = pal.color(QPalette::Text);
-    const QColor grid = pal.color(QPalette::Mid);
-    m_plot->setBackground(pal.color(QPalette::Base));
-    for (QCPAxis *axis : {m_plot->xAxis, m_plot->yAxis, m_plot->yAxis2}) {
-        axis->setBasePen(QPen(grid));
-        axis->setTickPen(QPen(grid));
-        axis->setSubTickPen(QPen(grid));
-        axis->setTickLabelColor(fg);
-        axis->setLabelColor(fg);
-        axis->grid()->setPen(QPen(grid, 0, Qt::DotLine));
-    }
+    colorPlot(m_plot, palette(), {m_plot->xAxis, m_plot->yAxis, m_plot->yAxis2});
     m_plot->yAxis2->grid()->setVisible(false);
-    m_plot->legend->setBrush(pal.color(QPalette::Base));
-    m_plot->legend->setTextColor(fg);
-    m_plot->legend->setBorderPen(QPen(grid));
     m_memory->setPen(QPen(memoryColor(), 2));
     QColor fill = memoryColor();
     fill.setAlpha(40);
