@@ -636,6 +636,11 @@ StepOutcome StepEngine::moveTier(const Action &action, std::span<const core::Eve
             break;
         }
     }
+    // Placement first (it reads cached statuses): while no pool can take the tier, retries must not
+    // snapshot the workspace again and again.
+    auto pool = m_pools.choose(action.tier);
+    if (!pool)
+        return waitForPool(action, pool.error());   // the session stays where it is
     auto snapshot = workspaceSnapshot(*from, state.sandboxId, log);
     if (!snapshot) {
         if (snapshot.error().code == ErrorCode::Unavailable)
@@ -644,9 +649,6 @@ StepOutcome StepEngine::moveTier(const Action &action, std::span<const core::Eve
                 "no snapshot to move with: " + snapshot.error().message};
     }
     const std::string ref = (*snapshot)["snapshot_ref"];
-    auto pool = m_pools.choose(action.tier);
-    if (!pool)
-        return waitForPool(action, pool.error());   // the session stays where it is
     auto claimed = (*pool)->claim(action.tier, state.id, action.idempotencyKey);
     if (!claimed)
         return {action.kind, false, m_options.retryAfterUnavailableMs, claimed.error().message};
