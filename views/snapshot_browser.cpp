@@ -222,7 +222,9 @@ void SnapshotBrowser::downloadFinished(int id, bool ok, const QString &message)
     m_downloadId = 0;
     m_cancel->setVisible(false);
     m_progress->setVisible(false);
-    m_download->setEnabled(!currentPath().isEmpty());
+    const QModelIndex current = m_tree->currentIndex();
+    m_download->setEnabled(current.isValid() && !current.data(SnapshotFilesModel::IsDirRole).toBool()
+                           && !current.data(SnapshotFilesModel::EntryRole).value<SnapshotEntry>().isSymlink);
     m_note->setText(message);
     Theme::setTextRole(m_note, ok ? TextRole::Ok : TextRole::Error);
 }

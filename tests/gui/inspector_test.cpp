@@ -256,8 +256,11 @@ TEST_F(InspectorTest, ReadsAFileOfTheSnapshotAndDownloadsIt)
     QTest::mouseClick(browser->downloadButton(), Qt::LeftButton);
     EXPECT_TRUE(browser->progressBar()->isVisibleTo(browser));
     EXPECT_FALSE(browser->downloadButton()->isEnabled());
+    // Moving to a directory meanwhile: once the download ends there is still nothing to download.
+    tree->setCurrentIndex(grow.parent());
     client.flush();
     EXPECT_FALSE(browser->progressBar()->isVisibleTo(browser));
+    EXPECT_FALSE(browser->downloadButton()->isEnabled());
     EXPECT_TRUE(browser->noteText().startsWith(QStringLiteral("saved"))) << browser->noteText().toStdString();
     QFile saved(target);
     ASSERT_TRUE(saved.open(QIODevice::ReadOnly));
@@ -271,6 +274,8 @@ TEST_F(InspectorTest, RunsACommandInTheDebugShell)
     inspector->showTab(SandboxInspector::ShellTab);
     DebugShellPanel *shell = inspector->debugShell();
     client.setExecHandler([](const QString &line) {
+        if (line.startsWith(u"printf"))
+            return FakeConsoleClient::ExecResult{"no newline", {}, 0};
         return FakeConsoleClient::ExecResult{"grow.py\n", line.contains(u"missing") ? QByteArray("no such file\n") : QByteArray(),
                                              line.contains(u"missing") ? 1 : 0};
     });
@@ -290,9 +295,13 @@ TEST_F(InspectorTest, RunsACommandInTheDebugShell)
     QTest::keyClicks(shell->commandEdit(), QStringLiteral("cat missing"));
     QTest::keyClick(shell->commandEdit(), Qt::Key_Return);
     EXPECT_TRUE(shell->transcript().contains(QStringLiteral("no such file\n# exit 1")));
+    // Output without a final newline: the exit still starts a line of its own.
+    QTest::keyClicks(shell->commandEdit(), QStringLiteral("printf x"));
+    QTest::keyClick(shell->commandEdit(), Qt::Key_Return);
+    EXPECT_TRUE(shell->transcript().contains(QStringLiteral("no newline\n# exit 0\n"))) << shell->transcript().toStdString();
     // Up recalls the last command.
     QTest::keyClick(shell->commandEdit(), Qt::Key_Up);
-    EXPECT_EQ(shell->commandEdit()->text(), QStringLiteral("cat missing"));
+    EXPECT_EQ(shell->commandEdit()->text(), QStringLiteral("printf x"));
     QTest::mouseClick(shell->openButton(), Qt::LeftButton);   // now "Close shell"
     EXPECT_TRUE(client.calls().contains(u"close shell-1"));
     EXPECT_TRUE(shell->shellId().isEmpty());
