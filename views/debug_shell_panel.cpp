@@ -11,14 +11,16 @@
 #include <QPlainTextEdit>
 #include <QPushButton>
 #include <QScrollBar>
+#include <QTextBlock>
 #include <QTextCharFormat>
 #include <QTextCursor>
+#include <QTextDocument>
 #include <QVBoxLayout>
 
 namespace paddock::console {
 
 namespace {
-// The transcript keeps this many characters; older output scrolls away.
+// The transcript keeps this many lines; older output scrolls away.
 constexpr int kMaxTranscriptBlocks = 20'000;
 } // namespace
 
@@ -172,8 +174,9 @@ void DebugShellPanel::execFinished(int exitCode, int signal, const QString &erro
         line = tr("# exit %1").arg(exitCode);
     if (!error.isEmpty())
         line += QStringLiteral(": ") + error;
-    const QString text = m_output->toPlainText();
-    append((text.isEmpty() || text.endsWith(u'\n') ? QString() : QStringLiteral("\n")) + line + u'\n',
+    // An empty last block: the transcript is empty or ends with a newline (no copy of it all).
+    const bool atLineStart = m_output->document()->lastBlock().text().isEmpty();
+    append((atLineStart ? QString() : QStringLiteral("\n")) + line + u'\n',
            exitCode == 0 && signal == 0 && error.isEmpty() ? Theme::mutedTextColor() : Theme::errorColor());
     updateState();
 }
