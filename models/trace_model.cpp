@@ -100,6 +100,7 @@ EventCategory eventCategory(const QString &kind)
 TraceModel::TraceModel(QObject *parent) : QAbstractTableModel(parent)
 {
     m_kinds.append(QString());
+    m_kindCategories.append(EventCategory::Other);
     m_kindIds.insert(QString(), 0);
 }
 
@@ -123,6 +124,7 @@ quint16 TraceModel::internKind(const QString &kind)
         return 0;
     const auto id = static_cast<quint16>(m_kinds.size());
     m_kinds.append(kind);
+    m_kindCategories.append(eventCategory(kind));
     m_kindIds.insert(kind, id);
     return id;
 }
@@ -602,7 +604,7 @@ QVariant TraceModel::data(const QModelIndex &index, int role) const
     case PayloadRole: return r.payload;
     case EventRecordRole: return QVariant::fromValue(eventAt(row));
     case IsErrorRole: return derived(row).isError;
-    case CategoryRole: return int(eventCategory(m_kinds.at(r.kind)));
+    case CategoryRole: return int(m_kindCategories.at(r.kind));
     case PostMortemRefRole: return derived(row).postMortem;
     default: return {};
     }

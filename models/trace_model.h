@@ -119,6 +119,7 @@ private:
     std::deque<Row> m_rows;
     qint64 m_firstSeq = 0;
     QStringList m_kinds;
+    QList<EventCategory> m_kindCategories;   // eventCategory() of m_kinds[i], for data()
     QHash<QString, quint16> m_kindIds;
     int m_maxRows = kDefaultMaxRows;
     int m_pageSize = kDefaultHistoryPageSize;
