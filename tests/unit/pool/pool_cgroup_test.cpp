@@ -2,13 +2,7 @@
 // machine's hybrid). A sandbox that allocates past its memory limit is OOM-killed and its exec
 // says so; a fork bomb stops at pids.max; the cgroup goes with the sandbox.
 
-#include "pool/core/sandbox_pool.h"
-#include "pool/server/pool_service.h"
-
-#include "paddock/v1/pool.grpc.pb.h"
-
-#include <grpcpp/grpcpp.h>
-#include <gtest/gtest.h>
+#include "lite_pool_fixture.h"
 
 #include <cstdlib>
 #include <filesystem>
@@ -76,7 +70,7 @@ HostCgroups hostCgroups()
     return h;
 }
 
-class CgroupLite : public ::testing::Test {
+class CgroupLite : public LitePoolTest {
 protected:
     void SetUp() override
     {
@@ -84,52 +78,11 @@ protected:
             GTEST_SKIP() << "cgroups cannot be written: the test does not run as root";
         if (hostCgroups().expected() == "none")
             GTEST_SKIP() << "no cgroup hierarchy with the memory controller on this host";
-        char tmpl[] = "/tmp/paddock-cgroup-test-XXXXXX";
-        ASSERT_NE(::mkdtemp(tmpl), nullptr);
-        m_dir = tmpl;
         pool::PoolConfig config;
-        config.stateDir = m_dir / "state";
-        config.initPath = PADDOCK_SANDBOX_INIT;
         config.tiers.push_back(pool::TierConfig{"lite", "bwrap", 1, 8, 1.0, kMemoryLimit, kPidsLimit});
-        auto created = pool::SandboxPool::create(config);
-        ASSERT_TRUE(created) << created.error().message;
-        m_pool = std::move(*created);
+        ASSERT_NO_FATAL_FAILURE(createPool(std::move(config)));
         ASSERT_TRUE(m_pool->cgroupsEnforced()) << "running as root on a host with cgroups, the pool must enforce them";
         m_pool->start();
-    }
-    void TearDown() override
-    {
-        if (m_service)
-            m_server->Shutdown(std::chrono::system_clock::now() + std::chrono::seconds(5));
-        if (m_pool)
-            m_pool->shutdown();
-        if (m_service)
-            m_service->stop();
-        std::error_code ec;
-        if (!m_dir.empty())
-            fs::remove_all(m_dir, ec);
-    }
-
-    std::string claim()
-    {
-        auto c = m_pool->claim("lite", "cgroup-test", "");
-        EXPECT_TRUE(c) << (c ? "" : c.error().message);
-        return c ? c->sandboxId : std::string();
-    }
-
-    pool::ExecResult run(const std::string &id, std::vector<std::string> argv, int64_t timeoutMs = 120000,
-                         std::string *out = nullptr)
-    {
-        pool::ExecRequest req;
-        req.sandboxId = id;
-        req.argv = std::move(argv);
-        req.timeoutMs = timeoutMs;
-        auto r = m_pool->exec(req, [&](int, std::string_view chunk) {
-            if (out)
-                out->append(chunk);
-        });
-        EXPECT_TRUE(r) << (r ? "" : r.error().message);
-        return r ? *r : pool::ExecResult{};
     }
 
     fs::path dirWith(const std::string &id, const std::string &file)
@@ -139,11 +92,6 @@ protected:
                 return dir;
         return {};
     }
-
-    fs::path m_dir;
-    std::unique_ptr<pool::SandboxPool> m_pool;
-    std::unique_ptr<pool::PoolService> m_service;
-    std::unique_ptr<grpc::Server> m_server;
 };
 
 } // namespace
@@ -251,15 +199,8 @@ TEST_F(CgroupLite, TimeoutIsNamed)
 
 TEST_F(CgroupLite, ReasonReachesTheGrpcExit)
 {
-    m_service = std::make_unique<pool::PoolService>(*m_pool);
-    grpc::ServerBuilder builder;
-    int port = 0;
-    builder.AddListeningPort("127.0.0.1:0", grpc::InsecureServerCredentials(), &port);
-    builder.RegisterService(m_service.get());
-    m_server = builder.BuildAndStart();
-    ASSERT_NE(port, 0);
-    auto stub = paddock::v1::PoolService::NewStub(grpc::CreateChannel("127.0.0.1:" + std::to_string(port),
-                                                                      grpc::InsecureChannelCredentials()));
+    auto stub = serve();
+    ASSERT_TRUE(m_server);
     const std::string id = claim();
     ASSERT_FALSE(id.empty());
     auto exec = [&](std::vector<std::string> argv, int64_t timeoutMs) {
@@ -362,15 +303,8 @@ TEST_F(CgroupLite, SamplesMemoryCpuAndPidsEverySecond)
 
 TEST_F(CgroupLite, GetSamplesAnswersForAClaimedSandboxAndNotFoundOtherwise)
 {
-    m_service = std::make_unique<pool::PoolService>(*m_pool);
-    grpc::ServerBuilder builder;
-    int port = 0;
-    builder.AddListeningPort("127.0.0.1:0", grpc::InsecureServerCredentials(), &port);
-    builder.RegisterService(m_service.get());
-    m_server = builder.BuildAndStart();
-    ASSERT_NE(port, 0);
-    auto stub = paddock::v1::PoolService::NewStub(grpc::CreateChannel("127.0.0.1:" + std::to_string(port),
-                                                                      grpc::InsecureChannelCredentials()));
+    auto stub = serve();
+    ASSERT_TRUE(m_server);
     auto get = [&](const std::string &id, int64_t after, paddock::v1::GetSamplesResponse *resp) {
         grpc::ClientContext ctx;
         paddock::v1::GetSamplesRequest req;

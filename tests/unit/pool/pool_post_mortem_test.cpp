@@ -6,13 +6,7 @@
 // (else skipped), like pool_cgroup_test.
 
 #include "common/clock.h"
-#include "pool/core/sandbox_pool.h"
-#include "pool/server/pool_service.h"
-
-#include "paddock/v1/pool.grpc.pb.h"
-
-#include <grpcpp/grpcpp.h>
-#include <gtest/gtest.h>
+#include "lite_pool_fixture.h"
 
 #include <csignal>
 #include <future>
@@ -28,60 +22,19 @@ namespace {
 
 constexpr int64_t kMemoryLimit = 64ll << 20;
 
-class PoolPostMortem : public ::testing::Test {
+class PoolPostMortem : public LitePoolTest {
 protected:
     void SetUp() override
     {
         if (::geteuid() != 0)
             GTEST_SKIP() << "cgroups cannot be written: the test does not run as root";
-        char tmpl[] = "/tmp/paddock-pm-pool-test-XXXXXX";
-        ASSERT_NE(::mkdtemp(tmpl), nullptr);
-        m_dir = tmpl;
         pool::PoolConfig config;
         config.poolId = "pm-test";
-        config.stateDir = m_dir / "state";
-        config.initPath = PADDOCK_SANDBOX_INIT;
         config.tiers.push_back(pool::TierConfig{"lite", "bwrap", 1, 8, 1.0, kMemoryLimit, 128});
-        auto created = pool::SandboxPool::create(config);
-        ASSERT_TRUE(created) << created.error().message;
-        m_pool = std::move(*created);
+        ASSERT_NO_FATAL_FAILURE(createPool(std::move(config)));
         if (!m_pool->cgroupsEnforced())
             GTEST_SKIP() << "no writable cgroup hierarchy: no OOM kills to name";
         m_pool->start();
-    }
-    void TearDown() override
-    {
-        if (m_server)
-            m_server->Shutdown(std::chrono::system_clock::now() + std::chrono::seconds(5));
-        if (m_pool)
-            m_pool->shutdown();
-        if (m_service)
-            m_service->stop();
-        std::error_code ec;
-        if (!m_dir.empty())
-            fs::remove_all(m_dir, ec);
-    }
-
-    std::string claim(const std::string &session = "pm-session")
-    {
-        auto c = m_pool->claim("lite", session, "");
-        EXPECT_TRUE(c) << (c ? "" : c.error().message);
-        return c ? c->sandboxId : std::string();
-    }
-
-    pool::ExecResult run(const std::string &id, std::vector<std::string> argv, int64_t timeoutMs = 120000,
-                         std::string *out = nullptr)
-    {
-        pool::ExecRequest req;
-        req.sandboxId = id;
-        req.argv = std::move(argv);
-        req.timeoutMs = timeoutMs;
-        auto r = m_pool->exec(req, [&](int, std::string_view chunk) {
-            if (out)
-                out->append(chunk);
-        });
-        EXPECT_TRUE(r) << (r ? "" : r.error().message);
-        return r ? *r : pool::ExecResult{};
     }
 
     // The async path the gRPC server uses: the capture runs on the capture thread.
@@ -99,23 +52,6 @@ protected:
         EXPECT_TRUE(r) << (r ? "" : r.error().message);
         return r ? *r : pool::ExecResult{};
     }
-
-    std::unique_ptr<v1::PoolService::Stub> serve()
-    {
-        m_service = std::make_unique<pool::PoolService>(*m_pool);
-        grpc::ServerBuilder builder;
-        int port = 0;
-        builder.AddListeningPort("127.0.0.1:0", grpc::InsecureServerCredentials(), &port);
-        builder.RegisterService(m_service.get());
-        m_server = builder.BuildAndStart();
-        EXPECT_NE(port, 0);
-        return v1::PoolService::NewStub(grpc::CreateChannel("127.0.0.1:" + std::to_string(port), grpc::InsecureChannelCredentials()));
-    }
-
-    fs::path m_dir;
-    std::unique_ptr<pool::SandboxPool> m_pool;
-    std::unique_ptr<pool::PoolService> m_service;
-    std::unique_ptr<grpc::Server> m_server;
 };
 
 } // namespace
@@ -140,7 +76,7 @@ TEST_F(PoolPostMortem, OomKeepsCurveOutputProcessesAndSnapshot)
     auto pm = m_pool->postMortems().get(id);
     ASSERT_TRUE(pm) << pm.error().message;
     EXPECT_EQ(pm->reason, "oom_killed");
-    EXPECT_EQ(pm->sessionId, "pm-session");
+    EXPECT_EQ(pm->sessionId, "lite-session");
     EXPECT_EQ(pm->signal, 9);
     EXPECT_EQ(pm->lastStdout, "starting\n");
     EXPECT_EQ(pm->lastStderr, "warming\n");
