@@ -221,12 +221,13 @@ SandboxPool::~SandboxPool()
 
 void SandboxPool::start()
 {
+    // Before the monitor thread, which posts the post-mortem of a crashed sandbox.
+    m_deadlines = std::make_unique<DeadlineWatcher>();
+    m_captures = std::make_unique<CaptureQueue>();
     for (auto &tier : m_tiers)
         for (int i = 0; i < kRefillThreadsPerTier; ++i)
             m_threads.emplace_back([this, t = tier.get()] { refillLoop(t); });
     m_threads.emplace_back([this] { monitorLoop(); });
-    m_deadlines = std::make_unique<DeadlineWatcher>();
-    m_captures = std::make_unique<CaptureQueue>();
     if (m_cgroups)
         m_threads.emplace_back([this] { samplerLoop(); });
 }
