@@ -93,6 +93,11 @@ struct SandboxPool::Sandbox {
     std::mutex captureMutex;
     std::condition_variable captureCv;
     int pendingCaptures = 0;   // guarded by captureMutex
+    void captureQueued()
+    {
+        std::lock_guard lock(captureMutex);
+        pendingCaptures++;
+    }
 
     Sandbox(std::string id_, Tier *tier_, fs::path dir_, std::unique_ptr<RunningSandbox> running_,
             std::unique_ptr<SandboxCgroup> cgroup_)
@@ -565,14 +570,20 @@ void SandboxPool::finishRecord(Sandbox &sandbox, const std::string &key, ExecRec
     sandbox.execCv.notify_all();
 }
 
+Result<std::shared_ptr<SandboxPool::Sandbox>> SandboxPool::execTarget(const ExecRequest &request) const
+{
+    auto sandbox = findClaimed(request.sandboxId);
+    if (sandbox && (request.argv.empty() || request.argv.front().empty()))
+        return fail(ErrorCode::InvalidArgument, "exec needs a command in argv; for a shell line use [\"/bin/sh\", \"-c\", \"...\"]");
+    return sandbox;
+}
+
 Result<ExecResult> SandboxPool::exec(const ExecRequest &request, const ChunkSink &sink)
 {
-    auto found = findClaimed(request.sandboxId);
+    auto found = execTarget(request);
     if (!found)
         return std::unexpected(found.error());
     auto sandbox = *found;
-    if (request.argv.empty() || request.argv.front().empty())
-        return fail(ErrorCode::InvalidArgument, "exec needs a command in argv; for a shell line use [\"/bin/sh\", \"-c\", \"...\"]");
 
     const InitExecRequest ir = initRequest(request);
     const int64_t oomBefore = sandbox->cgroup ? sandbox->cgroup->oomKills() : -1;
@@ -581,10 +592,7 @@ Result<ExecResult> SandboxPool::exec(const ExecRequest &request, const ChunkSink
     auto keepFailure = [&](const Result<InitExecResult> &r) {
         if (r)
             if (auto pm = execFailure(*sandbox, request.argv, *r, tail)) {
-                {
-                    std::lock_guard lock(sandbox->captureMutex);
-                    sandbox->pendingCaptures++;
-                }
+                sandbox->captureQueued();
                 capturePostMortem(sandbox, std::move(*pm), watch);
             }
     };
@@ -645,16 +653,12 @@ Result<ExecResult> SandboxPool::exec(const ExecRequest &request, const ChunkSink
 
 bool SandboxPool::execAsync(const ExecRequest &request, ChunkSink sink, ExecDone done)
 {
-    auto found = findClaimed(request.sandboxId);
+    auto found = execTarget(request);
     if (!found) {
         done(std::unexpected(found.error()));
         return true;
     }
     auto sandbox = *found;
-    if (request.argv.empty() || request.argv.front().empty()) {
-        done(fail(ErrorCode::InvalidArgument, "exec needs a command in argv; for a shell line use [\"/bin/sh\", \"-c\", \"...\"]"));
-        return true;
-    }
     const bool keyed = !request.idempotencyKey.empty() && m_config.execCachePerSandbox > 0;
 
     // A repeat of a finished run is answered from its record, inline; one still running would
@@ -709,10 +713,7 @@ bool SandboxPool::execAsync(const ExecRequest &request, ChunkSink sink, ExecDone
     auto finish = [this, sandbox, tail, watch, argv = request.argv](Result<InitExecResult> r, const ExecDone &doneFn) {
         if (r && m_captures)
             if (auto pm = execFailure(*sandbox, argv, *r, *tail)) {
-                {
-                    std::lock_guard lock(sandbox->captureMutex);
-                    sandbox->pendingCaptures++;
-                }
+                sandbox->captureQueued();
                 m_captures->post([this, sandbox, pm = std::move(*pm), watch, exit = *r, doneFn]() mutable {
                     capturePostMortem(sandbox, std::move(pm), watch);
                     doneFn(ExecResult{exit, false});
@@ -1038,10 +1039,7 @@ void SandboxPool::monitorLoop()
             PostMortemRecord pm = baseRecord(*sb);
             pm.reason = "crashed";
             pm.detail = "the sandbox's init died (" + sb->deathReason + ")";
-            {
-                std::lock_guard lock(sb->captureMutex);
-                sb->pendingCaptures++;
-            }
+            sb->captureQueued();
             m_captures->post([this, sb, pm]() mutable { capturePostMortem(sb, std::move(pm), nullptr); });
         }
         if (!toDestroy.empty())
@@ -1197,7 +1195,6 @@ void SandboxPool::capturePostMortem(const std::shared_ptr<Sandbox> &sandbox, Pos
             last.unixMs = pm.timeUnixMs;
             pm.samples.push_back(last);
         }
-        std::error_code ec;
         auto snap = m_snapshots->create(sandbox->dir / "workspace", sandbox->id);
         if (snap) {
             pm.snapshotRef = snap->ref;

@@ -160,6 +160,8 @@ private:
     SandboxPool(PoolConfig config, std::map<std::string, std::unique_ptr<Runtime>> runtimes);
     Result<std::shared_ptr<Sandbox>> startSandbox(Tier &tier);
     Result<std::shared_ptr<Sandbox>> findClaimed(const std::string &sandboxId) const;
+    // The claimed sandbox an exec runs in, once the request names a command.
+    Result<std::shared_ptr<Sandbox>> execTarget(const ExecRequest &request) const;
     void destroy(const std::shared_ptr<Sandbox> &sandbox);
     void refillLoop(Tier *tier);
     void monitorLoop();
