@@ -92,9 +92,6 @@ public:
     // create its cgroups: sandboxes then run without limits.
     static std::unique_ptr<CgroupManager> create(const CgroupLayout &layout, const std::string &poolId);
 
-    const CgroupLayout &layout() const { return m_layout; }
-    // The pool's parent directories (one per hierarchy).
-    const std::vector<std::filesystem::path> &poolDirs() const { return m_poolDirs; }
     Result<std::unique_ptr<SandboxCgroup>> createSandbox(const std::string &sandboxId, const CgroupLimits &limits) const;
     // Kills and removes the cgroup of a sandbox left by an earlier run, if it exists.
     void removeLeftover(const std::string &sandboxId) const;
