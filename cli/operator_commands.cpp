@@ -505,20 +505,6 @@ std::optional<Command> parsedOperatorCommand(const OperatorSubcommands &c)
     return std::nullopt;
 }
 
-bool isOperatorCommand(Command command)
-{
-    switch (command) {
-    case Command::PostMortemsList:
-    case Command::PostMortemsShow:
-    case Command::PostMortemsFiles:
-    case Command::PostMortemsCat:
-    case Command::PostMortemsDownload:
-    case Command::SnapshotList:
-    case Command::DebugShell: return true;
-    default: return false;
-    }
-}
-
 int runOperatorCommand(const Invocation &inv, const OperatorCall &call, std::istream &in, std::ostream &out, std::ostream &err)
 {
     const Runner r{inv, call, out, err};

@@ -32,7 +32,6 @@ struct OperatorSubcommands {
 
 OperatorSubcommands addOperatorCommands(CLI::App &app, Invocation &inv);
 std::optional<Command> parsedOperatorCommand(const OperatorSubcommands &commands);
-bool isOperatorCommand(Command command);
 
 struct OperatorCall {
     v1::BrokerService::Stub &stub;
