@@ -119,12 +119,6 @@ OperatorService::~OperatorService()
         (void)closeShell(shell, "broker_stopped", "broker");
 }
 
-size_t OperatorService::openShells() const
-{
-    std::lock_guard lock(m_mutex);
-    return m_shells.size();
-}
-
 void OperatorService::post(std::function<void()> job)
 {
     {

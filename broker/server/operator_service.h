@@ -68,8 +68,6 @@ public:
     grpc::ServerUnaryReactor *closeDebugShell(grpc::CallbackServerContext *ctx, const v1::CloseDebugShellRequest *req,
                                               v1::CloseDebugShellResponse *resp);
 
-    size_t openShells() const;
-
 private:
     struct Shell {
         v1::DebugShell info;
