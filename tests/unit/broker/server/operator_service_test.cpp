@@ -263,10 +263,14 @@ TEST_F(OperatorServiceTest, IdleShellIsClosedAndItsSandboxReleased)
     start(200);
     v1::DebugShell shell;
     ASSERT_TRUE(open("east", "lite-failed", &shell).ok());
-    for (int i = 0; i < 100 && m_pool->released.empty(); ++i)
-        std::this_thread::sleep_for(std::chrono::milliseconds(50));
-    ASSERT_EQ(m_pool->released, std::vector<std::string>{shell.sandbox_id()});
+    // The reaper releases first and records the close after: wait for the record (reading
+    // `released` while the reaper may still write it would race, and the audit could still be short).
     auto events = audit();
+    for (int i = 0; i < 100 && events.size() < 2; ++i) {
+        std::this_thread::sleep_for(std::chrono::milliseconds(50));
+        events = audit();
+    }
+    ASSERT_EQ(m_pool->released, std::vector<std::string>{shell.sandbox_id()});
     ASSERT_EQ(events.size(), 2u);
     EXPECT_EQ(events[1]["kind"], "debug_shell.closed");
     EXPECT_EQ(events[1]["payload"]["reason"], "idle");
