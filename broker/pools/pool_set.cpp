@@ -193,6 +193,14 @@ void PoolSet::noteClaimed(const std::string &name) const
     }
 }
 
+std::string PoolSet::names() const
+{
+    std::string out;
+    for (const auto &e : m_entries)
+        out += (out.empty() ? "" : ", ") + e.client->name();
+    return out.empty() ? "(none)" : out;
+}
+
 PoolClient *PoolSet::find(const std::string &name) const
 {
     auto index = indexOf(name);

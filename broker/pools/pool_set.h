@@ -88,6 +88,8 @@ public:
         bool token = false;
     };
     const std::vector<Entry> &entries() const { return m_entries; }
+    // "a, b" (or "(none)"): the pools' names, for errors that name an unknown pool.
+    std::string names() const;
     bool anyLocal() const;
     // The tiers offered by the pools that answer; nullopt when none answers (nothing is known).
     std::optional<std::set<std::string>> offeredTiers() const;

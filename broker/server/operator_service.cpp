@@ -183,10 +183,7 @@ Result<pools::PoolClient *> OperatorService::pool(const std::string &name) const
         return fail(ErrorCode::InvalidArgument, "name the pool (the post-mortem's pool; `paddockctl pools` lists them)");
     if (auto *client = m_pools.find(name))
         return client;
-    std::string names;
-    for (const auto &e : m_pools.entries())
-        names += (names.empty() ? "" : ", ") + e.client->name();
-    return fail(ErrorCode::NotFound, "no pool named '" + name + "'; the broker has: " + (names.empty() ? "(none)" : names));
+    return fail(ErrorCode::NotFound, "no pool named '" + name + "'; the broker has: " + m_pools.names());
 }
 
 Status OperatorService::audit(const std::string &sessionId, const std::string &kind, const json &payload)

@@ -86,13 +86,10 @@ grpc::ServerWriteReactor<v1::SandboxSamples> *SampleWatches::watch(const v1::Wat
         return stream.get();
     }
     if (!client) {
-        std::string names;
-        for (const auto &e : m_pools.entries())
-            names += (names.empty() ? "" : ", ") + e.client->name();
         stream->finish({request.pool().empty() ? grpc::StatusCode::INVALID_ARGUMENT : grpc::StatusCode::NOT_FOUND,
                         (request.pool().empty() ? std::string("name the pool of the sandbox")
                                                 : "no pool named '" + request.pool() + "'") +
-                            "; the broker has: " + (names.empty() ? "(none)" : names)});
+                            "; the broker has: " + m_pools.names()});
         return stream.get();
     }
     {
