@@ -8,6 +8,7 @@
 #include <nlohmann/json.hpp>
 
 #include <fstream>
+#include <map>
 #include <memory>
 
 namespace paddock::test {
@@ -33,6 +34,11 @@ protected:
     {
         PADDOCK_SKIP_IF_MISSING(kDaemonBinaries);
         m_dir = std::make_unique<TempDir>();
+        // The daemons read $XDG_CONFIG_HOME/paddock/*.toml (hermeticEnv points it into m_dir).
+        const auto configDir = *m_dir / "xdg/config/paddock";
+        std::filesystem::create_directories(configDir);
+        for (const auto &[name, text] : configFiles())
+            std::ofstream(configDir / name) << text;
         auto pool = startPool(*m_dir, 30s, poolArgs());
         ASSERT_TRUE(pool) << "cannot start paddock-pool: " << pool.error().message;
         m_pool = std::make_unique<PoolProcess>(std::move(*pool));
@@ -43,6 +49,8 @@ protected:
 
     // More paddock-pool flags for this fixture's pool (default: none, one lite tier).
     virtual std::vector<std::string> poolArgs() const { return {}; }
+    // Files written to the daemons' config directory before they start, by name (e.g. "pool.toml").
+    virtual std::map<std::string, std::string> configFiles() const { return {}; }
 
     void TearDown() override
     {
@@ -83,6 +91,17 @@ protected:
                 out.push_back(std::move(value));
         }
         return out;
+    }
+
+    // `paddockctl events ID --output json`, every event as one array.
+    nlohmann::json eventsOf(const std::string &id)
+    {
+        const CliResult events = cli({"events", id, "--output", "json"});
+        EXPECT_EQ(events.exitCode, 0) << events.err;
+        nlohmann::json all = nlohmann::json::array();
+        for (auto &line : jsonLines(events.out))
+            all.push_back(std::move(line));
+        return all;
     }
 
     // submit ... -f --output json: the first line is the session, the rest its events.

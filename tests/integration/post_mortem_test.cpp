@@ -18,34 +18,15 @@ constexpr int64_t kLiteMemory = 64ll << 20;
 
 class PostMortems : public DaemonsTest {
 protected:
-    void SetUp() override
+    // A lite tier small enough to fill.
+    std::map<std::string, std::string> configFiles() const override
     {
-        PADDOCK_SKIP_IF_MISSING(kDaemonBinaries);
-        m_dir = std::make_unique<TempDir>("paddock-pm");
-        // The pool reads $XDG_CONFIG_HOME/paddock/pool.toml: a lite tier small enough to fill.
-        fs::create_directories(*m_dir / "xdg/config/paddock");
-        std::ofstream(*m_dir / "xdg/config/paddock/pool.toml") << "[[tier]]\n"
-                                                                  "name = \"lite\"\n"
-                                                                  "runtime = \"bwrap\"\n"
-                                                                  "warm_count = 2\n"
-                                                                  "memory_mb = 64\n"
-                                                                  "cpu = 1.0\n";
-        auto pool = startPool(*m_dir);
-        ASSERT_TRUE(pool) << "cannot start paddock-pool: " << pool.error().message;
-        m_pool = std::make_unique<PoolProcess>(std::move(*pool));
-        auto broker = startBroker(*m_dir, m_pool->endpoint);
-        ASSERT_TRUE(broker) << "cannot start paddockd: " << broker.error().message;
-        m_broker = std::make_unique<BrokerProcess>(std::move(*broker));
-    }
-
-    json eventsOf(const std::string &id)
-    {
-        const CliResult events = cli({"events", id, "--output", "json"});
-        EXPECT_EQ(events.exitCode, 0) << events.err;
-        json all = json::array();
-        for (auto &line : jsonLines(events.out))
-            all.push_back(std::move(line));
-        return all;
+        return {{"pool.toml", "[[tier]]\n"
+                              "name = \"lite\"\n"
+                              "runtime = \"bwrap\"\n"
+                              "warm_count = 2\n"
+                              "memory_mb = 64\n"
+                              "cpu = 1.0\n"}};
     }
 
     // The post_mortem reference of the session's failed tool.result: "POOL/SANDBOX".
@@ -173,7 +154,7 @@ timeout_ms = 1500
     const json pm = showJson(id);
     EXPECT_EQ(pm["reason"], "timeout");
     if (!isRoot())
-        return;   // without cgroups there is no list of the sandbox's processes
+        GTEST_SKIP() << "the timeout is named; the processes it left need the pool's cgroups (root)";
     std::string commands;
     for (const auto &p : pm["processes"])
         commands += p["command"].get<std::string>() + "\n";

@@ -7,7 +7,6 @@
 #include "tests/integration/daemons_fixture.h"
 
 #include <filesystem>
-#include <fstream>
 #include <iostream>
 #include <thread>
 
@@ -37,22 +36,12 @@ command = "cat notes.txt"
 
 class SandboxMove : public DaemonsTest {
 protected:
-    void SetUp() override
+    // Two tiers on one pool (both bubblewrap) to move between, and a short idle limit.
+    std::map<std::string, std::string> configFiles() const override
     {
-        PADDOCK_SKIP_IF_MISSING(kDaemonBinaries);
-        m_dir = std::make_unique<TempDir>("paddock-move");
-        // Two tiers on one pool (both bubblewrap) to move between, and a short idle limit.
-        fs::create_directories(*m_dir / "xdg/config/paddock");
-        std::ofstream(*m_dir / "xdg/config/paddock/pool.toml")
-            << "[[tier]]\nname = \"lite\"\nruntime = \"bwrap\"\nwarm_count = 1\nmax_count = 8\n"
-               "[[tier]]\nname = \"lite2\"\nruntime = \"bwrap\"\nwarm_count = 1\nmax_count = 8\n";
-        std::ofstream(*m_dir / "xdg/config/paddock/broker.toml") << "sandbox_idle_release_ms = 300\n";
-        auto pool = startPool(*m_dir);
-        ASSERT_TRUE(pool) << "cannot start paddock-pool: " << pool.error().message;
-        m_pool = std::make_unique<PoolProcess>(std::move(*pool));
-        auto broker = startBroker(*m_dir, m_pool->endpoint);
-        ASSERT_TRUE(broker) << "cannot start paddockd: " << broker.error().message;
-        m_broker = std::make_unique<BrokerProcess>(std::move(*broker));
+        return {{"pool.toml", "[[tier]]\nname = \"lite\"\nruntime = \"bwrap\"\nwarm_count = 1\nmax_count = 8\n"
+                              "[[tier]]\nname = \"lite2\"\nruntime = \"bwrap\"\nwarm_count = 1\nmax_count = 8\n"},
+                {"broker.toml", "sandbox_idle_release_ms = 300\n"}};
     }
 
     std::string submit()
@@ -62,16 +51,6 @@ protected:
         EXPECT_EQ(submitted.exitCode, 0) << submitted.err;
         const json session = json::parse(submitted.out, nullptr, false);
         return session.is_object() ? session.value("id", std::string()) : std::string();
-    }
-
-    json eventsOf(const std::string &id)
-    {
-        const CliResult events = cli({"events", id, "--output", "json"});
-        EXPECT_EQ(events.exitCode, 0) << events.err;
-        json all = json::array();
-        for (auto &line : jsonLines(events.out))
-            all.push_back(std::move(line));
-        return all;
     }
 
     static std::vector<json> ofKind(const json &events, const std::string &kind)

@@ -46,16 +46,6 @@ protected:
         return runCliWithInput({"--broker", m_broker->address, "secrets", "set", name}, input);
     }
 
-    json eventsOf(const std::string &id)
-    {
-        const CliResult events = cli({"events", id, "--output", "json"});
-        EXPECT_EQ(events.exitCode, 0) << events.err;
-        json all = json::array();
-        for (auto &line : jsonLines(events.out))
-            all.push_back(std::move(line));
-        return all;
-    }
-
     // The run_command results, by command.
     static std::map<std::string, json> resultsByCommand(const json &events)
     {
