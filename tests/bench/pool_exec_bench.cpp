@@ -29,6 +29,7 @@
 #include <cstdlib>
 #include <filesystem>
 #include <functional>
+#include <memory>
 #include <thread>
 #include <sched.h>
 #include <spawn.h>
@@ -76,6 +77,89 @@ double since(Clock::time_point t0)
     std::exit(1);
 }
 
+// A pool of the given tiers behind the real gRPC service on loopback, and a broker-side client of it.
+class ServedPool {
+public:
+    ServedPool(const pool::PoolConfig &config, std::string label) : m_label(std::move(label))
+    {
+        m_trueSpec.argv = {"true"};
+        auto created = pool::SandboxPool::create(config);
+        if (!created)
+            die(created.error().message);
+        m_pool = std::move(*created);
+        m_service = std::make_unique<pool::PoolService>(*m_pool);
+        grpc::ServerBuilder builder;
+        int port = 0;
+        builder.AddListeningPort("127.0.0.1:0", grpc::InsecureServerCredentials(), &port);
+        builder.RegisterService(m_service.get());
+        m_server = builder.BuildAndStart();
+        m_pool->start();
+        client = pools::makeGrpcPoolClient("bench", "127.0.0.1:" + std::to_string(port));
+    }
+    ~ServedPool()
+    {
+        m_server->Shutdown(std::chrono::system_clock::now() + std::chrono::milliseconds(200));
+        m_pool->shutdown();
+        m_service->stop();
+    }
+
+    void waitWarm(int64_t timeoutMs, const char *what)
+    {
+        if (!m_pool->waitWarm(timeoutMs))
+            die(m_label + "the pool did not " + what);
+    }
+
+    void execTrue(const std::string &id)
+    {
+        m_trueSpec.sandboxId = id;
+        auto r = client->exec(m_trueSpec);
+        if (!r || r->exitCode != 0)
+            die(m_label + "exec of `true` failed: " + (r ? std::to_string(r->exitCode) : r.error().message));
+    }
+
+    std::unique_ptr<pools::PoolClient> client;
+
+private:
+    std::string m_label; // "runsc: " before each error, or nothing
+    std::unique_ptr<pool::SandboxPool> m_pool;
+    std::unique_ptr<pool::PoolService> m_service;
+    std::unique_ptr<grpc::Server> m_server;
+    pools::ExecSpec m_trueSpec; // built once: the timed execs only set the sandbox
+};
+
+struct ClaimRuns {
+    std::vector<double> claimToFirst, claimOnly, firstExec, secondExec;
+    int coldClaims = 0;
+};
+
+// Warm claim -> first `true` done, `runs` times, each after the pool refilled and settled.
+ClaimRuns claimRuns(ServedPool &served, const std::string &tier, int runs, int64_t warmTimeoutMs)
+{
+    ClaimRuns out;
+    for (int i = 0; i < runs; ++i) {
+        served.waitWarm(warmTimeoutMs, "refill");
+        // Let the kernel finish tearing down the namespaces of the sandbox released last round
+        // (network namespace cleanup runs asynchronously in a kworker): the benchmark's own
+        // release should not be billed to the next claim.
+        std::this_thread::sleep_for(std::chrono::milliseconds(kSettleMs));
+        const auto t0 = Clock::now();
+        auto c = served.client->claim(tier, "bench", "");
+        if (!c)
+            die(c.error().message);
+        out.claimOnly.push_back(since(t0));
+        const auto t1 = Clock::now();
+        served.execTrue(c->sandboxId);
+        out.firstExec.push_back(since(t1));
+        out.claimToFirst.push_back(since(t0));
+        const auto t2 = Clock::now();
+        served.execTrue(c->sandboxId);
+        out.secondExec.push_back(since(t2));
+        out.coldClaims += c->warm ? 0 : 1;
+        (void)served.client->release(c->sandboxId);
+    }
+    return out;
+}
+
 // A pool of one tier on `runtime`, behind the real gRPC service: warm claim -> first `true`,
 // then the runtime's own cold start of `true` (runToCompletion: the pool's bundle, the pool's
 // spawn). Skipped, saying why, when the runtime is not on this machine.
@@ -90,50 +174,12 @@ void benchOciTier(const std::string &tierName, const std::string &runtimeName, i
     config.stateDir = dir / ("state-" + runtimeName);
     config.initPath = PADDOCK_SANDBOX_INIT;
     config.tiers.push_back(pool::TierConfig{tierName, runtimeName, 2, 16, 2, 4ll << 30});
-    auto created = pool::SandboxPool::create(config);
-    if (!created)
-        die(created.error().message);
-    auto &sandboxPool = **created;
-    pool::PoolService service(sandboxPool);
-    grpc::ServerBuilder builder;
-    int port = 0;
-    builder.AddListeningPort("127.0.0.1:0", grpc::InsecureServerCredentials(), &port);
-    builder.RegisterService(&service);
-    auto server = builder.BuildAndStart();
-    sandboxPool.start();
-    auto client = pools::makeGrpcPoolClient("bench", "127.0.0.1:" + std::to_string(port));
-    pools::ExecSpec trueSpec;
-    trueSpec.argv = {"true"};
-    auto execTrue = [&](const std::string &id) {
-        trueSpec.sandboxId = id;
-        auto r = client->exec(trueSpec);
-        if (!r || r->exitCode != 0)
-            die(runtimeName + ": exec of `true` failed: " + (r ? std::to_string(r->exitCode) : r.error().message));
-    };
-    if (!sandboxPool.waitWarm(120000))
-        die(runtimeName + ": the pool did not warm up");
-    std::vector<double> claimToFirst, claimOnly, secondExec;
-    int coldClaims = 0;
-    for (int i = 0; i < runs; ++i) {
-        if (!sandboxPool.waitWarm(120000))
-            die(runtimeName + ": the pool did not refill");
-        std::this_thread::sleep_for(std::chrono::milliseconds(kSettleMs));
-        const auto t0 = Clock::now();
-        auto c = client->claim(tierName, "bench", "");
-        if (!c)
-            die(c.error().message);
-        claimOnly.push_back(since(t0));
-        execTrue(c->sandboxId);
-        claimToFirst.push_back(since(t0));
-        const auto t2 = Clock::now();
-        execTrue(c->sandboxId);
-        secondExec.push_back(since(t2));
-        coldClaims += c->warm ? 0 : 1;
-        (void)client->release(c->sandboxId);
+    ClaimRuns warm;
+    {
+        ServedPool served(config, runtimeName + ": ");
+        served.waitWarm(120000, "warm up");
+        warm = claimRuns(served, tierName, runs, 120000);
     }
-    server->Shutdown(std::chrono::system_clock::now() + std::chrono::milliseconds(200));
-    sandboxPool.shutdown();
-    service.stop();
 
     auto *oci = dynamic_cast<pool::OciRuntime *>(rt->get());
     pool::SandboxSpec spec;
@@ -152,13 +198,13 @@ void benchOciTier(const std::string &tierName, const std::string &runtimeName, i
         if (!status || !WIFEXITED(*status) || WEXITSTATUS(*status) != 0)
             die(runtimeName + ": cold `true` failed" + (status ? "" : ": " + status.error().message));
     }
-    const Figures fClaim = summarize(claimToFirst), fCold = summarize(cold);
+    const Figures fClaim = summarize(warm.claimToFirst), fCold = summarize(cold);
     std::printf("%s tier (%s), %d runs:\n", tierName.c_str(), runtimeName.c_str(), runs);
     print("warm claim -> first `true` done (gRPC)", fClaim);
-    print("  of which: Claim", summarize(claimOnly));
-    print("  then: second Exec `true`", summarize(secondExec));
+    print("  of which: Claim", summarize(warm.claimOnly));
+    print("  then: second Exec `true`", summarize(warm.secondExec));
     print(("cold `" + runtimeName + " run` of `true` (pool's bundle)").c_str(), fCold);
-    std::printf("  claims that fell back to a cold start: %d of %d\n", coldClaims, runs);
+    std::printf("  claims that fell back to a cold start: %d of %d\n", warm.coldClaims, runs);
     std::printf("  claim->first done / cold %s: median %.3f   p99 %.3f\n", runtimeName.c_str(), fClaim.median / fCold.median,
                 fClaim.p99 / fCold.p99);
     std::printf("  budget: warm median <= a tenth of cold: %s\n", fClaim.median <= 0.1 * fCold.median ? "yes" : "NO");
@@ -181,31 +227,12 @@ int main(int argc, char **argv)
     config.stateDir = dir / "state";
     config.initPath = PADDOCK_SANDBOX_INIT;
     config.tiers.push_back(pool::TierConfig{"lite", "bwrap", 2, 64, 0.5, 512ll << 20});
-    auto created = pool::SandboxPool::create(config);
-    if (!created)
-        die(created.error().message);
-    auto &sandboxPool = **created;
-    pool::PoolService service(sandboxPool);
-    grpc::ServerBuilder builder;
-    int port = 0;
-    builder.AddListeningPort("127.0.0.1:0", grpc::InsecureServerCredentials(), &port);
-    builder.RegisterService(&service);
-    auto server = builder.BuildAndStart();
-    sandboxPool.start();
-    auto client = pools::makeGrpcPoolClient("bench", "127.0.0.1:" + std::to_string(port));
-
-    pools::ExecSpec trueSpec;
-    trueSpec.argv = {"true"};
-    auto execTrue = [&](const std::string &id) {
-        trueSpec.sandboxId = id;
-        auto r = client->exec(trueSpec);
-        if (!r || r->exitCode != 0)
-            die("exec of `true` failed: " + (r ? std::to_string(r->exitCode) : r.error().message));
-    };
+    auto served = std::make_unique<ServedPool>(config, "");
+    auto &client = served->client;
+    auto execTrue = [&](const std::string &id) { served->execTrue(id); };
 
     // Warm up the channel and the server's threads.
-    if (!sandboxPool.waitWarm(30000))
-        die("the pool did not warm up");
+    served->waitWarm(30000, "warm up");
     {
         auto c = client->claim("lite", "bench", "");
         if (!c)
@@ -218,30 +245,7 @@ int main(int argc, char **argv)
     std::printf("pool_exec_bench: %d runs each, lite tier (bwrap), 2-core budget from ARCHITECTURE.md\n", runs);
 
     // 1. Warm claim to first command finished.
-    std::vector<double> claimToFirst, claimOnly, firstExec, secondExec;
-    int coldClaims = 0;
-    for (int i = 0; i < runs; ++i) {
-        if (!sandboxPool.waitWarm(30000))
-            die("the pool did not refill");
-        // Let the kernel finish tearing down the namespaces of the sandbox released last round
-        // (network namespace cleanup runs asynchronously in a kworker): the benchmark's own
-        // release should not be billed to the next claim.
-        std::this_thread::sleep_for(std::chrono::milliseconds(kSettleMs));
-        const auto t0 = Clock::now();
-        auto c = client->claim("lite", "bench", "");
-        if (!c)
-            die(c.error().message);
-        claimOnly.push_back(since(t0));
-        const auto t1 = Clock::now();
-        execTrue(c->sandboxId);
-        firstExec.push_back(since(t1));
-        claimToFirst.push_back(since(t0));
-        const auto t2 = Clock::now();
-        execTrue(c->sandboxId);
-        secondExec.push_back(since(t2));
-        coldClaims += c->warm ? 0 : 1;
-        (void)client->release(c->sandboxId);
-    }
+    const ClaimRuns warm = claimRuns(*served, "lite", runs, 30000);
 
     // 2. Warm exec on a claimed sandbox: through gRPC, and straight through the init's socket.
     auto claimed = client->claim("lite", "bench", "");
@@ -335,19 +339,19 @@ int main(int argc, char **argv)
     }
 
     const Figures fRaw = summarize(raw), fStatusIdle = summarize(statusIdle);
-    const Figures fClaim = summarize(claimToFirst), fWarm = summarize(warmExec), fInit = summarize(initExec),
+    const Figures fClaim = summarize(warm.claimToFirst), fWarm = summarize(warmExec), fInit = summarize(initExec),
                   fCold = summarize(cold), fStatus = summarize(statusRtt);
     print("warm claim -> first `true` done (gRPC)", fClaim);
-    print("  of which: Claim", summarize(claimOnly));
-    print("  of which: first Exec `true`", summarize(firstExec));
-    print("  then: second Exec `true`", summarize(secondExec));
+    print("  of which: Claim", summarize(warm.claimOnly));
+    print("  of which: first Exec `true`", summarize(warm.firstExec));
+    print("  then: second Exec `true`", summarize(warm.secondExec));
     print("warm exec `true` on a claimed sandbox (gRPC)", fWarm);
     print("warm exec `true` straight through the init", fInit);
     print("cold `bwrap <pool args> true`", fCold);
     print("raw posix_spawn+wait of /usr/bin/true (host)", fRaw);
     print("gRPC floor: Status round trip", fStatus);
     print("gRPC floor: Status after the same idle pause", fStatusIdle);
-    std::printf("  claims that fell back to a cold start: %d of %d\n", coldClaims, runs);
+    std::printf("  claims that fell back to a cold start: %d of %d\n", warm.coldClaims, runs);
     std::printf("ratios (warm / cold):\n");
     std::printf("  claim->first done / cold bwrap: median %.3f   p99 %.3f\n", fClaim.median / fCold.median, fClaim.p99 / fCold.p99);
     std::printf("  warm exec / cold bwrap:         median %.3f   p99 %.3f\n", fWarm.median / fCold.median, fWarm.p99 / fCold.p99);
@@ -359,9 +363,7 @@ int main(int argc, char **argv)
     std::printf("budget: median <= 2 ms: %s   p99 <= 10 ms: %s   median <= half of cold: %s\n", medianOk ? "yes" : "NO",
                 p99Ok ? "yes" : "NO", ratioOk ? "yes" : "NO");
 
-    server->Shutdown(std::chrono::system_clock::now() + std::chrono::milliseconds(200));
-    sandboxPool.shutdown();
-    service.stop();
+    served.reset();
 
     // 5. The other runtimes, one pool each (so a runsc refill never runs beside the lite figures).
     const int ociRuns = argc > 3 ? std::max(5, std::atoi(argv[3])) : 40;
