@@ -1,5 +1,7 @@
 #include "broker/server/broker_service.h"
 
+#include "broker/server/caller.h"
+
 #include "broker/model/playbook.h"
 #include "broker/server/convert.h"
 
@@ -349,11 +351,7 @@ grpc::ServerUnaryReactor *BrokerService::OverrideTier(grpc::CallbackServerContex
                                                       const v1::OverrideTierRequest *request,
                                                       v1::EnvironmentDecision *response)
 {
-    std::string who = "operator";
-    const auto &md = context->client_metadata();
-    if (auto it = md.find("paddock-user"); it != md.end())
-        who += " (says " + std::string(it->second.data(), std::min<size_t>(it->second.size(), 64)) + ")";
-    auto decided = overrideTier(*request, who);
+    auto decided = overrideTier(*request, callerOf(context).principal);
     if (decided) {
         response->set_session_id(request->session_id());
         response->set_requested_tier(request->tier());

@@ -1,5 +1,7 @@
 #include "broker/server/operator_service.h"
 
+#include "broker/server/caller.h"
+
 #include "broker/server/broker_service.h"
 #include "broker/server/queued_writer.h"
 #include "common/clock.h"
@@ -28,17 +30,6 @@ std::string newShellId()
     for (int i = 0; i < 12; ++i, bits >>= 4)
         id += digits[bits & 0xf];
     return id;
-}
-
-// Who the audit names. The broker cannot read the unix peer's uid through gRPC, so it is
-// "operator"; what the client says about itself is kept apart, as unverified.
-std::pair<std::string, std::string> whoIsCalling(const grpc::CallbackServerContext *ctx)
-{
-    std::string claimed;
-    const auto &md = ctx->client_metadata();
-    if (auto it = md.find("paddock-user"); it != md.end())
-        claimed.assign(it->second.data(), std::min<size_t>(it->second.size(), 64));
-    return {"operator", claimed};
 }
 
 // The pool keeps a failed command's output as it was; what the broker serves is redacted for
@@ -345,7 +336,8 @@ grpc::ServerWriteReactor<v1::FileChunk> *OperatorService::readSnapshotFile(grpc:
 grpc::ServerUnaryReactor *OperatorService::openDebugShell(grpc::CallbackServerContext *ctx, const v1::OpenDebugShellRequest *req,
                                                           v1::DebugShell *resp)
 {
-    const auto [by, clientUser] = whoIsCalling(ctx);
+    const Caller caller = callerOf(ctx);
+    const std::string &by = caller.principal, &clientUser = caller.claimed;
     return runUnary(ctx, [this, req, resp, by = by, clientUser = clientUser]() -> grpc::Status {
         auto client = pool(req->pool());
         if (!client)
@@ -408,7 +400,8 @@ grpc::ServerWriteReactor<v1::ExecResponse> *OperatorService::debugExec(grpc::Cal
                                                                        const v1::DebugExecRequest *req)
 {
     auto *writer = new QueuedWriter<v1::ExecResponse>(kMaxQueuedChunks, QueuedWriter<v1::ExecResponse>::Overflow::Wait);
-    const auto [by, clientUser] = whoIsCalling(ctx);
+    const Caller caller = callerOf(ctx);
+    const std::string &by = caller.principal, &clientUser = caller.claimed;
     post([this, writer, req, by = by, clientUser = clientUser] {
         Shell shell;
         {
@@ -511,7 +504,7 @@ grpc::ServerWriteReactor<v1::ExecResponse> *OperatorService::debugExec(grpc::Cal
 grpc::ServerUnaryReactor *OperatorService::closeDebugShell(grpc::CallbackServerContext *ctx,
                                                            const v1::CloseDebugShellRequest *req, v1::CloseDebugShellResponse *)
 {
-    const std::string by = whoIsCalling(ctx).first;
+    const std::string by = callerOf(ctx).principal;
     return runUnary(ctx, [this, req, by]() -> grpc::Status {
         Shell shell;
         {

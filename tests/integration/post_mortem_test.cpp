@@ -197,7 +197,7 @@ TEST_F(PostMortems, DebugShellRunsInARestoredCopyAndEveryCommandIsAudited)
     ASSERT_EQ(audit.size(), 7u) << json(audit).dump(2);   // open, exec, close; open, exec, exec, close
     EXPECT_EQ(audit[0]["kind"], "debug_shell.opened");
     EXPECT_EQ(audit[0]["payload"]["post_mortem_sandbox_id"], failedSandbox);
-    EXPECT_EQ(audit[0]["payload"]["by"], "operator");
+    EXPECT_EQ(audit[0]["payload"]["by"], "local");
     EXPECT_EQ(audit[1]["kind"], "debug_shell.exec");
     EXPECT_EQ(audit[1]["payload"]["argv"].back(), "grep -c semicolon broken.c && echo host=$(hostname)");
     EXPECT_EQ(audit[1]["payload"]["exit_code"], 0);

@@ -244,7 +244,7 @@ TEST_F(OperatorServiceTest, ShellIsRestoredFromTheSnapshotAndEveryStepIsAudited)
     auto events = audit();
     ASSERT_EQ(events.size(), 3u);
     EXPECT_EQ(events[0]["kind"], "debug_shell.opened");
-    EXPECT_EQ(events[0]["payload"]["by"], "operator");
+    EXPECT_EQ(events[0]["payload"]["by"], "local");
     EXPECT_EQ(events[0]["payload"]["client_user"], "alice");
     EXPECT_EQ(events[1]["kind"], "debug_shell.exec");
     EXPECT_EQ(events[1]["payload"]["argv"].back(), "make test");
