@@ -3,6 +3,8 @@
 #include "cli/address.h"
 #include "cli/exit_codes.h"
 #include "cli/operator_commands.h"
+#include "cli/agents_commands.h"
+#include "cli/decisions_commands.h"
 #include "cli/override_command.h"
 #include "cli/secrets_commands.h"
 #include "paddock/v1/broker.grpc.pb.h"
@@ -461,6 +463,14 @@ std::string actionName(const Invocation &inv)
     case Command::SnapshotList:
     case Command::DebugShell: return "cannot run the operator command";
     case Command::OverrideTier: return "cannot move session " + inv.sessionId + " to tier " + inv.tier;
+    case Command::AgentsCreate:
+    case Command::AgentsList:
+    case Command::AgentsShow:
+    case Command::AgentsEdit:
+    case Command::AgentsRecordsSet:
+    case Command::AgentsRecordsGet: return "cannot run the agents command";
+    case Command::DecisionsList:
+    case Command::DecisionsStats: return "cannot read decisions";
     }
     return "cannot run the command";
 }
@@ -495,7 +505,8 @@ ParseOutcome parseCommandLine(const std::vector<std::string> &args, std::ostream
                        "Playbook name (shipped with the broker) or a playbook file whose text is sent");
     submit->add_option("--goal", inv.goal, "What the agent should do");
     submit->add_option("--model", inv.model, "Model: scripted (with --playbook), openai, ...");
-    submit->add_option("--tier", inv.tier, "Sandbox tier (lite, standard, heavy); default: the broker's");
+    submit->add_option("--tier", inv.tier, "Sandbox tier (lite, standard, heavy); default: the agent's selection mode "
+                                           "decides (docs/governance.md)");
     submit->add_option("--agent", inv.agent, "Agent to run as; default: the broker's default agent");
     submit->add_option("--tag", inv.tags, "Tag the session (repeatable)");
     submit->add_option("--secret", inv.secrets,
@@ -538,6 +549,8 @@ ParseOutcome parseCommandLine(const std::vector<std::string> &args, std::ostream
     auto *overrideTier = addOverrideCommand(app, inv);
     const SecretsSubcommands secrets = addSecretsCommands(app, inv);
     const OperatorSubcommands operatorCommands = addOperatorCommands(app, inv);
+    const AgentsSubcommands agentsCommands = addAgentsCommands(app, inv);
+    const DecisionsSubcommands decisionsCommands = addDecisionsCommands(app, inv);
 
     try {
         // CLI11 consumes the vector from the back.
@@ -579,6 +592,10 @@ ParseOutcome parseCommandLine(const std::vector<std::string> &args, std::ostream
         inv.command = *secretsCommand;
     } else if (auto operatorCommand = parsedOperatorCommand(operatorCommands)) {
         inv.command = *operatorCommand;
+    } else if (auto agentsCommand = parsedAgentsCommand(agentsCommands, inv)) {
+        inv.command = *agentsCommand;
+    } else if (auto decisionsCommand = parsedDecisionsCommand(decisionsCommands)) {
+        inv.command = *decisionsCommand;
     }
     if (!broker.empty())
         inv.broker = broker;
@@ -637,6 +654,20 @@ int runInvocation(const Invocation &inv, const Environment &env, std::ostream &o
         const OverrideCall call{broker.stub(), [&](grpc::ClientContext &c) { broker.setDeadline(c); },
                                 [&] { return broker.connected(); }, shown};
         return runOverrideCommand(inv, call, out, err);
+    }
+    case Command::AgentsCreate:
+    case Command::AgentsList:
+    case Command::AgentsShow:
+    case Command::AgentsEdit:
+    case Command::AgentsRecordsSet:
+    case Command::AgentsRecordsGet:
+    case Command::DecisionsList:
+    case Command::DecisionsStats: {
+        const AgentsCall call{broker.stub(), [&](grpc::ClientContext &c) { broker.setDeadline(c); },
+                              [&] { return broker.connected(); }, shown};
+        return inv.command == Command::DecisionsList || inv.command == Command::DecisionsStats
+            ? runDecisionsCommand(inv, call, out, err)
+            : runAgentsCommand(inv, call, out, err);
     }
     }
     return toInt(ExitCode::Error);

@@ -12,6 +12,7 @@
 #include <istream>
 #include <optional>
 #include <ostream>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -21,7 +22,9 @@ inline constexpr double kDefaultTimeoutS = 30.0;
 
 enum class Command { Submit, List, Show, Events, Cancel, Pause, Resume, Pools, SecretsSet, SecretsList, SecretsRemove,
                      PostMortemsList, PostMortemsShow, PostMortemsFiles, PostMortemsCat, PostMortemsDownload,
-                     SnapshotList, DebugShell, OverrideTier };
+                     SnapshotList, DebugShell, OverrideTier,
+                     AgentsCreate, AgentsList, AgentsShow, AgentsEdit, AgentsRecordsSet, AgentsRecordsGet,  // agents_commands.h
+                     DecisionsList, DecisionsStats };                                                        // decisions_commands.h
 
 // Everything the command line said. Fields that a command does not use stay at their defaults.
 struct Invocation {
@@ -64,6 +67,15 @@ struct Invocation {
     std::string outputFile;                     // download -o
     std::string sessionFilter;                  // postmortems ls --session
     std::string debugCommand;                   // debug-shell --command
+
+    // agents (cli/agents_commands.h): create and edit options; edit changes those in agentGiven
+    std::string agentName, agentOwner, agentDefaultTier, agentMode;
+    std::vector<std::string> agentAllowedTiers;
+    double agentBudgetSessionUsd = 0, agentBudgetDayUsd = 0;
+    std::set<std::string> agentGiven;
+    std::string recordKey, recordJson;
+    // decisions (cli/decisions_commands.h); ls also uses sessionFilter, agent, tier and limit
+    std::string decisionChooser, decisionOutcome, decisionGroupBy;
 };
 
 struct ParseOutcome {

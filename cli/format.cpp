@@ -299,6 +299,8 @@ json sessionToJson(const v1::Session &session)
         {"status", statusName(session.status())},
         {"status_reason", session.status_reason()},
         {"tier", session.tier()},
+        {"tier_chooser", session.tier_chooser()},
+        {"submitted_by", session.submitted_by()},
         {"pool", session.pool()},
         {"sandbox_id", session.sandbox_id()},
         {"steps", session.steps()},

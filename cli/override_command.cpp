@@ -1,5 +1,6 @@
 #include "cli/override_command.h"
 
+#include "cli/decisions_commands.h"
 #include "cli/exit_codes.h"
 
 #include <nlohmann/json.hpp>
@@ -35,17 +36,12 @@ int runOverrideCommand(const Invocation &inv, const OverrideCall &call, std::ost
         return toInt(exitCodeFor(status.error_code(), connected));
     }
     if (inv.output == OutputFormat::Json) {
-        out << nlohmann::json{{"session_id", decision.session_id()},
-                              {"requested_tier", decision.requested_tier()},
-                              {"chosen_tier", decision.chosen_tier()},
-                              {"chooser", decision.chooser()},
-                              {"reason", decision.reason()},
-                              {"time_unix_ms", decision.time_unix_ms()}}
-                   .dump(2)
-            << "\n";
+        out << decisionToJson(decision).dump(2) << "\n";
     } else {
         out << "session " << decision.session_id() << " moves to tier " << decision.chosen_tier()
-            << " at its next step (`paddockctl events " << decision.session_id() << "` shows sandbox.moved)\n";
+            << " at its next step (`paddockctl events " << decision.session_id() << "` shows sandbox.moved)\n"
+            << "decision " << decision.id() << ": chooser " << decision.chooser()
+            << (decision.who().empty() ? "" : " (" + decision.who() + ")") << ", " << decision.reason() << "\n";
     }
     return toInt(ExitCode::Ok);
 }

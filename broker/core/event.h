@@ -28,6 +28,8 @@ inline constexpr const char *Cost = "cost";
 inline constexpr const char *Checkpoint = "checkpoint";
 inline constexpr const char *EgressAllowed = "egress.allowed";
 inline constexpr const char *EgressRefused = "egress.refused";
+inline constexpr const char *EnvDecision = "env.decision";         // a tier was chosen (docs/governance.md)
+inline constexpr const char *EnvOutcome = "env.outcome";           // how that choice turned out, at its release
 } // namespace kind
 
 // An event as stored: seq is dense per session, starting at 1.

@@ -70,7 +70,7 @@ void applyEvent(SessionState &state, const Event &event)
     const bool interesting = event.kind == kind::SessionCreated || event.kind == kind::StateChanged
         || event.kind == kind::SandboxClaimed || event.kind == kind::SandboxReleased
         || event.kind == kind::SandboxFailed || event.kind == kind::SandboxLost || event.kind == kind::ToolResult
-        || event.kind == kind::TierOverride;
+        || event.kind == kind::TierOverride || event.kind == kind::EnvDecision;
     if (!interesting)
         return;
 
@@ -86,6 +86,7 @@ void applyEvent(SessionState &state, const Event &event)
         state.model = stringField(payload, "model");
         state.playbook = stringField(payload, "playbook");
         state.tier = stringField(payload, "tier");
+        state.submittedBy = stringField(payload, "submitted_by");
         state.tags.clear();
         if (auto tags = payload.find("tags"); tags != payload.end() && tags->is_array()) {
             for (const auto &tag : *tags) {
@@ -123,6 +124,14 @@ void applyEvent(SessionState &state, const Event &event)
         // The tier the session wants from now on; the engine moves it there at the next step.
         if (auto tier = stringField(payload, "to"); !tier.empty())
             state.tier = tier;
+    } else if (event.kind == kind::EnvDecision) {
+        // A granted decision names the tier the session wants from now on, and who chose it.
+        const std::string verdict = stringField(payload, "verdict");
+        if (verdict.empty() || verdict == "granted") {
+            if (auto tier = stringField(payload, "chosen_tier"); !tier.empty())
+                state.tier = tier;
+            state.tierChooser = stringField(payload, "chooser");
+        }
     }
 }
 

@@ -26,6 +26,8 @@ struct SessionState {
     std::string model;
     std::string playbook;       // name, when the session runs a named playbook
     std::string tier;
+    std::string tierChooser;    // who chose `tier` (the last granted env.decision): default, agent, platform, human
+    std::string submittedBy;    // the principal who submitted the session
     std::vector<std::string> tags;
     std::vector<std::string> secrets;   // names granted at submit; values live in the broker's secret store
     SessionStatus status = SessionStatus::Queued;

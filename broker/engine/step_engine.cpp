@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <chrono>
 #include <climits>
+#include <set>
 
 namespace paddock::engine {
 
@@ -255,6 +256,8 @@ StepOutcome StepEngine::runOneStep(const store::Lease &lease)
     case ActionKind::CallModel:
         return callModel(action, *events);
     case ActionKind::RunTool:
+        if (action.call.name == model::tool::ReadRecords || action.call.name == model::tool::RequestEnvironment)
+            return runBrokerTool(action, *events);
         return runTool(action);
     case ActionKind::Finish: {
         const std::string status = stringArg(action.call, "status") == "failed" ? "failed" : "succeeded";
@@ -267,7 +270,7 @@ StepOutcome StepEngine::runOneStep(const store::Lease &lease)
     case ActionKind::FailSession:
         return appendResult(action, {event(core::kind::StateChanged, {{"status", "failed"}, {"reason", action.reason}})});
     case ActionKind::ReleaseSandbox:
-        return releaseSandbox(action);
+        return releaseSandbox(action, *events);
     case ActionKind::MoveTier:
         return moveTier(action, *events);
     }
@@ -540,7 +543,8 @@ StepOutcome StepEngine::runTool(const Action &action)
             done = std::unexpected(content.error());
         }
     } else {
-        result["error"] = "unknown tool '" + call.name + "'; the tools are run_command, write_file, read_file and finish";
+        result["error"] = "unknown tool '" + call.name + "'; the tools are run_command, write_file, read_file, "
+            "read_records, request_environment and finish";
     }
 
     if (!done) {
@@ -594,10 +598,13 @@ StepOutcome StepEngine::runTool(const Action &action)
     return appendResult(action, std::move(egressEvents));
 }
 
-StepOutcome StepEngine::releaseSandbox(const Action &action)
+StepOutcome StepEngine::releaseSandbox(const Action &action, std::span<const core::Event> log)
 {
     json payload{{"sandbox_id", action.state.sandboxId}, {"pool", action.state.pool}};
+    std::vector<core::NewEvent> events;
     if (pools::PoolClient *pool = m_pools.find(action.state.pool)) {
+        if (auto outcome = tierOutcome(pool, action.state, log))
+            events.push_back(std::move(*outcome));
         auto released = pool->release(action.state.sandboxId);
         if (!released) {
             const bool unavailable = released.error().code == ErrorCode::Unavailable;
@@ -606,7 +613,8 @@ StepOutcome StepEngine::releaseSandbox(const Action &action)
             if (unavailable && m_pools.isLost(pool->name())) {
                 // Nothing to give back: the sandbox went down with its pool.
                 payload["note"] = "pool '" + pool->name() + "' is lost; the sandbox went with it";
-                return appendResult(action, {event(core::kind::SandboxReleased, payload)});
+                events.push_back(event(core::kind::SandboxReleased, payload));
+                return appendResult(action, std::move(events));
             }
             if (unavailable || released.error().code == ErrorCode::Cancelled)
                 return {action.kind, false, m_options.retryAfterUnavailableMs, released.error().message};
@@ -616,7 +624,8 @@ StepOutcome StepEngine::releaseSandbox(const Action &action)
     } else {
         payload["note"] = "pool '" + action.state.pool + "' is no longer configured";
     }
-    return appendResult(action, {event(core::kind::SandboxReleased, payload)});
+    events.push_back(event(core::kind::SandboxReleased, payload));
+    return appendResult(action, std::move(events));
 }
 
 StepOutcome StepEngine::moveTier(const Action &action, std::span<const core::Event> log)
@@ -649,6 +658,8 @@ StepOutcome StepEngine::moveTier(const Action &action, std::span<const core::Eve
                 "no snapshot to move with: " + snapshot.error().message};
     }
     const std::string ref = (*snapshot)["snapshot_ref"];
+    // The outcome of the tier being left, while the pool still has its samples.
+    auto leftTier = tierOutcome(from, state, log);
     auto claimed = (*pool)->claim(action.tier, state.id, action.idempotencyKey);
     if (!claimed)
         return {action.kind, false, m_options.retryAfterUnavailableMs, claimed.error().message};
@@ -662,6 +673,8 @@ StepOutcome StepEngine::moveTier(const Action &action, std::span<const core::Eve
     json released{{"sandbox_id", state.sandboxId}, {"pool", state.pool}, {"reason", "tier_move"}};
     released.update(*snapshot);
     std::vector<core::NewEvent> events;
+    if (leftTier)
+        events.push_back(std::move(*leftTier));
     events.push_back(event(core::kind::SandboxReleased, released));
     events.push_back(sandboxClaimed((*pool)->name(), *claimed));
     events.push_back(event(kSandboxMoved, {{"reason", "tier_override"},
@@ -746,7 +759,11 @@ void StepEngine::releaseIdle(const std::string &sessionId)
     Action action;
     action.kind = ActionKind::ReleaseSandbox;
     action.state = state;
-    auto outcome = appendResult(action, {event(core::kind::SandboxReleased, payload)});
+    std::vector<core::NewEvent> events;
+    if (auto tierOutcomeEvent = tierOutcome(pool, state, *log))
+        events.push_back(std::move(*tierOutcomeEvent));
+    events.push_back(event(core::kind::SandboxReleased, payload));
+    auto outcome = appendResult(action, std::move(events));
     if (!outcome.appended)
         return;   // resumed or cancelled meanwhile: the log decides, the sandbox stays held
     if (auto done = pool->release(state.sandboxId); !done)
@@ -754,6 +771,170 @@ void StepEngine::releaseIdle(const std::string &sessionId)
                      pool->name(), done.error().message);
     spdlog::info("session {}: idle sandbox {} given back, workspace in snapshot {}", sessionId, state.sandboxId,
                  payload["snapshot_ref"].get<std::string>());
+}
+
+StepOutcome StepEngine::runBrokerTool(const Action &action, std::span<const core::Event> log)
+{
+    const model::ToolCall &call = action.call;
+    const core::SessionState &state = action.state;
+    json result = toolResultBase(call);
+    std::vector<core::NewEvent> events;
+    auto answer = [&]() {
+        events.push_back(event(core::kind::ToolResult, result));
+        return appendResult(action, std::move(events));
+    };
+    const EnvironmentDecider *decider = m_options.decider;
+    if (!decider) {
+        result["error"] = call.name + " is not available: this broker was started without agents and tier policy";
+        return answer();
+    }
+    auto agent = decider->agent(state.agent);
+    if (!agent) {
+        if (agent.error().code == ErrorCode::Unavailable)
+            return {action.kind, false, m_options.retryAfterUnavailableMs, agent.error().message};
+        result["error"] = agent.error().message;
+        return answer();
+    }
+
+    if (call.name == model::tool::ReadRecords) {
+        std::vector<std::string> keys;
+        if (auto it = call.arguments.find("keys"); it != call.arguments.end() && it->is_array()) {
+            for (const auto &key : *it) {
+                if (key.is_string())
+                    keys.push_back(key.get<std::string>());
+            }
+        }
+        const std::string prefix = stringArg(call, "prefix");
+        std::map<std::string, std::string> found;
+        if (store::AgentStore *agentStore = decider->agentStore(); agentStore && agent->name != agents::kDefaultAgentName) {
+            auto records = agentStore->records(agent->name, keys, prefix);
+            if (!records)
+                return {action.kind, false, m_options.retryAfterUnavailableMs, records.error().message};
+            found = std::move(*records);
+        }
+        json records = json::object();
+        for (const auto &[key, text] : found) {
+            auto value = json::parse(text, nullptr, false);
+            records[key] = value.is_discarded() ? json(text) : value;
+        }
+        json missing = json::array();
+        for (const auto &key : keys) {
+            if (!found.contains(key))
+                missing.push_back(key);
+        }
+        result["agent"] = agent->name;
+        result["records"] = records;
+        result["count"] = found.size();
+        if (!missing.empty())
+            result["missing"] = missing;
+        return answer();
+    }
+
+    // request_environment {tier, reason}
+    const std::string tier = stringArg(call, "tier");
+    if (tier.empty()) {
+        result["error"] = "request_environment needs a tier, e.g. {\"tier\": \"standard\", \"reason\": \"the build needs "
+                          "4 GiB\"}";
+        return answer();
+    }
+    (void)log;
+    const auto context = decider->context(*agent, {state.agent, state.tags, state.goal, state.playbook});
+    policy::TierDecision decision = policy::decideRequest(context, state.tier, tier, stringArg(call, "reason"));
+    decision.id = EnvironmentDecider::decisionId(state.id, state.lastSeq + 1);
+    events.push_back(event(core::kind::EnvDecision, decision.toJson()));
+    result["decision_id"] = decision.id;
+    result["requested_tier"] = tier;
+    result["tier"] = decision.chosenTier;
+    result["reason"] = decision.reason;
+    switch (decision.verdict) {
+    case policy::Verdict::Granted:
+        result["granted"] = true;
+        result["note"] = tier == state.tier ? "the session already runs on tier " + tier
+                                            : "the session moves to tier " + tier + " before its next step; /workspace goes with it";
+        break;
+    case policy::Verdict::Refused:
+        result["granted"] = false;
+        result["error"] = "refused: " + decision.reason;
+        break;
+    case policy::Verdict::NeedsReview:
+        result["granted"] = false;
+        result["error"] = "needs review: " + decision.reason + "; this broker has no review queue to send it to, so "
+            "the session stays on tier " + state.tier;
+        break;
+    }
+    return answer();
+}
+
+std::optional<core::NewEvent> StepEngine::tierOutcome(pools::PoolClient *pool, const core::SessionState &state,
+                                                      std::span<const core::Event> log) const
+{
+    if (!m_options.decider || !pool || state.sandboxId.empty())
+        return std::nullopt;
+    // The claim being given back.
+    size_t claimIndex = log.size();
+    for (size_t i = log.size(); i-- > 0;) {
+        if (log[i].kind == core::kind::SandboxClaimed) {
+            claimIndex = i;
+            break;
+        }
+    }
+    if (claimIndex == log.size())
+        return std::nullopt;
+    const json claim = json::parse(log[claimIndex].payload, nullptr, false);
+    const std::string heldTier = claim.is_object() ? claim.value("tier", std::string()) : std::string();
+    // The granted decision that chose the held tier and has no outcome yet.
+    std::set<std::string> decided;
+    std::string decisionId;
+    for (auto it = log.rbegin(); it != log.rend() && decisionId.empty(); ++it) {
+        if (it->kind != core::kind::EnvOutcome && it->kind != core::kind::EnvDecision)
+            continue;
+        const json payload = json::parse(it->payload, nullptr, false);
+        if (!payload.is_object())
+            continue;
+        if (it->kind == core::kind::EnvOutcome) {
+            decided.insert(payload.value("decision_id", std::string()));
+            continue;
+        }
+        const std::string verdict = payload.value("verdict", std::string());
+        const std::string id = payload.value("id", std::string());
+        if ((verdict.empty() || verdict == "granted") && payload.value("chosen_tier", std::string()) == heldTier
+            && !decided.contains(id))
+            decisionId = id;
+    }
+    if (decisionId.empty())
+        return std::nullopt;
+
+    policy::OutcomeInput input;
+    input.tier = heldTier;
+    input.tiers = m_options.decider->tiers();
+    for (const auto &tier : input.tiers) {
+        if (tier.name == heldTier) {
+            input.cpuLimit = tier.cpu;
+            input.memoryLimitBytes = tier.memoryBytes;
+        }
+    }
+    for (size_t i = claimIndex + 1; i < log.size(); ++i) {
+        if (log[i].kind != core::kind::ToolResult)
+            continue;
+        const json result = json::parse(log[i].payload, nullptr, false);
+        if (!result.is_object())
+            continue;
+        const std::string reason = result.value("reason", std::string());
+        input.oomKilled = input.oomKilled || reason == "oom_killed";
+        input.timedOut = input.timedOut || reason == "timeout" || result.value("timed_out", false);
+    }
+    if (auto samples = pool->samples(state.sandboxId, log[claimIndex].timeUnixMs - 1)) {
+        for (const auto &sample : *samples)
+            input.samples.push_back({sample.timeUnixMs, sample.cpuCores, sample.memoryBytes, sample.throttledFraction});
+    } else {
+        spdlog::debug("session {}: no samples of sandbox {} for the outcome of {}: {}", state.id, state.sandboxId,
+                      decisionId, samples.error().message);
+    }
+    const policy::Outcome outcome = policy::classifyOutcome(input);
+    json payload = policy::outcomeJson(decisionId, outcome);
+    payload["tier"] = heldTier;
+    payload["sandbox_id"] = state.sandboxId;
+    return event(core::kind::EnvOutcome, payload);
 }
 
 } // namespace paddock::engine

@@ -11,6 +11,7 @@
 // paused sessions are not leased).
 
 #include "broker/engine/decide.h"
+#include "broker/engine/environment_decider.h"
 #include "broker/model/model_adapter.h"
 #include "broker/pools/pool_set.h"
 #include "broker/secrets/secret_store.h"
@@ -41,6 +42,9 @@ struct EngineOptions {
     // Granted secrets go into each command's environment, and every event the engine appends is
     // redacted for every value this store holds. nullptr: no secrets (tests that need none).
     const secrets::SecretStore *secrets = nullptr;
+    // Agents, tiers and tier rules: read_records, request_environment and the outcome of each tier
+    // decision at release. nullptr: those tools answer with an error, and no outcome is recorded.
+    const EnvironmentDecider *decider = nullptr;
 };
 
 // Finds the adapter for a session's model name; nullptr when none is configured.
@@ -82,7 +86,14 @@ private:
     StepOutcome claimSandbox(const Action &action, std::span<const core::Event> log);
     StepOutcome callModel(const Action &action, std::span<const core::Event> events);
     StepOutcome runTool(const Action &action);
-    StepOutcome releaseSandbox(const Action &action);
+    StepOutcome releaseSandbox(const Action &action, std::span<const core::Event> log);
+    // read_records and request_environment: answered by the broker, no sandbox involved.
+    StepOutcome runBrokerTool(const Action &action, std::span<const core::Event> log);
+    // The env.outcome of the decision that gave the held sandbox its tier, from the pool's samples
+    // and how the claim's commands ended; nullopt when there is none to record. Call before the
+    // release (the pool forgets the samples then).
+    std::optional<core::NewEvent> tierOutcome(pools::PoolClient *pool, const core::SessionState &state,
+                                              std::span<const core::Event> log) const;
     StepOutcome moveTier(const Action &action, std::span<const core::Event> log);
     // Gives back the sandboxes of sessions paused for longer than sandboxIdleReleaseMs.
     void idleLoop();

@@ -27,6 +27,8 @@ inline constexpr const char *RunCommand = "run_command";
 inline constexpr const char *WriteFile = "write_file";
 inline constexpr const char *ReadFile = "read_file";
 inline constexpr const char *Finish = "finish";
+inline constexpr const char *ReadRecords = "read_records";                // the agent's durable records
+inline constexpr const char *RequestEnvironment = "request_environment";  // ask for another tier
 } // namespace tool
 
 struct ToolCall {

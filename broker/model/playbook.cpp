@@ -46,6 +46,17 @@ constexpr std::array kReadFileFields{
     FieldSpec{"path", Kind::String, true, R"(path = "hello.c")"},
     FieldSpec{"expect_content", Kind::String, false, R"(expect_content = "main")"},
 };
+constexpr std::array kReadRecordsFields{
+    FieldSpec{"key", Kind::String, false, R"(key = "repos/paddock")"},
+    FieldSpec{"prefix", Kind::String, false, R"(prefix = "repos/")"},
+    FieldSpec{"expect_content", Kind::String, false, R"(expect_content = "main")"},
+    FieldSpec{"expect_error", Kind::String, false, R"(expect_error = "unknown agent")"},
+};
+constexpr std::array kRequestEnvironmentFields{
+    FieldSpec{"tier", Kind::String, true, R"(tier = "standard")"},
+    FieldSpec{"reason", Kind::String, false, R"(reason = "the build needs 4 GiB")"},
+    FieldSpec{"expect_error", Kind::String, false, R"(expect_error = "not among")"},
+};
 constexpr std::array kFinishFields{
     FieldSpec{"summary", Kind::String, true, R"(summary = "built and ran hello")"},
     FieldSpec{"status", Kind::String, false, R"(status = "succeeded")"},
@@ -55,10 +66,12 @@ constexpr std::array kTools{
     ToolSpec{tool::RunCommand, kRunCommandFields},
     ToolSpec{tool::WriteFile, kWriteFileFields},
     ToolSpec{tool::ReadFile, kReadFileFields},
+    ToolSpec{tool::ReadRecords, kReadRecordsFields},
+    ToolSpec{tool::RequestEnvironment, kRequestEnvironmentFields},
     ToolSpec{tool::Finish, kFinishFields},
 };
 
-constexpr std::string_view kToolList = "run_command, write_file, read_file, finish";
+constexpr std::string_view kToolList = "run_command, write_file, read_file, read_records, request_environment, finish";
 
 std::string_view kindName(Kind kind)
 {
@@ -300,8 +313,16 @@ private:
                 return stepError(step, line, fmt::format("'{}' is empty", field.key),
                                  fmt::format("Write it like {}.", field.example));
             step.arguments[std::string(field.key)] = value;
-        } else if (field.key == "content" || field.key == "summary") {
+        } else if (field.key == "content" || field.key == "summary" || field.key == "prefix" || field.key == "reason") {
             step.arguments[std::string(field.key)] = value;
+        } else if (field.key == "tier") {
+            if (value.empty())
+                return stepError(step, line, "'tier' is empty", fmt::format("Write it like {}.", field.example));
+            step.arguments["tier"] = value;
+        } else if (field.key == "key") {
+            step.arguments["keys"] = nlohmann::json::array({value});
+        } else if (field.key == "expect_error") {
+            step.expectError = value;
         } else if (field.key == "status") {
             if (value != "succeeded" && value != "failed")
                 return stepError(step, line, fmt::format("status is '{}'", value),

@@ -1,6 +1,7 @@
 #pragma once
 // Playbooks: the scripted model's script. A playbook is a TOML file with a name, a goal and a list of
-// [[step]] tables, each one tool call (run_command, write_file, read_file, finish) plus the outcome
+// [[step]] tables, each one tool call (run_command, write_file, read_file, read_records,
+// request_environment, finish) plus the outcome
 // it expects. The format is documented in docs/playbooks.md.
 //
 // Threads: free functions over values; safe to call from any thread.
@@ -28,7 +29,8 @@ struct PlaybookStep {
     std::optional<int64_t> expectExit;        // run_command: defaults to 0
     std::optional<std::string> expectStdout;  // run_command: a substring of stdout
     std::optional<std::string> expectStderr;  // run_command: a substring of stderr
-    std::optional<std::string> expectContent; // read_file: a substring of the content
+    std::optional<std::string> expectContent; // read_file: a substring of the content; read_records: of the records' JSON
+    std::optional<std::string> expectError;   // request_environment, read_records: the call fails with this substring
 };
 
 struct Playbook {

@@ -94,7 +94,18 @@ std::string checkResult(const PlaybookStep &step, const Exchange &exchange)
     const nlohmann::json &result = exchange.results.front();
     if (!result.is_object())
         return fmt::format("{}: its recorded result is not an object: {}", what, shorten(result.dump(), 200));
-    if (const auto error = result.find("error"); error != result.end())
+    const auto error = result.find("error");
+    if (step.expectError) {
+        if (error == result.end())
+            return fmt::format("{} expected an error containing \"{}\" but it succeeded: {}", what, *step.expectError,
+                               shorten(result.dump(), 200));
+        const std::string text = error->is_string() ? error->get<std::string>() : error->dump();
+        if (text.find(*step.expectError) == std::string::npos)
+            return fmt::format("{} expected an error containing \"{}\" but it failed with: {}", what,
+                               *step.expectError, text);
+        return {};
+    }
+    if (error != result.end())
         return fmt::format("{} failed: {}", what, error->is_string() ? error->get<std::string>() : error->dump());
 
     if (step.tool == tool::RunCommand) {
@@ -113,6 +124,11 @@ std::string checkResult(const PlaybookStep &step, const Exchange &exchange)
         if (step.expectStderr && stringField(result, "stderr").find(*step.expectStderr) == std::string::npos)
             return fmt::format("{} expected stderr to contain \"{}\" but it did not{}", what, *step.expectStderr,
                                outputTails(result));
+    } else if (step.tool == tool::ReadRecords && step.expectContent) {
+        const std::string records = result.contains("records") ? result["records"].dump() : std::string();
+        if (records.find(*step.expectContent) == std::string::npos)
+            return fmt::format("{} expected the records to contain \"{}\" but they were: {}", what,
+                               *step.expectContent, shorten(records, 200));
     } else if (step.tool == tool::ReadFile && step.expectContent) {
         const std::string content = stringField(result, "content");
         if (content.find(*step.expectContent) == std::string::npos)

@@ -290,6 +290,21 @@ std::optional<std::set<std::string>> PoolSet::offeredTiers() const
     return tiers;
 }
 
+std::vector<TierStatus> PoolSet::tierCatalogue() const
+{
+    std::vector<TierStatus> out;
+    for (size_t i = 0; i < m_entries.size(); ++i) {
+        auto status = statusOf(i);
+        if (!status)
+            continue;
+        for (const auto &tier : status->tiers) {
+            if (std::none_of(out.begin(), out.end(), [&](const TierStatus &t) { return t.name == tier.name; }))
+                out.push_back(tier);
+        }
+    }
+    return out;
+}
+
 void PoolSet::cancelInFlight() const
 {
     for (const auto &entry : m_entries)

@@ -93,6 +93,9 @@ public:
     bool anyLocal() const;
     // The tiers offered by the pools that answer; nullopt when none answers (nothing is known).
     std::optional<std::set<std::string>> offeredTiers() const;
+    // Each offered tier once, as the first pool (in configured order) that answers describes it:
+    // limits and price, for environment decisions. Empty when no pool answers.
+    std::vector<TierStatus> tierCatalogue() const;
     void cancelInFlight() const;
 
     // Entry `index`'s Status: the health checker's latest while it runs, otherwise at most

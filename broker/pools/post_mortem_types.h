@@ -21,6 +21,7 @@ struct ResourcePoint {
     double cpuCores = 0;
     int64_t memoryBytes = 0;
     int64_t pids = 0;
+    double throttledFraction = -1;   // throttled CFS periods over all periods since the sample before; < 0: unknown
 };
 
 struct PostMortemInfo {

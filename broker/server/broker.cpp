@@ -1,6 +1,7 @@
 #include "broker/server/broker.h"
 
 #include "broker/engine/step_engine.h"
+#include "broker/policy/policy_file.h"
 #include "broker/pools/grpc_pool_client.h"
 #include "broker/pools/pool_set.h"
 #include "broker/secrets/secret_store.h"
@@ -44,6 +45,9 @@ struct Broker::Parts {
     pools::PoolSet pools;
     std::unique_ptr<model::ModelRegistry> models;
     std::unique_ptr<secrets::SecretStore> secrets;   // outlives the engine and the service that use it
+    std::unique_ptr<store::AgentStore> agents;
+    std::unique_ptr<store::DecisionStore> decisions;
+    std::unique_ptr<engine::EnvironmentDecider> decider;
     std::unique_ptr<StreamHub> hub;
     std::unique_ptr<engine::StepEngine> engine;
     std::unique_ptr<BrokerService> service;
@@ -69,6 +73,27 @@ Status Broker::start()
     if (!store)
         return std::unexpected(store.error());
     parts->store = std::move(*store);
+    // Agents and decisions live in the same file, which the event store has just migrated.
+    auto agentStore = store::AgentStore::open(m_config.dataDir / "broker.db");
+    if (!agentStore)
+        return std::unexpected(agentStore.error());
+    parts->agents = std::move(*agentStore);
+    auto decisionStore = store::DecisionStore::open(m_config.dataDir / "broker.db");
+    if (!decisionStore)
+        return std::unexpected(decisionStore.error());
+    parts->decisions = std::move(*decisionStore);
+    policy::PolicyFile policyFile;
+    if (!m_config.policyFile.empty()) {
+        auto loaded = policy::loadPolicyFile(m_config.policyFile);
+        if (!loaded)
+            return std::unexpected(loaded.error());
+        policyFile = std::move(*loaded);
+    }
+    auto tierPolicy = policy::parseTierPolicy(policyFile);
+    if (!tierPolicy)
+        return std::unexpected(tierPolicy.error());
+    spdlog::info("policy: {} ({} tier rules)", m_config.policyFile.empty() ? "built-in defaults" : m_config.policyFile.string(),
+                 tierPolicy->rules.size());
 
     pools::PoolSetOptions poolOptions;
     poolOptions.healthIntervalMs = m_config.poolHealthIntervalMs;
@@ -111,7 +136,11 @@ Status Broker::start()
     parts->hub = std::make_unique<StreamHub>(*parts->store);
     parts->hub->start();
 
+    parts->decider = std::make_unique<engine::EnvironmentDecider>(parts->agents.get(), parts->pools,
+                                                                  std::move(*tierPolicy), m_config.defaultTier);
+
     engine::EngineOptions engineOptions;
+    engineOptions.decider = parts->decider.get();
     engineOptions.workers = m_config.workers;
     engineOptions.leaseMs = m_config.leaseMs;
     engineOptions.secrets = parts->secrets.get();
@@ -124,6 +153,8 @@ Status Broker::start()
     serviceOptions.debugShellIdleTimeoutMs = m_config.debugShellIdleTimeoutMs;
     serviceOptions.modelNames = models->names();
     serviceOptions.secrets = parts->secrets.get();
+    serviceOptions.decider = parts->decider.get();
+    serviceOptions.decisions = parts->decisions.get();
     parts->service = std::make_unique<BrokerService>(*parts->store, *parts->hub, parts->pools, lookup, serviceOptions);
 
     // The socket's directory is private (0700) and the socket 0600: the peer's OS user is the principal.

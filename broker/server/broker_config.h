@@ -40,6 +40,8 @@ struct BrokerConfig {
     int64_t sandboxIdleReleaseMs = 60000;       // a paused session's sandbox is given back after this long
     model::ModelsConfig models;
     std::string logLevel = "info";
+    // The policy file (TOML; docs/governance.md): [[tier_rule]], [review], ... Empty: built-in defaults.
+    std::filesystem::path policyFile;
 };
 
 // The embedded default, before any file or flag.

@@ -73,7 +73,39 @@ Result<core::SessionState> BrokerService::getSession(const std::string &id)
     return state;
 }
 
-Result<core::SessionState> BrokerService::submit(const v1::SubmitSessionRequest &request)
+Result<policy::TierDecision> BrokerService::decideStart(const v1::SubmitSessionRequest &request, const std::string &goal,
+                                                        const std::string &playbook)
+{
+    if (!m_options.decider) {
+        if (!request.agent().empty() && request.agent() != agents::kDefaultAgentName)
+            return fail(ErrorCode::InvalidArgument, "unknown agent '" + request.agent() + "': this broker keeps no "
+                            "agents; submit without --agent");
+        policy::TierDecision decision;
+        decision.trigger = "session_start";
+        decision.requestedTier = request.tier();
+        decision.chosenTier = request.tier().empty() ? m_options.defaultTier : request.tier();
+        decision.chooser = request.tier().empty() ? "default" : "human";
+        decision.rule = request.tier().empty() ? "default tier" : "submitted tier";
+        decision.agent = agents::kDefaultAgentName;
+        return decision;
+    }
+    auto agent = m_options.decider->agent(request.agent());
+    if (!agent)
+        return std::unexpected(agent.error());
+    if (!request.tier().empty() && !agent->allows(request.tier())) {
+        std::string allowed;
+        for (const auto &tier : agent->allowedTiers)
+            allowed += (allowed.empty() ? "" : ", ") + tier;
+        return fail(ErrorCode::InvalidArgument, "agent '" + agent->name + "' may not use tier '" + request.tier()
+                        + "': its allowed tiers are " + allowed + ". Pick one of those, or leave --tier out and let its "
+                        "selection mode decide");
+    }
+    std::vector<std::string> tags(request.tags().begin(), request.tags().end());
+    const auto context = m_options.decider->context(*agent, {agent->name, tags, goal, playbook});
+    return policy::decideAtStart(context, request.tier());
+}
+
+Result<core::SessionState> BrokerService::submit(const v1::SubmitSessionRequest &request, const std::string &submittedBy)
 {
     const bool hasPlaybook = !request.playbook().empty() || !request.playbook_toml().empty();
     std::string modelName = request.model();
@@ -117,7 +149,10 @@ Result<core::SessionState> BrokerService::submit(const v1::SubmitSessionRequest 
         return fail(ErrorCode::InvalidArgument, "model '" + modelName + "' needs a goal: pass --goal TEXT");
     }
 
-    const std::string tier = request.tier().empty() ? m_options.defaultTier : request.tier();
+    auto decision = decideStart(request, goal, playbookName);
+    if (!decision)
+        return std::unexpected(decision.error());
+    const std::string tier = decision->chosenTier;
     if (auto offered = m_pools.offeredTiers(); offered && !offered->contains(tier)) {
         // When no pool answers, nothing is known: the session waits in the queue for one instead.
         std::vector<std::string> names(offered->begin(), offered->end());
@@ -132,7 +167,8 @@ Result<core::SessionState> BrokerService::submit(const v1::SubmitSessionRequest 
     nlohmann::json tags = nlohmann::json::array();
     for (const auto &tag : request.tags())
         tags.push_back(tag);
-    const nlohmann::json payload{{"agent", request.agent().empty() ? "default" : request.agent()},
+    const nlohmann::json payload{{"agent", decision->agent},
+                                 {"submitted_by", submittedBy},
                                  {"secrets", *grants},
                                  {"goal", goal},
                                  {"model", modelName},
@@ -145,6 +181,9 @@ Result<core::SessionState> BrokerService::submit(const v1::SubmitSessionRequest 
     append.expectedLastSeq = 0;
     // A goal or a playbook may quote a value by mistake; the log must not keep it.
     append.events.push_back({core::kind::SessionCreated, redactedJson(payload), 0});
+    // The decision is the session's second event, committed with its creation.
+    decision->id = engine::EnvironmentDecider::decisionId(append.sessionId, 2);
+    append.events.push_back({core::kind::EnvDecision, redactedJson(decision->toJson()), 0});
     auto appended = m_store.appendSync(std::move(append));
     if (!appended)
         return std::unexpected(appended.error());
@@ -217,7 +256,7 @@ Result<core::SessionState> BrokerService::changeStatus(const std::string &id, co
 grpc::ServerUnaryReactor *BrokerService::SubmitSession(grpc::CallbackServerContext *context,
                                                        const v1::SubmitSessionRequest *request, v1::Session *response)
 {
-    auto state = submit(*request);
+    auto state = submit(*request, callerOf(context).principal);
     if (state)
         toProto(*state, response);
     return finish(context, state);
@@ -310,7 +349,7 @@ grpc::ServerUnaryReactor *BrokerService::ResumeSession(grpc::CallbackServerConte
     return finish(context, state);
 }
 
-Result<nlohmann::json> BrokerService::overrideTier(const v1::OverrideTierRequest &request, const std::string &who)
+Result<policy::TierDecision> BrokerService::overrideTier(const v1::OverrideTierRequest &request, const std::string &who)
 {
     const std::string &tier = request.tier();
     if (tier.empty())
@@ -333,13 +372,29 @@ Result<nlohmann::json> BrokerService::overrideTier(const v1::OverrideTierRequest
                             + "': it is " + core::statusName(state->status) + " and takes no more steps");
         const nlohmann::json payload{{"chooser", "human"}, {"who", who}, {"reason", request.reason()},
                                      {"from", state->tier}, {"to", tier}};
+        policy::TierDecision decision;
+        if (m_options.decider) {
+            // The agent may be gone since the session started; the decision is still a human's.
+            auto agent = m_options.decider->agent(state->agent);
+            const agents::Agent owner = agent ? *agent : agents::builtInDefaultAgent(m_options.defaultTier);
+            const auto context = m_options.decider->context(owner, {state->agent, state->tags, state->goal,
+                                                                    state->playbook});
+            decision = policy::decideOverride(context, state->tier, tier, request.reason(), who);
+        } else {
+            decision = policy::decideOverride({}, state->tier, tier, request.reason(), who);
+        }
+        decision.agent = state->agent;
+        decision.id = engine::EnvironmentDecider::decisionId(state->id, state->lastSeq + 2);
         store::AppendRequest append;
         append.sessionId = state->id;
         append.expectedLastSeq = state->lastSeq;
         append.events.push_back({core::kind::TierOverride, redactedJson(payload), 0});
+        append.events.push_back({core::kind::EnvDecision, redactedJson(decision.toJson()), 0});
         auto appended = m_store.appendSync(std::move(append));
-        if (appended)
-            return payload;
+        if (appended) {
+            decision.requestedTier = tier;
+            return decision;
+        }
         if (appended.error().code != ErrorCode::Aborted)
             return std::unexpected(appended.error());
     }
@@ -353,12 +408,8 @@ grpc::ServerUnaryReactor *BrokerService::OverrideTier(grpc::CallbackServerContex
 {
     auto decided = overrideTier(*request, callerOf(context).principal);
     if (decided) {
+        toProto(*decided, response);
         response->set_session_id(request->session_id());
-        response->set_requested_tier(request->tier());
-        response->set_chosen_tier(request->tier());
-        response->set_chooser("human");
-        response->set_rule("override");
-        response->set_reason(request->reason());
         response->set_time_unix_ms(std::chrono::duration_cast<std::chrono::milliseconds>(
             std::chrono::system_clock::now().time_since_epoch()).count());
     }

@@ -5,11 +5,13 @@
 // Threads: methods run on gRPC's callback threads. Unary calls do their (short) store work inline;
 // the streaming calls hand off to the StreamHub's pump.
 
+#include "broker/engine/environment_decider.h"
 #include "broker/engine/step_engine.h"
 #include "broker/pools/pool_set.h"
 #include "broker/secrets/secret_store.h"
 #include "broker/server/sample_watch.h"
 #include "broker/server/stream_hub.h"
+#include "broker/store/decision_store.h"
 #include "broker/store/event_store.h"
 
 #include "paddock/v1/broker.grpc.pb.h"
@@ -32,6 +34,10 @@ struct BrokerServiceOptions {
     std::vector<std::string> modelNames;      // for messages listing what is configured
     secrets::SecretStore *secrets = nullptr;  // nullptr: no secrets; grants are refused, the RPCs say why
     int64_t debugShellIdleTimeoutMs = 600000; // a debug shell unused this long is closed
+    // Agents, tier rules and the tier catalogue (docs/governance.md). nullptr: only the built-in
+    // agent, every session on the submitted or default tier, the agent RPCs answer FAILED_PRECONDITION.
+    const engine::EnvironmentDecider *decider = nullptr;
+    store::DecisionStore *decisions = nullptr;   // ListDecisions, GetDecisionStats
 };
 
 class BrokerService final : public v1::BrokerService::CallbackService {
@@ -63,6 +69,18 @@ public:
                                            v1::EnvironmentDecision *response) override;
     grpc::ServerUnaryReactor *ListPools(grpc::CallbackServerContext *context, const v1::ListPoolsRequest *request,
                                         v1::ListPoolsResponse *response) override;
+
+    // Agents and environment decisions (governance_service.cpp; docs/governance.md).
+    grpc::ServerUnaryReactor *CreateAgent(grpc::CallbackServerContext *ctx, const v1::Agent *req, v1::Agent *resp) override;
+    grpc::ServerUnaryReactor *GetAgent(grpc::CallbackServerContext *ctx, const v1::GetAgentRequest *req,
+                                       v1::Agent *resp) override;
+    grpc::ServerUnaryReactor *ListAgents(grpc::CallbackServerContext *ctx, const v1::ListAgentsRequest *req,
+                                         v1::ListAgentsResponse *resp) override;
+    grpc::ServerUnaryReactor *UpdateAgent(grpc::CallbackServerContext *ctx, const v1::Agent *req, v1::Agent *resp) override;
+    grpc::ServerUnaryReactor *ListDecisions(grpc::CallbackServerContext *ctx, const v1::ListDecisionsRequest *req,
+                                            v1::ListDecisionsResponse *resp) override;
+    grpc::ServerUnaryReactor *GetDecisionStats(grpc::CallbackServerContext *ctx, const v1::GetDecisionStatsRequest *req,
+                                               v1::DecisionStats *resp) override;
     grpc::ServerUnaryReactor *SetSecret(grpc::CallbackServerContext *context, const v1::SetSecretRequest *request,
                                         v1::SetSecretResponse *response) override;
     grpc::ServerUnaryReactor *ListSecrets(grpc::CallbackServerContext *context, const v1::ListSecretsRequest *request,
@@ -92,13 +110,19 @@ public:
 
 private:
     void initOperator();   // operator_service.cpp, where OperatorService is complete
-    Result<core::SessionState> submit(const v1::SubmitSessionRequest &request);
+    Result<core::SessionState> submit(const v1::SubmitSessionRequest &request, const std::string &submittedBy);
+    // The environment decision at session start (decider set), with the agent it was made for.
+    Result<policy::TierDecision> decideStart(const v1::SubmitSessionRequest &request, const std::string &goal,
+                                             const std::string &playbook);
+    // An agent from the request, validated (governance_service.cpp); FailedPrecondition when the
+    // broker keeps no agents.
+    Result<agents::Agent> agentFromProto(const v1::Agent &request) const;
     // The granted names, deduplicated, or InvalidArgument naming the ones the broker does not hold.
     Result<std::vector<std::string>> checkGrants(const v1::SubmitSessionRequest &request) const;
     // The payload with every secret value the broker holds replaced by its marker.
     std::string redactedJson(const nlohmann::json &payload) const;
     Result<core::SessionState> getSession(const std::string &id);
-    Result<nlohmann::json> overrideTier(const v1::OverrideTierRequest &request, const std::string &who);
+    Result<policy::TierDecision> overrideTier(const v1::OverrideTierRequest &request, const std::string &who);
     // Appends state.changed {status, reason} when allowed(current) holds, re-checking after a lost race.
     Result<core::SessionState> changeStatus(const std::string &id, core::SessionStatus status,
                                             const std::string &reason, const char *verb,

@@ -1,5 +1,7 @@
 #include "broker/server/convert.h"
 
+#include <nlohmann/json.hpp>
+
 #include <algorithm>
 
 namespace paddock::server {
@@ -51,6 +53,8 @@ void toProto(const core::SessionState &state, v1::Session *out)
     out->set_playbook(state.playbook);
     out->set_status(toProto(state.status));
     out->set_tier(state.tier);
+    out->set_tier_chooser(state.tierChooser);
+    out->set_submitted_by(state.submittedBy);
     out->set_pool(state.pool);
     out->set_sandbox_id(state.sandboxId);
     out->set_steps(state.steps);
@@ -66,6 +70,58 @@ void toProto(const core::SessionState &state, v1::Session *out)
     out->clear_secrets();
     for (const auto &name : state.secrets)
         out->add_secrets(name);
+}
+
+void toProto(const policy::TierDecision &decision, v1::EnvironmentDecision *out)
+{
+    out->set_id(decision.id);
+    out->set_requested_tier(decision.requestedTier);
+    out->set_chosen_tier(decision.chosenTier);
+    out->set_chooser(decision.chooser);
+    out->set_rule(decision.rule);
+    out->set_reason(decision.reason);
+    out->set_agent(decision.agent);
+    out->set_trigger(decision.trigger);
+    out->set_who(decision.who);
+    for (const auto &alternative : decision.alternatives) {
+        auto *alt = out->add_alternatives();
+        alt->set_tier(alternative.tier);
+        alt->set_estimated_cost_micros(alternative.estimatedCostMicros);
+        alt->set_note(alternative.note);
+    }
+}
+
+void toProto(const store::DecisionRecord &decision, v1::EnvironmentDecision *out)
+{
+    out->set_id(decision.id);
+    out->set_session_id(decision.sessionId);
+    out->set_requested_tier(decision.requestedTier);
+    out->set_chosen_tier(decision.chosenTier);
+    out->set_chooser(decision.chooser);
+    out->set_rule(decision.rule);
+    out->set_reason(decision.reason);
+    out->set_outcome(decision.outcome);
+    out->set_time_unix_ms(decision.timeUnixMs);
+    out->set_agent(decision.agent);
+    out->set_trigger(decision.trigger);
+    out->set_who(decision.who);
+    out->set_peak_memory_bytes(decision.peakMemoryBytes);
+    out->set_memory_limit_bytes(decision.memoryLimitBytes);
+    out->set_mean_cpu_fraction(decision.meanCpuFraction);
+    out->set_throttled_fraction(decision.throttledFraction);
+    out->set_fitting_tier(decision.fittingTier);
+    out->set_outcome_unix_ms(decision.outcomeUnixMs);
+    const auto alternatives = nlohmann::json::parse(decision.alternativesJson, nullptr, false);
+    if (alternatives.is_array()) {
+        for (const auto &alternative : alternatives) {
+            if (!alternative.is_object())
+                continue;
+            auto *alt = out->add_alternatives();
+            alt->set_tier(alternative.value("tier", std::string()));
+            alt->set_estimated_cost_micros(alternative.value("estimated_cost_micros", int64_t{0}));
+            alt->set_note(alternative.value("note", std::string()));
+        }
+    }
 }
 
 Result<store::SessionQuery> toQuery(const v1::SessionFilter &filter)

@@ -10,6 +10,8 @@
 
 #include "broker/store/sqlite_event_store.h"
 
+#include "broker/store/decision_index.h"
+#include "broker/store/event_index.h"
 #include "broker/store/lease_table.h"
 #include "broker/store/sqlite_handle.h"
 #include "broker/store/state_json.h"
@@ -37,7 +39,7 @@ namespace paddock::store {
 
 namespace {
 
-constexpr int kSchemaVersion = 1;
+constexpr int kSchemaVersion = 2;
 // "PDDK": marks the file as Paddock's, so another application's SQLite file is refused.
 constexpr int64_t kApplicationId = 0x5044444B;
 constexpr int kBusyTimeoutMs = 5000;
@@ -89,6 +91,7 @@ CREATE INDEX sessions_by_status ON sessions(status, ord);
 CREATE INDEX sessions_by_agent ON sessions(agent, ord);
 CREATE INDEX sessions_needing_work ON sessions(needs_work) WHERE needs_work = 1;
 )sql"},
+    {2, kDecisionsSchemaSql},   // agents, agent_records, decisions (decision_index.h)
 };
 
 static_assert(std::size(kMigrations) == kSchemaVersion, "one migration per schema version");
@@ -285,6 +288,7 @@ private:
         sqlite::Statement syncFull, syncNormal;
         sqlite::Statement insertEvent, insertSession, updateSession, updateSessionTail, loadState;
     } m_w;
+    std::vector<std::unique_ptr<EventIndex>> m_indexes;   // written with their events (event_index.h)
     std::unordered_map<std::string, core::SessionState> m_live;   // fold state of unfinished sessions
     std::thread m_writer;
     bool m_writerStarted = false;
@@ -550,6 +554,10 @@ Status SqliteEventStore::prepareWriterStatements()
             return std::unexpected(stmt.error());
         *item.stmt = std::move(*stmt);
     }
+    auto indexes = makeEventIndexes(m_writeDb);
+    if (!indexes)
+        return std::unexpected(indexes.error());
+    m_indexes = std::move(*indexes);
     return {};
 }
 
@@ -878,6 +886,14 @@ void SqliteEventStore::commitGroup(std::vector<Pending> &group)
                 ok = false;
                 break;
             }
+            for (auto &index : m_indexes) {
+                if (index->indexes(event.kind) && (rc = index->write(event)) != SQLITE_DONE) {
+                    ok = false;
+                    break;
+                }
+            }
+            if (!ok)
+                break;
             core::applyEvent(next, event);
             stored.push_back(std::move(event));
         }

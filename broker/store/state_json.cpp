@@ -29,6 +29,8 @@ std::string sessionStateToJson(const core::SessionState &state)
         {"model", state.model},
         {"playbook", state.playbook},
         {"tier", state.tier},
+        {"tier_chooser", state.tierChooser},
+        {"submitted_by", state.submittedBy},
         {"tags", state.tags},
         {"secrets", state.secrets},
         {"status", core::statusName(state.status)},
@@ -59,6 +61,8 @@ std::optional<core::SessionState> sessionStateFromJson(std::string_view text)
     readString(j, "model", state.model);
     readString(j, "playbook", state.playbook);
     readString(j, "tier", state.tier);
+    readString(j, "tier_chooser", state.tierChooser);
+    readString(j, "submitted_by", state.submittedBy);
     if (auto it = j.find("tags"); it != j.end() && it->is_array()) {
         for (const auto &tag : *it) {
             if (tag.is_string())

@@ -202,9 +202,33 @@ TEST_F(SandboxMove, OverriddenSessionContinuesInTheNewTierWithItsFiles)
             EXPECT_GT(seqOf(e), seqOf(moves[0]));
         }
     }
+    // The override is an environment decision made by a human; the tier it left got its outcome.
+    const auto decisions = ofKind(events, "env.decision");
+    ASSERT_EQ(decisions.size(), 2u) << events.dump(1);
+    EXPECT_EQ(decisions[0]["payload"].value("trigger", ""), "session_start");
+    const json &human = decisions[1]["payload"];
+    EXPECT_EQ(human.value("trigger", ""), "override");
+    EXPECT_EQ(human.value("chooser", ""), "human");
+    EXPECT_EQ(human.value("who", ""), "local");
+    EXPECT_EQ(human.value("chosen_tier", ""), "lite2");
+    EXPECT_EQ(human.value("id", ""), decision.value("id", "")) << "the override prints the decision it recorded";
+    EXPECT_GT(seqOf(moves[0]), seqOf(decisions[1]));
+    const auto outcomes = ofKind(events, "env.outcome");
+    ASSERT_FALSE(outcomes.empty()) << events.dump(1);
+    EXPECT_EQ(outcomes[0]["payload"].value("decision_id", ""), decisions[0]["payload"].value("id", ""));
+    EXPECT_EQ(outcomes[0]["payload"].value("tier", ""), "lite");
+    EXPECT_LT(seqOf(outcomes[0]), seqOf(moves[0]));
+    const CliResult listed = cli({"decisions", "ls", "--session", id, "--chooser", "human", "--output", "json"});
+    ASSERT_EQ(listed.exitCode, 0) << listed.err;
+    const auto rows = jsonLines(listed.out);
+    // Newest first: the override, then the submitter's own pick of lite (also a human's).
+    ASSERT_EQ(rows.size(), 2u) << listed.out;
+    EXPECT_EQ(rows[0].value("trigger", ""), "override");
+    EXPECT_EQ(rows[1].value("trigger", ""), "session_start");
     const CliResult shown = cli({"show", id, "--output", "json"});
     ASSERT_EQ(shown.exitCode, 0) << shown.err;
     EXPECT_EQ(json::parse(shown.out).value("tier", ""), "lite2") << shown.out;
+    EXPECT_EQ(json::parse(shown.out).value("tier_chooser", ""), "human") << shown.out;
     std::cout << "tier move: " << move.value("restored_files", 0) << " file(s) restored; override at seq "
               << seqOf(overrides[0]) << ", moved at seq " << seqOf(moves[0]) << "\n";
 }

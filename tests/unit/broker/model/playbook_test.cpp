@@ -135,7 +135,7 @@ TEST(PlaybookTest, RejectsUnknownTool)
 {
     EXPECT_THAT(errorOf("goal = \"g\"\n[[step]]\ntool = \"run_comand\"\ncommand = \"ls\"\n"),
                 AllOf(HasSubstr("bad.toml:3"), HasSubstr("step 1: unknown tool 'run_comand'"),
-                      HasSubstr("Did you mean 'run_command'"), HasSubstr("run_command, write_file, read_file, finish")));
+                      HasSubstr("Did you mean 'run_command'"), HasSubstr("run_command, write_file, read_file, read_records, request_environment, finish")));
     EXPECT_THAT(errorOf("goal = \"g\"\n[[step]]\ntool = 7\n"), HasSubstr("'tool' is an integer, not a string"));
 }
 

@@ -148,7 +148,8 @@ TEST_F(BrokerServiceTest, SubmitRecordsTheSessionAndItsPlaybook)
     EXPECT_EQ(session.goal(), "say hello");
     EXPECT_EQ(session.model(), "scripted");
     EXPECT_EQ(session.tier(), "lite");
-    EXPECT_EQ(session.last_seq(), 1);
+    EXPECT_EQ(session.last_seq(), 2) << "session.created and its env.decision";
+    EXPECT_EQ(session.tier_chooser(), "default");
 
     v1::GetSessionRequest get;
     get.set_id(session.id());
@@ -284,7 +285,7 @@ TEST_F(BrokerServiceTest, StreamGivesHistoryThenTheLiveTailInBatchesThenEnds)
     producer.join();
     EXPECT_TRUE(reader->Finish().ok());
     EXPECT_TRUE(ended);
-    EXPECT_EQ(expected - 1, 1 + 3000 + 5000 + 1);
+    EXPECT_EQ(expected - 1, 2 + 3000 + 5000 + 1);   // session.created, env.decision, the appends, the end
     EXPECT_LT(messages, 8002 / 10) << "events should come in batches, not one per message";
 }
 
@@ -312,7 +313,7 @@ TEST_F(BrokerServiceTest, StalledFollowerDoesNotHoldAppendsAndCatchesUpFromTheSt
             ASSERT_EQ(event.seq(), expected++);
     }
     EXPECT_TRUE(reader->Finish().ok());
-    EXPECT_EQ(expected - 1, 1 + n + 1);
+    EXPECT_EQ(expected - 1, 2 + n + 1);
     EXPECT_GE(m_broker->streamCatchUps(), 1) << "the stream never fell back to the store, so this test proved nothing";
 }
 
@@ -328,13 +329,13 @@ TEST_F(BrokerServiceTest, StreamRefusesUnknownSessionsAndSeqsPastTheTail)
     EXPECT_EQ(reader->Finish().error_code(), grpc::StatusCode::NOT_FOUND);
 
     request.set_session_id(session.id());
-    request.set_from_seq(3);   // the log has one event: 1 and 2 are fine, 3 is past the tail
+    request.set_from_seq(4);   // the log has two events (session.created, env.decision): 1 to 3 are fine
     auto ctx2 = context();
     auto past = m_stub->StreamEvents(ctx2.get(), request);
     EXPECT_FALSE(past->Read(&batch));
     const auto status = past->Finish();
     EXPECT_EQ(status.error_code(), grpc::StatusCode::OUT_OF_RANGE);
-    EXPECT_NE(status.error_message().find("from 1 to 2"), std::string::npos) << status.error_message();
+    EXPECT_NE(status.error_message().find("from 1 to 3"), std::string::npos) << status.error_message();
 }
 
 TEST_F(BrokerServiceTest, PauseResumeCancelFollowTheStateMachine)
