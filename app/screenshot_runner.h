@@ -41,7 +41,7 @@ private:
     enum class Step {
         Connect, Sessions, Grouped, OpenSession, Session, SessionDark, Pools, PoolsDark,
         Inspector, InspectorLoaded, InspectorFiles, InspectorFile, InspectorShell, InspectorShellRan, InspectorDark,
-        Dialogs, Done
+        Reviews, ReviewItem, Decisions, Cost, Dialogs, Done
     };
     void tick();
     bool waitFor(bool ready, const char *what);
