@@ -47,6 +47,8 @@ constexpr int kTickMs = 100;
 constexpr int kSettleTicks = 15;
 // The inspector needs a failure the pools kept; an older broker has no such API.
 constexpr int kInspectorTimeoutMs = 20000;
+// How long an empty governance answer (no review items, decisions or costs) is given to fill.
+constexpr int kGovernanceSettleMs = 8000;
 } // namespace
 
 ScreenshotRunner::ScreenshotRunner(MainWindow *window, const QString &directory, QObject *parent)
@@ -103,6 +105,21 @@ bool ScreenshotRunner::waitForOptional(bool ready, bool brokerRefused, const cha
     if (!brokerRefused)
         m_missingData = true;
     return true;
+}
+
+bool ScreenshotRunner::waitForGovernance(bool ready, bool answered, bool notOffered, const char *what)
+{
+    if (ready)
+        return true;
+    if (notOffered) {
+        std::fprintf(stderr, "paddock: screenshots: %s: not offered by this broker yet; saving the view as it is\n", what);
+        return true;
+    }
+    if (answered && m_stepClock.elapsed() >= kGovernanceSettleMs) {
+        std::fprintf(stderr, "paddock: screenshots: %s: the broker has none; saving the view as it is\n", what);
+        return true;
+    }
+    return waitForOptional(false, false, what);
 }
 
 bool ScreenshotRunner::save(const QString &name, QWidget *widget)
@@ -360,7 +377,8 @@ void ScreenshotRunner::tick()
         ReviewQueueView *view = m_window->reviewQueueView();
         const bool refused = !m_window->governance()->available() || view->queueStatusText().contains(u"UNIMPLEMENTED");
         const int items = m_window->governance()->reviewModel()->itemCount();
-        if (!waitForOptional(items > 0, refused, "the review queue"))
+        const bool answered = view->queueStatusText().startsWith(u"Nothing waits");
+        if (!waitForGovernance(items > 0, answered, refused, "the review queue"))
             return;
         if (items > 0) {
             // A diff shows the most; else the first item.
@@ -394,7 +412,8 @@ void ScreenshotRunner::tick()
         const bool refused = !m_window->governance()->available() || view->statusText().contains(u"UNIMPLEMENTED");
         if (m_stepClock.elapsed() < 600)
             return;
-        if (!waitForOptional(m_window->governance()->decisionModel()->decisionCount() > 0, refused, "the decisions"))
+        const bool answered = view->statusText().startsWith(u"No environment decisions");
+        if (!waitForGovernance(m_window->governance()->decisionModel()->decisionCount() > 0, answered, refused, "the decisions"))
             return;
         // The first over- or under-allocated decision, so its tint and fitting tier show.
         const DecisionTableModel *model = m_window->governance()->decisionModel();
@@ -416,7 +435,8 @@ void ScreenshotRunner::tick()
         const bool refused = !m_window->governance()->available() || view->spendStatusText().contains(u"UNIMPLEMENTED");
         if (m_stepClock.elapsed() < 600)
             return;
-        if (!waitForOptional(m_window->governance()->costBreakdown().totalMicros() > 0, refused, "the cost summary"))
+        const bool answered = !view->totalsText().isEmpty();
+        if (!waitForGovernance(m_window->governance()->costBreakdown().totalMicros() > 0, answered, refused, "the cost summary"))
             return;
         view->spendPlot()->replotNow();
         view->budgetPlot()->replotNow();
