@@ -9,6 +9,8 @@
 #include "models/review_queue_model.h"
 #include "models/session_table_model.h"
 #include "views/cost_view.h"
+#include "views/override_dialog.h"
+#include "views/tier_picker.h"
 #include "views/decisions_view.h"
 #include "views/review_queue_view.h"
 #include "views/sessions_view.h"
@@ -200,6 +202,79 @@ TEST_F(GovernanceViewsTest, ABrokerWithoutGovernanceIsSaidPlainly)
 
     QTest::keyClick(m_window.get(), Qt::Key_1, Qt::ControlModifier);
     EXPECT_EQ(m_window->currentPage(), MainWindow::Page::Sessions);
+}
+
+// Override a session's tier from the sessions table's right-click action: the dialog lists the
+// tiers with their prices, the reason is typed, and the broker records the decision with chooser
+// human, trigger override and the reason.
+TEST_F(GovernanceViewsTest, OverrideATierFromTheSessionsTable)
+{
+    const std::string session = submit();
+    const QString id = QString::fromStdString(session);
+    SessionsView *sessions = m_window->sessionsView();
+    ASSERT_TRUE(waitFor([&] { return m_window->sessionModel()->rowOf(id) >= 0; }));
+    // The tiers the pools offer (this broker has no pool; the dialog takes what the window has).
+    m_window->governance()->setTiers({TierInfo{QStringLiteral("lite"), QStringLiteral("bwrap"), 0, 0, 0, 0, 0, {}, {}, 0, 0.01, 0.5, 512LL << 20},
+                                      TierInfo{QStringLiteral("standard"), QStringLiteral("runsc"), 0, 0, 0, 0, 0, {}, {}, 0, 0.12, 2, 4LL << 30}});
+
+    QTest::keyClick(m_window.get(), Qt::Key_1, Qt::ControlModifier);
+    QTableView *table = sessions->tableView();
+    const int row = [&] {
+        for (int r = 0; r < table->model()->rowCount(); ++r) {
+            if (table->model()->index(r, 0).data(SessionTableModel::SessionIdRole).toString() == id)
+                return r;
+        }
+        return -1;
+    }();
+    ASSERT_GE(row, 0);
+    QTest::mouseClick(table->viewport(), Qt::LeftButton, {}, table->visualRect(table->model()->index(row, 0)).center());
+    ASSERT_EQ(m_window->currentSessionId(), id);
+    QAction *overrideAction = m_window->overrideTierAction();
+    ASSERT_TRUE(table->actions().contains(overrideAction)) << "Override tier… is in the table's right-click menu";
+    ASSERT_TRUE(overrideAction->isEnabled()) << overrideAction->toolTip().toStdString();
+
+    QString listed;
+    QTimer::singleShot(0, [&] {
+        auto *dialog = qobject_cast<OverrideDialog *>(QApplication::activeModalWidget());
+        ASSERT_NE(dialog, nullptr) << "no override dialog";
+        for (int i = 0; i < dialog->tierPicker()->count(); ++i)
+            listed += dialog->tierPicker()->itemText(i) + u'\n';
+        dialog->tierPicker()->selectTier(QStringLiteral("standard"));
+        EXPECT_FALSE(dialog->overrideButton()->isEnabled()) << "a reason is required";
+        QTest::keyClicks(dialog->reasonEdit(), QStringLiteral("the test suite needs 2 GiB"));
+        QTest::mouseClick(dialog->overrideButton(), Qt::LeftButton);
+    });
+    overrideAction->trigger();
+    EXPECT_TRUE(listed.contains(QStringLiteral("standard · $0.120/h · 2 CPU · 4.0 GiB · runsc"))) << listed.toStdString();
+
+    paddock::v1::ListDecisionsRequest request;
+    request.set_session_id(session);
+    paddock::v1::ListDecisionsResponse response;
+    grpc::Status status;
+    const bool recorded = waitFor([&] {
+        grpc::ClientContext context;
+        context.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(20));
+        status = stub().ListDecisions(&context, request, &response);
+        if (!status.ok())
+            return true;
+        for (const auto &decision : response.decisions()) {
+            if (decision.trigger() == "override")
+                return true;
+        }
+        return false;
+    });
+    if (status.error_code() == grpc::StatusCode::UNIMPLEMENTED)
+        GTEST_SKIP() << "this broker does not record environment decisions yet (ListDecisions is UNIMPLEMENTED)";
+    ASSERT_TRUE(status.ok()) << status.error_message();
+    ASSERT_TRUE(recorded) << "no override decision for " << session;
+    for (const auto &decision : response.decisions()) {
+        if (decision.trigger() != "override")
+            continue;
+        EXPECT_EQ(decision.chooser(), "human");
+        EXPECT_EQ(decision.chosen_tier(), "standard");
+        EXPECT_EQ(decision.reason(), "the test suite needs 2 GiB");
+        EXPECT_FALSE(decision.who().empty());
+    }
 }
 
 // An approver selects an item, reads its change, types a reason and presses `a`: the item leaves the
