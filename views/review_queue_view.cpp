@@ -204,7 +204,8 @@ void ReviewQueueView::setModel(ReviewQueueModel *model)
     m_table->horizontalHeader()->resizeSection(ReviewQueueModel::Session, 95);
     connect(m_table->selectionModel(), &QItemSelectionModel::currentRowChanged, this, &ReviewQueueView::onCurrentChanged);
     connect(m_table->selectionModel(), &QItemSelectionModel::selectionChanged, this, [this] {
-        updateButtons();
+        // Selecting the row that was already current changes no current row, only the selection.
+        onCurrentChanged();
         if (selectedItemIds().size() > 1)
             showDetail(m_shown);
     });
@@ -509,8 +510,10 @@ void ReviewQueueView::moveCurrent(int delta)
     const int rows = m_proxy->rowCount();
     if (rows == 0)
         return;
+    // Focus gives the table a current index without selecting it: the first key selects that row.
     const QModelIndex current = m_table->currentIndex();
-    const int row = current.isValid() ? std::clamp(current.row() + delta, 0, rows - 1) : 0;
+    const bool selected = current.isValid() && m_table->selectionModel()->isRowSelected(current.row(), {});
+    const int row = selected ? std::clamp(current.row() + delta, 0, rows - 1) : (current.isValid() ? current.row() : 0);
     const QModelIndex next = m_proxy->index(row, 0);
     m_table->selectionModel()->setCurrentIndex(next, QItemSelectionModel::ClearAndSelect | QItemSelectionModel::Rows);
     m_table->scrollTo(next);
