@@ -106,7 +106,8 @@ void StackedBarPlot::rebuild()
         bars->setName(s.name);
         bars->setWidth(m_width);
         const QColor color = s.color.isValid() ? s.color : plotSeriesColor(i);
-        bars->setPen(QPen(color.darker(130)));
+        // No outline: a layer that is zero in a bar would still draw one as a line across it.
+        bars->setPen(Qt::NoPen);
         QColor fill = color;
         fill.setAlpha(200);
         bars->setBrush(fill);
