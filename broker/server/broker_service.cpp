@@ -73,8 +73,11 @@ Result<core::SessionState> BrokerService::getSession(const std::string &id)
     return state;
 }
 
-Result<core::SessionState> BrokerService::submit(const v1::SubmitSessionRequest &request)
+Result<core::SessionState> BrokerService::submit(const v1::SubmitSessionRequest &request, const std::string &submitter)
 {
+    if (request.budget_micros() < 0)
+        return fail(ErrorCode::InvalidArgument, "budget_micros is negative (" + std::to_string(request.budget_micros())
+                        + "): give a budget in micro-USD, or 0 for the agent's own");
     const bool hasPlaybook = !request.playbook().empty() || !request.playbook_toml().empty();
     std::string modelName = request.model();
     if (modelName.empty()) {
@@ -132,7 +135,13 @@ Result<core::SessionState> BrokerService::submit(const v1::SubmitSessionRequest 
     nlohmann::json tags = nlohmann::json::array();
     for (const auto &tag : request.tags())
         tags.push_back(tag);
-    const nlohmann::json payload{{"agent", request.agent().empty() ? "default" : request.agent()},
+    const std::string agent = request.agent().empty() ? "default" : request.agent();
+    int64_t budget = request.budget_micros();
+    if (budget == 0 && m_options.budgets)
+        budget = m_options.budgets->budgetOf(agent).perSessionMicros;
+    const nlohmann::json payload{{"agent", agent},
+                                 {"submitted_by", submitter},
+                                 {"budget_micros", budget},
                                  {"secrets", *grants},
                                  {"goal", goal},
                                  {"model", modelName},
@@ -217,7 +226,7 @@ Result<core::SessionState> BrokerService::changeStatus(const std::string &id, co
 grpc::ServerUnaryReactor *BrokerService::SubmitSession(grpc::CallbackServerContext *context,
                                                        const v1::SubmitSessionRequest *request, v1::Session *response)
 {
-    auto state = submit(*request);
+    auto state = submit(*request, callerOf(context).principal);
     if (state)
         toProto(*state, response);
     return finish(context, state);
