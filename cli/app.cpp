@@ -6,6 +6,8 @@
 #include "cli/agents_commands.h"
 #include "cli/decisions_commands.h"
 #include "cli/override_command.h"
+#include "cli/cost_commands.h"
+#include "cli/review_commands.h"
 #include "cli/secrets_commands.h"
 #include "paddock/v1/broker.grpc.pb.h"
 
@@ -277,6 +279,14 @@ int runSubmit(const CommandContext &c)
         request.add_tags(tag);
     for (const auto &name : inv.secrets)
         request.add_secrets(name);
+    if (!inv.budget.empty()) {
+        auto budget = parseDollars(inv.budget);
+        if (!budget) {
+            c.err << "paddockctl submit: --budget " << inv.budget << " is not an amount of US dollars (e.g. 0.05)\n";
+            return toInt(ExitCode::Usage);
+        }
+        request.set_budget_micros(*budget);
+    }
 
     std::string playbookFile;
     if (!inv.playbook.empty()) {
@@ -463,6 +473,13 @@ std::string actionName(const Invocation &inv)
     case Command::SnapshotList:
     case Command::DebugShell: return "cannot run the operator command";
     case Command::OverrideTier: return "cannot move session " + inv.sessionId + " to tier " + inv.tier;
+    case Command::ReviewsList:
+    case Command::ReviewsShow:
+    case Command::ReviewsApprove:
+    case Command::ReviewsReject:
+    case Command::ReviewsStats: return "cannot reach the review queue";
+    case Command::Cost:
+    case Command::Budgets: return "cannot read costs";
     case Command::AgentsCreate:
     case Command::AgentsList:
     case Command::AgentsShow:
@@ -512,6 +529,9 @@ ParseOutcome parseCommandLine(const std::vector<std::string> &args, std::ostream
     submit->add_option("--secret", inv.secrets,
                        "Grant the broker's secret NAME: its value is in the environment of the session's commands "
                        "as $NAME and redacted from everything recorded (repeatable)");
+    submit->add_option("--budget", inv.budget,
+                       "The session's budget in US dollars (e.g. 0.05); past 80% it warns, at 100% it waits for a "
+                       "budget_extension review. Default: the agent's");
     submit->add_flag("-f,--follow", inv.follow,
                      "Stream the events until the session ends; exit 0 if it succeeded, 7 if not");
 
@@ -549,6 +569,8 @@ ParseOutcome parseCommandLine(const std::vector<std::string> &args, std::ostream
     auto *overrideTier = addOverrideCommand(app, inv);
     const SecretsSubcommands secrets = addSecretsCommands(app, inv);
     const OperatorSubcommands operatorCommands = addOperatorCommands(app, inv);
+    const ReviewSubcommands reviewCommands = addReviewCommands(app, inv);
+    const CostSubcommands costCommands = addCostCommands(app, inv);
     const AgentsSubcommands agentsCommands = addAgentsCommands(app, inv);
     const DecisionsSubcommands decisionsCommands = addDecisionsCommands(app, inv);
 
@@ -592,6 +614,10 @@ ParseOutcome parseCommandLine(const std::vector<std::string> &args, std::ostream
         inv.command = *secretsCommand;
     } else if (auto operatorCommand = parsedOperatorCommand(operatorCommands)) {
         inv.command = *operatorCommand;
+    } else if (auto reviewCommand = parsedReviewCommand(reviewCommands)) {
+        inv.command = *reviewCommand;
+    } else if (auto costCommand = parsedCostCommand(costCommands)) {
+        inv.command = *costCommand;
     } else if (auto agentsCommand = parsedAgentsCommand(agentsCommands, inv)) {
         inv.command = *agentsCommand;
     } else if (auto decisionsCommand = parsedDecisionsCommand(decisionsCommands)) {
@@ -654,6 +680,19 @@ int runInvocation(const Invocation &inv, const Environment &env, std::ostream &o
         const OverrideCall call{broker.stub(), [&](grpc::ClientContext &c) { broker.setDeadline(c); },
                                 [&] { return broker.connected(); }, shown};
         return runOverrideCommand(inv, call, out, err);
+    }
+    case Command::ReviewsList:
+    case Command::ReviewsShow:
+    case Command::ReviewsApprove:
+    case Command::ReviewsReject:
+    case Command::ReviewsStats:
+    case Command::Cost:
+    case Command::Budgets: {
+        const GovernanceCall call{broker.stub(), [&](grpc::ClientContext &c) { broker.setDeadline(c); },
+                                  [&] { return broker.connected(); }, shown};
+        if (inv.command == Command::Cost || inv.command == Command::Budgets)
+            return runCostCommand(inv, call, out, err);
+        return runReviewCommand(inv, call, out, err);
     }
     case Command::AgentsCreate:
     case Command::AgentsList:

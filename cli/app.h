@@ -22,7 +22,8 @@ inline constexpr double kDefaultTimeoutS = 30.0;
 
 enum class Command { Submit, List, Show, Events, Cancel, Pause, Resume, Pools, SecretsSet, SecretsList, SecretsRemove,
                      PostMortemsList, PostMortemsShow, PostMortemsFiles, PostMortemsCat, PostMortemsDownload,
-                     SnapshotList, DebugShell, OverrideTier,
+                     SnapshotList, DebugShell, OverrideTier, ReviewsList, ReviewsShow, ReviewsApprove, ReviewsReject,
+                     ReviewsStats, Cost, Budgets,
                      AgentsCreate, AgentsList, AgentsShow, AgentsEdit, AgentsRecordsSet, AgentsRecordsGet,  // agents_commands.h
                      DecisionsList, DecisionsStats };                                                        // decisions_commands.h
 
@@ -68,6 +69,15 @@ struct Invocation {
     std::string sessionFilter;                  // postmortems ls --session
     std::string debugCommand;                   // debug-shell --command
 
+    // reviews, cost, budgets (cli/review_commands.h, cli/cost_commands.h)
+    std::vector<std::string> reviewIds;
+    std::vector<std::string> hashes;            // reviews approve --hash [ID=]HASH
+    std::string reviewState = "pending";        // reviews ls --state
+    std::string reviewKind;                     // reviews ls --kind
+    std::string costBy = "session";             // cost --by
+    std::string since;                          // cost --since
+    std::string bucket;                         // cost --bucket
+    std::string budget;                         // submit --budget USD
     // agents (cli/agents_commands.h): create and edit options; edit changes those in agentGiven
     std::string agentName, agentOwner, agentDefaultTier, agentMode;
     std::vector<std::string> agentAllowedTiers;

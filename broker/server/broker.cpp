@@ -1,7 +1,9 @@
 #include "broker/server/broker.h"
 
+#include "broker/cost/budget_source.h"
 #include "broker/engine/step_engine.h"
 #include "broker/policy/policy_file.h"
+#include "broker/review/review_desk.h"
 #include "broker/pools/grpc_pool_client.h"
 #include "broker/pools/pool_set.h"
 #include "broker/secrets/secret_store.h"
@@ -48,6 +50,10 @@ struct Broker::Parts {
     std::unique_ptr<store::AgentStore> agents;
     std::unique_ptr<store::DecisionStore> decisions;
     std::unique_ptr<engine::EnvironmentDecider> decider;
+    std::unique_ptr<store::CostQueries> costs;        // these four outlive the engine and the service too
+    std::unique_ptr<store::ReviewQueries> reviewQueries;
+    std::unique_ptr<review::ReviewDesk> reviews;
+    std::unique_ptr<cost::IndexedBudgets> budgets;
     std::unique_ptr<StreamHub> hub;
     std::unique_ptr<engine::StepEngine> engine;
     std::unique_ptr<BrokerService> service;
@@ -82,6 +88,7 @@ Status Broker::start()
     if (!decisionStore)
         return std::unexpected(decisionStore.error());
     parts->decisions = std::move(*decisionStore);
+    // The policy file is read once; each part takes its own tables from it.
     policy::PolicyFile policyFile;
     if (!m_config.policyFile.empty()) {
         auto loaded = policy::loadPolicyFile(m_config.policyFile);
@@ -89,11 +96,25 @@ Status Broker::start()
             return std::unexpected(loaded.error());
         policyFile = std::move(*loaded);
     }
+    auto reviewPolicy = review::parseReviewPolicy(policyFile);
+    if (!reviewPolicy)
+        return std::unexpected(reviewPolicy.error());
     auto tierPolicy = policy::parseTierPolicy(policyFile);
     if (!tierPolicy)
         return std::unexpected(tierPolicy.error());
     spdlog::info("policy: {} ({} tier rules)", m_config.policyFile.empty() ? "built-in defaults" : m_config.policyFile.string(),
                  tierPolicy->rules.size());
+    auto costs = store::CostQueries::open(m_config.dataDir / "broker.db");
+    if (!costs)
+        return std::unexpected(costs.error());
+    parts->costs = std::move(*costs);
+    auto reviewQueries = store::ReviewQueries::open(m_config.dataDir / "broker.db");
+    if (!reviewQueries)
+        return std::unexpected(reviewQueries.error());
+    parts->reviewQueries = std::move(*reviewQueries);
+    parts->reviews = std::make_unique<review::ReviewDesk>(*parts->store, *parts->reviewQueries, *reviewPolicy);
+    // Agents' budgets come from the agents' store once it exists; until then only sessions' own.
+    parts->budgets = std::make_unique<cost::IndexedBudgets>(*parts->costs, cost::AgentBudgetLookup{});
 
     pools::PoolSetOptions poolOptions;
     poolOptions.healthIntervalMs = m_config.poolHealthIntervalMs;
@@ -145,6 +166,9 @@ Status Broker::start()
     engineOptions.leaseMs = m_config.leaseMs;
     engineOptions.secrets = parts->secrets.get();
     engineOptions.sandboxIdleReleaseMs = m_config.sandboxIdleReleaseMs;
+    engineOptions.prices = m_config.prices;
+    engineOptions.budgets = parts->budgets.get();
+    engineOptions.reviewPolicy = *reviewPolicy;
     parts->engine = std::make_unique<engine::StepEngine>(*parts->store, parts->pools, lookup, engineOptions);
 
     BrokerServiceOptions serviceOptions;
@@ -155,6 +179,9 @@ Status Broker::start()
     serviceOptions.secrets = parts->secrets.get();
     serviceOptions.decider = parts->decider.get();
     serviceOptions.decisions = parts->decisions.get();
+    serviceOptions.costs = parts->costs.get();
+    serviceOptions.reviews = parts->reviews.get();
+    serviceOptions.budgets = parts->budgets.get();
     parts->service = std::make_unique<BrokerService>(*parts->store, *parts->hub, parts->pools, lookup, serviceOptions);
 
     // The socket's directory is private (0700) and the socket 0600: the peer's OS user is the principal.
@@ -180,6 +207,7 @@ Status Broker::start()
     ::chmod(m_config.socketPath.c_str(), 0600);
 
     parts->engine->start();
+    parts->reviews->start();
     m_parts = std::move(parts);
     spdlog::info("broker listening on unix:{} with {} workers, database {}", m_config.socketPath.string(),
                  m_config.workers, (m_config.dataDir / "broker.db").string());
@@ -193,6 +221,7 @@ void Broker::stop()
     auto parts = std::move(m_parts);
     parts->hub->beginShutdown();
     parts->server->Shutdown(std::chrono::system_clock::now() + std::chrono::seconds(2));
+    parts->reviews->stop();
     parts->engine->stop();
     parts->hub->stop();
     parts->store->close();

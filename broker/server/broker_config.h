@@ -4,6 +4,7 @@
 // on 127.0.0.1:7701 and allow_local_execution = true (a development mode the CLI and console name).
 // docs/broker.md lists every key with its default.
 
+#include "broker/cost/prices.h"
 #include "broker/model/model_registry.h"
 #include "broker/pools/grpc_pool_client.h"
 #include "common/result.h"
@@ -40,8 +41,8 @@ struct BrokerConfig {
     int64_t sandboxIdleReleaseMs = 60000;       // a paused session's sandbox is given back after this long
     model::ModelsConfig models;
     std::string logLevel = "info";
-    // The policy file (TOML; docs/governance.md): [[tier_rule]], [review], ... Empty: built-in defaults.
-    std::filesystem::path policyFile;
+    std::filesystem::path policyFile;     // TOML policy ([review], [[tier_rule]]); empty: built-in defaults
+    cost::PriceTable prices = cost::defaultPriceTable();   // [prices]: model tokens and snapshot storage
 };
 
 // The embedded default, before any file or flag.

@@ -105,8 +105,11 @@ Result<policy::TierDecision> BrokerService::decideStart(const v1::SubmitSessionR
     return policy::decideAtStart(context, request.tier());
 }
 
-Result<core::SessionState> BrokerService::submit(const v1::SubmitSessionRequest &request, const std::string &submittedBy)
+Result<core::SessionState> BrokerService::submit(const v1::SubmitSessionRequest &request, const std::string &submitter)
 {
+    if (request.budget_micros() < 0)
+        return fail(ErrorCode::InvalidArgument, "budget_micros is negative (" + std::to_string(request.budget_micros())
+                        + "): give a budget in micro-USD, or 0 for the agent's own");
     const bool hasPlaybook = !request.playbook().empty() || !request.playbook_toml().empty();
     std::string modelName = request.model();
     if (modelName.empty()) {
@@ -167,8 +170,13 @@ Result<core::SessionState> BrokerService::submit(const v1::SubmitSessionRequest 
     nlohmann::json tags = nlohmann::json::array();
     for (const auto &tag : request.tags())
         tags.push_back(tag);
-    const nlohmann::json payload{{"agent", decision->agent},
-                                 {"submitted_by", submittedBy},
+    const std::string agent = decision->agent;
+    int64_t budget = request.budget_micros();
+    if (budget == 0 && m_options.budgets)
+        budget = m_options.budgets->budgetOf(agent).perSessionMicros;
+    const nlohmann::json payload{{"agent", agent},
+                                 {"submitted_by", submitter},
+                                 {"budget_micros", budget},
                                  {"secrets", *grants},
                                  {"goal", goal},
                                  {"model", modelName},

@@ -5,8 +5,11 @@
 // Threads: methods run on gRPC's callback threads. Unary calls do their (short) store work inline;
 // the streaming calls hand off to the StreamHub's pump.
 
+#include "broker/cost/budgets.h"
 #include "broker/engine/environment_decider.h"
 #include "broker/engine/step_engine.h"
+#include "broker/review/review_desk.h"
+#include "broker/store/cost_index.h"
 #include "broker/pools/pool_set.h"
 #include "broker/secrets/secret_store.h"
 #include "broker/server/sample_watch.h"
@@ -34,6 +37,10 @@ struct BrokerServiceOptions {
     std::vector<std::string> modelNames;      // for messages listing what is configured
     secrets::SecretStore *secrets = nullptr;  // nullptr: no secrets; grants are refused, the RPCs say why
     int64_t debugShellIdleTimeoutMs = 600000; // a debug shell unused this long is closed
+    // Cost and the review queue (review_service.cpp); nullptr: those RPCs answer UNAVAILABLE.
+    store::CostQueries *costs = nullptr;
+    review::ReviewDesk *reviews = nullptr;
+    const cost::BudgetSource *budgets = nullptr;
     // Agents, tier rules and the tier catalogue (docs/governance.md). nullptr: only the built-in
     // agent, every session on the submitted or default tier, the agent RPCs answer FAILED_PRECONDITION.
     const engine::EnvironmentDecider *decider = nullptr;
@@ -104,13 +111,26 @@ public:
                                                           const v1::DebugExecRequest *req) override;
     grpc::ServerUnaryReactor *CloseDebugShell(grpc::CallbackServerContext *ctx, const v1::CloseDebugShellRequest *req,
                                               v1::CloseDebugShellResponse *resp) override;
+    // Cost and the review queue (review_service.cpp).
+    grpc::ServerUnaryReactor *ListReviewItems(grpc::CallbackServerContext *ctx, const v1::ListReviewItemsRequest *req,
+                                              v1::ListReviewItemsResponse *resp) override;
+    grpc::ServerUnaryReactor *GetReviewItem(grpc::CallbackServerContext *ctx, const v1::GetReviewItemRequest *req,
+                                            v1::ReviewItem *resp) override;
+    grpc::ServerUnaryReactor *DecideReviewItems(grpc::CallbackServerContext *ctx, const v1::DecideReviewItemsRequest *req,
+                                                v1::DecideReviewItemsResponse *resp) override;
+    grpc::ServerUnaryReactor *GetApproverStats(grpc::CallbackServerContext *ctx, const v1::GetApproverStatsRequest *req,
+                                               v1::ApproverStats *resp) override;
+    grpc::ServerUnaryReactor *GetCostSummary(grpc::CallbackServerContext *ctx, const v1::GetCostSummaryRequest *req,
+                                             v1::CostSummary *resp) override;
+    grpc::ServerUnaryReactor *ListBudgets(grpc::CallbackServerContext *ctx, const v1::ListBudgetsRequest *req,
+                                          v1::ListBudgetsResponse *resp) override;
     // Live samples of a claimed sandbox (sample_watch.h).
     grpc::ServerWriteReactor<v1::SandboxSamples> *WatchSandboxSamples(grpc::CallbackServerContext *ctx,
                                                                       const v1::WatchSandboxSamplesRequest *req) override;
 
 private:
     void initOperator();   // operator_service.cpp, where OperatorService is complete
-    Result<core::SessionState> submit(const v1::SubmitSessionRequest &request, const std::string &submittedBy);
+    Result<core::SessionState> submit(const v1::SubmitSessionRequest &request, const std::string &submitter);
     // The environment decision at session start (decider set), with the agent it was made for.
     Result<policy::TierDecision> decideStart(const v1::SubmitSessionRequest &request, const std::string &goal,
                                              const std::string &playbook);
