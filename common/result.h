@@ -22,6 +22,7 @@ enum class ErrorCode {
     Cancelled,
     Unimplemented,
     Internal,
+    Unauthenticated,    // no or a bad credential (token): say which and how to get one
 };
 
 struct Error {

@@ -5,9 +5,11 @@
 // Threads: methods run on gRPC's callback threads. Unary calls do their (short) store work inline;
 // the streaming calls hand off to the StreamHub's pump.
 
+#include "broker/auth/principals.h"
 #include "broker/engine/step_engine.h"
 #include "broker/pools/pool_set.h"
 #include "broker/secrets/secret_store.h"
+#include "broker/server/access.h"
 #include "broker/server/sample_watch.h"
 #include "broker/server/stream_hub.h"
 #include "broker/store/event_store.h"
@@ -32,6 +34,9 @@ struct BrokerServiceOptions {
     std::vector<std::string> modelNames;      // for messages listing what is configured
     secrets::SecretStore *secrets = nullptr;  // nullptr: no secrets; grants are refused, the RPCs say why
     int64_t debugShellIdleTimeoutMs = 600000; // a debug shell unused this long is closed
+    // Who may call (broker/auth/principals.h); nullptr: the embedded default (this process's user
+    // is admin on the unix socket).
+    std::shared_ptr<const auth::PrincipalMap> principals;
 };
 
 class BrokerService final : public v1::BrokerService::CallbackService {
@@ -86,22 +91,43 @@ public:
                                                           const v1::DebugExecRequest *req) override;
     grpc::ServerUnaryReactor *CloseDebugShell(grpc::CallbackServerContext *ctx, const v1::CloseDebugShellRequest *req,
                                               v1::CloseDebugShellResponse *resp) override;
+    // Permissions (docs/permissions.md): who the caller is, tokens, the audit log.
+    grpc::ServerUnaryReactor *WhoAmI(grpc::CallbackServerContext *context, const v1::WhoAmIRequest *request,
+                                     v1::Principal *response) override;
+    grpc::ServerUnaryReactor *CreateToken(grpc::CallbackServerContext *context, const v1::CreateTokenRequest *request,
+                                          v1::CreatedToken *response) override;
+    grpc::ServerUnaryReactor *ListTokens(grpc::CallbackServerContext *context, const v1::ListTokensRequest *request,
+                                         v1::ListTokensResponse *response) override;
+    grpc::ServerUnaryReactor *RevokeToken(grpc::CallbackServerContext *context, const v1::RevokeTokenRequest *request,
+                                          v1::TokenInfo *response) override;
+    grpc::ServerUnaryReactor *ListAudit(grpc::CallbackServerContext *context, const v1::ListAuditRequest *request,
+                                        v1::ListAuditResponse *response) override;
+
+    // The permission checks and the audit log; the TCP listener's token check comes from here.
+    Access &access() { return m_access; }
+
     // Live samples of a claimed sandbox (sample_watch.h).
     grpc::ServerWriteReactor<v1::SandboxSamples> *WatchSandboxSamples(grpc::CallbackServerContext *ctx,
                                                                       const v1::WatchSandboxSamplesRequest *req) override;
 
 private:
     void initOperator();   // operator_service.cpp, where OperatorService is complete
-    Result<core::SessionState> submit(const v1::SubmitSessionRequest &request);
+    Result<core::SessionState> submit(const v1::SubmitSessionRequest &request, Access::Call &call);
     // The granted names, deduplicated, or InvalidArgument naming the ones the broker does not hold.
     Result<std::vector<std::string>> checkGrants(const v1::SubmitSessionRequest &request) const;
     // The payload with every secret value the broker holds replaced by its marker.
     std::string redactedJson(const nlohmann::json &payload) const;
     Result<core::SessionState> getSession(const std::string &id);
-    Result<nlohmann::json> overrideTier(const v1::OverrideTierRequest &request, const std::string &who);
+    Result<nlohmann::json> overrideTier(const v1::OverrideTierRequest &request, Access::Call &call);
     // Appends state.changed {status, reason} when allowed(current) holds, re-checking after a lost race.
     Result<core::SessionState> changeStatus(const std::string &id, core::SessionStatus status,
                                             const std::string &reason, const char *verb,
+                                            const std::function<bool(core::SessionStatus)> &allowed,
+                                            Access::Call &call);
+    // A session action (cancel, pause, resume) from its request to its answer.
+    grpc::ServerUnaryReactor *sessionAction(grpc::CallbackServerContext *context, const char *method,
+                                            const v1::SessionActionRequest *request, v1::Session *response,
+                                            core::SessionStatus status, const std::string &defaultReason,
                                             const std::function<bool(core::SessionStatus)> &allowed);
 
     store::EventStore &m_store;
@@ -109,6 +135,7 @@ private:
     const pools::PoolSet &m_pools;
     engine::ModelLookup m_models;
     BrokerServiceOptions m_options;
+    Access m_access;
     // A deleter set where OperatorService is complete, so this header need not include it.
     std::unique_ptr<OperatorService, void (*)(OperatorService *)> m_operator{nullptr, nullptr};
     std::unique_ptr<SampleWatches> m_sampleWatches;
