@@ -56,6 +56,8 @@ const char *const kLastPageKey = "window/lastPage";
 const char *const kGroupedKey = "sessions/groupByStatus";
 const char *const kThemeKey = "appearance/theme";
 const char *const kBrokerKey = "connection/broker";
+const char *const kTlsCaKey = "connection/tls_ca_file";
+const char *const kTokenFileKey = "connection/token_file";   // the file, never the token
 
 QString key(const char *k) { return QString::fromLatin1(k); }
 } // namespace
@@ -103,7 +105,11 @@ MainWindow::MainWindow(ConsoleClient *client, Options options, QWidget *parent)
     m_localLabel->setToolTip(tr("Sandboxes run on this machine. Fine for trying Paddock; a team deployment runs "
                                 "pools on execution hosts."));
     m_localLabel->setVisible(false);
+    m_principalLabel = new QLabel(this);
+    m_principalLabel->setObjectName(QStringLiteral("principalLabel"));
+    m_principalLabel->setVisible(false);
     statusBar()->addPermanentWidget(m_localLabel);
+    statusBar()->addPermanentWidget(m_principalLabel);
     statusBar()->addPermanentWidget(m_connectionLabel);
 
     createActions();
@@ -120,6 +126,7 @@ MainWindow::MainWindow(ConsoleClient *client, Options options, QWidget *parent)
     });
     connect(m_client, &ConsoleClient::poolsChanged, this, &MainWindow::onPoolsChanged);
     connect(m_client, &ConsoleClient::actionFinished, this, &MainWindow::onActionFinished);
+    connect(m_client, &ConsoleClient::permissionsChanged, this, &MainWindow::onPermissionsChanged);
 
     connect(m_traceModel, &TraceModel::historyNeeded, this, [this](qint64 fromSeq, int count) {
         if (!m_openSessionId.isEmpty())
@@ -371,6 +378,14 @@ void MainWindow::connectToBroker(const QString &address)
         target = ConnectionDialog::defaultAddress();
     else if (m_options.persistSettings && !address.isEmpty())
         QSettings().setValue(key(kBrokerKey), address);
+    // A remote broker's CA and token file are remembered (never the token itself).
+    if (m_options.persistSettings && !m_typedToken) {
+        const auto credentials = ConnectionDialog::readCredentials(
+            target, QSettings().value(key(kTlsCaKey)).toString(), QSettings().value(key(kTokenFileKey)).toString(), {});
+        if (!credentials.error.isEmpty())
+            statusBar()->showMessage(credentials.error, kStatusMessageMs);
+        m_client->setCredentials(credentials.tlsCaPem, credentials.token);
+    }
     m_brokenReported = false;
     m_client->connectToBroker(target);
 }
@@ -379,11 +394,22 @@ void MainWindow::chooseBroker()
 {
     ConnectionDialog dialog(this);
     dialog.setAddress(m_client->address());
+    if (m_options.persistSettings) {
+        dialog.setTlsCaFile(QSettings().value(key(kTlsCaKey)).toString());
+        dialog.setTokenFile(QSettings().value(key(kTokenFileKey)).toString());
+    }
     if (dialog.exec() != QDialog::Accepted)
         return;
     const QString address = dialog.address();
-    if (m_options.persistSettings)
+    if (m_options.persistSettings) {
         QSettings().setValue(key(kBrokerKey), address);
+        QSettings().setValue(key(kTlsCaKey), dialog.tlsCaFile());
+        QSettings().setValue(key(kTokenFileKey), dialog.tokenFile());
+    }
+    const auto credentials =
+        ConnectionDialog::readCredentials(address, dialog.tlsCaFile(), dialog.tokenFile(), dialog.typedToken());
+    m_client->setCredentials(credentials.tlsCaPem, credentials.token);
+    m_typedToken = !dialog.typedToken().isEmpty();
     m_client->disconnectFromBroker();
     m_sessionModel->clear();
     m_traceModel->clear();
@@ -536,6 +562,27 @@ void MainWindow::onActionFinished(const QString &action, bool ok, const QString 
     statusBar()->showMessage(text, kStatusMessageMs);
 }
 
+void MainWindow::onPermissionsChanged(const Permissions &permissions)
+{
+    m_principalLabel->setVisible(permissions.known());
+    m_principalLabel->setText(permissions.summary());
+    m_principalLabel->setToolTip(permissions.known()
+                                     ? tr("The broker knows you as %1 with role %2 (%3).")
+                                           .arg(permissions.principal(), permissions.role(),
+                                                permissions.via() == u"token" ? tr("bearer token")
+                                                                              : tr("your OS user on the unix socket"))
+                                     : QString());
+    m_inspector->debugShell()->setRefusal(permissions.reason(QStringLiteral("OpenDebugShell")));
+    updateActions();
+}
+
+void MainWindow::gateAction(QAction *action, const QString &method, bool enabled, const QString &tip)
+{
+    const QString refused = m_client->permissions().reason(method);
+    action->setEnabled(enabled && refused.isEmpty());
+    action->setToolTip(refused.isEmpty() ? tip : refused);
+}
+
 void MainWindow::updateActions()
 {
     const QString id = currentSessionId();
@@ -544,12 +591,13 @@ void MainWindow::updateActions()
     const bool connected = m_connectionState == ConnectionState::Connected;
     const bool live = row >= 0 && !isTerminal(status);
     m_openAction->setEnabled(row >= 0 && currentPage() != Page::Session);
-    m_cancelAction->setEnabled(connected && live);
+    gateAction(m_cancelAction, QStringLiteral("CancelSession"), connected && live, tr("Cancel the session (Ctrl+.)"));
     const bool paused = status == SessionStatus::Paused;
     m_pauseResumeAction->setText(paused ? tr("&Resume") : tr("&Pause"));
-    m_pauseResumeAction->setToolTip(paused ? tr("Resume the session (Ctrl+P)") : tr("Pause the session (Ctrl+P)"));
-    m_pauseResumeAction->setEnabled(connected && live);
-    m_submitAction->setEnabled(connected);
+    gateAction(m_pauseResumeAction, paused ? QStringLiteral("ResumeSession") : QStringLiteral("PauseSession"),
+               connected && live, paused ? tr("Resume the session (Ctrl+P)") : tr("Pause the session (Ctrl+P)"));
+    gateAction(m_submitAction, QStringLiteral("SubmitSession"), connected,
+               tr("Submit a session from a playbook or a goal (Ctrl+N)"));
     m_pageActions[int(Page::Session)]->setEnabled(!m_openSessionId.isEmpty());
     m_inspectAction->setEnabled(row >= 0 && connected);
     m_inspectAction->setText(status == SessionStatus::Failed ? tr("&Inspect failed sandbox") : tr("&Inspect sandbox"));

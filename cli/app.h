@@ -21,7 +21,7 @@ inline constexpr double kDefaultTimeoutS = 30.0;
 
 enum class Command { Submit, List, Show, Events, Cancel, Pause, Resume, Pools, SecretsSet, SecretsList, SecretsRemove,
                      PostMortemsList, PostMortemsShow, PostMortemsFiles, PostMortemsCat, PostMortemsDownload,
-                     SnapshotList, DebugShell, OverrideTier };
+                     SnapshotList, DebugShell, OverrideTier, Whoami, TokensCreate, TokensList, TokensRevoke, Audit };
 
 // Everything the command line said. Fields that a command does not use stay at their defaults.
 struct Invocation {
@@ -29,6 +29,8 @@ struct Invocation {
     std::optional<std::string> broker;          // --broker
     OutputFormat output = OutputFormat::Table;
     double timeoutS = kDefaultTimeoutS;         // deadline of every call that is not a follow
+    std::string tlsCa;                          // --tls-ca: CA of a TCP broker's certificate
+    std::string tokenFile;                      // --token-file: the bearer token for a TCP broker
 
     // submit
     std::string playbook;                       // a name, or a file whose text is sent
@@ -64,6 +66,15 @@ struct Invocation {
     std::string outputFile;                     // download -o
     std::string sessionFilter;                  // postmortems ls --session
     std::string debugCommand;                   // debug-shell --command
+
+    // tokens, audit (cli/auth_commands.h)
+    std::string tokenPrincipal;
+    std::string tokenDescription;
+    std::string tokenTtl;                       // "30d"
+    std::string tokenId;
+    std::string auditPrincipal;
+    std::string auditMethod;
+    std::string auditSince;                     // "1h"
 };
 
 struct ParseOutcome {
@@ -76,6 +87,7 @@ ParseOutcome parseCommandLine(const std::vector<std::string> &args, std::ostream
 
 struct Environment {
     std::optional<std::string> brokerAddress;   // $PADDOCK_BROKER
+    std::optional<std::string> token;           // $PADDOCK_TOKEN (--token-file wins)
     std::string defaultSocketPath;              // paddock::defaultBrokerSocketPath()
     std::function<bool()> interrupted;          // true once the user pressed Ctrl-C; may be empty
     // Called with true before a follow and false after it: only then does Ctrl-C become a flag

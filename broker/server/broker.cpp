@@ -177,8 +177,9 @@ Status Broker::start()
                         ? "could not start the gRPC server"
                         : "could not listen on " + m_config.listenTcp + " (listen_tcp): is the port in use? Pick another");
     parts->listener->start(parts->server.get(), serviceOptions.principals);
+    m_tcpPort = tcpPort;
     if (!m_config.listenTcp.empty())
-        spdlog::info("listening on {} (TLS; every call needs a bearer token)", m_config.listenTcp);
+        spdlog::info("listening on {} (port {}; TLS, every call needs a bearer token)", m_config.listenTcp, tcpPort);
     if (serviceOptions.principals->configured())
         spdlog::info("{} principals from {}", serviceOptions.principals->all().size(), m_config.configFile.string());
     else

@@ -20,14 +20,6 @@ namespace {
 
 using namespace std::chrono_literals;
 
-constexpr const char *kPlaybook = R"(
-name = "one"
-goal = "say hello"
-[[step]]
-tool = "run_command"
-command = "echo hello"
-)";
-
 class AuthServiceTest : public ::testing::Test {
 protected:
     void SetUp() override
@@ -70,7 +62,7 @@ protected:
     grpc::Status submit(v1::Session *session)
     {
         v1::SubmitSessionRequest request;
-        request.set_playbook_toml(kPlaybook);
+        request.set_playbook("hello-c");   // shipped in resources/playbooks
         return m_stub->SubmitSession(context().get(), request, session);
     }
 
