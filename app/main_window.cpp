@@ -1,6 +1,7 @@
 #include "app/main_window.h"
 
 #include "app/client/console_client.h"
+#include "app/governance_controller.h"
 #include "models/console_format.h"
 #include "models/cost_series.h"
 #include "models/pools_model.h"
@@ -11,6 +12,9 @@
 #include "models/session_table_model.h"
 #include "models/trace_model.h"
 #include "views/connection_dialog.h"
+#include "views/cost_view.h"
+#include "views/decisions_view.h"
+#include "views/review_queue_view.h"
 #include "views/debug_shell_panel.h"
 #include "views/pools_view.h"
 #include "views/resource_curve_plot.h"
@@ -96,6 +100,12 @@ MainWindow::MainWindow(ConsoleClient *client, Options options, QWidget *parent)
     m_inspector->setModels(m_failuresModel, m_filesModel);
     m_pages->addWidget(m_poolsView);
     m_pages->addWidget(m_inspector);
+    m_reviewView = new ReviewQueueView(m_pages);
+    m_decisionsView = new DecisionsView(m_pages);
+    m_costView = new CostView(m_pages);
+    m_pages->addWidget(m_reviewView);
+    m_pages->addWidget(m_decisionsView);
+    m_pages->addWidget(m_costView);
     setCentralWidget(m_pages);
 
     m_connectionLabel = new QLabel(this);
@@ -112,8 +122,10 @@ MainWindow::MainWindow(ConsoleClient *client, Options options, QWidget *parent)
     statusBar()->addPermanentWidget(m_principalLabel);
     statusBar()->addPermanentWidget(m_connectionLabel);
 
+    m_governance = new GovernanceController(m_client, m_sessionModel, m_reviewView, m_decisionsView, m_costView, this);
     createActions();
     createMenus();
+    wireGovernance();
 
     connect(m_client, &ConsoleClient::connectionStateChanged, this, &MainWindow::onConnectionState);
     connect(m_client, &ConsoleClient::sessionsChanged, this, &MainWindow::onSessionsChanged);
@@ -152,6 +164,10 @@ MainWindow::MainWindow(ConsoleClient *client, Options options, QWidget *parent)
             m_client->refreshPools();
         if (Page(page) == Page::Inspector && m_connectionState == ConnectionState::Connected)
             m_client->listPostMortems(QString());
+        m_governance->setVisiblePage(Page(page) == Page::Reviews     ? QStringLiteral("reviews")
+                                     : Page(page) == Page::Decisions ? QStringLiteral("decisions")
+                                     : Page(page) == Page::Cost      ? QStringLiteral("cost")
+                                                                     : QString());
     });
     wireInspector();
 
@@ -212,6 +228,10 @@ void MainWindow::createActions()
     });
     m_inspectAction->setToolTip(tr("Open the sandbox inspector on this session's failure: post-mortem, resources, "
                                    "snapshot files, debug shell (Ctrl+I)"));
+    m_overrideAction = make(tr("Override &tier…"), QKeySequence(Qt::CTRL | Qt::Key_T), [this] {
+        m_governance->overrideTier(currentSessionId());
+    });
+    m_overrideAction->setToolTip(tr("Move the session to another tier at its next step, with a reason (Ctrl+T)"));
     m_backAction = make(tr("&Back to sessions"), QKeySequence(Qt::ALT | Qt::Key_Left), [this] { showPage(Page::Sessions); });
 
     m_searchAction = make(tr("&Find session…"), QKeySequence::Find, [this] {
@@ -235,7 +255,8 @@ void MainWindow::createActions()
         m_refreshAction->setShortcuts({QKeySequence(Qt::Key_F5), m_refreshAction->shortcut()});
 
     auto *pageGroup = new QActionGroup(this);
-    const QString names[kPageCount] = {tr("&Sessions"), tr("S&ession"), tr("&Pools"), tr("Sandbox &inspector")};
+    const QString names[kPageCount] = {tr("&Sessions"), tr("S&ession"),    tr("&Pools"), tr("Sandbox &inspector"),
+                                       tr("Review &queue"), tr("&Decisions"), tr("&Cost")};
     for (int i = 0; i < kPageCount; ++i) {
         m_pageActions[i] = make(names[i], QKeySequence(Qt::CTRL | (Qt::Key_1 + i)), [this, i] { showPage(Page(i)); });
         m_pageActions[i]->setCheckable(true);
@@ -259,10 +280,12 @@ void MainWindow::createActions()
     m_sessionsView->toolBar()->addAction(m_pauseResumeAction);
     m_sessionsView->toolBar()->addAction(m_cancelAction);
     m_sessionsView->toolBar()->addAction(m_inspectAction);
+    m_sessionsView->toolBar()->addAction(m_overrideAction);
     m_sessionView->toolBar()->addAction(m_backAction);
     m_sessionView->toolBar()->addAction(m_pauseResumeAction);
     m_sessionView->toolBar()->addAction(m_cancelAction);
     m_sessionView->toolBar()->addAction(m_inspectAction);
+    m_sessionView->toolBar()->addAction(m_overrideAction);
 
     // Right-click on a session: the same actions, so a failed one is one click from its sandbox.
     for (QAbstractItemView *view : {static_cast<QAbstractItemView *>(m_sessionsView->tableView()),
@@ -270,6 +293,7 @@ void MainWindow::createActions()
         view->setContextMenuPolicy(Qt::ActionsContextMenu);
         view->addAction(m_openAction);
         view->addAction(m_inspectAction);
+        view->addAction(m_overrideAction);
         view->addAction(m_pauseResumeAction);
         view->addAction(m_cancelAction);
     }
@@ -288,6 +312,7 @@ void MainWindow::createMenus()
     session->addAction(m_pauseResumeAction);
     session->addAction(m_cancelAction);
     session->addAction(m_inspectAction);
+    session->addAction(m_overrideAction);
     session->addSeparator();
     session->addAction(m_followAction);
     session->addAction(m_detailsAction);
@@ -325,7 +350,7 @@ void MainWindow::restoreSettings()
         mode = themeModeFromName(settings.value(key(kThemeKey)).toString());
         const int page = settings.value(key(kLastPageKey), 0).toInt();
         // The Session page needs a session; without one, the last page is Sessions.
-        showPage(page == int(Page::Pools) || page == int(Page::Inspector) ? Page(page) : Page::Sessions);
+        showPage(page > int(Page::Session) && page < kPageCount ? Page(page) : Page::Sessions);
     }
     for (QAction *action : m_themeGroup->actions())
         action->setChecked(action->data().toInt() == int(mode));
@@ -546,6 +571,7 @@ void MainWindow::onPoolsChanged(const QList<PoolInfo> &pools, bool localExecutio
             m_offeredTiers += pool.tiers;
     }
     updateInspectorTiers();
+    m_governance->setTiers(m_offeredTiers);
 }
 
 void MainWindow::onActionFinished(const QString &action, bool ok, const QString &message, const QString &sessionId)
@@ -601,6 +627,9 @@ void MainWindow::updateActions()
     m_pageActions[int(Page::Session)]->setEnabled(!m_openSessionId.isEmpty());
     m_inspectAction->setEnabled(row >= 0 && connected);
     m_inspectAction->setText(status == SessionStatus::Failed ? tr("&Inspect failed sandbox") : tr("&Inspect sandbox"));
+    m_overrideAction->setEnabled(connected && live && m_governance->overrideAllowed());
+    if (!m_governance->overrideAllowed())
+        m_overrideAction->setToolTip(m_governance->overrideWhyNot());
     m_followAction->setEnabled(currentPage() == Page::Session);
     m_detailsAction->setEnabled(currentPage() == Page::Session);
     m_backAction->setEnabled(currentPage() != Page::Sessions);
@@ -643,6 +672,7 @@ void MainWindow::pauseOrResumeCurrentSession()
 void MainWindow::refresh()
 {
     m_client->refreshPools();
+    m_governance->refresh();
     if (currentPage() == Page::Inspector && m_connectionState == ConnectionState::Connected)
         m_client->listPostMortems(QString());
     if (m_connectionState == ConnectionState::Broken || m_connectionState == ConnectionState::Disconnected)
@@ -741,6 +771,24 @@ void MainWindow::wireInspector()
         }
     });
     connect(m_client, &ConsoleClient::sandboxSamplesArrived, card, &SandboxCard::addSamples);
+}
+
+// ---- Governance: the review queue, decisions and cost pages ----
+
+void MainWindow::wireGovernance()
+{
+    connect(m_governance, &GovernanceController::message, this,
+            [this](const QString &text) { statusBar()->showMessage(text, kStatusMessageMs); });
+    connect(m_governance, &GovernanceController::pendingCountChanged, this, &MainWindow::updateReviewBadge);
+    connect(m_governance, &GovernanceController::openSessionRequested, this, &MainWindow::openSession);
+    updateReviewBadge(0);
+}
+
+void MainWindow::updateReviewBadge(int pending)
+{
+    QAction *action = m_pageActions[int(Page::Reviews)];
+    action->setText(pending > 0 ? tr("Review &queue (%1)").arg(pending) : tr("Review &queue"));
+    action->setToolTip(pending > 0 ? tr("%n review item(s) pending (Ctrl+5)", nullptr, pending) : tr("Review queue (Ctrl+5)"));
 }
 
 void MainWindow::updateInspectorTiers()

@@ -22,6 +22,10 @@ namespace paddock::console {
 
 class ConsoleClient;
 class CostSeries;
+class CostView;
+class DecisionsView;
+class GovernanceController;
+class ReviewQueueView;
 class PoolsModel;
 class PoolsView;
 class PostMortemListModel;
@@ -38,8 +42,8 @@ class MainWindow : public QMainWindow {
     Q_OBJECT
 
 public:
-    enum class Page { Sessions = 0, Session = 1, Pools = 2, Inspector = 3 };
-    static constexpr int kPageCount = 4;
+    enum class Page { Sessions = 0, Session = 1, Pools = 2, Inspector = 3, Reviews = 4, Decisions = 5, Cost = 6 };
+    static constexpr int kPageCount = 7;
 
     struct Options {
         bool persistSettings = true;   // read and write QSettings (layout, theme, broker)
@@ -68,6 +72,10 @@ public:
     SessionView *sessionView() const { return m_sessionView; }
     PoolsView *poolsView() const { return m_poolsView; }
     SandboxInspector *inspector() const { return m_inspector; }
+    ReviewQueueView *reviewQueueView() const { return m_reviewView; }
+    DecisionsView *decisionsView() const { return m_decisionsView; }
+    CostView *costView() const { return m_costView; }
+    GovernanceController *governance() const { return m_governance; }
     PostMortemListModel *failuresModel() const { return m_failuresModel; }
     SnapshotFilesModel *snapshotFilesModel() const { return m_filesModel; }
     SessionTableModel *sessionModel() const { return m_sessionModel; }
@@ -82,6 +90,8 @@ public:
     QAction *openAction() const { return m_openAction; }
     QAction *refreshAction() const { return m_refreshAction; }
     QAction *inspectAction() const { return m_inspectAction; }
+    QAction *overrideTierAction() const { return m_overrideAction; }
+    QAction *pageAction(Page page) const { return m_pageActions[int(page)]; }
 
 public slots:
     void submitSession();
@@ -118,6 +128,8 @@ private:
                              const QString &error);
     void onPostMortemArrived(const PostMortemInfo &postMortem, const QString &error);
     void retryOnTier(const QString &tier);
+    void wireGovernance();
+    void updateReviewBadge(int pending);
 
     ConsoleClient *m_client;
     Options m_options;
@@ -137,6 +149,10 @@ private:
     SessionView *m_sessionView = nullptr;
     PoolsView *m_poolsView = nullptr;
     SandboxInspector *m_inspector = nullptr;
+    ReviewQueueView *m_reviewView = nullptr;
+    DecisionsView *m_decisionsView = nullptr;
+    CostView *m_costView = nullptr;
+    GovernanceController *m_governance = nullptr;
 
     QLabel *m_connectionLabel = nullptr;
     QLabel *m_principalLabel = nullptr;   // "ada · admin" from WhoAmI
@@ -157,6 +173,7 @@ private:
     QAction *m_refreshAction = nullptr;
     QAction *m_backAction = nullptr;
     QAction *m_inspectAction = nullptr;
+    QAction *m_overrideAction = nullptr;
     QAction *m_pageActions[kPageCount] = {};
     QActionGroup *m_themeGroup = nullptr;
 

@@ -1,17 +1,26 @@
 #include "app/screenshot_runner.h"
 
+#include "app/governance_controller.h"
 #include "app/main_window.h"
+#include "models/cost_breakdown.h"
+#include "models/decision_table_model.h"
+#include "models/review_queue_model.h"
 #include "models/pools_model.h"
 #include "models/post_mortem_model.h"
 #include "models/snapshot_files_model.h"
 #include "models/session_table_model.h"
 #include "models/trace_model.h"
 #include "views/connection_dialog.h"
+#include "views/cost_view.h"
+#include "views/decisions_view.h"
+#include "views/override_dialog.h"
+#include "views/review_queue_view.h"
 #include "views/debug_shell_panel.h"
 #include "views/sandbox_inspector.h"
 #include "views/snapshot_browser.h"
 #include "views/session_view.h"
 #include "views/sessions_view.h"
+#include "views/stacked_bar_plot.h"
 #include "views/submit_dialog.h"
 #include "views/theme.h"
 #include "views/trace_view.h"
@@ -38,6 +47,8 @@ constexpr int kTickMs = 100;
 constexpr int kSettleTicks = 15;
 // The inspector needs a failure the pools kept; an older broker has no such API.
 constexpr int kInspectorTimeoutMs = 20000;
+// How long an empty governance answer (no review items, decisions or costs) is given to fill.
+constexpr int kGovernanceSettleMs = 8000;
 } // namespace
 
 ScreenshotRunner::ScreenshotRunner(MainWindow *window, const QString &directory, QObject *parent)
@@ -94,6 +105,21 @@ bool ScreenshotRunner::waitForOptional(bool ready, bool brokerRefused, const cha
     if (!brokerRefused)
         m_missingData = true;
     return true;
+}
+
+bool ScreenshotRunner::waitForGovernance(bool ready, bool answered, bool notOffered, const char *what)
+{
+    if (ready)
+        return true;
+    if (notOffered) {
+        std::fprintf(stderr, "paddock: screenshots: %s: not offered by this broker yet; saving the view as it is\n", what);
+        return true;
+    }
+    if (answered && m_stepClock.elapsed() >= kGovernanceSettleMs) {
+        std::fprintf(stderr, "paddock: screenshots: %s: the broker has none; saving the view as it is\n", what);
+        return true;
+    }
+    return waitForOptional(false, false, what);
 }
 
 bool ScreenshotRunner::save(const QString &name, QWidget *widget)
@@ -244,7 +270,8 @@ void ScreenshotRunner::tick()
             return;
         if (!any) {
             save(QStringLiteral("inspector.png"));
-            next(Step::Dialogs);
+            m_window->showPage(MainWindow::Page::Reviews);
+            next(Step::Reviews);
             return;
         }
         // The newest failure with a snapshot shows the most.
@@ -343,13 +370,93 @@ void ScreenshotRunner::tick()
             return;
         save(QStringLiteral("inspector-dark.png"));
         Theme::apply(ThemeMode::System);
+        m_window->showPage(MainWindow::Page::Reviews);
+        next(Step::Reviews);
+        return;
+    case Step::Reviews: {
+        ReviewQueueView *view = m_window->reviewQueueView();
+        const bool refused = !m_window->governance()->available() || view->queueStatusText().contains(u"UNIMPLEMENTED");
+        const int items = m_window->governance()->reviewModel()->itemCount();
+        const bool answered = view->queueStatusText().startsWith(u"Nothing waits");
+        if (!waitForGovernance(items > 0, answered, refused, "the review queue"))
+            return;
+        if (items > 0) {
+            // A diff shows the most; else the first item.
+            const ReviewQueueModel *model = m_window->governance()->reviewModel();
+            QString pick = model->itemAt(0).id;
+            for (int row = 0; row < model->itemCount(); ++row) {
+                if (model->itemAt(row).changeFormat == u"diff") {
+                    pick = model->itemAt(row).id;
+                    break;
+                }
+            }
+            view->selectItems({pick});
+        }
+        next(Step::ReviewItem);
+        return;
+    }
+    case Step::ReviewItem: {
+        ReviewQueueView *view = m_window->reviewQueueView();
+        const bool none = view->currentItemId().isEmpty();
+        if (!none && !waitForOptional(!view->detailText().contains(u"Reading the full change"), false, "the review item's change"))
+            return;
+        if (m_stepClock.elapsed() < 400)
+            return;
+        save(QStringLiteral("reviews.png"));
+        m_window->showPage(MainWindow::Page::Decisions);
+        next(Step::Decisions);
+        return;
+    }
+    case Step::Decisions: {
+        DecisionsView *view = m_window->decisionsView();
+        const bool refused = !m_window->governance()->available() || view->statusText().contains(u"UNIMPLEMENTED");
+        if (m_stepClock.elapsed() < 600)
+            return;
+        const bool answered = view->statusText().startsWith(u"No environment decisions");
+        if (!waitForGovernance(m_window->governance()->decisionModel()->decisionCount() > 0, answered, refused, "the decisions"))
+            return;
+        // The first over- or under-allocated decision, so its tint and fitting tier show.
+        const DecisionTableModel *model = m_window->governance()->decisionModel();
+        for (int row = 0; row < model->decisionCount(); ++row) {
+            if (DecisionTableModel::allocation(model->decisionAt(row)) != 0) {
+                view->tableView()->selectRow(row);
+                break;
+            }
+        }
+        view->byTierPlot()->replotNow();
+        view->byChooserPlot()->replotNow();
+        save(QStringLiteral("decisions.png"));
+        m_window->showPage(MainWindow::Page::Cost);
+        next(Step::Cost);
+        return;
+    }
+    case Step::Cost: {
+        CostView *view = m_window->costView();
+        const bool refused = !m_window->governance()->available() || view->spendStatusText().contains(u"UNIMPLEMENTED");
+        if (m_stepClock.elapsed() < 600)
+            return;
+        const bool answered = !view->totalsText().isEmpty();
+        if (!waitForGovernance(m_window->governance()->costBreakdown().totalMicros() > 0, answered, refused, "the cost summary"))
+            return;
+        view->spendPlot()->replotNow();
+        view->budgetPlot()->replotNow();
+        save(QStringLiteral("cost.png"));
         next(Step::Dialogs);
         return;
+    }
     case Step::Dialogs: {
         SubmitDialog submit(m_window);
         submit.setSource(SubmitDialog::Source::Goal);
         submit.goalEdit()->setText(QStringLiteral("Find the flaky test in the parser suite and fix it"));
-        submit.setTiers({TierInfo{QStringLiteral("lite"), QStringLiteral("bwrap")}});   // what the demo pool offers
+        // What the demo pools offer, with their prices and limits.
+        QList<TierInfo> tiers;
+        for (int row = 0; row < m_window->poolsModel()->rowCount(); ++row) {
+            const PoolInfo pool = m_window->poolsModel()->index(row, 0).data(PoolsModel::PoolInfoRole).value<PoolInfo>();
+            tiers += pool.tiers;
+        }
+        if (tiers.isEmpty())
+            tiers << TierInfo{QStringLiteral("lite"), QStringLiteral("bwrap")};
+        submit.setTiers(tiers);
         submit.tierCombo()->setCurrentIndex(1);
         submit.show();
         save(QStringLiteral("submit-dialog.png"), &submit);
@@ -358,6 +465,13 @@ void ScreenshotRunner::tick()
         connection.show();
         save(QStringLiteral("connection-dialog.png"), &connection);
         connection.hide();
+        if (m_window->sessionModel()->rowCount() > 0) {
+            OverrideDialog override(m_window->sessionModel()->sessionAt(0), tiers, m_window);
+            override.reasonEdit()->setText(QStringLiteral("the test suite needs more memory than lite has"));
+            override.show();
+            save(QStringLiteral("override-dialog.png"), &override);
+            override.hide();
+        }
         next(Step::Done);
         m_timer->stop();
         emit finished(m_missingData ? 2 : 0);

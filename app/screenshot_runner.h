@@ -41,13 +41,17 @@ private:
     enum class Step {
         Connect, Sessions, Grouped, OpenSession, Session, SessionDark, Pools, PoolsDark,
         Inspector, InspectorLoaded, InspectorFiles, InspectorFile, InspectorShell, InspectorShellRan, InspectorDark,
-        Dialogs, Done
+        Reviews, ReviewItem, Decisions, Cost, Dialogs, Done
     };
     void tick();
     bool waitFor(bool ready, const char *what);
     // Like waitFor, for views whose data the broker may not offer (an older broker): giving up
     // says so on stderr without counting as missing data when the broker refused the call.
     bool waitForOptional(bool ready, bool brokerRefused, const char *what);
+    // For the governance views: a broker (or a client) without the calls is said as not offered,
+    // and an answer with nothing in it (after a while) is saved as it is; neither counts as
+    // missing data.
+    bool waitForGovernance(bool ready, bool answered, bool notOffered, const char *what);
     void next(Step step);
     bool save(const QString &name, QWidget *widget = nullptr);
     QString pickSession() const;

@@ -32,6 +32,11 @@ struct SessionInfo {
     qint64 createdUnixMs = 0;
     qint64 updatedUnixMs = 0;
     qint64 lastSeq = 0;
+    QString tierChooser = {};      // who chose the current tier: default, agent, platform, human
+    QString submittedBy = {};      // the principal who submitted it
+    qint64 modelCostMicros = 0;    // costMicros split: model tokens
+    qint64 sandboxCostMicros = 0;  //   and sandbox time + snapshot storage
+    qint64 budgetMicros = 0;       // 0: no budget
 };
 
 // One event of a session's log. The payload stays as the broker sent it (a JSON object) and is

@@ -85,6 +85,11 @@ QString SessionTableModel::toolTip(const SessionInfo &session) const
     lines << model;
     if (!session.sandboxId.isEmpty())
         lines << QStringLiteral("Sandbox %1 in pool %2, tier %3").arg(session.sandboxId, session.pool, session.tier);
+    if (!session.tierChooser.isEmpty())
+        lines << QStringLiteral("Tier chosen by %1").arg(session.tierChooser);
+    if (session.modelCostMicros > 0 || session.sandboxCostMicros > 0)
+        lines << QStringLiteral("Cost: model %1, sandbox %2")
+                     .arg(formatCost(session.modelCostMicros), formatCost(session.sandboxCostMicros));
     if (!session.tags.isEmpty())
         lines << QStringLiteral("Tags: ") + session.tags.join(QStringLiteral(", "));
     lines << QStringLiteral("Last event: %1 (seq %2)").arg(session.lastEventKind).arg(session.lastSeq);
@@ -110,6 +115,7 @@ QVariant SessionTableModel::data(const QModelIndex &index, int role) const
     case StatusRole: return static_cast<int>(session.status);
     case SessionInfoRole: return QVariant::fromValue(session);
     case StaleRole: return m_stale;
+    case TierChooserRole: return session.tierChooser;
     default: return {};
     }
 }
@@ -141,6 +147,7 @@ QHash<int, QByteArray> SessionTableModel::roleNames() const
     names.insert(StatusRole, "status");
     names.insert(SessionInfoRole, "sessionInfo");
     names.insert(StaleRole, "stale");
+    names.insert(TierChooserRole, "tierChooser");
     return names;
 }
 

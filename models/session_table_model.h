@@ -29,6 +29,7 @@ public:
         StatusRole,                    // int of SessionStatus
         SessionInfoRole,               // QVariant of SessionInfo
         StaleRole,                     // bool
+        TierChooserRole,               // QString: who chose the tier (default, agent, platform, human)
     };
     Q_ENUM(Column)
 

@@ -51,6 +51,9 @@ int main(int argc, char **argv)
                    "require 'authorization: Bearer <token>' on every call, the token being this file's one line "
                    "(needs TLS)")->check(CLI::ExistingFile);
     CLI11_PARSE(app, argc, argv);
+    // Before any thread: a private mount namespace, so the workspace filesystem that holds the
+    // tiers' disk limits leaves no mount behind on the host when the pool dies (workspace_fs.h).
+    const std::string mountNamespace = pool::WorkspaceFs::enterPrivateMountNamespace();
 
     const bool explicitConfig = !configFile.empty();
     const auto file = explicitConfig ? std::filesystem::path(configFile) : defaultConfigDir() / "pool.toml";
@@ -76,6 +79,8 @@ int main(int argc, char **argv)
         }
     }
     setupLogging("paddock-pool", config.logLevel);
+    if (!mountNamespace.empty())
+        spdlog::info("no private mount namespace ({}): the workspace filesystem is mounted in the host's", mountNamespace);
 
     auto credentials = pool::makePoolServerCredentials(tlsOptions);
     if (!credentials) {

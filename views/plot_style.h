@@ -18,5 +18,8 @@ namespace paddock::console {
 void colorPlot(QCustomPlot *plot, const QPalette &pal, const QList<QCPAxis *> &axes);
 // The main series' colour (cost line, latency bars, memory curve), readable on the theme's base.
 QColor plotAccentColor();
+// The colour of the i-th series of a stacked or grouped plot (cost per agent, outcomes per tier):
+// eight distinct hues readable on the theme's base, repeating after that.
+QColor plotSeriesColor(int i);
 
 } // namespace paddock::console

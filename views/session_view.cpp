@@ -112,7 +112,13 @@ SessionView::SessionView(QWidget *parent)
     costTitle->setFont(m_card->findChild<QLabel *>()->font());
     sideLayout->addWidget(m_card);
     sideLayout->addSpacing(6);
+    m_costSplit = new QLabel(side);
+    m_costSplit->setObjectName(QStringLiteral("sessionCostSplit"));
+    m_costSplit->setWordWrap(true);
+    m_costSplit->setToolTip(tr("Model: tokens of the model's responses. Sandbox: the tier's price for the time its "
+                               "sandboxes were claimed, and snapshot storage."));
     sideLayout->addWidget(costTitle);
+    sideLayout->addWidget(m_costSplit);
     sideLayout->addWidget(m_costPlot, 1);
     m_mainSplitter->addWidget(m_traceSplitter);
     m_mainSplitter->addWidget(side);
@@ -180,8 +186,15 @@ void SessionView::refreshHeader()
         m_status->clear();
         m_meta->setText(tr("Open one from Sessions (Ctrl+1) with Enter or a double-click."));
         m_reason->setVisible(false);
+        m_costSplit->clear();
         return;
     }
+    QString split = tr("Model %1 · sandbox %2").arg(formatCost(m_session.modelCostMicros), formatCost(m_session.sandboxCostMicros));
+    if (m_session.budgetMicros > 0)
+        split += tr(" · budget %1 (%2% used)")
+                     .arg(formatCost(m_session.budgetMicros))
+                     .arg(qRound(100.0 * double(m_session.costMicros) / double(m_session.budgetMicros)));
+    m_costSplit->setText(split);
     m_title->setText(m_session.goal.isEmpty() ? m_session.id : m_session.goal);
     m_status->setText(statusLabel(m_session.status));
     QPalette pal = m_status->palette();
@@ -205,6 +218,8 @@ void SessionView::refreshHeader()
     m_reason->setVisible(!m_session.statusReason.isEmpty());
     m_meta->setToolTip(m_meta->text());
 }
+
+QString SessionView::costSplitText() const { return m_costSplit->text(); }
 
 bool SessionView::isDetailsExpanded() const { return m_details->isVisibleTo(this); }
 

@@ -53,6 +53,8 @@ public:
     QToolBar *toolBar() const { return m_toolBar; }
     TraceView *traceView() const { return m_trace; }
     CostPlot *costPlot() const { return m_costPlot; }
+    // "Model $0.0120 · sandbox $0.0040 · budget $1.00 (2%)": the session's cost split.
+    QString costSplitText() const;
     SandboxCard *sandboxCard() const { return m_card; }
 
 protected:
@@ -82,6 +84,7 @@ private:
     QPlainTextEdit *m_details = nullptr;
     SandboxCard *m_card = nullptr;
     CostPlot *m_costPlot = nullptr;
+    QLabel *m_costSplit = nullptr;
 };
 
 } // namespace paddock::console

@@ -6,7 +6,10 @@
 #include "views/status_delegate.h"
 #include "views/theme.h"
 
+#include <QApplication>
 #include <QComboBox>
+#include <QPainter>
+#include <QStyledItemDelegate>
 #include <QHBoxLayout>
 #include <QHeaderView>
 #include <QLabel>
@@ -23,6 +26,62 @@ namespace paddock::console {
 
 namespace {
 constexpr int kDurationRefreshMs = 1000;
+
+// The tier, and after it a small badge naming who chose it (default, agent, platform, human), so a
+// human override or an agent's own pick stands out in the fleet.
+class TierBadgeDelegate : public QStyledItemDelegate {
+public:
+    using QStyledItemDelegate::QStyledItemDelegate;
+
+    static QColor badgeColor(const QString &chooser)
+    {
+        if (chooser == u"human")
+            return Theme::statusColor(SessionStatus::WaitingApproval);
+        if (chooser == u"agent")
+            return Theme::statusColor(SessionStatus::Running);
+        if (chooser == u"platform")
+            return Theme::okColor();
+        return Theme::mutedTextColor();
+    }
+
+    void paint(QPainter *painter, const QStyleOptionViewItem &option, const QModelIndex &index) const override
+    {
+        const QString chooser = index.data(SessionTableModel::TierChooserRole).toString();
+        if (chooser.isEmpty()) {
+            QStyledItemDelegate::paint(painter, option, index);
+            return;
+        }
+        QStyleOptionViewItem opt = option;
+        initStyleOption(&opt, index);
+        const QString tier = opt.text;
+        opt.text.clear();
+        QStyle *style = opt.widget ? opt.widget->style() : QApplication::style();
+        style->drawControl(QStyle::CE_ItemViewItem, &opt, painter, opt.widget);
+
+        painter->save();
+        const QRect r = opt.rect.adjusted(4, 0, -4, 0);
+        const bool selected = opt.state & QStyle::State_Selected;
+        painter->setPen(opt.palette.color(selected ? QPalette::HighlightedText : QPalette::Text));
+        const int tierWidth = opt.fontMetrics.horizontalAdvance(tier);
+        painter->drawText(r, Qt::AlignVCenter | Qt::AlignLeft, tier);
+        QFont small = opt.font;
+        small.setPointSizeF(small.pointSizeF() * 0.8);
+        painter->setFont(small);
+        const QFontMetrics fm(small);
+        const QRect badge(r.left() + tierWidth + 6, r.center().y() - fm.height() / 2, fm.horizontalAdvance(chooser) + 8,
+                          fm.height());
+        const QColor color = badgeColor(chooser);
+        painter->setRenderHint(QPainter::Antialiasing);
+        QColor fill = color;
+        fill.setAlpha(50);
+        painter->setBrush(fill);
+        painter->setPen(QPen(color, 1));
+        painter->drawRoundedRect(QRectF(badge).adjusted(0.5, 0.5, -0.5, -0.5), 4, 4);
+        painter->setPen(selected ? opt.palette.color(QPalette::HighlightedText) : color);
+        painter->drawText(badge, Qt::AlignCenter, chooser);
+        painter->restore();
+    }
+};
 
 struct StatusChoice {
     const char *label;
@@ -150,13 +209,16 @@ void SessionsView::setModels(SessionTableModel *table, SessionFilterProxy *proxy
     // On the tree, column 0 holds the group label on group rows and the status on sessions; the
     // delegate only draws a dot where a status is known, which is both.
     m_tree->setItemDelegateForColumn(SessionTableModel::Status, delegate);
+    auto *tierBadge = new TierBadgeDelegate(this);
+    m_table->setItemDelegateForColumn(SessionTableModel::Tier, tierBadge);
+    m_tree->setItemDelegateForColumn(SessionTableModel::Tier, tierBadge);
 
     QHeaderView *header = m_table->horizontalHeader();
     header->setSectionResizeMode(QHeaderView::Interactive);
     header->setStretchLastSection(false);
     const QList<QPair<int, int>> widths = {
         {SessionTableModel::Status, 160}, {SessionTableModel::Id, 110},   {SessionTableModel::Agent, 90},
-        {SessionTableModel::Tier, 80},    {SessionTableModel::Pool, 80},  {SessionTableModel::Steps, 60},
+        {SessionTableModel::Tier, 130},   {SessionTableModel::Pool, 80},  {SessionTableModel::Steps, 60},
         {SessionTableModel::Cost, 80},    {SessionTableModel::Duration, 80}, {SessionTableModel::LastEvent, 130},
     };
     for (const auto &[column, width] : widths) {

@@ -1,6 +1,7 @@
 #include "views/submit_dialog.h"
 
 #include "views/theme.h"
+#include "views/tier_picker.h"
 
 #include <QButtonGroup>
 #include <QComboBox>
@@ -87,8 +88,8 @@ SubmitDialog::SubmitDialog(QWidget *parent)
     layout->addWidget(m_pages);
 
     auto *common = new QFormLayout;
-    m_tier = new QComboBox(this);
-    m_tier->addItem(tr("Agent's default"), QString());
+    m_tier = new TierPicker(this);
+    m_tier->setTiers({}, tr("Let the agent's selection mode decide"));
     m_agent = new QLineEdit(this);
     m_agent->setPlaceholderText(tr("default"));
     m_tags = new QLineEdit(this);
@@ -132,15 +133,7 @@ void SubmitDialog::setPlaybookNames(const QStringList &names)
 
 void SubmitDialog::setTiers(const QList<TierInfo> &tiers)
 {
-    while (m_tier->count() > 1)
-        m_tier->removeItem(1);
-    QStringList seen;
-    for (const auto &tier : tiers) {
-        if (seen.contains(tier.name))
-            continue;
-        seen << tier.name;
-        m_tier->addItem(tier.runtime.isEmpty() ? tier.name : tr("%1 (%2)").arg(tier.name, tier.runtime), tier.name);
-    }
+    m_tier->setTiers(tiers, tr("Let the agent's selection mode decide"));
 }
 
 void SubmitDialog::setDefaultModel(const QString &model) { m_model->setCurrentText(model); }
@@ -201,7 +194,7 @@ void SubmitDialog::accept()
         request.model = m_model->currentText().trimmed();
         break;
     }
-    request.tier = m_tier->currentData().toString();
+    request.tier = m_tier->selectedTier();
     request.agent = m_agent->text().trimmed();
     for (const QString &tag : m_tags->text().split(u',', Qt::SkipEmptyParts)) {
         if (!tag.trimmed().isEmpty())

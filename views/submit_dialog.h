@@ -5,6 +5,7 @@
 // Threads: GUI thread only.
 
 #include "models/console_types.h"
+#include "views/tier_picker.h"
 
 #include <QDialog>
 
@@ -28,8 +29,9 @@ public:
     // Names offered in the playbook list (the demo playbooks by default).
     void setPlaybookNames(const QStringList &names);
     void setDefaultModel(const QString &model);
-    // The tiers the connected pools offer, each shown with its runtime ("lite (bwrap)"). Until it is
-    // called only "Agent's default" is offered.
+    // The tiers the connected pools offer, each with its price per hour and limits ("lite · $0.020/h
+    // · 0.5 CPU · 512.0 MiB · bwrap"). The first entry, "Let the agent's selection mode decide",
+    // sends no tier.
     void setTiers(const QList<TierInfo> &tiers);
 
     enum class Source { PlaybookName, PlaybookFile, Goal };
@@ -43,7 +45,7 @@ public:
     // For tests and scripts: fill the fields without the UI.
     QComboBox *playbookCombo() const { return m_playbook; }
     QLineEdit *goalEdit() const { return m_goal; }
-    QComboBox *tierCombo() const { return m_tier; }
+    TierPicker *tierCombo() const { return m_tier; }
 
 public slots:
     void accept() override;
@@ -58,7 +60,7 @@ private:
     QLineEdit *m_file = nullptr;
     QLineEdit *m_goal = nullptr;
     QComboBox *m_model = nullptr;
-    QComboBox *m_tier = nullptr;
+    TierPicker *m_tier = nullptr;
     QLineEdit *m_agent = nullptr;
     QLineEdit *m_tags = nullptr;
     QLabel *m_error = nullptr;

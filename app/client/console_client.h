@@ -15,6 +15,8 @@
 
 namespace paddock::console {
 
+class GovernanceClient;
+
 class ConsoleClient : public QObject {
     Q_OBJECT
 
@@ -82,6 +84,10 @@ public:
     virtual void watchSandboxSamples(const QString &pool, const QString &sandboxId) = 0;
     // Whether the broker can stream samples at all (the card says so when it cannot).
     virtual bool canWatchSandboxSamples() const = 0;
+
+    // The governance calls (review queue, decisions, cost) on the same connection; owned by the
+    // client. nullptr when this client has none (the views then say so).
+    virtual GovernanceClient *governance() { return nullptr; }
 
 signals:
     // detail says, for people, what happened ("connected to unix:/run/...", "broker unreachable: ...").

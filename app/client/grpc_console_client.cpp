@@ -1,5 +1,7 @@
 #include "app/client/grpc_console_client.h"
 
+#include "app/client/grpc_governance_client.h"
+
 #include "common/paths.h"
 
 #include "paddock/v1/broker.grpc.pb.h"
@@ -73,6 +75,11 @@ SessionInfo toSessionInfo(const v1::Session &s)
     info.createdUnixMs = s.created_unix_ms();
     info.updatedUnixMs = s.updated_unix_ms();
     info.lastSeq = s.last_seq();
+    info.tierChooser = qs(s.tier_chooser());
+    info.submittedBy = qs(s.submitted_by());
+    info.modelCostMicros = s.model_cost_micros();
+    info.sandboxCostMicros = s.sandbox_cost_micros();
+    info.budgetMicros = s.budget_micros();
     return info;
 }
 
@@ -657,6 +664,8 @@ public:
     int initialBackoffMs = 100;
     int maxBackoffMs = 5'000;
     int backoffMs = 100;
+    // The governance calls share the channel while connected.
+    GrpcGovernanceClient *governance = nullptr;
 };
 
 void GrpcConsoleClient::Private::startAttempt()
@@ -880,6 +889,8 @@ GrpcConsoleClient::GrpcConsoleClient(QObject *parent) : ConsoleClient(parent), d
 
 GrpcConsoleClient::~GrpcConsoleClient()
 {
+    delete d->governance;   // cancels and waits for its calls while the channel is still here
+    d->governance = nullptr;
     {
         std::lock_guard lock(d->shared->mutex);
         d->shared->client = nullptr;
@@ -896,6 +907,18 @@ GrpcConsoleClient::~GrpcConsoleClient()
     if (!d->shared->idle.wait_for(lock, std::chrono::milliseconds(kShutdownWaitMs),
                                   [this] { return d->shared->active == 0; }))
         qCWarning(lcClient) << d->shared->active << "broker calls still running at shutdown";
+}
+
+GovernanceClient *GrpcConsoleClient::governance()
+{
+    if (!d->governance) {
+        d->governance = new GrpcGovernanceClient(
+            [this]() -> std::shared_ptr<grpc::Channel> {
+                return d->state == ConnectionState::Connected ? d->channel : nullptr;
+            },
+            this);
+    }
+    return d->governance;
 }
 
 QString GrpcConsoleClient::defaultAddress()

@@ -79,6 +79,7 @@ public:
     void closeDebugShell(const QString &shellId) override;
     void watchSandboxSamples(const QString &pool, const QString &sandboxId) override;
     bool canWatchSandboxSamples() const override;
+    GovernanceClient *governance() override;
 
     // Tuning, mostly for tests: the reconnect backoff and the coalescing interval.
     void setReconnectBackoff(int initialMs, int maxMs);

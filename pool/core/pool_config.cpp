@@ -110,7 +110,7 @@ Result<PoolConfig> loadPoolConfig(const fs::path &file, bool mustExist)
                 !(st = readInt(tv["max_count"], file, "tier.max_count", tier.maxCount, 1, 100000)) ||
                 !(st = readInt(tv["memory_mb"], file, "tier.memory_mb", memoryMb, 1, 1ll << 30)) ||
                 !(st = readInt(tv["pids"], file, "tier.pids", tier.pids, 8, 1ll << 22)) ||
-                !(st = readInt(tv["disk_mb"], file, "tier.disk_mb", diskMb, 1, 1ll << 30)) ||
+                !(st = readInt(tv["disk_mb"], file, "tier.disk_mb", diskMb, 0, 1ll << 30)) ||
                 !(st = readString(tv["network"], file, "tier.network", tier.network)))
                 return std::unexpected(st.error());
             if (tier.network != "none" && tier.network != "allowlist")

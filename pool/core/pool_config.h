@@ -21,7 +21,7 @@ struct TierConfig {
     double cpu = 0.5;                        // cores: the cgroup's cpu quota
     int64_t memoryBytes = 512ll << 20;       // the cgroup's memory limit (OOM kill beyond it)
     int64_t pids = 512;                      // the cgroup's pids.max (processes and threads)
-    int64_t diskBytes = 1ll << 30;           // /workspace size the tier promises (reported; not enforced yet)
+    int64_t diskBytes = 1ll << 30;           // the sandbox directory's btrfs qgroup limit (EDQUOT beyond); 0: none
     double pricePerHour = 0;                 // US dollars per sandbox-hour (cost and idle cost)
     // "none": no network at all; "allowlist": only through the pool's egress proxy, to the
     // hosts and ranges in `allowlist` (host, host:port, *.domain, or CIDR ranges).

@@ -127,35 +127,36 @@ std::shared_ptr<DeadlineWatcher::Watch> DeadlineWatcher::arm(std::vector<fs::pat
     watch->dirs = std::move(dirs);
     const int64_t marginMs = std::clamp<int64_t>(timeoutMs / 10, 20, 500);
     const int64_t atUs = monotonicUs() + (timeoutMs - marginMs) * 1000;
-    bool first;
+    bool wake;
     {
         std::lock_guard lock(m_mutex);
-        first = m_items.empty() || atUs < m_items.top().atUs;
+        wake = atUs < m_wakeAtUs;
         m_items.push(Item{atUs, marginMs, watch});
     }
-    if (first)
+    if (wake)
         m_cv.notify_one();
     return watch;
 }
 
 void DeadlineWatcher::loop()
 {
+    constexpr int64_t kTickUs = 1000000;
     std::unique_lock lock(m_mutex);
     for (;;) {
         if (m_stopping)
             return;
-        if (m_items.empty()) {
-            m_cv.wait(lock);
-            continue;
-        }
         // Watches whose exec ended (the caller dropped them) go without waiting for their time.
-        if (m_items.top().watch.expired()) {
+        if (!m_items.empty() && m_items.top().watch.expired()) {
             m_items.pop();
             continue;
         }
         const int64_t now = monotonicUs();
-        if (m_items.top().atUs > now) {
-            m_cv.wait_for(lock, std::chrono::microseconds(std::min<int64_t>(m_items.top().atUs - now, 1000000)));
+        if (m_items.empty() || m_items.top().atUs > now) {
+            // Even with nothing to watch: a tick a second is what lets arm() skip the notify.
+            const int64_t until = m_items.empty() ? now + kTickUs : std::min(m_items.top().atUs, now + kTickUs);
+            m_wakeAtUs = until;
+            m_cv.wait_for(lock, std::chrono::microseconds(until - now));
+            m_wakeAtUs = 0;
             continue;
         }
         Item item = m_items.top();

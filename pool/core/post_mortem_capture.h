@@ -71,6 +71,10 @@ private:
     std::mutex m_mutex;
     std::condition_variable m_cv;
     std::priority_queue<Item, std::vector<Item>, std::greater<Item>> m_items;
+    // When the loop's current wait ends; 0 while it runs. arm() wakes it only for an earlier
+    // deadline: with the loop waking at least every kTickUs, an exec whose deadline is further
+    // out (every exec with a timeout over a second) arms without a thread wake-up on its path.
+    int64_t m_wakeAtUs = 0;
     bool m_stopping = false;
     std::thread m_thread;
 };

@@ -73,6 +73,8 @@ struct SandboxPool::Sandbox {
     std::unique_ptr<RunningSandbox> running;
     InitClient init;
     std::unique_ptr<SandboxCgroup> cgroup;   // null: no limits
+    WorkspaceFs *workspaceFs = nullptr;      // null: no disk limit; then qgroupId is 0
+    uint64_t qgroupId = 0;
     mutable std::mutex sampleMutex;
     std::deque<CgroupSample> samples;        // guarded by sampleMutex
     // Guarded by the pool's m_mutex.
@@ -162,16 +164,42 @@ Result<std::unique_ptr<SandboxPool>> SandboxPool::create(PoolConfig config)
     std::error_code ec;
     // Sandboxes of an earlier run died with it (bwrap --die-with-parent); their directories remain,
     // and their cgroups (the directory's name is the sandbox id).
+    // A killed pool also leaves its workspace filesystem mounted there: detached, not emptied
+    // file by file (WorkspaceFs::mount below makes a fresh one).
     if (fs::exists(sandboxes, ec)) {
         for (const auto &entry : fs::directory_iterator(sandboxes, ec)) {
-            spdlog::info("removing sandbox directory left by an earlier run: {}", entry.path().string());
+            spdlog::info("removing sandbox left by an earlier run: {}", entry.path().filename().string());
             if (cgroups)
                 cgroups->removeLeftover(entry.path().filename().string());
-            fs::remove_all(entry.path(), ec);
         }
+        WorkspaceFs::detachStale(sandboxes);
+        for (const auto &entry : fs::directory_iterator(sandboxes, ec))
+            fs::remove_all(entry.path(), ec);
     }
     if (auto err = ensurePrivateDirectory(sandboxes, 0700); !err.empty())
         return fail(ErrorCode::FailedPrecondition, err + "; pass a writable --state-dir");
+    // Disk limits: one btrfs for every sandbox directory (workspace_fs.h), sized for every tier
+    // at max_count. The image is sparse: only what sandboxes write takes host disk.
+    std::unique_ptr<WorkspaceFs> workspaceFs;
+    std::string diskLimits = "none (no tier has disk_mb)";
+    int64_t imageBytes = 0;
+    for (const auto &tier : config.tiers)
+        imageBytes += tier.diskBytes * tier.maxCount;
+    if (imageBytes > 0) {
+        imageBytes = std::max<int64_t>(imageBytes + (256ll << 20), 1ll << 30);   // metadata; btrfs' minimum
+        auto mounted = WorkspaceFs::mount(config.stateDir / "workspaces.btrfs", sandboxes, imageBytes);
+        if (mounted) {
+            workspaceFs = std::move(*mounted);
+            diskLimits = "btrfs qgroups";
+        } else {
+            // The documented rule (docs/pool.md): run, loudly, like a pool without cgroups.
+            diskLimits = "none (" + mounted.error().message + ")";
+            spdlog::error("disk limits NOT enforced: {}; a sandbox can fill this host's disk through /workspace. "
+                          "Give tiers disk_mb = 0 to silence this, or fix the cause", mounted.error().message);
+            if (auto err = ensurePrivateDirectory(sandboxes, 0700); !err.empty())
+                return fail(ErrorCode::FailedPrecondition, err + "; pass a writable --state-dir");
+        }
+    }
     auto snapshots = SnapshotStore::open(config.snapshotDir);
     if (!snapshots) {
         ::close(lockFd);
@@ -197,6 +225,8 @@ Result<std::unique_ptr<SandboxPool>> SandboxPool::create(PoolConfig config)
     pool->m_lockFd = lockFd;
     pool->m_cgroupLayout = std::move(layout);
     pool->m_cgroups = std::move(cgroups);
+    pool->m_workspaceFs = std::move(workspaceFs);
+    pool->m_diskLimits = std::move(diskLimits);
     pool->m_allowlists = std::move(*allowlists);
     if (!pool->m_allowlists.empty())
         pool->m_egress = std::make_unique<egress::EgressProxy>();
@@ -269,6 +299,8 @@ void SandboxPool::shutdown()
     for (auto &sb : all)
         destroy(sb);
     m_execLoop.stop();   // execs still waiting on a dead init fail now rather than at their deadline
+    if (m_workspaceFs)
+        m_workspaceFs->unmount();   // every sandbox directory on it is gone
     spdlog::info("released {} sandboxes", all.size());
 }
 
@@ -302,17 +334,40 @@ Result<std::shared_ptr<SandboxPool::Sandbox>> SandboxPool::startSandbox(Tier &ti
         cgroup = std::move(*created);
         spec.cgroupProcsFds = cgroup->procsFds();
     }
+    // With disk limits the sandbox directory is a subvolume held to the tier's disk_mb: the
+    // workspace and a restore's staging directory beside it share the limit and the filesystem.
+    uint64_t qgroupId = 0;
+    WorkspaceFs *workspaceFs = tier.config.diskBytes > 0 ? m_workspaceFs.get() : nullptr;
+    auto removeDir = [&] {
+        if (workspaceFs)
+            workspaceFs->remove(id);
+        else
+            fs::remove_all(dir, ec);
+    };
+    if (workspaceFs) {
+        auto created = workspaceFs->createLimited(id, tier.config.diskBytes);
+        if (!created) {
+            if (cgroup)
+                cgroup->remove();
+            return std::unexpected(created.error());
+        }
+        qgroupId = *created;
+    }
     fs::create_directories(spec.workspaceDir, ec);
     if (!ec)
         fs::create_directories(spec.controlDir, ec);
-    if (ec)
+    if (ec) {
+        if (cgroup)
+            cgroup->remove();
+        removeDir();
         return fail(ErrorCode::FailedPrecondition, "cannot create " + dir.string() + ": " + ec.message() +
                                                        "; check that the pool's --state-dir is writable and has space");
+    }
     fs::permissions(spec.controlDir, fs::perms::owner_all, ec);
     if (auto st = startEgress(tier.config, id, dir, spec); !st) {
         if (cgroup)
             cgroup->remove();
-        fs::remove_all(dir, ec);
+        removeDir();
         return std::unexpected(st.error());
     }
     const int64_t t0 = monotonicUs();
@@ -324,7 +379,7 @@ Result<std::shared_ptr<SandboxPool::Sandbox>> SandboxPool::startSandbox(Tier &ti
         stopEgress(id);
         if (cgroup)
             cgroup->remove();
-        fs::remove_all(dir, ec);
+        removeDir();
         return std::unexpected(running.error());
     }
     {
@@ -333,7 +388,10 @@ Result<std::shared_ptr<SandboxPool::Sandbox>> SandboxPool::startSandbox(Tier &ti
         tier.startUsTotal += took;
     }
     spdlog::debug("started sandbox {} in {:.1f} ms", id, took / 1000.0);
-    return std::make_shared<Sandbox>(id, &tier, dir, std::move(*running), std::move(cgroup));
+    auto sandbox = std::make_shared<Sandbox>(id, &tier, dir, std::move(*running), std::move(cgroup));
+    sandbox->workspaceFs = workspaceFs;
+    sandbox->qgroupId = qgroupId;
+    return sandbox;
 }
 
 void SandboxPool::destroy(const std::shared_ptr<Sandbox> &sandbox)
@@ -346,9 +404,14 @@ void SandboxPool::destroy(const std::shared_ptr<Sandbox> &sandbox)
     }
     if (sandbox->cgroup)
         sandbox->cgroup->remove();   // kills what outlived bwrap, then rmdir
+    // The sandbox is dead: nothing inside can race the removal. Neither a subvolume's deletion
+    // nor remove_all follows symlinks, so a link the agent planted is removed, not its target.
+    // Deleting the subvolume also drops its qgroup: the next sandbox starts with a fresh limit.
+    if (sandbox->workspaceFs) {
+        sandbox->workspaceFs->remove(sandbox->id);
+        return;
+    }
     std::error_code ec;
-    // The sandbox is dead: nothing inside can race the removal. remove_all does not follow
-    // symlinks, so a link the agent planted is removed, not its target.
     fs::remove_all(sandbox->dir, ec);
     if (ec)
         spdlog::warn("could not delete {}: {}", sandbox->dir.string(), ec.message());
@@ -827,6 +890,7 @@ PoolStats SandboxPool::stats() const
     s.cgroupVersion = m_cgroups || m_cgroupLayout.version == "none"
                           ? m_cgroupLayout.statusText()
                           : m_cgroupLayout.version + " (not writable: no limits enforced)";
+    s.diskLimits = m_diskLimits;
     s.uptimeMs = (monotonicUs() - m_startedUs) / 1000;
     std::lock_guard lock(m_mutex);
     for (const auto &tier : m_tiers) {
@@ -917,8 +981,42 @@ void SandboxPool::nameExit(const Sandbox &sandbox, int64_t oomBefore, Result<Ini
         r->reason = "timeout";
         return;
     }
-    if (oomBefore >= 0 && (r->signal != 0 || r->exitCode != 0) && sandbox.cgroup && sandbox.cgroup->oomKills() > oomBefore)
+    if (r->signal == 0 && r->exitCode == 0)
+        return;
+    if (oomBefore >= 0 && sandbox.cgroup && sandbox.cgroup->oomKills() > oomBefore)
         r->reason = "oom_killed";
+    else if (sandbox.workspaceFs && workspaceFull(sandbox))
+        r->reason = "disk_full";   // a few sysfs reads, only for a command that failed
+}
+
+bool SandboxPool::workspaceFull(const Sandbox &sandbox)
+{
+    // Within 64 KiB of the limit: a write that would cross it fails without using it up, and
+    // btrfs counts its metadata in blocks of 16 KiB.
+    auto full = [&] {
+        const int64_t used = sandbox.workspaceFs->usedBytes(sandbox.qgroupId);
+        return used >= 0 && used + kDiskFullMarginBytes >= sandbox.tier->config.diskBytes;
+    };
+    if (!full())
+        return false;
+    // Files deleted since btrfs' last commit still count: settle them first (a commit, a few ms,
+    // only for a failed command in a workspace that looks full), or a command failing for another
+    // reason just after `rm` would be named disk_full.
+    sandbox.workspaceFs->commit();
+    return full();
+}
+
+int64_t SandboxPool::workspaceUsedBytes(const std::string &sandboxId) const
+{
+    std::shared_ptr<Sandbox> sandbox;
+    {
+        std::lock_guard lock(m_mutex);
+        auto it = m_sandboxes.find(sandboxId);
+        if (it == m_sandboxes.end())
+            return -1;
+        sandbox = it->second;
+    }
+    return sandbox->workspaceFs ? sandbox->workspaceFs->usedBytes(sandbox->qgroupId) : -1;
 }
 
 std::vector<fs::path> SandboxPool::cgroupDirs(const std::string &sandboxId) const
@@ -1149,6 +1247,9 @@ std::optional<PostMortemRecord> SandboxPool::execFailure(const Sandbox &sandbox,
     const std::string cmd = "'" + commandLine(argv) + "'";
     if (pm.reason == "oom_killed")
         pm.detail = cmd + " was killed by the OOM killer at the tier's memory limit of " + mib(pm.memoryLimitBytes);
+    else if (pm.reason == "disk_full")
+        pm.detail = cmd + " failed with the workspace full: the tier's disk limit of " + mib(pm.diskLimitBytes) +
+                    " is used up (delete files in /workspace or use a tier with more disk_mb)";
     else if (pm.reason == "timeout")
         pm.detail = cmd + " timed out after " + std::to_string(static_cast<int64_t>(exit.durationMs)) + " ms and was killed";
     else if (exit.signal != 0)

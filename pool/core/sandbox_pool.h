@@ -19,6 +19,7 @@
 #include "pool/runtimes/cgroup.h"
 #include "pool/egress/egress_proxy.h"
 #include "pool/runtimes/runtime.h"
+#include "pool/runtimes/workspace_fs.h"
 #include "pool/snapshot/snapshot_store.h"
 
 #include <atomic>
@@ -75,6 +76,7 @@ struct PoolStats {
     std::string poolId;
     std::string host;
     std::string cgroupVersion;
+    std::string diskLimits;   // SandboxPool::diskLimits()
     int64_t uptimeMs = 0;
     std::vector<TierStats> tiers;
 };
@@ -119,6 +121,12 @@ public:
     // without limits (no usable hierarchy, or not writable).
     const CgroupLayout &cgroupLayout() const { return m_cgroupLayout; }
     bool cgroupsEnforced() const { return m_cgroups != nullptr; }
+    // Disk limits (workspace_fs.h): "btrfs qgroups" when each sandbox directory is held to its
+    // tier's disk_mb, else "none (...)" saying why. Without them a sandbox can fill the host's disk.
+    const std::string &diskLimits() const { return m_diskLimits; }
+    bool diskLimitsEnforced() const { return m_workspaceFs != nullptr; }
+    // What a sandbox's directory (its workspace, mostly) uses now, or -1 (no disk limits, unknown id).
+    int64_t workspaceUsedBytes(const std::string &sandboxId) const;
     // The cgroup directories of a claimed sandbox (empty without cgroups or for unknown ids).
     std::vector<std::filesystem::path> cgroupDirs(const std::string &sandboxId) const;
     // The last resource samples of a claimed sandbox, oldest first (at most kSamplesKept, one a
@@ -167,8 +175,11 @@ private:
     void monitorLoop();
     void samplerLoop();
     // Fills exit.reason: "timeout", or "oom_killed" when the cgroup's OOM kill count went up
-    // during the exec (from oomBefore) and the command did not succeed.
+    // during the exec (from oomBefore) and the command did not succeed, or "disk_full" when it
+    // failed with the sandbox directory at its disk limit.
     static void nameExit(const Sandbox &sandbox, int64_t oomBefore, Result<InitExecResult> &r);
+    static bool workspaceFull(const Sandbox &sandbox);
+    static constexpr int64_t kDiskFullMarginBytes = 64 << 10;
     void wakeMonitor();
     // Builds, snapshots and stores a post-mortem (blocking: call it on the capture thread or a
     // thread that may block).
@@ -193,6 +204,8 @@ private:
     const int64_t m_startedUs;
     CgroupLayout m_cgroupLayout;
     std::unique_ptr<CgroupManager> m_cgroups;   // null: no limits
+    std::unique_ptr<WorkspaceFs> m_workspaceFs; // null: no disk limits
+    std::string m_diskLimits;
 
     mutable std::mutex m_mutex;
     std::condition_variable m_cv;   // warm sandbox added, slot freed, claim key resolved, stopping

@@ -2,7 +2,9 @@
 
 #include <spdlog/spdlog.h>
 
+#include <algorithm>
 #include <cerrno>
+#include <charconv>
 #include <chrono>
 #include <cmath>
 #include <cstring>
@@ -11,6 +13,7 @@
 #include <set>
 #include <signal.h>
 #include <sstream>
+#include <string_view>
 #include <sys/stat.h>
 #include <thread>
 #include <unistd.h>
@@ -74,19 +77,28 @@ int64_t readInt(const fs::path &path)
     }
 }
 
-// The value of "key N" in a flat keyed file (memory.events, memory.oom_control, cpu.stat).
+// The value of "key N" in the text of a flat keyed file (memory.events, memory.oom_control,
+// cpu.stat); -1 when the key is missing.
+int64_t keyedValue(std::string_view text, std::string_view key)
+{
+    while (!text.empty()) {
+        const size_t end = std::min(text.find('\n'), text.size());
+        const std::string_view line = text.substr(0, end);
+        text.remove_prefix(std::min(end + 1, text.size()));
+        if (line.size() > key.size() && line.substr(0, key.size()) == key && line[key.size()] == ' ') {
+            int64_t v = -1;
+            const std::string_view digits = line.substr(key.size() + 1);
+            std::from_chars(digits.data(), digits.data() + digits.size(), v);
+            return v;
+        }
+    }
+    return -1;
+}
+
 int64_t readKey(const fs::path &path, const std::string &key)
 {
     auto text = readFile(path);
-    if (!text)
-        return -1;
-    std::istringstream in(*text);
-    std::string k;
-    int64_t v;
-    while (in >> k >> v)
-        if (k == key)
-            return v;
-    return -1;
+    return text ? keyedValue(*text, key) : -1;
 }
 
 std::string unescapeMount(const std::string &s)
@@ -374,6 +386,9 @@ Result<std::unique_ptr<SandboxCgroup>> CgroupManager::createSandbox(const std::s
         return it == m_controllerDirs.end() ? fs::path() : it->second / sandboxId;
     };
     cg->m_memoryDir = dirFor("memory");
+    if (!cg->m_memoryDir.empty())
+        cg->m_oomFd = ::open((cg->m_memoryDir / (m_layout.version == "v2" ? "memory.events" : "memory.oom_control")).c_str(),
+                             O_RDONLY | O_CLOEXEC);
     cg->m_cpuDir = dirFor("cpu");
     cg->m_cpuacctDir = dirFor("cpuacct");
     cg->m_pidsDir = dirFor("pids");
@@ -435,12 +450,22 @@ void CgroupManager::removeLeftover(const std::string &sandboxId) const
 SandboxCgroup::~SandboxCgroup()
 {
     remove();
+    if (m_oomFd >= 0)
+        ::close(m_oomFd);
 }
 
 int64_t SandboxCgroup::oomKills() const
 {
     if (m_memoryDir.empty())
         return -1;
+    if (m_oomFd >= 0) {
+        char buf[1024];
+        ssize_t n;
+        do {
+            n = ::pread(m_oomFd, buf, sizeof buf, 0);
+        } while (n < 0 && errno == EINTR);
+        return n > 0 ? keyedValue(std::string_view(buf, static_cast<size_t>(n)), "oom_kill") : -1;
+    }
     if (m_version == "v2")
         return readKey(m_memoryDir / "memory.events", "oom_kill");
     return readKey(m_memoryDir / "memory.oom_control", "oom_kill");

@@ -83,6 +83,11 @@ private:
     std::vector<std::filesystem::path> m_dirs;
     std::filesystem::path m_memoryDir, m_cpuacctDir, m_pidsDir, m_cpuDir;
     std::vector<int> m_procsFds;
+    // memory.events (v2) or memory.oom_control (v1), opened once: oomKills() runs before every
+    // exec, on its latency path, and a pread of an open file costs a fraction of an open, read and
+    // close by path. Closed by the destructor only (never while an exec may read it); it keeps
+    // working until the cgroup is removed and fails (-1) after.
+    int m_oomFd = -1;
     bool m_removed = false;
 };
 

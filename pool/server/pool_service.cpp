@@ -335,6 +335,7 @@ grpc::ServerUnaryReactor *PoolService::Status(grpc::CallbackServerContext *ctx, 
     resp->set_version(kVersion);
     resp->set_uptime_ms(s.uptimeMs);
     resp->set_cgroup_version(s.cgroupVersion);
+    resp->set_disk_limits(s.diskLimits);
     for (const auto &t : s.tiers) {
         auto *out = resp->add_tiers();
         auto *tier = out->mutable_tier();

@@ -4,6 +4,9 @@
 // sandbox killed right after (the kill is not timed). Prints figures; it is not a test.
 //
 // Budget (ARCHITECTURE.md): refill at two parallel starts >= half the runtime's raw start rate.
+// Refill is measured twice per round: with disk limits (each sandbox directory a btrfs subvolume
+// with a qgroup limit, docs/pool.md "Disk") and without (disk_mb = 0: plain directories), so the
+// cost of the limits shows in the same run; pool start (mkfs and mount) is printed apart.
 //
 //   pool_refill_bench [sandboxes_per_round] [rounds]     (defaults 16, 3; runsc uses a quarter)
 
@@ -67,16 +70,22 @@ double rawStartRate(pool::Runtime &runtime, int count, const fs::path &dir)
 }
 
 // Sandboxes per second while a fresh pool fills `count` warm slots with its two refill workers.
-double refillRate(const std::string &runtimeName, int count, const fs::path &dir, double &statusRate)
+double refillRate(const std::string &runtimeName, int count, const fs::path &dir, int64_t diskBytes, double &statusRate,
+                  double &createMs)
 {
     pool::PoolConfig config;
     config.stateDir = dir / "pool";
     config.initPath = PADDOCK_SANDBOX_INIT;
     config.poolId = "refill-bench-" + std::to_string(::getpid());
     config.tiers.push_back(pool::TierConfig{"t", runtimeName, count, count, 1, 1ll << 30});
+    config.tiers.back().diskBytes = diskBytes;
+    const auto c0 = Clock::now();
     auto created = pool::SandboxPool::create(config);
+    createMs = since(c0) * 1000;
     if (!created)
         die(created.error().message);
+    if (diskBytes > 0 && !(*created)->diskLimitsEnforced())
+        die("no disk limits on this machine: " + (*created)->diskLimits());
     const auto t0 = Clock::now();
     (*created)->start();
     if (!(*created)->waitWarm(600000))
@@ -106,18 +115,26 @@ int main(int argc, char **argv)
             continue;
         }
         const int count = runtimeName == "runsc" ? std::max(4, perRound / 4) : perRound;
-        std::vector<double> raw, refill, status;
+        std::vector<double> raw, refill, status, plain, createMs, plainCreateMs;
         for (int r = 0; r < rounds; ++r) {
             raw.push_back(rawStartRate(**runtime, count, dir / "raw"));
-            double s = 0;
-            refill.push_back(refillRate(runtimeName, count, dir / ("round-" + std::to_string(r)), s));
+            double s = 0, ms = 0;
+            plain.push_back(refillRate(runtimeName, count, dir / ("plain-" + std::to_string(r)), 0, s, ms));
+            plainCreateMs.push_back(ms);
+            refill.push_back(refillRate(runtimeName, count, dir / ("round-" + std::to_string(r)), 1ll << 30, s, ms));
             status.push_back(s);
+            createMs.push_back(ms);
         }
-        const double rawMedian = median(raw), refillMedian = median(refill);
+        const double rawMedian = median(raw), refillMedian = median(refill), plainMedian = median(plain);
         std::printf("%s (%d sandboxes per round, medians):\n", runtimeName.c_str(), count);
         std::printf("  raw start rate, one at a time (Runtime::start to ready)  %7.2f /s  (%.1f ms each)\n", rawMedian,
                     1000.0 / rawMedian);
-        std::printf("  pool refill rate, 2 parallel starts (fill to warm)      %7.2f /s\n", refillMedian);
+        std::printf("  pool refill rate, no disk limits (disk_mb = 0)          %7.2f /s  refill / raw: %.2f\n", plainMedian,
+                    plainMedian / rawMedian);
+        std::printf("  pool refill rate, 2 parallel starts (fill to warm)      %7.2f /s  (disk_mb = 1024: btrfs subvolume + qgroup)\n",
+                    refillMedian);
+        std::printf("  pool start (create), with / without disk limits        %7.1f / %.1f ms  (mkfs.btrfs + loop mount)\n",
+                    median(createMs), median(plainCreateMs));
         std::printf("  Status.refill_per_second (2 / mean start time)          %7.2f /s\n", median(status));
         std::printf("  refill / raw: %.2f   budget >= 0.5: %s\n", refillMedian / rawMedian, refillMedian >= 0.5 * rawMedian ? "yes" : "NO");
     }

@@ -35,6 +35,7 @@ using namespace paddock;
 namespace {
 
 constexpr int64_t kMemoryLimit = 256ll << 20;
+constexpr int64_t kDiskLimit = 8ll << 20;   // each sandbox directory's btrfs qgroup limit
 
 struct TierCase {
     std::string tier;
@@ -73,6 +74,7 @@ struct Harness {
         tier.cpu = 1;
         tier.memoryBytes = kMemoryLimit;
         tier.pids = 256;
+        tier.diskBytes = kDiskLimit;
         config.tiers.push_back(tier);
         auto created = pool::SandboxPool::create(config);
         if (!created) {
@@ -364,6 +366,48 @@ TEST_P(TierIsolation, SamplesAreTakenAndReleaseLeavesNothingBehind)
     EXPECT_FALSE(fs::exists(m_harness->dir / "state" / "sandboxes" / id)) << "its directory (and the runtime's state) is gone";
 }
 
+// disk_mb = 8: 4 MiB fit, 16 MiB fail inside with EDQUOT and the exec is named disk_full; the
+// sandbox goes on; a snapshot taken at the limit restores into a fresh sandbox of the tier
+// (staging and swap on the same, quota'd filesystem); and a released sandbox's quota does not
+// follow its slot: the next sandbox of the tier starts empty with its whole limit.
+TEST_P(TierIsolation, DiskLimitIsEnforced)
+{
+    if (!pool().diskLimitsEnforced())
+        GTEST_SKIP() << "no disk limits on this machine: " << pool().diskLimits();
+    EXPECT_EQ(pool().diskLimits(), "btrfs qgroups");
+    auto small = sh("head -c 4194304 /dev/zero > /workspace/small && sync /workspace/small && echo ok");
+    EXPECT_EQ(small.out, "ok\n") << small.err;
+    EXPECT_EQ(small.exit.exitCode, 0);
+    EXPECT_GE(pool().workspaceUsedBytes(m_id), 4ll << 20);
+    // sync: under gVisor the write lands in its page cache and the host's EDQUOT comes at fsync.
+    auto big = sh("head -c 16777216 /dev/zero > /workspace/big && sync /workspace/big");
+    EXPECT_NE(big.exit.exitCode, 0) << "16 MiB were written under an 8 MiB limit";
+    EXPECT_TRUE(big.err.find("Disk quota exceeded") != std::string::npos || big.err.find("No space left") != std::string::npos)
+        << big.err;
+    EXPECT_EQ(big.exit.reason, "disk_full") << big.err;
+    EXPECT_LE(pool().workspaceUsedBytes(m_id), kDiskLimit);
+    EXPECT_EQ(run({"echo", "still here"}).out, "still here\n");
+    EXPECT_EQ(sh("rm /workspace/big && wc -c < /workspace/small").out, "4194304\n");
+    // A plain failure with room left is not named disk_full.
+    EXPECT_EQ(run({"false"}).exit.reason, "");
+
+    auto snap = pool().snapshot(m_id);
+    ASSERT_TRUE(snap) << snap.error().message;
+    ASSERT_TRUE(pool().release(m_id));
+    const std::string old = m_id;
+    auto next = pool().claim(GetParam().tier, "isolation-test", "");
+    ASSERT_TRUE(next) << next.error().message;
+    m_id = next->sandboxId;
+    ASSERT_NE(m_id, old);
+    EXPECT_LT(pool().workspaceUsedBytes(m_id), 1ll << 20) << "the new sandbox starts with its whole limit";
+    auto restored = pool().restore(m_id, snap->ref);
+    ASSERT_TRUE(restored) << restored.error().message;
+    EXPECT_EQ(sh("wc -c < /workspace/small").out, "4194304\n");
+    // Restored 4 MiB plus 3 more fit; the limit still holds after a restore.
+    EXPECT_EQ(sh("head -c 3145728 /dev/zero > /workspace/more && sync /workspace/more && echo ok").out, "ok\n");
+    EXPECT_NE(sh("head -c 8388608 /dev/zero > /workspace/over && sync /workspace/over").exit.exitCode, 0);
+}
+
 INSTANTIATE_TEST_SUITE_P(Tiers, TierIsolation,
                          ::testing::Values(TierCase{"lite", "bwrap"}, TierCase{"standard", "runsc"}, TierCase{"oci", "crun"}),
                          caseName);
@@ -504,22 +548,40 @@ TEST(PoolKilled, NoSandboxOfAnyRuntimeOutlivesAKillNineOfThePool)
     ASSERT_NE(::mkdtemp(tmpl), nullptr);
     const fs::path dir = tmpl;
     std::ofstream(dir / "pool.toml") << "log_level = \"warn\"\n" << tiers;
-    pid_t pool = ::fork();
-    if (pool == 0) {
-        ::execl(PADDOCK_POOL_BIN, PADDOCK_POOL_BIN, "--config", (dir / "pool.toml").c_str(), "--state-dir",
-                (dir / "state").c_str(), "--listen", "127.0.0.1:0", "--init-path", PADDOCK_SANDBOX_INIT, nullptr);
-        ::_exit(127);
-    }
+    auto startPool = [&] {
+        pid_t pid = ::fork();
+        if (pid == 0) {
+            ::execl(PADDOCK_POOL_BIN, PADDOCK_POOL_BIN, "--config", (dir / "pool.toml").c_str(), "--state-dir",
+                    (dir / "state").c_str(), "--listen", "127.0.0.1:0", "--init-path", PADDOCK_SANDBOX_INIT, nullptr);
+            ::_exit(127);
+        }
+        return pid;
+    };
+    // Warm: one sandbox directory per tier, and its init's socket. The sandbox directories are on
+    // the pool's workspace filesystem, mounted in its private mount namespace: seen through
+    // /proc/<pool>/root.
+    auto warmCount = [&](pid_t pid) {
+        size_t warm = 0;
+        for (int i = 0; i < 300 && warm < tierCount; ++i) {
+            std::this_thread::sleep_for(std::chrono::milliseconds(100));
+            warm = 0;
+            std::error_code ec;
+            const fs::path seen = "/proc/" + std::to_string(pid) + "/root" + (dir / "state" / "sandboxes").string();
+            for (const auto &e : fs::directory_iterator(seen, ec))
+                warm += fs::exists(e.path() / "ctl" / "init.sock") ? 1 : 0;
+        }
+        return warm;
+    };
+    auto mountsUnder = [&] {
+        std::ifstream in("/proc/self/mountinfo");
+        size_t n = 0;
+        for (std::string line; std::getline(in, line);)
+            n += line.find(dir.string()) != std::string::npos ? 1 : 0;
+        return n;
+    };
+    pid_t pool = startPool();
     ASSERT_GT(pool, 0);
-    // Warm: one sandbox directory per tier, and its init's socket.
-    size_t warm = 0;
-    for (int i = 0; i < 300 && warm < tierCount; ++i) {
-        std::this_thread::sleep_for(std::chrono::milliseconds(100));
-        warm = 0;
-        std::error_code ec;
-        for (const auto &e : fs::directory_iterator(dir / "state" / "sandboxes", ec))
-            warm += fs::exists(e.path() / "ctl" / "init.sock") ? 1 : 0;
-    }
+    const size_t warm = warmCount(pool);
     std::this_thread::sleep_for(std::chrono::milliseconds(500));   // the last init's handlers
     const std::set<pid_t> started = descendantsOf(pool);
     EXPECT_GE(warm, tierCount) << "the pool did not warm up";
@@ -534,7 +596,18 @@ TEST(PoolKilled, NoSandboxOfAnyRuntimeOutlivesAKillNineOfThePool)
     EXPECT_TRUE(left.empty()) << left.size() << " of the pool's " << started.size() << " sandbox processes outlived it";
     for (pid_t p : left)
         ::kill(p, SIGKILL);   // never leave them running on the host
-    // The next pool on this state directory removes what the dead one left (directories, cgroups).
+    EXPECT_EQ(mountsUnder(), 0u) << "the killed pool's workspace filesystem is still mounted on the host";
+    // The next pool on this state directory removes what the dead one left (directories, cgroups,
+    // its workspace image) and comes up: warm again, then a clean SIGTERM that unmounts.
+    pool = startPool();
+    ASSERT_GT(pool, 0);
+    EXPECT_GE(warmCount(pool), tierCount) << "the restarted pool did not warm up";
+    ::kill(pool, SIGTERM);
+    int status = 0;
+    ::waitpid(pool, &status, 0);
+    EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << "status " << status;
+    EXPECT_EQ(mountsUnder(), 0u);
+    EXPECT_FALSE(fs::exists(dir / "state" / "workspaces.btrfs")) << "a clean shutdown deletes the workspace image";
     std::error_code ec;
     fs::remove_all(dir, ec);
 }

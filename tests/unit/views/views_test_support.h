@@ -4,8 +4,12 @@
 #include "models/console_types.h"
 
 #include <QApplication>
+#include <QElapsedTimer>
+#include <QThread>
 #include <QJsonDocument>
 #include <QJsonObject>
+
+#include <functional>
 
 namespace paddock::console::test {
 
@@ -20,6 +24,21 @@ inline void ensureApplication()
         return new QApplication(argc, argv);
     }();
     Q_UNUSED(app);
+}
+
+// Runs the event loop until pred holds (true) or timeoutMs passes (false): for answers that come
+// from another thread (a real client's gRPC calls).
+inline bool waitFor(const std::function<bool()> &pred, int timeoutMs = 20'000)
+{
+    QElapsedTimer timer;
+    timer.start();
+    while (!pred()) {
+        if (timer.elapsed() > timeoutMs)
+            return false;
+        QCoreApplication::processEvents(QEventLoop::AllEvents, 20);
+        QThread::msleep(2);
+    }
+    return true;
 }
 
 // Base of fixtures whose members are widgets: the application must exist before they do.
