@@ -599,6 +599,10 @@ void MainWindow::onPermissionsChanged(const Permissions &permissions)
                                                                               : tr("your OS user on the unix socket"))
                                      : QString());
     m_inspector->debugShell()->setRefusal(permissions.reason(QStringLiteral("OpenDebugShell")));
+    m_governance->setDecideAllowed(permissions.allows(QStringLiteral("DecideReviewItems")),
+                                   permissions.reason(QStringLiteral("DecideReviewItems")));
+    m_governance->setOverrideAllowed(permissions.allows(QStringLiteral("OverrideTier")),
+                                     permissions.reason(QStringLiteral("OverrideTier")));
     updateActions();
 }
 
@@ -627,9 +631,8 @@ void MainWindow::updateActions()
     m_pageActions[int(Page::Session)]->setEnabled(!m_openSessionId.isEmpty());
     m_inspectAction->setEnabled(row >= 0 && connected);
     m_inspectAction->setText(status == SessionStatus::Failed ? tr("&Inspect failed sandbox") : tr("&Inspect sandbox"));
-    m_overrideAction->setEnabled(connected && live && m_governance->overrideAllowed());
-    if (!m_governance->overrideAllowed())
-        m_overrideAction->setToolTip(m_governance->overrideWhyNot());
+    gateAction(m_overrideAction, QStringLiteral("OverrideTier"), connected && live,
+               tr("Move the session to another tier at its next step, with a reason (Ctrl+T)"));
     m_followAction->setEnabled(currentPage() == Page::Session);
     m_detailsAction->setEnabled(currentPage() == Page::Session);
     m_backAction->setEnabled(currentPage() != Page::Sessions);

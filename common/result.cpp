@@ -18,7 +18,6 @@ const char *errorCodeName(ErrorCode code)
     case ErrorCode::Cancelled: return "cancelled";
     case ErrorCode::Unimplemented: return "unimplemented";
     case ErrorCode::Internal: return "internal";
-    case ErrorCode::Unauthenticated: return "unauthenticated";
     }
     return "unknown";
 }

@@ -22,7 +22,6 @@ enum class ErrorCode {
     Cancelled,
     Unimplemented,
     Internal,
-    Unauthenticated,    // no or a bad credential (token): say which and how to get one
 };
 
 struct Error {

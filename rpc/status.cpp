@@ -18,7 +18,6 @@ grpc::StatusCode toGrpcCode(ErrorCode code)
     case ErrorCode::Cancelled: return grpc::StatusCode::CANCELLED;
     case ErrorCode::Unimplemented: return grpc::StatusCode::UNIMPLEMENTED;
     case ErrorCode::Internal: return grpc::StatusCode::INTERNAL;
-    case ErrorCode::Unauthenticated: return grpc::StatusCode::UNAUTHENTICATED;
     }
     return grpc::StatusCode::UNKNOWN;
 }
@@ -40,8 +39,8 @@ ErrorCode fromGrpcCode(grpc::StatusCode code)
     case grpc::StatusCode::UNAVAILABLE: return ErrorCode::Unavailable;
     case grpc::StatusCode::DEADLINE_EXCEEDED: return ErrorCode::DeadlineExceeded;
     case grpc::StatusCode::RESOURCE_EXHAUSTED: return ErrorCode::ResourceExhausted;
-    case grpc::StatusCode::PERMISSION_DENIED: return ErrorCode::PermissionDenied;
-    case grpc::StatusCode::UNAUTHENTICATED: return ErrorCode::Unauthenticated;
+    case grpc::StatusCode::PERMISSION_DENIED:
+    case grpc::StatusCode::UNAUTHENTICATED: return ErrorCode::PermissionDenied;
     case grpc::StatusCode::CANCELLED: return ErrorCode::Cancelled;
     case grpc::StatusCode::UNIMPLEMENTED: return ErrorCode::Unimplemented;
     default: return ErrorCode::Internal;

@@ -98,7 +98,7 @@ Result<TokenInfo> TokenRegistry::verify(std::string_view token, int64_t nowUnixM
 {
     const std::string_view id = idOf(token);
     if (id.empty())
-        return fail(ErrorCode::Unauthenticated, std::string("the bearer token is not a Paddock token (pdk_...); ")
+        return fail(ErrorCode::PermissionDenied, std::string("the bearer token is not a Paddock token (pdk_...); ")
                                                     + kNewTokenHint);
     // Hash first, whatever the id: the time taken does not tell whether the id exists.
     const std::string hash = sha256Hex(token);
@@ -108,13 +108,13 @@ Result<TokenInfo> TokenRegistry::verify(std::string_view token, int64_t nowUnixM
     const std::string &stored = known ? it->second.hash : hash;
     const bool equal = stored.size() == hash.size() && CRYPTO_memcmp(stored.data(), hash.data(), hash.size()) == 0;
     if (!known || !equal)
-        return fail(ErrorCode::Unauthenticated, std::string("the bearer token is not one this broker issued; ")
+        return fail(ErrorCode::PermissionDenied, std::string("the bearer token is not one this broker issued; ")
                                                     + kNewTokenHint);
     TokenInfo &info = it->second.info;
     if (info.revoked)
-        return fail(ErrorCode::Unauthenticated, "token " + info.id + " was revoked; " + kNewTokenHint);
+        return fail(ErrorCode::PermissionDenied, "token " + info.id + " was revoked; " + kNewTokenHint);
     if (info.expiresUnixMs > 0 && nowUnixMs >= info.expiresUnixMs)
-        return fail(ErrorCode::Unauthenticated, "token " + info.id + " has expired; " + kNewTokenHint);
+        return fail(ErrorCode::PermissionDenied, "token " + info.id + " has expired; " + kNewTokenHint);
     info.lastUsedUnixMs = std::max(info.lastUsedUnixMs, nowUnixMs);
     if (lastUsedToPersist) {
         int64_t &persisted = m_persistedLastUsed[info.id];

@@ -49,7 +49,8 @@ class TokenRegistry {
 public:
     void load(std::vector<TokenRecord> records);
     void add(TokenRecord record);
-    // The token's record, or Unauthenticated saying what is wrong and what to do (never the token).
+    // The token's record, or an error saying what is wrong and what to do (never the token); the
+    // caller answers it as UNAUTHENTICATED.
     // A success updates last_used in memory; lastUsedToPersist tells whether it is worth writing.
     Result<TokenInfo> verify(std::string_view token, int64_t nowUnixMs, bool *lastUsedToPersist = nullptr);
     Result<TokenInfo> find(const std::string &id) const;

@@ -321,7 +321,7 @@ StepOutcome StepEngine::claimSandbox(const Action &action, std::span<const core:
             m_pools.reportUnavailable((*pool)->name(), claimed.error().message);
         if (code == ErrorCode::Unavailable || code == ErrorCode::ResourceExhausted
             || code == ErrorCode::DeadlineExceeded || code == ErrorCode::Cancelled
-            || code == ErrorCode::PermissionDenied || code == ErrorCode::Unauthenticated)
+            || code == ErrorCode::PermissionDenied)
             return {action.kind, false, m_options.retryAfterUnavailableMs, claimed.error().message};
         return appendResult(action, {event(core::kind::StateChanged,
                                            {{"status", "failed"},

@@ -72,7 +72,7 @@ public:
         const int64_t now = nowUnixMs();
         auto info = m_access.tokens().verify(token, now, &persist);
         if (!info)
-            return rpc::toGrpcStatus(info.error());
+            return {grpc::StatusCode::UNAUTHENTICATED, info.error().message};
         auto identity = m_access.principals().byName(info->principal);
         if (!identity)
             return {grpc::StatusCode::UNAUTHENTICATED, "token " + info->id + " names principal '" + info->principal
@@ -154,8 +154,7 @@ Result<Access::Call> Access::authorize(const grpc::CallbackServerContext *contex
     Error refusal;
     const auto role = auth::parseRole(call.caller.role);
     if (!call.caller.unknownReason.empty()) {
-        refusal = {call.caller.via == "unix" ? ErrorCode::PermissionDenied : ErrorCode::Unauthenticated,
-                   call.caller.unknownReason};
+        refusal = {ErrorCode::PermissionDenied, call.caller.unknownReason};
     } else if (!rule) {
         refusal = {ErrorCode::PermissionDenied,
                    std::string(method) + " is not in the broker's permission table, so nobody may call it; this is a "

@@ -107,7 +107,7 @@ TEST(Tokens, VerifyAcceptsOnlyTheIssuedTokenUntilRevokedOrExpired)
     wrong.back() = wrong.back() == 'a' ? 'b' : 'a';
     auto bad = registry.verify(wrong, 2000);
     ASSERT_FALSE(bad);
-    EXPECT_EQ(bad.error().code, ErrorCode::Unauthenticated);
+    EXPECT_EQ(bad.error().code, ErrorCode::PermissionDenied);
     EXPECT_EQ(bad.error().message.find(wrong), std::string::npos) << "an error must never echo a token";
     EXPECT_FALSE(registry.verify("not-a-token", 2000));
 
