@@ -37,9 +37,9 @@ protected:
     {
         if (std::system("command -v openssl >/dev/null 2>&1") != 0)
             GTEST_SKIP() << "no openssl to make the test certificate: run scripts/setup-deps";
-        m_dir = fs::temp_directory_path()
-            / ("paddock-tls-" + std::to_string(::getpid()) + "-"
-               + ::testing::UnitTest::GetInstance()->current_test_info()->name());
+        // Short: the socket path inside must fit sockaddr_un (108 bytes).
+        static int serial = 0;
+        m_dir = fs::temp_directory_path() / ("paddock-tls-" + std::to_string(::getpid()) + "-" + std::to_string(++serial));
         fs::remove_all(m_dir);
         fs::create_directories(m_dir);
         fs::permissions(m_dir, fs::perms::owner_all | fs::perms::group_exec | fs::perms::others_exec);
