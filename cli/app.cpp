@@ -5,6 +5,8 @@
 #include "cli/exit_codes.h"
 #include "cli/operator_commands.h"
 #include "cli/override_command.h"
+#include "cli/cost_commands.h"
+#include "cli/review_commands.h"
 #include "cli/secrets_commands.h"
 #include "paddock/v1/broker.grpc.pb.h"
 
@@ -279,6 +281,14 @@ int runSubmit(const CommandContext &c)
         request.add_tags(tag);
     for (const auto &name : inv.secrets)
         request.add_secrets(name);
+    if (!inv.budget.empty()) {
+        auto budget = parseDollars(inv.budget);
+        if (!budget) {
+            c.err << "paddockctl submit: --budget " << inv.budget << " is not an amount of US dollars (e.g. 0.05)\n";
+            return toInt(ExitCode::Usage);
+        }
+        request.set_budget_micros(*budget);
+    }
 
     std::string playbookFile;
     if (!inv.playbook.empty()) {
@@ -517,6 +527,13 @@ std::string actionName(const Invocation &inv)
     case Command::TokensList: return "cannot list tokens";
     case Command::TokensRevoke: return "cannot revoke token " + inv.tokenId;
     case Command::Audit: return "cannot read the audit log";
+    case Command::ReviewsList:
+    case Command::ReviewsShow:
+    case Command::ReviewsApprove:
+    case Command::ReviewsReject:
+    case Command::ReviewsStats: return "cannot reach the review queue";
+    case Command::Cost:
+    case Command::Budgets: return "cannot read costs";
     }
     return "cannot run the command";
 }
@@ -561,6 +578,9 @@ ParseOutcome parseCommandLine(const std::vector<std::string> &args, std::ostream
     submit->add_option("--secret", inv.secrets,
                        "Grant the broker's secret NAME: its value is in the environment of the session's commands "
                        "as $NAME and redacted from everything recorded (repeatable)");
+    submit->add_option("--budget", inv.budget,
+                       "The session's budget in US dollars (e.g. 0.05); past 80% it warns, at 100% it waits for a "
+                       "budget_extension review. Default: the agent's");
     submit->add_flag("-f,--follow", inv.follow,
                      "Stream the events until the session ends; exit 0 if it succeeded, 7 if not");
 
@@ -599,6 +619,8 @@ ParseOutcome parseCommandLine(const std::vector<std::string> &args, std::ostream
     const SecretsSubcommands secrets = addSecretsCommands(app, inv);
     const OperatorSubcommands operatorCommands = addOperatorCommands(app, inv);
     const AuthSubcommands authCommands = addAuthCommands(app, inv);
+    const ReviewSubcommands reviewCommands = addReviewCommands(app, inv);
+    const CostSubcommands costCommands = addCostCommands(app, inv);
 
     try {
         // CLI11 consumes the vector from the back.
@@ -642,6 +664,10 @@ ParseOutcome parseCommandLine(const std::vector<std::string> &args, std::ostream
         inv.command = *operatorCommand;
     } else if (auto authCommand = parsedAuthCommand(authCommands)) {
         inv.command = *authCommand;
+    } else if (auto reviewCommand = parsedReviewCommand(reviewCommands)) {
+        inv.command = *reviewCommand;
+    } else if (auto costCommand = parsedCostCommand(costCommands)) {
+        inv.command = *costCommand;
     }
     if (!broker.empty())
         inv.broker = broker;
@@ -714,6 +740,19 @@ int runInvocation(const Invocation &inv, const Environment &env, std::ostream &o
         const AuthCall call{broker.stub(), [&](grpc::ClientContext &c) { broker.setDeadline(c); },
                             [&] { return broker.connected(); }, shown};
         return runAuthCommand(inv, call, out, err);
+    }
+    case Command::ReviewsList:
+    case Command::ReviewsShow:
+    case Command::ReviewsApprove:
+    case Command::ReviewsReject:
+    case Command::ReviewsStats:
+    case Command::Cost:
+    case Command::Budgets: {
+        const GovernanceCall call{broker.stub(), [&](grpc::ClientContext &c) { broker.setDeadline(c); },
+                                  [&] { return broker.connected(); }, shown};
+        if (inv.command == Command::Cost || inv.command == Command::Budgets)
+            return runCostCommand(inv, call, out, err);
+        return runReviewCommand(inv, call, out, err);
     }
     }
     return toInt(ExitCode::Error);

@@ -21,7 +21,8 @@ inline constexpr double kDefaultTimeoutS = 30.0;
 
 enum class Command { Submit, List, Show, Events, Cancel, Pause, Resume, Pools, SecretsSet, SecretsList, SecretsRemove,
                      PostMortemsList, PostMortemsShow, PostMortemsFiles, PostMortemsCat, PostMortemsDownload,
-                     SnapshotList, DebugShell, OverrideTier, Whoami, TokensCreate, TokensList, TokensRevoke, Audit };
+                     SnapshotList, DebugShell, OverrideTier, ReviewsList, ReviewsShow, ReviewsApprove, ReviewsReject,
+                     ReviewsStats, Cost, Budgets, Whoami, TokensCreate, TokensList, TokensRevoke, Audit };
 
 // Everything the command line said. Fields that a command does not use stay at their defaults.
 struct Invocation {
@@ -66,6 +67,16 @@ struct Invocation {
     std::string outputFile;                     // download -o
     std::string sessionFilter;                  // postmortems ls --session
     std::string debugCommand;                   // debug-shell --command
+
+    // reviews, cost, budgets (cli/review_commands.h, cli/cost_commands.h)
+    std::vector<std::string> reviewIds;
+    std::vector<std::string> hashes;            // reviews approve --hash [ID=]HASH
+    std::string reviewState = "pending";        // reviews ls --state
+    std::string reviewKind;                     // reviews ls --kind
+    std::string costBy = "session";             // cost --by
+    std::string since;                          // cost --since
+    std::string bucket;                         // cost --bucket
+    std::string budget;                         // submit --budget USD
 
     // tokens, audit (cli/auth_commands.h)
     std::string tokenPrincipal;

@@ -303,6 +303,10 @@ json sessionToJson(const v1::Session &session)
         {"sandbox_id", session.sandbox_id()},
         {"steps", session.steps()},
         {"cost_micros", session.cost_micros()},
+        {"model_cost_micros", session.model_cost_micros()},
+        {"sandbox_cost_micros", session.sandbox_cost_micros()},
+        {"budget_micros", session.budget_micros()},
+        {"submitted_by", session.submitted_by()},
         {"created_unix_ms", session.created_unix_ms()},
         {"updated_unix_ms", session.updated_unix_ms()},
         {"last_seq", session.last_seq()},
@@ -356,7 +360,9 @@ std::string formatSessionDetail(const v1::Session &session, int64_t nowUnixMs)
         {"Pool", orDash(session.pool())},
         {"Sandbox", orDash(session.sandbox_id())},
         {"Steps", std::to_string(session.steps())},
-        {"Cost", formatCost(session.cost_micros())},
+        {"Cost", formatCost(session.cost_micros()) + " (model " + formatCost(session.model_cost_micros()) + ", sandbox "
+                     + formatCost(session.sandbox_cost_micros()) + ")"
+                     + (session.budget_micros() ? " of a " + formatCost(session.budget_micros()) + " budget" : "")},
         {"Created", when(session.created_unix_ms())},
         {"Updated", when(session.updated_unix_ms())},
         {"Last event", session.last_seq() > 0 ? std::to_string(session.last_seq()) + " " + session.last_event_kind()

@@ -18,6 +18,8 @@ QString postMortemReasonLabel(const QString &reason)
         return QStringLiteral("Sandbox init died");
     if (reason == u"pool_lost")
         return QStringLiteral("Pool lost");
+    if (reason == u"disk_full")
+        return QStringLiteral("Workspace full");
     return reason.isEmpty() ? QStringLiteral("Unknown") : reason;
 }
 

@@ -28,6 +28,12 @@ inline constexpr const char *Cost = "cost";
 inline constexpr const char *Checkpoint = "checkpoint";
 inline constexpr const char *EgressAllowed = "egress.allowed";
 inline constexpr const char *EgressRefused = "egress.refused";
+// Cost, budgets and the review queue (docs/governance.md).
+inline constexpr const char *BudgetWarning = "budget.warning";      // 80% of a budget spent (once per budget)
+inline constexpr const char *BudgetExceeded = "budget.exceeded";    // 100%: a budget_extension review opens
+inline constexpr const char *ApprovalRequested = "approval.requested";
+inline constexpr const char *ApprovalFetched = "approval.fetched";  // a principal fetched a review item's full change
+inline constexpr const char *ApprovalDecided = "approval.decided";
 } // namespace kind
 
 // An event as stored: seq is dense per session, starting at 1.

@@ -2,6 +2,8 @@
 
 #include <nlohmann/json.hpp>
 
+#include <algorithm>
+
 namespace paddock::core {
 
 namespace {
@@ -25,6 +27,50 @@ std::string stringField(const nlohmann::json &j, const char *key)
 {
     auto it = j.find(key);
     return it != j.end() && it->is_string() ? it->get<std::string>() : std::string();
+}
+
+int64_t intField(const nlohmann::json &j, const char *key)
+{
+    auto it = j.find(key);
+    return it != j.end() && it->is_number_integer() ? it->get<int64_t>() : 0;
+}
+
+// approval.decided: the session leaves waiting_approval. An approved budget extension raises the
+// budget and a granted secret joins the session's grants; a rejected budget extension ends the
+// session (docs/governance.md, "Cost and budgets"), any other rejection resumes it with the
+// rejection as the tool's result.
+void applyDecision(SessionState &state, const nlohmann::json &payload)
+{
+    const std::string reviewId = stringField(payload, "review_id");
+    if (reviewId.empty() || reviewId != state.pendingReviewId)
+        return;
+    state.pendingReviewId.clear();
+    const std::string kind = stringField(payload, "kind");
+    const auto approved = payload.find("approved");
+    const bool yes = approved != payload.end() && approved->is_boolean() && approved->get<bool>();
+    if (yes && kind == "budget_extension") {
+        if (stringField(payload, "scope") == "agent_day")
+            state.dayAllowanceMicros += intField(payload, "budget_increase_micros");
+        else
+            state.budgetMicros += intField(payload, "budget_increase_micros");
+        state.budgetWarned = false;
+    }
+    if (yes && kind == "secret_access") {
+        const std::string secret = stringField(payload, "secret");
+        if (!secret.empty() && std::find(state.secrets.begin(), state.secrets.end(), secret) == state.secrets.end())
+            state.secrets.push_back(secret);
+    }
+    if (isTerminal(state.status) || state.status != SessionStatus::WaitingApproval)
+        return;
+    if (!yes && kind == "budget_extension") {
+        state.status = SessionStatus::Failed;
+        state.statusReason = "budget exceeded and the extension was " + std::string(
+            stringField(payload, "reason") == "expired" ? "not decided in time (expired)" : "rejected by "
+            + stringField(payload, "decider") + ": " + stringField(payload, "reason"));
+        return;
+    }
+    state.status = SessionStatus::Running;
+    state.statusReason.clear();
 }
 
 } // namespace
@@ -70,7 +116,8 @@ void applyEvent(SessionState &state, const Event &event)
     const bool interesting = event.kind == kind::SessionCreated || event.kind == kind::StateChanged
         || event.kind == kind::SandboxClaimed || event.kind == kind::SandboxReleased
         || event.kind == kind::SandboxFailed || event.kind == kind::SandboxLost || event.kind == kind::ToolResult
-        || event.kind == kind::TierOverride;
+        || event.kind == kind::TierOverride || event.kind == kind::Cost || event.kind == kind::BudgetWarning
+        || event.kind == kind::ApprovalRequested || event.kind == kind::ApprovalDecided;
     if (!interesting)
         return;
 
@@ -102,6 +149,8 @@ void applyEvent(SessionState &state, const Event &event)
         }
         state.createdUnixMs = event.timeUnixMs;
         state.status = SessionStatus::Queued;
+        state.submittedBy = stringField(payload, "submitted_by");
+        state.budgetMicros = intField(payload, "budget_micros");
     } else if (event.kind == kind::StateChanged) {
         if (auto status = statusFromName(stringField(payload, "status"))) {
             // A final state is final: a late pause or resume cannot revive a session.
@@ -123,6 +172,22 @@ void applyEvent(SessionState &state, const Event &event)
         // The tier the session wants from now on; the engine moves it there at the next step.
         if (auto tier = stringField(payload, "to"); !tier.empty())
             state.tier = tier;
+    } else if (event.kind == kind::Cost) {
+        if (stringField(payload, "kind") == "model")
+            state.modelCostMicros += event.costMicros;
+        else
+            state.sandboxCostMicros += event.costMicros;
+    } else if (event.kind == kind::BudgetWarning) {
+        state.budgetWarned = true;
+    } else if (event.kind == kind::ApprovalRequested) {
+        if (!isTerminal(state.status)) {
+            state.pendingReviewId = stringField(payload, "review_id");
+            state.status = SessionStatus::WaitingApproval;
+            state.statusReason = "waiting for review " + state.pendingReviewId + " (" + stringField(payload, "kind")
+                + "): " + stringField(payload, "summary");
+        }
+    } else if (event.kind == kind::ApprovalDecided) {
+        applyDecision(state, payload);
     }
 }
 

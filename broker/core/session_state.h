@@ -34,6 +34,13 @@ struct SessionState {
     std::string sandboxId;      // empty when no sandbox is held
     int64_t steps = 0;          // tool results recorded
     int64_t costMicros = 0;
+    int64_t modelCostMicros = 0;     // cost events of kind "model"
+    int64_t sandboxCostMicros = 0;   // cost events of kind "sandbox" and "storage"
+    int64_t budgetMicros = 0;        // the session's budget, extensions included; 0: none
+    int64_t dayAllowanceMicros = 0;  // approved extensions of its agent's daily budget, for this session
+    bool budgetWarned = false;       // budget.warning recorded for the current budget
+    std::string submittedBy;         // the principal who submitted it: the requester of its reviews
+    std::string pendingReviewId;     // the review item the session waits for (status waiting_approval)
     int64_t createdUnixMs = 0;
     int64_t updatedUnixMs = 0;
     int64_t lastSeq = 0;

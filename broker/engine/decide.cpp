@@ -28,6 +28,37 @@ model::ToolCall toolCallFromJson(const json &j)
 
 } // namespace
 
+Billing billingOf(std::span<const core::Event> events)
+{
+    Billing billing;
+    for (const auto &event : events) {
+        if (event.kind == core::kind::SandboxClaimed) {
+            const json payload = parsePayload(event);
+            billing.held = true;
+            billing.tier = payload.value("tier", std::string());
+            billing.pool = payload.value("pool", std::string());
+            billing.sandboxId = payload.value("sandbox_id", std::string());
+            billing.pricePerHour = payload.value("price_per_hour", 0.0);
+            billing.billedUntilUnixMs = event.timeUnixMs;
+        } else if (event.kind == core::kind::SandboxReleased || event.kind == core::kind::SandboxFailed
+                   || event.kind == core::kind::SandboxLost) {
+            billing.held = false;
+        } else if (event.kind == core::kind::Checkpoint) {
+            const json payload = parsePayload(event);
+            billing.checkpointBytes = payload.value("size_bytes", int64_t{0});
+            billing.storageBilledUntilUnixMs = event.timeUnixMs;
+        } else if (event.kind == core::kind::Cost) {
+            const json payload = parsePayload(event);
+            const std::string kind = payload.value("kind", std::string());
+            if (kind == "sandbox")
+                billing.billedUntilUnixMs = payload.value("until_unix_ms", billing.billedUntilUnixMs);
+            else if (kind == "storage")
+                billing.storageBilledUntilUnixMs = payload.value("until_unix_ms", billing.storageBilledUntilUnixMs);
+        }
+    }
+    return billing;
+}
+
 const char *actionName(ActionKind kind)
 {
     switch (kind) {
@@ -47,6 +78,7 @@ Action decide(std::span<const core::Event> events)
 {
     Action action;
     action.state = core::foldEvents(events);
+    action.billing = billingOf(events);
     const core::SessionState &state = action.state;
     action.idempotencyKey = state.id + ":" + std::to_string(state.lastSeq + 1);
 
@@ -85,6 +117,8 @@ Action decide(std::span<const core::Event> events)
     // last response.
     std::vector<model::ToolCall> calls;
     std::set<std::string> resolved;
+    std::map<std::string, json> reviewOfCall;     // tool call id -> approval.requested payload
+    std::map<std::string, json> decisionOfReview; // review id -> approval.decided payload
     int modelErrorsInARow = 0;
     std::string lastModelError;
     for (const auto &event : events) {
@@ -97,6 +131,15 @@ Action decide(std::span<const core::Event> events)
         } else if (event.kind == core::kind::ModelError) {
             ++modelErrorsInARow;
             lastModelError = parsePayload(event).value("error", std::string());
+        } else if (event.kind == core::kind::ApprovalRequested) {
+            json payload = parsePayload(event);
+            const std::string callId = payload.value("tool_call_id", std::string());
+            if (!callId.empty())
+                reviewOfCall[callId] = std::move(payload);
+        } else if (event.kind == core::kind::ApprovalDecided) {
+            json payload = parsePayload(event);
+            const std::string reviewId = payload.value("review_id", std::string());
+            decisionOfReview[reviewId] = std::move(payload);
         }
     }
     for (const auto &call : calls) {
@@ -104,6 +147,12 @@ Action decide(std::span<const core::Event> events)
             continue;
         action.kind = call.name == model::tool::Finish ? ActionKind::Finish : ActionKind::RunTool;
         action.call = call;
+        if (auto review = reviewOfCall.find(call.id); review != reviewOfCall.end()) {
+            action.review = review->second;
+            auto decided = decisionOfReview.find(review->second.value("review_id", std::string()));
+            if (decided != decisionOfReview.end())
+                action.decision = decided->second;
+        }
         return action;
     }
 

@@ -25,12 +25,32 @@ enum class ActionKind {
 
 const char *actionName(ActionKind kind);
 
+// What the session's sandbox and its latest snapshot have been billed for so far (cost events),
+// derived from the log: the step engine bills the time since then at every step boundary.
+struct Billing {
+    bool held = false;              // a sandbox is claimed
+    std::string tier;
+    std::string pool;
+    std::string sandboxId;
+    double pricePerHour = 0;        // recorded with sandbox.claimed
+    int64_t billedUntilUnixMs = 0;  // sandbox time is billed up to here
+    int64_t checkpointBytes = 0;    // the latest checkpoint's size (0: none)
+    int64_t storageBilledUntilUnixMs = 0;
+};
+
+Billing billingOf(std::span<const core::Event> events);
+
 struct Action {
     ActionKind kind = ActionKind::None;
     core::SessionState state;   // the fold of the log the action was derived from
     std::string tier;           // ClaimSandbox, MoveTier (the tier wanted)
     model::ToolCall call;       // RunTool, Finish
     std::string reason;         // FailSession
+    Billing billing;            // every action: what the sandbox has been billed for
+    // RunTool of a call that opened a review item: its approval.requested payload, and its
+    // approval.decided payload once decided (null before).
+    nlohmann::json review;
+    nlohmann::json decision;
     // Every external call made for this action carries this key: "<session>:<seq>", where seq is
     // the seq its result will be appended at.
     std::string idempotencyKey;

@@ -1,5 +1,7 @@
 #include "broker/engine/step_engine.h"
 
+#include "broker/review/open_review.h"
+
 #include <nlohmann/json.hpp>
 #include <spdlog/spdlog.h>
 
@@ -130,9 +132,10 @@ Result<json> workspaceSnapshot(pools::PoolClient &pool, const std::string &sandb
                 {"size_bytes", taken->sizeBytes}, {"snapshot_ms", taken->durationMs}};
 }
 
-core::NewEvent sandboxClaimed(const std::string &pool, const pools::ClaimedSandbox &claimed)
+core::NewEvent sandboxClaimed(const std::string &pool, const pools::ClaimedSandbox &claimed, double pricePerHour)
 {
     return event(core::kind::SandboxClaimed, {{"pool", pool},
+                                              {"price_per_hour", pricePerHour},
                                               {"sandbox_id", claimed.sandboxId},
                                               {"tier", claimed.tier},
                                               {"runtime", claimed.runtime},
@@ -255,6 +258,8 @@ StepOutcome StepEngine::runOneStep(const store::Lease &lease)
     case ActionKind::CallModel:
         return callModel(action, *events);
     case ActionKind::RunTool:
+        if (action.call.name == model::tool::ProposeChange)
+            return proposeChange(action);
         return runTool(action);
     case ActionKind::Finish: {
         const std::string status = stringArg(action.call, "status") == "failed" ? "failed" : "succeeded";
@@ -274,8 +279,120 @@ StepOutcome StepEngine::runOneStep(const store::Lease &lease)
     return {};
 }
 
+void StepEngine::addCosts(const Action &action, std::vector<core::NewEvent> &events)
+{
+    const core::SessionState &state = action.state;
+    const Billing &billing = action.billing;
+    const int64_t now = nowUnixMs();
+    std::vector<core::NewEvent> costs;
+    const std::string tier = billing.tier.empty() ? state.tier : billing.tier;
+    if (billing.held && billing.pricePerHour > 0 && now > billing.billedUntilUnixMs) {
+        const int64_t ms = now - billing.billedUntilUnixMs;
+        core::NewEvent cost = event(core::kind::Cost, {{"kind", "sandbox"},
+                                                        {"agent", state.agent},
+                                                        {"tier", tier},
+                                                        {"model", ""},
+                                                        {"pool", billing.pool},
+                                                        {"sandbox_id", billing.sandboxId},
+                                                        {"seconds", static_cast<double>(ms) / 1000.0},
+                                                        {"price_per_hour", billing.pricePerHour},
+                                                        {"from_unix_ms", billing.billedUntilUnixMs},
+                                                        {"until_unix_ms", now}});
+        cost.costMicros = cost::sandboxCostMicros(billing.pricePerHour, ms);
+        costs.push_back(std::move(cost));
+    }
+    // Snapshot storage is billed when a newer checkpoint replaces the latest one, and when the
+    // session ends (its sandbox is released); not after that (docs/governance.md).
+    const bool newCheckpoint = std::any_of(events.begin(), events.end(),
+                                           [](const core::NewEvent &e) { return e.kind == core::kind::Checkpoint; });
+    const bool ending = action.kind == ActionKind::ReleaseSandbox && core::isTerminal(state.status);
+    if (billing.checkpointBytes > 0 && (newCheckpoint || ending) && now > billing.storageBilledUntilUnixMs
+        && m_options.prices.storagePerGibMonth > 0) {
+        const int64_t ms = now - billing.storageBilledUntilUnixMs;
+        core::NewEvent cost = event(core::kind::Cost, {{"kind", "storage"},
+                                                        {"agent", state.agent},
+                                                        {"tier", tier},
+                                                        {"model", ""},
+                                                        {"bytes", billing.checkpointBytes},
+                                                        {"seconds", static_cast<double>(ms) / 1000.0},
+                                                        {"per_gib_month", m_options.prices.storagePerGibMonth},
+                                                        {"from_unix_ms", billing.storageBilledUntilUnixMs},
+                                                        {"until_unix_ms", now}});
+        cost.costMicros = cost::storageCostMicros(m_options.prices.storagePerGibMonth, billing.checkpointBytes, ms);
+        costs.push_back(std::move(cost));
+    }
+
+    int64_t added = 0;
+    for (const auto &e : costs)
+        added += e.costMicros;
+    for (const auto &e : events)
+        added += e.costMicros;
+    // Budgets: checked after a step that cost something, unless the step ends the session or
+    // already stops it for a review (one pending review at a time).
+    bool endsOrWaits = core::isTerminal(state.status) || !state.pendingReviewId.empty();
+    for (const auto &e : events) {
+        if (e.kind == core::kind::ApprovalRequested)
+            endsOrWaits = true;
+        if (e.kind == core::kind::StateChanged) {
+            auto payload = json::parse(e.payload, nullptr, false);
+            auto status = payload.is_object() ? core::statusFromName(payload.value("status", std::string())) : std::nullopt;
+            if (status && core::isTerminal(*status))
+                endsOrWaits = true;
+        }
+    }
+    std::vector<core::NewEvent> budgetEvents;
+    if (added > 0 && !endsOrWaits) {
+        cost::AgentBudget agentBudget;
+        int64_t today = 0;
+        if (m_options.budgets) {
+            agentBudget = m_options.budgets->budgetOf(state.agent);
+            if (agentBudget.perDayMicros > 0)
+                today = m_options.budgets->spentTodayMicros(state.agent) + added;
+        }
+        const cost::BudgetCheck check = cost::checkBudget(state, state.costMicros + added, today, agentBudget);
+        const json figures{{"scope", check.scope}, {"budget_micros", check.budgetMicros},
+                           {"spent_micros", check.spentMicros}, {"agent", state.agent}};
+        if (check.warn) {
+            json warning = figures;
+            warning["percent"] = check.budgetMicros ? check.spentMicros * 100 / check.budgetMicros : 0;
+            budgetEvents.push_back(event(core::kind::BudgetWarning, warning));
+        } else if (check.exceeded) {
+            budgetEvents.push_back(event(core::kind::BudgetExceeded, figures));
+            const int64_t extension = std::max<int64_t>(
+                1, check.budgetMicros * m_options.reviewPolicy.budgetExtensionPercent / 100);
+            auto dollars = [](int64_t micros) { return fmt::format("${:.6f}", static_cast<double>(micros) / 1e6); };
+            const std::string what = check.scope == "session" ? "session " + state.id + "'s budget"
+                                                              : "agent " + state.agent + "'s daily budget";
+            review::ReviewRequest request;
+            request.kind = review::kind::BudgetExtension;
+            request.summary = "extend " + what + " of " + dollars(check.budgetMicros) + " by " + dollars(extension);
+            request.change = "budget " + check.scope + ": " + dollars(check.budgetMicros) + " -> "
+                + dollars(check.budgetMicros + extension) + " (spent " + dollars(check.spentMicros) + ")";
+            request.changeFormat = "text";
+            request.impact = "+" + dollars(extension);
+            request.justification = "the session reached " + what + " after " + std::to_string(state.steps)
+                + " steps and needs more to go on";
+            request.policyVerdict = "spent " + dollars(check.spentMicros) + " >= " + what + " "
+                + dollars(check.budgetMicros) + "; an extension asks for "
+                + std::to_string(m_options.reviewPolicy.budgetExtensionPercent) + "% more";
+            request.requester = state.submittedBy;
+            request.agent = state.agent;
+            request.costMicros = extension;
+            request.payload = {{"scope", check.scope}, {"budget_micros", check.budgetMicros},
+                               {"spent_micros", check.spentMicros}};
+            budgetEvents.push_back(review::openReview(request, m_options.reviewPolicy, now));
+        }
+    }
+    if (costs.empty() && budgetEvents.empty())
+        return;
+    costs.insert(costs.end(), std::make_move_iterator(events.begin()), std::make_move_iterator(events.end()));
+    costs.insert(costs.end(), std::make_move_iterator(budgetEvents.begin()), std::make_move_iterator(budgetEvents.end()));
+    events = std::move(costs);
+}
+
 StepOutcome StepEngine::appendResult(const Action &action, std::vector<core::NewEvent> events)
 {
+    addCosts(action, events);
     // Nothing the engine records may hold a secret's value, whoever put it there (a command's
     // output, a model's text, an error message): every payload is redacted on its way to the log.
     if (m_options.secrets) {
@@ -330,7 +447,7 @@ StepOutcome StepEngine::claimSandbox(const Action &action, std::span<const core:
     std::vector<core::NewEvent> events;
     if (action.state.status == core::SessionStatus::Queued)
         events.push_back(event(core::kind::StateChanged, {{"status", "running"}}));
-    events.push_back(sandboxClaimed((*pool)->name(), *claimed));
+    events.push_back(sandboxClaimed((*pool)->name(), *claimed, m_pools.pricePerHour((*pool)->name(), claimed->tier)));
     m_pools.noteClaimed((*pool)->name());
     // A claim after the session's pool was lost is a move: say from where to where, and with
     // which workspace.
@@ -428,6 +545,23 @@ StepOutcome StepEngine::callModel(const Action &action, std::span<const core::Ev
                   {"latency_ms", turn->latencyMs},
                   {"attempts", turn->attempts}};
     out.push_back(event(core::kind::ModelResponse, response));
+    {
+        const std::string modelName = turn->model.empty() ? action.state.model : turn->model;
+        const cost::ModelPrice &price = m_options.prices.modelPrice(modelName, action.state.model);
+        core::NewEvent cost = event(core::kind::Cost, {{"kind", "model"},
+                                                        {"model", modelName},
+                                                        {"agent", action.state.agent},
+                                                        {"tier", action.state.tier},
+                                                        {"input_tokens", turn->usage.inputTokens},
+                                                        {"output_tokens", turn->usage.outputTokens},
+                                                        {"cached_tokens", turn->usage.cachedTokens},
+                                                        {"input_per_million", price.inputPerMillion},
+                                                        {"output_per_million", price.outputPerMillion},
+                                                        {"cached_per_million", price.cachedPerMillion}});
+        cost.costMicros = cost::modelCostMicros(price, turn->usage.inputTokens, turn->usage.outputTokens,
+                                                turn->usage.cachedTokens);
+        out.push_back(std::move(cost));
+    }
     for (const auto &call : turn->toolCalls)
         out.push_back(event(core::kind::ToolCall, {{"call_id", call.id}, {"name", call.name}, {"arguments", call.arguments}}));
     if (turn->toolCalls.empty()) {
@@ -436,6 +570,23 @@ StepOutcome StepEngine::callModel(const Action &action, std::span<const core::Ev
                             {{"status", "succeeded"}, {"reason", "the model answered without calling a tool"}}));
     }
     return appendResult(action, std::move(out));
+}
+
+void StepEngine::addCheckpoint(const Action &action, pools::PoolClient &pool, std::vector<core::NewEvent> &events)
+{
+    auto snapshot = pool.snapshot(action.state.sandboxId);
+    if (snapshot) {
+        events.push_back(event(core::kind::Checkpoint, {{"snapshot_ref", snapshot->ref},
+                                                        {"pool", pool.name()},
+                                                        {"sandbox_id", action.state.sandboxId},
+                                                        {"after_call", action.call.id},
+                                                        {"size_bytes", snapshot->sizeBytes},
+                                                        {"files", snapshot->fileCount},
+                                                        {"duration_ms", snapshot->durationMs}}));
+    } else if (snapshot.error().code != ErrorCode::Unimplemented) {
+        spdlog::warn("session {}: no snapshot after call {} on pool '{}': {}", action.state.id, action.call.id,
+                     pool.name(), snapshot.error().message);
+    }
 }
 
 StepOutcome StepEngine::runTool(const Action &action)
@@ -540,7 +691,8 @@ StepOutcome StepEngine::runTool(const Action &action)
             done = std::unexpected(content.error());
         }
     } else {
-        result["error"] = "unknown tool '" + call.name + "'; the tools are run_command, write_file, read_file and finish";
+        result["error"] = "unknown tool '" + call.name
+            + "'; the tools are run_command, write_file, read_file, propose_change and finish";
     }
 
     if (!done) {
@@ -576,21 +728,8 @@ StepOutcome StepEngine::runTool(const Action &action)
     // A snapshot after every step that can change the workspace, recorded with the step's result:
     // if the pool is lost later, the session resumes from here and repeats at most the one step in
     // flight (docs/deployment.md has the figures behind "every step").
-    if (done && (call.name == model::tool::RunCommand || call.name == model::tool::WriteFile)) {
-        auto snapshot = pool->snapshot(action.state.sandboxId);
-        if (snapshot) {
-            egressEvents.push_back(event(core::kind::Checkpoint, {{"snapshot_ref", snapshot->ref},
-                                                                  {"pool", pool->name()},
-                                                                  {"sandbox_id", action.state.sandboxId},
-                                                                  {"after_call", call.id},
-                                                                  {"size_bytes", snapshot->sizeBytes},
-                                                                  {"files", snapshot->fileCount},
-                                                                  {"duration_ms", snapshot->durationMs}}));
-        } else if (snapshot.error().code != ErrorCode::Unimplemented) {
-            spdlog::warn("session {}: no snapshot after call {} on pool '{}': {}", action.state.id, call.id,
-                         pool->name(), snapshot.error().message);
-        }
-    }
+    if (done && (call.name == model::tool::RunCommand || call.name == model::tool::WriteFile))
+        addCheckpoint(action, *pool, egressEvents);
     return appendResult(action, std::move(egressEvents));
 }
 
@@ -663,7 +802,7 @@ StepOutcome StepEngine::moveTier(const Action &action, std::span<const core::Eve
     released.update(*snapshot);
     std::vector<core::NewEvent> events;
     events.push_back(event(core::kind::SandboxReleased, released));
-    events.push_back(sandboxClaimed((*pool)->name(), *claimed));
+    events.push_back(sandboxClaimed((*pool)->name(), *claimed, m_pools.pricePerHour((*pool)->name(), claimed->tier)));
     events.push_back(event(kSandboxMoved, {{"reason", "tier_override"},
                                            {"from_tier", fromTier},
                                            {"from_pool", state.pool},
@@ -696,7 +835,7 @@ void StepEngine::idleLoop()
             break;
         lock.unlock();
         store::SessionQuery query;
-        query.statuses = {core::SessionStatus::Paused};
+        query.statuses = {core::SessionStatus::Paused, core::SessionStatus::WaitingApproval};
         query.pageSize = 1000;
         for (;;) {
             auto page = m_store.listSessions(query);
@@ -728,7 +867,8 @@ void StepEngine::releaseIdle(const std::string &sessionId)
     if (!log)
         return;
     const core::SessionState state = core::foldEvents(*log);
-    if (state.status != core::SessionStatus::Paused || state.sandboxId.empty())
+    if ((state.status != core::SessionStatus::Paused && state.status != core::SessionStatus::WaitingApproval)
+        || state.sandboxId.empty())
         return;
     pools::PoolClient *pool = m_pools.find(state.pool);
     if (!pool)
@@ -746,6 +886,7 @@ void StepEngine::releaseIdle(const std::string &sessionId)
     Action action;
     action.kind = ActionKind::ReleaseSandbox;
     action.state = state;
+    action.billing = billingOf(*log);
     auto outcome = appendResult(action, {event(core::kind::SandboxReleased, payload)});
     if (!outcome.appended)
         return;   // resumed or cancelled meanwhile: the log decides, the sandbox stays held
@@ -754,6 +895,216 @@ void StepEngine::releaseIdle(const std::string &sessionId)
                      pool->name(), done.error().message);
     spdlog::info("session {}: idle sandbox {} given back, workspace in snapshot {}", sessionId, state.sandboxId,
                  payload["snapshot_ref"].get<std::string>());
+}
+
+namespace {
+
+// "+40 -3" of a unified diff.
+std::string diffStat(const std::string &diff)
+{
+    int added = 0, removed = 0;
+    size_t start = 0;
+    while (start < diff.size()) {
+        size_t end = diff.find('\n', start);
+        if (end == std::string::npos)
+            end = diff.size();
+        const std::string_view line(diff.data() + start, end - start);
+        if (line.starts_with("+") && !line.starts_with("+++"))
+            ++added;
+        else if (line.starts_with("-") && !line.starts_with("---"))
+            ++removed;
+        start = end + 1;
+    }
+    return "+" + std::to_string(added) + " -" + std::to_string(removed);
+}
+
+} // namespace
+
+Status StepEngine::applyChange(const Action &action, pools::PoolClient *pool, const json &args, json &result)
+{
+    const std::string kind = args.value("kind", std::string(review::kind::BulkChange));
+    const std::string change = args.value("change", std::string());
+    const json targets = args.value("targets", json::array());
+    if (kind == review::kind::EgressException) {
+        result["host"] = targets.empty() ? json("") : targets.front();
+        result["note"] = "recorded as approved for this session; the pools do not support adding hosts to a claimed "
+                         "sandbox's allowlist yet, so commands still reach only the tier's allowlist";
+        return {};
+    }
+    if (kind == review::kind::SecretAccess) {
+        result["secret"] = targets.empty() ? json("") : targets.front();
+        result["note"] = "granted: the secret is in the environment of this session's later commands";
+        return {};
+    }
+    if (args.value("change_format", std::string()) == "records") {
+        if (!m_options.writeRecords)
+            return fail(ErrorCode::FailedPrecondition, "this broker keeps no agent records, so the records were not "
+                                                       "written");
+        const json records = json::parse(change, nullptr, false);
+        if (auto done = m_options.writeRecords(action.state.agent, records); !done)
+            return done;
+        result["records_written"] = records.size();
+        return {};
+    }
+    if (args.value("change_format", std::string()) == "text")
+        return fail(ErrorCode::InvalidArgument, "a bulk_change needs change_format diff or records to be applied");
+    if (!pool)
+        return fail(ErrorCode::Unavailable, "pool '" + action.state.pool + "' is no longer configured");
+    // The diff goes into the workspace and `patch` applies it there, inside the sandbox.
+    const std::string file = ".paddock-change-" + action.call.id + ".diff";
+    if (auto written = pool->writeFile(action.state.sandboxId, file, change); !written)
+        return written;
+    pools::ExecSpec spec;
+    spec.sandboxId = action.state.sandboxId;
+    spec.argv = {"/bin/sh", "-c", "patch -p1 --batch --forward -i '" + file + "'; status=$?; rm -f '" + file
+                                      + "'; exit $status"};
+    spec.timeoutMs = m_options.defaultCommandTimeoutMs;
+    spec.idempotencyKey = action.idempotencyKey;
+    auto outcome = pool->exec(spec);
+    if (!outcome)
+        return std::unexpected(outcome.error());
+    bool clipped = false;
+    result["stdout"] = clipOutput(outcome->stdoutData, &clipped);
+    if (outcome->exitCode != 0 || outcome->signal != 0)
+        return fail(ErrorCode::FailedPrecondition, "the diff did not apply (patch exited "
+                                                       + std::to_string(outcome->exitCode) + "): "
+                                                       + clipOutput(outcome->stdoutData + outcome->stderrData, &clipped));
+    result["applied"] = true;
+    result["files"] = targets;
+    return {};
+}
+
+StepOutcome StepEngine::proposeChange(const Action &action)
+{
+    const model::ToolCall &call = action.call;
+    json result = toolResultBase(call);
+    json args = call.arguments.is_object() ? call.arguments : json::object();
+    const std::string kind = args.value("kind", std::string(review::kind::BulkChange));
+    args["kind"] = kind;
+    auto refuse = [&](const std::string &why) {
+        result["error"] = "propose_change: " + why;
+        return appendResult(action, {event(core::kind::ToolResult, result)});
+    };
+    if (kind != review::kind::BulkChange && kind != review::kind::EgressException && kind != review::kind::SecretAccess)
+        return refuse("kind '" + kind + "' is not one of bulk_change, egress_exception, secret_access");
+    const json targets = args.value("targets", json::array());
+    if (!targets.is_array() || targets.empty()
+        || !std::all_of(targets.begin(), targets.end(), [](const json &t) { return t.is_string() && !t.get<std::string>().empty(); }))
+        return refuse("targets must be a non-empty list of names (files, record keys, a host or a secret)");
+    const std::string change = args.value("change", std::string());
+    std::string format = args.value("change_format", std::string());
+    if (format.empty())
+        format = kind != review::kind::BulkChange ? "targets" : !change.empty() && change.front() == '[' ? "records" : "diff";
+    args["change_format"] = format;
+    int recordCount = 0;
+    if (format == "records") {
+        const json records = json::parse(change, nullptr, false);
+        if (!records.is_array() || !std::all_of(records.begin(), records.end(), [](const json &r) {
+                return r.is_object() && r.contains("key") && r["key"].is_string() && r.contains("value");
+            }))
+            return refuse("a records change is a JSON array of {\"key\": \"...\", \"value\": ...} objects");
+        recordCount = static_cast<int>(records.size());
+    }
+    if ((kind == review::kind::EgressException || kind == review::kind::SecretAccess) && targets.size() != 1)
+        return refuse("name exactly one " + std::string(kind == review::kind::SecretAccess ? "secret" : "host")
+                      + " in targets");
+    if (kind == review::kind::SecretAccess) {
+        const std::string name = targets.front();
+        const auto &granted = action.state.secrets;
+        if (std::find(granted.begin(), granted.end(), name) != granted.end() && action.decision.is_null()) {
+            result["secret"] = name;
+            result["note"] = "already granted to this session";
+            return appendResult(action, {event(core::kind::ToolResult, result)});
+        }
+        if (!m_options.secrets || !m_options.secrets->snapshot()->values.contains(name))
+            return refuse("the broker holds no secret named '" + name + "'; ask an operator to set it "
+                          "(`paddockctl secrets set " + name + "`)");
+    }
+    pools::PoolClient *pool = m_pools.find(action.state.pool);
+
+    auto applyAndRecord = [&]() {
+        auto applied = applyChange(action, pool, args, result);
+        std::vector<core::NewEvent> out;
+        if (!applied) {
+            if (applied.error().code == ErrorCode::Unavailable || applied.error().code == ErrorCode::DeadlineExceeded
+                || applied.error().code == ErrorCode::Cancelled) {
+                if (pool && applied.error().code == ErrorCode::Unavailable)
+                    m_pools.reportUnavailable(pool->name(), applied.error().message);
+                return StepOutcome{action.kind, false, m_options.retryAfterUnavailableMs, applied.error().message};
+            }
+            result["error"] = applied.error().message;
+        }
+        out.push_back(event(core::kind::ToolResult, result));
+        if (applied && result.value("applied", false) && pool)
+            addCheckpoint(action, *pool, out);
+        return appendResult(action, std::move(out));
+    };
+
+    if (!action.decision.is_null()) {
+        const json &decision = action.decision;
+        const bool approved = decision.value("approved", false);
+        result["review_id"] = decision.value("review_id", std::string());
+        result["approved"] = approved;
+        result["decider"] = decision.value("decider", std::string());
+        result["decision_reason"] = decision.value("reason", std::string());
+        if (!approved) {
+            const std::string reason = decision.value("reason", std::string());
+            const std::string decider = decision.value("decider", std::string());
+            result["error"] = decider.empty() && reason == "expired"
+                ? "the change was not applied: review " + result["review_id"].get<std::string>()
+                      + " expired without a decision"
+                : "the change was rejected by " + decider + ": " + reason;
+            return appendResult(action, {event(core::kind::ToolResult, result)});
+        }
+        return applyAndRecord();
+    }
+
+    const auto &policy = m_options.reviewPolicy;
+    const int targetCount = static_cast<int>(targets.size());
+    std::string verdict;
+    if (kind == review::kind::EgressException)
+        verdict = "a host outside the tier's allowlist always needs review";
+    else if (kind == review::kind::SecretAccess)
+        verdict = "a secret not granted at submit always needs review";
+    else if (format == "records" && recordCount > policy.recordWriteLimit)
+        verdict = std::to_string(recordCount) + " record writes > record_write_limit "
+            + std::to_string(policy.recordWriteLimit);
+    else if (targetCount > policy.bulkTargetLimit)
+        verdict = std::to_string(targetCount) + " targets > bulk_target_limit " + std::to_string(policy.bulkTargetLimit);
+    if (verdict.empty()) {
+        result["review"] = "not needed: " + std::to_string(targetCount) + " targets within policy";
+        return applyAndRecord();
+    }
+
+    review::ReviewRequest request;
+    request.kind = kind;
+    request.change = change.empty() ? targets.dump() : change;
+    request.changeFormat = format;
+    request.targetCount = targetCount;
+    request.justification = args.value("justification", std::string());
+    request.policyVerdict = verdict;
+    request.requester = action.state.submittedBy;
+    request.agent = action.state.agent;
+    request.toolCallId = call.id;
+    const std::string first = targets.front();
+    if (kind == review::kind::EgressException) {
+        request.summary = "reach host " + first + " from session " + action.state.id;
+        request.impact = "1 host";
+        request.payload = {{"host", first}};
+    } else if (kind == review::kind::SecretAccess) {
+        request.summary = "use secret " + first + " in session " + action.state.id;
+        request.impact = "1 secret";
+        request.payload = {{"secret", first}};
+    } else if (format == "records") {
+        request.summary = "write " + std::to_string(recordCount) + " durable records of agent " + action.state.agent;
+        request.impact = std::to_string(recordCount) + " records";
+    } else {
+        request.summary = "change " + std::to_string(targetCount) + " files (" + first
+            + (targetCount > 1 ? ", ..." : "") + ")";
+        request.impact = std::to_string(targetCount) + " files, " + diffStat(change);
+    }
+    request.payload["targets"] = targets;
+    return appendResult(action, {review::openReview(request, policy, nowUnixMs())});
 }
 
 } // namespace paddock::engine

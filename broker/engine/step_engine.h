@@ -7,10 +7,13 @@
 // Threads: start() spawns `workers` worker threads and one lease keeper that renews the leases of
 // steps in progress. stop() may be called from any thread; it lets each worker finish its current
 // step and joins them. runOneStep() is for tests and may be called from any thread. One more thread
-// gives back the sandboxes of sessions paused past the idle limit (compare-and-append, no lease:
-// paused sessions are not leased).
+// gives back the sandboxes of sessions paused (or waiting for a review) past the idle limit
+// (compare-and-append, no lease: such sessions are not leased).
 
+#include "broker/cost/budgets.h"
+#include "broker/cost/prices.h"
 #include "broker/engine/decide.h"
+#include "broker/review/review_policy.h"
 #include "broker/model/model_adapter.h"
 #include "broker/pools/pool_set.h"
 #include "broker/secrets/secret_store.h"
@@ -41,6 +44,16 @@ struct EngineOptions {
     // Granted secrets go into each command's environment, and every event the engine appends is
     // redacted for every value this store holds. nullptr: no secrets (tests that need none).
     const secrets::SecretStore *secrets = nullptr;
+    // Model tokens and snapshot storage are priced from this table; sandbox time at the price the
+    // pool reports for the tier (recorded in sandbox.claimed).
+    cost::PriceTable prices = cost::defaultPriceTable();
+    // Agents' budgets and today's spending; nullptr: only the session's own budget applies.
+    const cost::BudgetSource *budgets = nullptr;
+    // When propose_change needs a review, and how risky it is.
+    review::ReviewPolicy reviewPolicy;
+    // Writes an agent's durable records ({key, value} pairs) for propose_change with records.
+    // Empty: this broker keeps no records, and such changes are refused with that reason.
+    std::function<Status(const std::string &agent, const nlohmann::json &records)> writeRecords;
 };
 
 // Finds the adapter for a session's model name; nullptr when none is configured.
@@ -82,6 +95,18 @@ private:
     StepOutcome claimSandbox(const Action &action, std::span<const core::Event> log);
     StepOutcome callModel(const Action &action, std::span<const core::Event> events);
     StepOutcome runTool(const Action &action);
+    // propose_change: applied at once within policy, else opens a review; once decided, applies
+    // the approved change or records the rejection as the tool's result.
+    StepOutcome proposeChange(const Action &action);
+    // A snapshot of the workspace after a step that changed it, recorded with the step's result:
+    // if the pool is lost later, the session resumes from here (docs/deployment.md).
+    void addCheckpoint(const Action &action, pools::PoolClient &pool, std::vector<core::NewEvent> &events);
+    // Applies an approved (or within-policy) change; fills the tool result.
+    Status applyChange(const Action &action, pools::PoolClient *pool, const nlohmann::json &arguments,
+                       nlohmann::json &result);
+    // Cost events for the sandbox time and snapshot storage since they were last billed, and the
+    // budget events the step's cost calls for, added to a step's events.
+    void addCosts(const Action &action, std::vector<core::NewEvent> &events);
     StepOutcome releaseSandbox(const Action &action);
     StepOutcome moveTier(const Action &action, std::span<const core::Event> log);
     // Gives back the sandboxes of sessions paused for longer than sandboxIdleReleaseMs.

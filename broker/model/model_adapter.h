@@ -22,11 +22,16 @@ namespace paddock::model {
 //   write_file  {"path": "...", "content": "..."}
 //   read_file   {"path": "..."}
 //   finish      {"status": "succeeded"|"failed", "summary": "..."}
+//   propose_change {"kind"?: "bulk_change"|"egress_exception"|"secret_access", "targets": ["..."],
+//                   "change": "<unified diff, or a JSON array of {key, value} records>",
+//                   "change_format"?: "diff"|"records"|"text", "justification": "..."}
+//               (docs/playbooks.md; beyond policy it waits for a review, docs/governance.md)
 namespace tool {
 inline constexpr const char *RunCommand = "run_command";
 inline constexpr const char *WriteFile = "write_file";
 inline constexpr const char *ReadFile = "read_file";
 inline constexpr const char *Finish = "finish";
+inline constexpr const char *ProposeChange = "propose_change";
 } // namespace tool
 
 struct ToolCall {

@@ -107,6 +107,19 @@ nlohmann::json toolDefinitions()
                      {{"status", {{"type", "string"}, {"enum", {"succeeded", "failed"}}}},
                       {"summary", {{"type", "string"}}}},
                      json::array({"status", "summary"})),
+        functionTool(tool::ProposeChange,
+                     "Propose a change that policy may send to a human for review: a unified diff over files "
+                     "(applied in /workspace), durable records, a host to reach, or a secret to use. Beyond "
+                     "policy's limits the session waits for the decision; the result says whether it was "
+                     "approved and applied.",
+                     {{"kind", {{"type", "string"}, {"enum", {"bulk_change", "egress_exception", "secret_access"}}}},
+                      {"targets", {{"type", "array"}, {"items", {{"type", "string"}}},
+                                   {"description", "the files, record keys, host or secret name the change touches"}}},
+                      {"change", {{"type", "string"},
+                                  {"description", "a unified diff, or a JSON array of {key, value} records"}}},
+                      {"change_format", {{"type", "string"}, {"enum", {"diff", "records", "text"}}}},
+                      {"justification", {{"type", "string"}}}},
+                     json::array({"targets", "change", "justification"})),
     });
 }
 

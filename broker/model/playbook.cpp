@@ -17,7 +17,7 @@
 namespace paddock::model {
 namespace {
 
-enum class Kind { String, Integer };
+enum class Kind { String, Integer, StringArray };
 
 struct FieldSpec {
     std::string_view key;
@@ -51,18 +51,27 @@ constexpr std::array kFinishFields{
     FieldSpec{"status", Kind::String, false, R"(status = "succeeded")"},
 };
 
+constexpr std::array kProposeChangeFields{
+    FieldSpec{"kind", Kind::String, false, R"(kind = "bulk_change")"},
+    FieldSpec{"targets", Kind::StringArray, true, R"(targets = ["src/a.c", "src/b.c"])"},
+    FieldSpec{"change", Kind::String, true, R"(change = '''--- a/x\n+++ b/x\n...''')"},
+    FieldSpec{"change_format", Kind::String, false, R"(change_format = "diff")"},
+    FieldSpec{"justification", Kind::String, true, R"(justification = "why the change is needed")"},
+};
+
 constexpr std::array kTools{
     ToolSpec{tool::RunCommand, kRunCommandFields},
     ToolSpec{tool::WriteFile, kWriteFileFields},
     ToolSpec{tool::ReadFile, kReadFileFields},
     ToolSpec{tool::Finish, kFinishFields},
+    ToolSpec{tool::ProposeChange, kProposeChangeFields},
 };
 
-constexpr std::string_view kToolList = "run_command, write_file, read_file, finish";
+constexpr std::string_view kToolList = "run_command, write_file, read_file, finish, propose_change";
 
 std::string_view kindName(Kind kind)
 {
-    return kind == Kind::String ? "a string" : "an integer";
+    return kind == Kind::String ? "a string" : kind == Kind::Integer ? "an integer" : "an array of strings";
 }
 
 std::string_view nodeTypeName(const toml::node &node)
@@ -255,7 +264,9 @@ private:
                 return stepError(step, lineOf(node), fmt::format("unknown key '{}'", k),
                                  suggestion(k, names) + fmt::format("A {} step accepts: {}.", toolName, accepted));
             }
-            const bool typeOk = field->kind == Kind::String ? node.is_string() : node.is_integer();
+            const bool typeOk = field->kind == Kind::String ? node.is_string()
+                : field->kind == Kind::Integer                ? node.is_integer()
+                                                              : node.is_array() && node.as_array()->is_homogeneous(toml::node_type::string);
             if (!typeOk)
                 return stepError(step, lineOf(node),
                                  fmt::format("'{}' is {}, not {}", k, nodeTypeName(node), kindName(field->kind)),
@@ -279,6 +290,13 @@ private:
     Status storeField(PlaybookStep &step, const FieldSpec &field, const toml::node &node)
     {
         const int line = lineOf(node);
+        if (field.kind == Kind::StringArray) {
+            nlohmann::json values = nlohmann::json::array();
+            for (const auto &item : *node.as_array())
+                values.push_back(item.as_string()->get());
+            step.arguments[std::string(field.key)] = std::move(values);
+            return {};
+        }
         if (field.kind == Kind::Integer) {
             const int64_t value = node.as_integer()->get();
             if (field.key == "timeout_ms") {
@@ -300,7 +318,19 @@ private:
                 return stepError(step, line, fmt::format("'{}' is empty", field.key),
                                  fmt::format("Write it like {}.", field.example));
             step.arguments[std::string(field.key)] = value;
-        } else if (field.key == "content" || field.key == "summary") {
+        } else if (field.key == "content" || field.key == "summary" || field.key == "change"
+                   || field.key == "justification") {
+            step.arguments[std::string(field.key)] = value;
+        } else if (field.key == "kind") {
+            if (value != "bulk_change" && value != "egress_exception" && value != "secret_access")
+                return stepError(step, line, fmt::format("kind is '{}'", value),
+                                 "Write kind = \"bulk_change\", \"egress_exception\" or \"secret_access\".");
+            step.arguments["kind"] = value;
+        } else if (field.key == "change_format") {
+            if (value != "diff" && value != "records" && value != "text")
+                return stepError(step, line, fmt::format("change_format is '{}'", value),
+                                 "Write change_format = \"diff\", \"records\" or \"text\".");
+            step.arguments["change_format"] = value;
             step.arguments[std::string(field.key)] = value;
         } else if (field.key == "status") {
             if (value != "succeeded" && value != "failed")

@@ -132,6 +132,34 @@ ModelTurn finishTurn(size_t turnIndex, std::string_view status, std::string summ
     return turn;
 }
 
+// About four characters a token, as tokenizers of English text and code average: deterministic
+// from the log, so a repeated step reports (and costs) the same.
+int64_t estimateTokens(size_t chars)
+{
+    return static_cast<int64_t>((chars + 3) / 4);
+}
+
+size_t turnChars(const ModelTurn &turn)
+{
+    size_t chars = turn.text.size();
+    for (const auto &call : turn.toolCalls)
+        chars += call.name.size() + call.arguments.dump().size();
+    return chars;
+}
+
+// What a real model would have been sent (goal and the whole history with results) and what it
+// would have answered.
+Usage estimateUsage(const ModelContext &context, const ModelTurn &turn)
+{
+    size_t input = context.goal.size();
+    for (const auto &exchange : context.history) {
+        input += turnChars(exchange.turn);
+        for (const auto &result : exchange.results)
+            input += result.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace).size();
+    }
+    return Usage{estimateTokens(input), estimateTokens(turnChars(turn)), 0};
+}
+
 } // namespace
 
 Result<ModelTurn> ScriptedModel::nextTurn(const Playbook &playbook, const std::vector<Exchange> &history)
@@ -172,7 +200,10 @@ Result<ModelTurn> ScriptedModel::next(const ModelContext &context)
                                                                 : "<playbook of session " + context.sessionId + ">");
         if (!playbook)
             return std::unexpected(playbook.error());
-        return nextTurn(*playbook, context.history);
+        auto turn = nextTurn(*playbook, context.history);
+        if (turn)
+            turn->usage = estimateUsage(context, *turn);
+        return turn;
     } catch (const std::exception &e) {
         // nlohmann throws on type mismatches in recorded results; keep it a value.
         return fail(ErrorCode::Internal, fmt::format("scripted model: unexpected error: {}", e.what()));

@@ -185,6 +185,21 @@ bool PoolSet::isLost(const std::string &name) const
     return state.unhealthySinceUs >= 0 && monotonicUs() - state.unhealthySinceUs >= m_options.lostAfterMs * 1000;
 }
 
+double PoolSet::pricePerHour(const std::string &name, const std::string &tier) const
+{
+    auto index = indexOf(name);
+    if (!index)
+        return 0;
+    auto status = statusOf(*index);
+    if (!status)
+        return 0;
+    for (const auto &t : status->tiers) {
+        if (t.name == tier)
+            return t.pricePerHourUsd;
+    }
+    return 0;
+}
+
 void PoolSet::noteClaimed(const std::string &name) const
 {
     if (auto index = indexOf(name)) {

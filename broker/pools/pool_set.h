@@ -78,6 +78,9 @@ public:
     // Unavailable when some pool does not answer (it may offer the tier), NotFound when every pool
     // answered and none offers it; each message names every pool and why it was passed over.
     Result<PoolClient *> choose(const std::string &tier) const;
+    // The price per sandbox-hour that pool `name` reports for `tier` (its latest Status), 0 when
+    // unknown: what the session's sandbox time is billed at (docs/governance.md).
+    double pricePerHour(const std::string &name, const std::string &tier) const;
     // A claim on `name` succeeded: counted in its load until its next Status.
     void noteClaimed(const std::string &name) const;
 

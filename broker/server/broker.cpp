@@ -1,6 +1,9 @@
 #include "broker/server/broker.h"
 
+#include "broker/cost/budget_source.h"
 #include "broker/engine/step_engine.h"
+#include "broker/policy/policy_file.h"
+#include "broker/review/review_desk.h"
 #include "broker/pools/grpc_pool_client.h"
 #include "broker/pools/pool_set.h"
 #include "broker/secrets/secret_store.h"
@@ -45,6 +48,10 @@ struct Broker::Parts {
     pools::PoolSet pools;
     std::unique_ptr<model::ModelRegistry> models;
     std::unique_ptr<secrets::SecretStore> secrets;   // outlives the engine and the service that use it
+    std::unique_ptr<store::CostQueries> costs;        // these four outlive the engine and the service too
+    std::unique_ptr<store::ReviewQueries> reviewQueries;
+    std::unique_ptr<review::ReviewDesk> reviews;
+    std::unique_ptr<cost::IndexedBudgets> budgets;
     std::unique_ptr<StreamHub> hub;
     std::unique_ptr<engine::StepEngine> engine;
     std::unique_ptr<BrokerService> service;
@@ -71,6 +78,29 @@ Status Broker::start()
     if (!store)
         return std::unexpected(store.error());
     parts->store = std::move(*store);
+
+    // The policy file is read once; each part takes its own tables from it.
+    policy::PolicyFile policyFile;
+    if (!m_config.policyFile.empty()) {
+        auto loaded = policy::loadPolicyFile(m_config.policyFile);
+        if (!loaded)
+            return std::unexpected(loaded.error());
+        policyFile = std::move(*loaded);
+    }
+    auto reviewPolicy = review::parseReviewPolicy(policyFile);
+    if (!reviewPolicy)
+        return std::unexpected(reviewPolicy.error());
+    auto costs = store::CostQueries::open(m_config.dataDir / "broker.db");
+    if (!costs)
+        return std::unexpected(costs.error());
+    parts->costs = std::move(*costs);
+    auto reviewQueries = store::ReviewQueries::open(m_config.dataDir / "broker.db");
+    if (!reviewQueries)
+        return std::unexpected(reviewQueries.error());
+    parts->reviewQueries = std::move(*reviewQueries);
+    parts->reviews = std::make_unique<review::ReviewDesk>(*parts->store, *parts->reviewQueries, *reviewPolicy);
+    // Agents' budgets come from the agents' store once it exists; until then only sessions' own.
+    parts->budgets = std::make_unique<cost::IndexedBudgets>(*parts->costs, cost::AgentBudgetLookup{});
 
     pools::PoolSetOptions poolOptions;
     poolOptions.healthIntervalMs = m_config.poolHealthIntervalMs;
@@ -118,6 +148,9 @@ Status Broker::start()
     engineOptions.leaseMs = m_config.leaseMs;
     engineOptions.secrets = parts->secrets.get();
     engineOptions.sandboxIdleReleaseMs = m_config.sandboxIdleReleaseMs;
+    engineOptions.prices = m_config.prices;
+    engineOptions.budgets = parts->budgets.get();
+    engineOptions.reviewPolicy = *reviewPolicy;
     parts->engine = std::make_unique<engine::StepEngine>(*parts->store, parts->pools, lookup, engineOptions);
 
     auto principals = auth::PrincipalMap::fromConfig(m_config.principals, ::getuid());
@@ -130,6 +163,9 @@ Status Broker::start()
     serviceOptions.debugShellIdleTimeoutMs = m_config.debugShellIdleTimeoutMs;
     serviceOptions.modelNames = models->names();
     serviceOptions.secrets = parts->secrets.get();
+    serviceOptions.costs = parts->costs.get();
+    serviceOptions.reviews = parts->reviews.get();
+    serviceOptions.budgets = parts->budgets.get();
     parts->service = std::make_unique<BrokerService>(*parts->store, *parts->hub, parts->pools, lookup, serviceOptions);
 
     // The socket's directory is private (0700) and the socket 0600: the peer's OS user is the principal.
@@ -187,6 +223,7 @@ Status Broker::start()
                      "let in", serviceOptions.principals->all().front().principal);
 
     parts->engine->start();
+    parts->reviews->start();
     m_parts = std::move(parts);
     spdlog::info("broker listening on unix:{} with {} workers, database {}", m_config.socketPath.string(),
                  m_config.workers, (m_config.dataDir / "broker.db").string());
@@ -201,6 +238,7 @@ void Broker::stop()
     parts->listener->stop();
     parts->hub->beginShutdown();
     parts->server->Shutdown(std::chrono::system_clock::now() + std::chrono::seconds(2));
+    parts->reviews->stop();
     parts->engine->stop();
     parts->hub->stop();
     parts->store->close();

@@ -127,7 +127,8 @@ Result<BrokerConfig> loadBrokerConfig(const std::filesystem::path &file, BrokerC
                                                    "allow_local_execution", "log_level", "pool", "models",
                                                    "pool_health_interval_ms", "pool_lost_after_ms",
                                                    "debug_shell_idle_timeout_ms", "sandbox_idle_release_ms",
-                                                   "principal", "listen_tcp", "tls_cert", "tls_key"};
+                                                   "principal", "listen_tcp", "tls_cert", "tls_key",
+                                                   "policy_file", "prices"};
     for (const auto &[key, node] : table) {
         if (std::find(known.begin(), known.end(), std::string(key.str())) == known.end())
             return fail(ErrorCode::InvalidArgument, where(file, node) + ": unknown key '" + std::string(key.str())
@@ -167,6 +168,16 @@ Result<BrokerConfig> loadBrokerConfig(const std::filesystem::path &file, BrokerC
         return std::unexpected(principals.error());
     else
         config.principals = std::move(*principals);
+    if (auto s = stringKey("policy_file", [&](const std::string &v) { config.policyFile = resolve(v); }); !s) return std::unexpected(s.error());
+    if (auto *node = table.get("prices")) {
+        const auto *prices = node->as_table();
+        if (!prices)
+            return fail(ErrorCode::InvalidArgument, where(file, *node) + ": prices must be a table: [prices]");
+        auto parsed = cost::parsePrices(*prices, file, config.prices);
+        if (!parsed)
+            return std::unexpected(parsed.error());
+        config.prices = std::move(*parsed);
+    }
     if (auto s = intKey("workers", 1, [&](int64_t v) { config.workers = static_cast<int>(v); }); !s) return std::unexpected(s.error());
     if (auto s = intKey("lease_ms", 1000, [&](int64_t v) { config.leaseMs = v; }); !s) return std::unexpected(s.error());
     if (auto s = intKey("pool_health_interval_ms", 100, [&](int64_t v) { config.poolHealthIntervalMs = v; }); !s) return std::unexpected(s.error());

@@ -5,6 +5,7 @@
 // docs/broker.md lists every key with its default.
 
 #include "broker/auth/principals.h"
+#include "broker/cost/prices.h"
 #include "broker/model/model_registry.h"
 #include "broker/pools/grpc_pool_client.h"
 #include "common/result.h"
@@ -48,6 +49,8 @@ struct BrokerConfig {
     std::string listenTcp;
     std::filesystem::path tlsCert;
     std::filesystem::path tlsKey;
+    std::filesystem::path policyFile;     // TOML policy ([review], [[tier_rule]]); empty: built-in defaults
+    cost::PriceTable prices = cost::defaultPriceTable();   // [prices]: model tokens and snapshot storage
 };
 
 // The embedded default, before any file or flag.

@@ -95,6 +95,9 @@ Result<core::SessionState> BrokerService::getSession(const std::string &id)
 
 Result<core::SessionState> BrokerService::submit(const v1::SubmitSessionRequest &request, Access::Call &call)
 {
+    if (request.budget_micros() < 0)
+        return fail(ErrorCode::InvalidArgument, "budget_micros is negative (" + std::to_string(request.budget_micros())
+                        + "): give a budget in micro-USD, or 0 for the agent's own");
     const bool hasPlaybook = !request.playbook().empty() || !request.playbook_toml().empty();
     std::string modelName = request.model();
     if (modelName.empty()) {
@@ -152,15 +155,20 @@ Result<core::SessionState> BrokerService::submit(const v1::SubmitSessionRequest 
     nlohmann::json tags = nlohmann::json::array();
     for (const auto &tag : request.tags())
         tags.push_back(tag);
-    const nlohmann::json payload{{"agent", request.agent().empty() ? "default" : request.agent()},
+    const std::string agent = request.agent().empty() ? "default" : request.agent();
+    int64_t budget = request.budget_micros();
+    if (budget == 0 && m_options.budgets)
+        budget = m_options.budgets->budgetOf(agent).perSessionMicros;
+    const nlohmann::json payload{{"agent", agent},
+                                 {"submitted_by", call.caller.principal},
+                                 {"budget_micros", budget},
                                  {"secrets", *grants},
                                  {"goal", goal},
                                  {"model", modelName},
                                  {"playbook", playbookName},
                                  {"playbook_toml", playbookToml},
                                  {"tier", tier},
-                                 {"tags", tags},
-                                 {"submitted_by", call.caller.principal}};
+                                 {"tags", tags}};
     store::AppendRequest append;
     append.sessionId = newSessionId();
     append.expectedLastSeq = 0;

@@ -6,7 +6,10 @@
 // the streaming calls hand off to the StreamHub's pump.
 
 #include "broker/auth/principals.h"
+#include "broker/cost/budgets.h"
 #include "broker/engine/step_engine.h"
+#include "broker/review/review_desk.h"
+#include "broker/store/cost_index.h"
 #include "broker/pools/pool_set.h"
 #include "broker/secrets/secret_store.h"
 #include "broker/server/access.h"
@@ -37,6 +40,10 @@ struct BrokerServiceOptions {
     // Who may call (broker/auth/principals.h); nullptr: the embedded default (this process's user
     // is admin on the unix socket).
     std::shared_ptr<const auth::PrincipalMap> principals;
+    // Cost and the review queue (review_service.cpp); nullptr: those RPCs answer UNAVAILABLE.
+    store::CostQueries *costs = nullptr;
+    review::ReviewDesk *reviews = nullptr;
+    const cost::BudgetSource *budgets = nullptr;
 };
 
 class BrokerService final : public v1::BrokerService::CallbackService {
@@ -106,6 +113,19 @@ public:
     // The permission checks and the audit log; the TCP listener's token check comes from here.
     Access &access() { return m_access; }
 
+    // Cost and the review queue (review_service.cpp).
+    grpc::ServerUnaryReactor *ListReviewItems(grpc::CallbackServerContext *ctx, const v1::ListReviewItemsRequest *req,
+                                              v1::ListReviewItemsResponse *resp) override;
+    grpc::ServerUnaryReactor *GetReviewItem(grpc::CallbackServerContext *ctx, const v1::GetReviewItemRequest *req,
+                                            v1::ReviewItem *resp) override;
+    grpc::ServerUnaryReactor *DecideReviewItems(grpc::CallbackServerContext *ctx, const v1::DecideReviewItemsRequest *req,
+                                                v1::DecideReviewItemsResponse *resp) override;
+    grpc::ServerUnaryReactor *GetApproverStats(grpc::CallbackServerContext *ctx, const v1::GetApproverStatsRequest *req,
+                                               v1::ApproverStats *resp) override;
+    grpc::ServerUnaryReactor *GetCostSummary(grpc::CallbackServerContext *ctx, const v1::GetCostSummaryRequest *req,
+                                             v1::CostSummary *resp) override;
+    grpc::ServerUnaryReactor *ListBudgets(grpc::CallbackServerContext *ctx, const v1::ListBudgetsRequest *req,
+                                          v1::ListBudgetsResponse *resp) override;
     // Live samples of a claimed sandbox (sample_watch.h).
     grpc::ServerWriteReactor<v1::SandboxSamples> *WatchSandboxSamples(grpc::CallbackServerContext *ctx,
                                                                       const v1::WatchSandboxSamplesRequest *req) override;

@@ -55,6 +55,10 @@ void toProto(const core::SessionState &state, v1::Session *out)
     out->set_sandbox_id(state.sandboxId);
     out->set_steps(state.steps);
     out->set_cost_micros(state.costMicros);
+    out->set_model_cost_micros(state.modelCostMicros);
+    out->set_sandbox_cost_micros(state.sandboxCostMicros);
+    out->set_budget_micros(state.budgetMicros);
+    out->set_submitted_by(state.submittedBy);
     out->set_created_unix_ms(state.createdUnixMs);
     out->set_updated_unix_ms(state.updatedUnixMs);
     out->set_last_seq(state.lastSeq);

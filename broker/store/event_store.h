@@ -94,6 +94,10 @@ public:
     // does, InvalidArgument for an empty or malformed request. The future resolves after the commit.
     virtual std::future<Result<AppendResult>> append(AppendRequest request) = 0;
     Result<AppendResult> appendSync(AppendRequest request) { return append(std::move(request)).get(); }
+    // All or nothing: the requests (to one or several sessions) commit in one transaction, or none
+    // does and the error is the first refusal (the same rules as append). With any request's
+    // fullSync the transaction commits with synchronous=FULL. Blocks until the commit.
+    virtual Result<std::vector<AppendResult>> appendAll(std::vector<AppendRequest> requests) = 0;
 
     // Events with seq >= fromSeq, at most limit of them, in seq order. NotFound for an unknown session.
     virtual Result<std::vector<core::Event>> readEvents(const std::string &sessionId, int64_t fromSeq,

@@ -11,6 +11,8 @@
 #include "broker/store/sqlite_event_store.h"
 
 #include "broker/store/auth_tables.h"
+#include "broker/store/event_index.h"
+#include "broker/store/governance_schema.h"
 #include "broker/store/lease_table.h"
 #include "broker/store/sqlite_handle.h"
 #include "broker/store/state_json.h"
@@ -38,7 +40,7 @@ namespace paddock::store {
 
 namespace {
 
-constexpr int kSchemaVersion = 2;
+constexpr int kSchemaVersion = 3;
 // "PDDK": marks the file as Paddock's, so another application's SQLite file is refused.
 constexpr int64_t kApplicationId = 0x5044444B;
 constexpr int kBusyTimeoutMs = 5000;
@@ -90,7 +92,8 @@ CREATE INDEX sessions_by_status ON sessions(status, ord);
 CREATE INDEX sessions_by_agent ON sessions(agent, ord);
 CREATE INDEX sessions_needing_work ON sessions(needs_work) WHERE needs_work = 1;
 )sql"},
-    {2, kAuthTablesSql},
+    {2, kGovernanceSchemaSql},   // cost_entries, review_items, review_fetches (governance_schema.h)
+    {3, kAuthTablesSql},         // audit, tokens (auth_tables.h)
 };
 
 static_assert(std::size(kMigrations) == kSchemaVersion, "one migration per schema version");
@@ -236,6 +239,7 @@ public:
     Status open();
 
     std::future<Result<AppendResult>> append(AppendRequest request) override;
+    Result<std::vector<AppendResult>> appendAll(std::vector<AppendRequest> requests) override;
     Result<std::vector<core::Event>> readEvents(const std::string &sessionId, int64_t fromSeq, int limit) override;
     Result<core::SessionState> getSession(const std::string &sessionId) override;
     Result<SessionPage> listSessions(const SessionQuery &query) override;
@@ -258,6 +262,7 @@ private:
         AppendRequest request;
         std::promise<Result<AppendResult>> promise;
         std::chrono::steady_clock::time_point enqueuedAt;
+        size_t batchSize = 0;   // > 0: the first of that many requests appended all or nothing (appendAll)
     };
 
     // Per session touched by a group: its state after the group's successful requests so far.
@@ -280,7 +285,7 @@ private:
     void returnReader(std::unique_ptr<ReadConnection> reader);
 
     void writerLoop();
-    void commitGroup(std::vector<Pending> &group);
+    void commitGroup(std::vector<Pending> &group, bool allOrNothing);
     bool stepDone(sqlite::Statement &stmt, int *rcOut = nullptr);
     Result<std::optional<core::SessionState>> loadStateForWrite(const std::string &sessionId);
     Status writeProjection(const core::SessionState &state, bool created, bool indexedChanged);
@@ -305,6 +310,7 @@ private:
         sqlite::Statement syncFull, syncNormal;
         sqlite::Statement insertEvent, insertSession, updateSession, updateSessionTail, loadState;
     } m_w;
+    std::vector<std::unique_ptr<EventIndex>> m_indexes;   // written with their events (event_index.h)
     std::unordered_map<std::string, core::SessionState> m_live;   // fold state of unfinished sessions
     std::unordered_map<std::string, sqlite::Statement> m_writeStatements;   // AppendRequest::writes, prepared once
     std::thread m_writer;
@@ -571,6 +577,10 @@ Status SqliteEventStore::prepareWriterStatements()
             return std::unexpected(stmt.error());
         *item.stmt = std::move(*stmt);
     }
+    auto indexes = makeEventIndexes(m_writeDb);
+    if (!indexes)
+        return std::unexpected(indexes.error());
+    m_indexes = std::move(*indexes);
     return {};
 }
 
@@ -675,11 +685,51 @@ std::future<Result<AppendResult>> SqliteEventStore::append(AppendRequest request
     return future;
 }
 
+Result<std::vector<AppendResult>> SqliteEventStore::appendAll(std::vector<AppendRequest> requests)
+{
+    if (requests.empty())
+        return fail(ErrorCode::InvalidArgument, "appendAll: no requests; send at least one");
+    for (const auto &request : requests) {
+        if (auto status = validate(request); !status)
+            return std::unexpected(status.error());
+    }
+    std::vector<std::future<Result<AppendResult>>> futures;
+    {
+        std::unique_lock lock(m_queueMutex);
+        if (std::this_thread::get_id() != m_writerId)
+            m_spaceCv.wait(lock, [&] { return m_closing || m_queuedEvents < m_maxQueuedEvents || m_queue.empty(); });
+        if (m_closing)
+            return fail(ErrorCode::Unavailable, closingMessage());
+        // Contiguous in the queue, so the writer takes them as one group of their own.
+        const size_t count = requests.size();
+        for (size_t i = 0; i < count; ++i) {
+            m_queuedEvents += static_cast<int64_t>(requests[i].events.size());
+            Pending pending{std::move(requests[i]), {}, std::chrono::steady_clock::now(), i == 0 ? count : 0};
+            futures.push_back(pending.promise.get_future());
+            m_queue.push_back(std::move(pending));
+        }
+    }
+    m_queueCv.notify_one();
+    std::vector<AppendResult> results;
+    std::optional<Error> error;
+    for (auto &future : futures) {
+        auto result = future.get();
+        if (!result && !error)
+            error = result.error();
+        else if (result)
+            results.push_back(std::move(*result));
+    }
+    if (error)
+        return std::unexpected(*error);
+    return results;
+}
+
 void SqliteEventStore::writerLoop()
 {
     std::vector<Pending> group;
     for (;;) {
         group.clear();
+        size_t batch = 0;
         const int64_t waitStartUs = monotonicUs();
         {
             std::unique_lock lock(m_queueMutex);
@@ -698,9 +748,12 @@ void SqliteEventStore::writerLoop()
                 });
             }
             int64_t taken = 0;
+            // An all-or-nothing batch is a group of its own: its requests alone share the transaction.
+            batch = m_queue.front().batchSize;
             while (!m_queue.empty()) {
                 const auto size = static_cast<int64_t>(m_queue.front().request.events.size());
-                if (!group.empty() && taken + size > m_options.maxBatchEvents)
+                if (batch > 0 ? group.size() == batch
+                              : !group.empty() && (m_queue.front().batchSize > 0 || taken + size > m_options.maxBatchEvents))
                     break;
                 taken += size;
                 group.push_back(std::move(m_queue.front()));
@@ -714,7 +767,7 @@ void SqliteEventStore::writerLoop()
         m_stats.waitUs += monotonicUs() - waitStartUs;
         m_spaceCv.notify_all();
         try {
-            commitGroup(group);
+            commitGroup(group, batch > 0);
         } catch (const std::exception &e) {
             // Nothing below throws by design; if something does, fail the group rather than the broker.
             spdlog::error("store: writer failed a group of {} appends: {}", group.size(), e.what());
@@ -819,7 +872,7 @@ Status SqliteEventStore::writeProjection(const core::SessionState &state, bool c
     return fail(ErrorCode::Unavailable, m_writeDb.describe("writing the projection of session " + state.id, rc));
 }
 
-void SqliteEventStore::commitGroup(std::vector<Pending> &group)
+void SqliteEventStore::commitGroup(std::vector<Pending> &group, bool allOrNothing)
 {
     const bool fullSync = std::any_of(group.begin(), group.end(), [](const Pending &p) { return p.request.fullSync; });
     std::vector<std::optional<Result<AppendResult>>> outcomes(group.size());
@@ -944,6 +997,14 @@ void SqliteEventStore::commitGroup(std::vector<Pending> &group)
                 ok = false;
                 break;
             }
+            for (auto &index : m_indexes) {
+                if (index->indexes(event.kind) && (rc = index->write(event)) != SQLITE_DONE) {
+                    ok = false;
+                    break;
+                }
+            }
+            if (!ok)
+                break;
             core::applyEvent(next, event);
             stored.push_back(std::move(event));
         }
@@ -986,6 +1047,15 @@ void SqliteEventStore::commitGroup(std::vector<Pending> &group)
     }
 
     phase(m_stats.insertUs);
+    if (allOrNothing && !groupError) {
+        // One refused request refuses the whole batch, with its reason.
+        for (auto &outcome : outcomes) {
+            if (outcome && !outcome->has_value()) {
+                groupError = outcome->error();
+                break;
+            }
+        }
+    }
     if (!groupError) {
         for (const auto &sessionId : touchOrder) {
             const auto &entry = touched.at(sessionId);
@@ -1004,6 +1074,10 @@ void SqliteEventStore::commitGroup(std::vector<Pending> &group)
             stepDone(m_w.rollback);
         if (fullSync)
             stepDone(m_w.syncNormal);
+        if (allOrNothing) {
+            failGroup(*groupError);   // the refusal of one request, said to every request of the batch
+            return;
+        }
         spdlog::error("store: a group of {} appends failed and was rolled back: {}", group.size(), groupError->message);
         failGroup(Error{groupError->code, groupError->message + "; nothing of this append was written, retry it"});
         return;

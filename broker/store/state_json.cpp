@@ -37,6 +37,13 @@ std::string sessionStateToJson(const core::SessionState &state)
         {"sandbox_id", state.sandboxId},
         {"steps", state.steps},
         {"cost_micros", state.costMicros},
+        {"model_cost_micros", state.modelCostMicros},
+        {"sandbox_cost_micros", state.sandboxCostMicros},
+        {"budget_micros", state.budgetMicros},
+        {"budget_warned", state.budgetWarned},
+        {"day_allowance_micros", state.dayAllowanceMicros},
+        {"submitted_by", state.submittedBy},
+        {"pending_review_id", state.pendingReviewId},
         {"created_unix_ms", state.createdUnixMs},
         {"updated_unix_ms", state.updatedUnixMs},
         {"last_seq", state.lastSeq},
@@ -80,6 +87,14 @@ std::optional<core::SessionState> sessionStateFromJson(std::string_view text)
     readString(j, "sandbox_id", state.sandboxId);
     readInt(j, "steps", state.steps);
     readInt(j, "cost_micros", state.costMicros);
+    readInt(j, "model_cost_micros", state.modelCostMicros);
+    readInt(j, "sandbox_cost_micros", state.sandboxCostMicros);
+    readInt(j, "budget_micros", state.budgetMicros);
+    readInt(j, "day_allowance_micros", state.dayAllowanceMicros);
+    if (auto it = j.find("budget_warned"); it != j.end() && it->is_boolean())
+        state.budgetWarned = it->get<bool>();
+    readString(j, "submitted_by", state.submittedBy);
+    readString(j, "pending_review_id", state.pendingReviewId);
     readInt(j, "created_unix_ms", state.createdUnixMs);
     readInt(j, "updated_unix_ms", state.updatedUnixMs);
     readInt(j, "last_seq", state.lastSeq);

@@ -82,7 +82,7 @@ std::string PostMortemStore::toJson(const PostMortemRecord &r)
 {
     json samples = json::array();
     for (const auto &s : r.samples)
-        samples.push_back({s.unixMs, s.memoryBytes, s.cpuUsageUs, s.pids});
+        samples.push_back({s.unixMs, s.memoryBytes, s.cpuUsageUs, s.pids, s.diskBytes});
     json procs = json::array();
     for (const auto &p : r.processes)
         procs.push_back({{"pid", p.pid}, {"ppid", p.ppid}, {"state", p.state}, {"rss", p.rssBytes}, {"command", p.command}});
@@ -148,6 +148,8 @@ Result<PostMortemRecord> PostMortemStore::fromJson(const std::string &text)
             cs.memoryBytes = s.at(1).get<int64_t>();
             cs.cpuUsageUs = s.at(2).get<int64_t>();
             cs.pids = s.at(3).get<int64_t>();
+            if (s.size() > 4)   // records written before disk samples have four fields
+                cs.diskBytes = s.at(4).get<int64_t>();
             r.samples.push_back(cs);
         }
         for (const auto &p : j.value("processes", json::array())) {

@@ -1073,6 +1073,8 @@ void SandboxPool::samplerLoop()
         // Reading a few files per sandbox: outside m_mutex.
         for (const auto &sb : claimed) {
             CgroupSample sample = sb->cgroup->sample();
+            if (sb->workspaceFs)
+                sample.diskBytes = sb->workspaceFs->usedBytes(sb->qgroupId);
             std::lock_guard lock(sb->sampleMutex);
             sb->samples.push_back(sample);
             while (sb->samples.size() > kSamplesKept)
@@ -1289,6 +1291,8 @@ void SandboxPool::capturePostMortem(const std::shared_ptr<Sandbox> &sandbox, Pos
         pm.samples = samples(sandbox->id);
         if (sandbox->cgroup) {
             CgroupSample last = sandbox->cgroup->sample();
+            if (sandbox->workspaceFs)
+                last.diskBytes = sandbox->workspaceFs->usedBytes(sandbox->qgroupId);
             // At an OOM kill the cgroup was at its limit: the sample at the failure carries the
             // high-water mark, so the curve shows where it died, not what was left after.
             if (pm.reason == "oom_killed")

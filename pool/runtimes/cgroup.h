@@ -53,6 +53,7 @@ struct CgroupSample {
     int64_t memoryBytes = -1;   // memory.current / memory.usage_in_bytes; -1 when unreadable
     int64_t cpuUsageUs = -1;    // cumulative cpu time of the cgroup
     int64_t pids = -1;          // pids.current
+    int64_t diskBytes = -1;     // not the cgroup's: the sandbox directory's disk use (workspace_fs.h), -1 without disk limits
 };
 
 class SandboxCgroup {

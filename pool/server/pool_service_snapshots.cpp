@@ -51,6 +51,7 @@ void fillPostMortem(const PostMortemRecord &r, bool full, v1::PostMortem *out)
         o->set_time_unix_ms(s.unixMs);
         o->set_memory_bytes(std::max<int64_t>(0, s.memoryBytes));
         o->set_pids(std::max<int64_t>(0, s.pids));
+        o->set_disk_bytes(std::max<int64_t>(0, s.diskBytes));
         if (i > 0) {
             const auto &p = r.samples[i - 1];
             const int64_t dt = s.unixMs - p.unixMs;
@@ -198,6 +199,7 @@ grpc::ServerUnaryReactor *PoolService::GetSamples(grpc::CallbackServerContext *c
         o->set_time_unix_ms(s.unixMs);
         o->set_memory_bytes(std::max<int64_t>(0, s.memoryBytes));
         o->set_pids(std::max<int64_t>(0, s.pids));
+        o->set_disk_bytes(std::max<int64_t>(0, s.diskBytes));
         if (i > 0) {
             const auto &p = samples[i - 1];
             const int64_t dt = s.unixMs - p.unixMs;

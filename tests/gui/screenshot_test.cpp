@@ -46,6 +46,14 @@ TEST_F(ScreenshotTest, EveryViewIsSavedAt1280x800WithContent)
         const CliResult submitted = cli({"submit", "--playbook", playbook});
         ASSERT_EQ(submitted.exitCode, 0) << playbook << ": " << submitted.err;
     }
+    // The governance demos (review items of each kind, decisions of each outcome), for the Review
+    // queue, Decisions and Cost views: those the broker ships.
+    for (const char *playbook : {"bulk-rename", "records-bulk", "egress-request", "secret-request", "budget-small"}) {
+        if (!fs::exists(playbookDir() / (std::string(playbook) + ".toml")))
+            continue;
+        const CliResult submitted = cli({"submit", "--playbook", playbook});
+        ASSERT_EQ(submitted.exitCode, 0) << playbook << ": " << submitted.err;
+    }
 
     const fs::path shots = *m_dir / "shots";
     auto console = Daemon::start({binaryPath("paddock").string(), "--broker", m_broker->address, "--screenshots",
@@ -75,6 +83,8 @@ TEST_F(ScreenshotTest, EveryViewIsSavedAt1280x800WithContent)
     for (const char *missing : {"is refused by the broker", "did not come", "gave up waiting"})
         EXPECT_EQ(log.find(missing), std::string::npos) << log;
     for (const char *name : {"inspector-files.png", "inspector-shell.png", "inspector-dark.png"})
+        EXPECT_TRUE(fs::exists(shots / name)) << name << "\n" << log;
+    for (const char *name : {"reviews.png", "decisions.png", "cost.png", "override-dialog.png"})
         EXPECT_TRUE(fs::exists(shots / name)) << name << "\n" << log;
 
     if (const char *out = std::getenv("PADDOCK_SCREENSHOTS_OUT"); out && *out) {

@@ -1,6 +1,8 @@
 #include "tests/support/in_process_broker.h"
 
+#include "broker/cost/budget_source.h"
 #include "broker/model/model_registry.h"
+#include "broker/review/review_desk.h"
 #include "broker/server/broker_service.h"
 #include "broker/server/stream_hub.h"
 #include "broker/server/unix_listener.h"
@@ -13,6 +15,11 @@
 namespace paddock::test {
 
 struct InProcessBroker::Serving {
+    // The cost ledger and the review queue, as paddockd has them (no expiry timer: items expire on read).
+    std::unique_ptr<store::CostQueries> costs;
+    std::unique_ptr<store::ReviewQueries> reviewQueries;
+    std::unique_ptr<review::ReviewDesk> reviews;
+    std::unique_ptr<cost::IndexedBudgets> budgets;
     std::unique_ptr<server::StreamHub> hub;
     std::unique_ptr<model::ModelRegistry> models;
     std::unique_ptr<server::BrokerService> service;
@@ -48,6 +55,16 @@ Status InProcessBroker::start()
     if (auto opened = openStore(); !opened)
         return opened;
     auto serving = std::make_unique<Serving>();
+    auto costs = store::CostQueries::open(m_dir / "broker.db");
+    if (!costs)
+        return std::unexpected(costs.error());
+    serving->costs = std::move(*costs);
+    auto reviewQueries = store::ReviewQueries::open(m_dir / "broker.db");
+    if (!reviewQueries)
+        return std::unexpected(reviewQueries.error());
+    serving->reviewQueries = std::move(*reviewQueries);
+    serving->reviews = std::make_unique<review::ReviewDesk>(*m_store, *serving->reviewQueries, review::ReviewPolicy{});
+    serving->budgets = std::make_unique<cost::IndexedBudgets>(*serving->costs, cost::AgentBudgetLookup{});
     serving->hub = std::make_unique<server::StreamHub>(*m_store);
     serving->hub->start();
     model::ModelsConfig models;
@@ -57,6 +74,9 @@ Status InProcessBroker::start()
     options.playbookDir = m_playbookDir;
     options.modelNames = serving->models->names();
     options.principals = m_principals;
+    options.costs = serving->costs.get();
+    options.reviews = serving->reviews.get();
+    options.budgets = serving->budgets.get();
     model::ModelRegistry *registry = serving->models.get();
     serving->service = std::make_unique<server::BrokerService>(
         *m_store, *serving->hub, m_pools, [registry](const std::string &name) { return registry->find(name); },

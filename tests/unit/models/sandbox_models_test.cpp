@@ -80,6 +80,16 @@ TEST(PostMortemListModelTest, SameListUpdatesInPlaceANewOneResets)
     EXPECT_EQ(model.rowCount(), 0);
 }
 
+TEST(PostMortemListModelTest, EveryReasonThePoolNamesHasALabel)
+{
+    for (const char *reason : {"oom_killed", "timeout", "nonzero_exit", "crashed", "pool_lost", "disk_full"}) {
+        const QString raw = QString::fromLatin1(reason);
+        EXPECT_NE(postMortemReasonLabel(raw), raw) << reason;
+    }
+    EXPECT_EQ(postMortemReasonLabel(QStringLiteral("something_new")), QStringLiteral("something_new"));
+    EXPECT_EQ(postMortemReasonLabel({}), QStringLiteral("Unknown"));
+}
+
 TEST(SnapshotFilesModelTest, BuildsATreeWithMadeUpParentsDirectoriesFirst)
 {
     SnapshotFilesModel model;

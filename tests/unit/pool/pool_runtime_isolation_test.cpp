@@ -44,6 +44,9 @@ struct TierCase {
 
 std::string caseName(const ::testing::TestParamInfo<TierCase> &info) { return info.param.tier; }
 
+// What ctest lists and a failure prints: "lite (bwrap)", not the struct's bytes.
+void PrintTo(const TierCase &c, std::ostream *os) { *os << c.tier << " (" << c.runtime << ")"; }
+
 struct Harness {
     fs::path dir;
     std::unique_ptr<pool::SandboxPool> sandboxPool;
@@ -386,6 +389,16 @@ TEST_P(TierIsolation, DiskLimitIsEnforced)
         << big.err;
     EXPECT_EQ(big.exit.reason, "disk_full") << big.err;
     EXPECT_LE(pool().workspaceUsedBytes(m_id), kDiskLimit);
+    // The post-mortem names it for the operator, with the limit and the way out.
+    auto pm = pool().postMortems().get(m_id);
+    ASSERT_TRUE(pm) << pm.error().message;
+    EXPECT_EQ(pm->reason, "disk_full");
+    if (pool().cgroupsEnforced()) {   // the sample taken at the failure carries the disk use
+        ASSERT_FALSE(pm->samples.empty());
+        EXPECT_GE(pm->samples.back().diskBytes, kDiskLimit - (1ll << 20));
+    }
+    EXPECT_NE(pm->detail.find("the workspace full: the tier's disk limit of 8 MiB"), std::string::npos) << pm->detail;
+    EXPECT_EQ(pm->diskLimitBytes, kDiskLimit);
     EXPECT_EQ(run({"echo", "still here"}).out, "still here\n");
     EXPECT_EQ(sh("rm /workspace/big && wc -c < /workspace/small").out, "4194304\n");
     // A plain failure with room left is not named disk_full.

@@ -12,6 +12,7 @@
 #include <fcntl.h>
 #include <fstream>
 #include <string>
+#include <sys/wait.h>
 #include <unistd.h>
 
 namespace fs = std::filesystem;
@@ -125,4 +126,41 @@ TEST_F(WorkspaceFsTest, TheMountOfAKilledPoolIsReplacedAndACleanUnmountLeavesNot
     m_fs->unmount();
     EXPECT_EQ(mountsAt(m_mount), 0u);
     EXPECT_FALSE(fs::exists(m_dir / "image"));
+}
+
+// Without root (here: a child that dropped to nobody) there is no workspace filesystem, and the
+// error says why; SandboxPool then runs without disk limits and says so (docs/pool.md "Disk").
+TEST(WorkspaceFsUnavailable, NotRootIsAClearError)
+{
+    if (::geteuid() != 0)
+        GTEST_SKIP() << "not root: the refusal is what every mount here gets";
+    char tmpl[] = "/tmp/paddock-wsfs-noroot-XXXXXX";
+    ASSERT_NE(::mkdtemp(tmpl), nullptr);
+    const fs::path dir = tmpl;
+    fs::permissions(dir, fs::perms::all);
+    int pipeFds[2];
+    ASSERT_EQ(::pipe(pipeFds), 0);
+    const pid_t child = ::fork();
+    if (child == 0) {
+        ::close(pipeFds[0]);
+        if (::setresgid(65534, 65534, 65534) != 0 || ::setresuid(65534, 65534, 65534) != 0)
+            ::_exit(2);
+        auto mounted = pool::WorkspaceFs::mount(dir / "image", dir / "sandboxes", kImageBytes);
+        const std::string message = mounted ? std::string("mounted") : mounted.error().message;
+        (void)!::write(pipeFds[1], message.data(), message.size());
+        ::_exit(mounted ? 1 : 0);
+    }
+    ::close(pipeFds[1]);
+    std::string message;
+    char buf[512];
+    for (ssize_t n; (n = ::read(pipeFds[0], buf, sizeof buf)) > 0;)
+        message.append(buf, static_cast<size_t>(n));
+    ::close(pipeFds[0]);
+    int status = 0;
+    ::waitpid(child, &status, 0);
+    EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << message;
+    EXPECT_NE(message.find("does not run as root"), std::string::npos) << message;
+    EXPECT_EQ(mountsAt(dir / "sandboxes"), 0u);
+    std::error_code ec;
+    fs::remove_all(dir, ec);
 }

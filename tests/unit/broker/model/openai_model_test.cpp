@@ -198,7 +198,8 @@ TEST_F(OpenAiModelTest, ToolCallRoundTrip)
         EXPECT_EQ(t["function"]["parameters"]["type"], "object");
         toolNames.push_back(t["function"]["name"]);
     }
-    EXPECT_EQ(toolNames, (std::vector<std::string>{"run_command", "write_file", "read_file", "finish"}));
+    EXPECT_EQ(toolNames,
+              (std::vector<std::string>{"run_command", "write_file", "read_file", "finish", "propose_change"}));
 }
 
 TEST_F(OpenAiModelTest, RetriesA429HonouringRetryAfter)

@@ -79,14 +79,21 @@ TEST_F(ScriptedModelTest, PlaysStepsInOrder)
     ModelTurn turn = step(json::object());
     EXPECT_EQ(m_model.name(), "scripted");
     EXPECT_EQ(turn.model, "scripted");
-    EXPECT_EQ(turn.usage.inputTokens, 0);
-    EXPECT_EQ(turn.usage.outputTokens, 0);
+    // Usage is an estimate, about four characters a token of what a real model would have been sent
+    // (the goal, nothing before the first turn) and of what it answered: demo sessions cost something.
     ASSERT_EQ(turn.toolCalls.size(), 1u);
+    EXPECT_EQ(turn.usage.inputTokens, static_cast<int64_t>((m_context.goal.size() + 3) / 4));
+    EXPECT_EQ(turn.usage.outputTokens,
+              static_cast<int64_t>((turn.text.size() + turn.toolCalls[0].name.size()
+                                    + turn.toolCalls[0].arguments.dump().size() + 3) / 4));
+    EXPECT_EQ(turn.usage.cachedTokens, 0);
+    const int64_t firstInput = turn.usage.inputTokens;
     EXPECT_EQ(turn.toolCalls[0].id, "call-1");
     EXPECT_EQ(turn.toolCalls[0].name, tool::WriteFile);
     EXPECT_EQ(turn.toolCalls[0].arguments, (json{{"path", "hello.c"}, {"content", "int main(void) { return 0; }"}}));
 
     turn = step(commandResult(0));
+    EXPECT_GT(turn.usage.inputTokens, firstInput);   // the history with its result is sent too
     EXPECT_EQ(turn.toolCalls[0].id, "call-2");
     EXPECT_EQ(turn.toolCalls[0].arguments, (json{{"command", "cc -o hello hello.c"}}));
 

@@ -1,0 +1,49 @@
+#pragma once
+// What things cost: a price table for model tokens (per model name, per million input, output and
+// cached tokens), snapshot storage (per GiB-month) and the arithmetic that turns usage into
+// micro-dollars. Tier prices per hour come from the pools (Status/ListPools), not from here.
+// docs/governance.md ("Cost and budgets") documents the [prices] table and its defaults.
+//
+// Threads: plain values and pure functions; safe anywhere.
+
+#include "common/result.h"
+
+#include <toml++/toml.h>
+
+#include <cstdint>
+#include <filesystem>
+#include <map>
+#include <string>
+
+namespace paddock::cost {
+
+struct ModelPrice {
+    double inputPerMillion = 0;    // US dollars per million input tokens (cached ones excluded)
+    double outputPerMillion = 0;
+    double cachedPerMillion = 0;   // input tokens served from the provider's prompt cache
+};
+
+struct PriceTable {
+    // By model name as the response names it (e.g. "gpt-4o-mini") or as the session names it
+    // (e.g. "scripted", "openai:local"); "default" for any other.
+    std::map<std::string, ModelPrice> models;
+    double storagePerGibMonth = 0.023;
+
+    // The price of `name`, else of `fallbackName`, else "default", else free.
+    const ModelPrice &modelPrice(const std::string &name, const std::string &fallbackName = {}) const;
+};
+
+// The built-in table: scripted 3.00/15.00/0.30, default 2.50/10.00/1.25, storage 0.023.
+PriceTable defaultPriceTable();
+
+// Reads a [prices] table over `base`. Errors name file:line, the key and the fix.
+Result<PriceTable> parsePrices(const toml::table &prices, const std::filesystem::path &file, PriceTable base);
+
+// Micro-dollars, rounded to the nearest. inputTokens counts cached ones too (as the OpenAI API
+// reports prompt_tokens); they are billed at the cached price, the rest at the input price.
+int64_t modelCostMicros(const ModelPrice &price, int64_t inputTokens, int64_t outputTokens, int64_t cachedTokens);
+int64_t sandboxCostMicros(double pricePerHour, int64_t milliseconds);
+// A month is 30 days; a GiB is 2^30 bytes.
+int64_t storageCostMicros(double pricePerGibMonth, int64_t bytes, int64_t milliseconds);
+
+} // namespace paddock::cost

@@ -1,0 +1,357 @@
+// The review queue's rules with the real SQLite store: items opened by approval.requested events,
+// decided through ReviewDesk (one transaction, synchronous=FULL), indexed in the same transaction.
+
+#include "broker/review/open_review.h"
+#include "broker/review/review_desk.h"
+#include "broker/store/sqlite_event_store.h"
+
+#include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
+
+#include <filesystem>
+#include <unistd.h>
+
+namespace paddock::review {
+namespace {
+
+using nlohmann::json;
+
+class ReviewDeskTest : public ::testing::Test {
+protected:
+    void SetUp() override
+    {
+        m_dir = std::filesystem::temp_directory_path() / ("paddock-review-test-" + std::to_string(::getpid()) + "-"
+                                                          + ::testing::UnitTest::GetInstance()->current_test_info()->name());
+        std::filesystem::remove_all(m_dir);
+        std::filesystem::create_directories(m_dir);
+        auto store = store::openSqliteEventStore(m_dir / "broker.db");
+        ASSERT_TRUE(store) << store.error().message;
+        m_store = std::move(*store);
+        auto queries = store::ReviewQueries::open(m_dir / "broker.db");
+        ASSERT_TRUE(queries) << queries.error().message;
+        m_queries = std::move(*queries);
+        m_desk = std::make_unique<ReviewDesk>(*m_store, *m_queries, m_policy);
+    }
+
+    void TearDown() override
+    {
+        m_desk.reset();
+        m_store->close();
+        std::filesystem::remove_all(m_dir);
+    }
+
+    // A session submitted by `requester` that waits for one review item of `kind`; returns the item id.
+    std::string openItem(const std::string &kind = kind::BulkChange, const std::string &risk = "",
+                         const std::string &change = "--- a/x\n+++ b/x\n@@ -1 +1 @@\n-a\n+b\n",
+                         const std::string &requester = "bob")
+    {
+        const std::string session = "s-" + std::to_string(++m_sessions);
+        store::AppendRequest create;
+        create.sessionId = session;
+        create.expectedLastSeq = 0;
+        create.events.push_back({core::kind::SessionCreated,
+                                 json{{"agent", "agent-" + std::to_string(m_sessions % 2)}, {"submitted_by", requester},
+                                      {"model", "scripted"}, {"tier", "lite"}}.dump()});
+        EXPECT_TRUE(m_store->appendSync(std::move(create)));
+        ReviewRequest request;
+        request.kind = kind;
+        request.summary = "change things";
+        request.change = change;
+        request.changeFormat = "diff";
+        request.risk = risk;
+        request.requester = requester;
+        request.agent = "agent-" + std::to_string(m_sessions % 2);
+        request.toolCallId = "call-1";
+        request.targetCount = 7;
+        request.costMicros = kind == kind::BudgetExtension ? 5000 : 0;
+        store::AppendRequest append;
+        append.sessionId = session;
+        append.events.push_back(openReview(request, m_policy, nowMs()));
+        auto appended = m_store->appendSync(std::move(append));
+        EXPECT_TRUE(appended) << appended.error().message;
+        EXPECT_EQ(appended->state.status, core::SessionStatus::WaitingApproval);
+        return json::parse(appended->events.back().payload)["review_id"].get<std::string>();
+    }
+
+    static int64_t nowMs()
+    {
+        return std::chrono::duration_cast<std::chrono::milliseconds>(
+            std::chrono::system_clock::now().time_since_epoch()).count();
+    }
+
+    store::ReviewRow item(const std::string &id)
+    {
+        auto row = m_queries->get(id);
+        EXPECT_TRUE(row) << row.error().message;
+        return row ? *row : store::ReviewRow{};
+    }
+
+    DecideRequest approval(const std::vector<std::string> &ids, const std::string &decider = "alice")
+    {
+        DecideRequest request;
+        request.ids = ids;
+        request.approve = true;
+        request.decider = decider;
+        request.reason = "looks right";
+        for (const auto &id : ids)
+            request.changeHashes[id] = item(id).changeHash;
+        return request;
+    }
+
+    int decisionsInLog(const std::string &sessionId)
+    {
+        auto log = m_store->readEvents(sessionId, 1, 1000);
+        EXPECT_TRUE(log);
+        return static_cast<int>(std::count_if(log->begin(), log->end(), [](const core::Event &e) {
+            return e.kind == core::kind::ApprovalDecided;
+        }));
+    }
+
+    std::filesystem::path m_dir;
+    ReviewPolicy m_policy;
+    std::unique_ptr<store::EventStore> m_store;
+    std::unique_ptr<store::ReviewQueries> m_queries;
+    std::unique_ptr<ReviewDesk> m_desk;
+    int m_sessions = 0;
+};
+
+TEST_F(ReviewDeskTest, RequestIsIndexedWithHashRiskAndExpiry)
+{
+    const std::string id = openItem();
+    const auto row = item(id);
+    EXPECT_EQ(row.state, "pending");
+    EXPECT_EQ(row.kind, "bulk_change");
+    EXPECT_EQ(row.requester, "bob");
+    EXPECT_EQ(row.risk, "medium");   // the policy's default for bulk_change of 7 targets
+    EXPECT_EQ(row.changeHash, changeHash("--- a/x\n+++ b/x\n@@ -1 +1 @@\n-a\n+b\n"));
+    EXPECT_TRUE(row.changeHash.starts_with("sha256:"));
+    EXPECT_EQ(row.changeHash.size(), 7u + 64u);
+    // The expiry counts from when the item was opened (the engine's clock; the store stamps the event).
+    EXPECT_NEAR(static_cast<double>(row.expiresUnixMs - row.createdUnixMs), static_cast<double>(m_policy.expiryMs), 5000);
+    auto page = m_desk->list({});
+    ASSERT_TRUE(page);
+    ASSERT_EQ(page->items.size(), 1u);
+    EXPECT_EQ(page->items[0].id, id);
+}
+
+TEST_F(ReviewDeskTest, ApprovalResumesTheSessionAndIsRecordedWithDecider)
+{
+    const std::string id = openItem();
+    auto decided = m_desk->decide(approval({id}));
+    ASSERT_TRUE(decided) << decided.error().message;
+    ASSERT_EQ(decided->size(), 1u);
+    EXPECT_EQ((*decided)[0].state, "approved");
+    EXPECT_EQ((*decided)[0].decider, "alice");
+    auto session = m_store->getSession(item(id).sessionId);
+    ASSERT_TRUE(session);
+    EXPECT_EQ(session->status, core::SessionStatus::Running);
+    EXPECT_TRUE(session->pendingReviewId.empty());
+}
+
+TEST_F(ReviewDeskTest, SelfApprovalIsRefused)
+{
+    const std::string id = openItem();
+    auto decided = m_desk->decide(approval({id}, "bob"));
+    ASSERT_FALSE(decided);
+    EXPECT_EQ(decided.error().code, ErrorCode::PermissionDenied);
+    EXPECT_NE(decided.error().message.find("nobody approves their own request"), std::string::npos)
+        << decided.error().message;
+    EXPECT_EQ(item(id).state, "pending");
+    EXPECT_EQ(decisionsInLog(item(id).sessionId), 0);
+}
+
+TEST_F(ReviewDeskTest, HighRiskApprovalNeedsAPriorFetchByTheDecider)
+{
+    const std::string id = openItem(kind::EgressException);   // high risk by the policy's defaults
+    EXPECT_EQ(item(id).risk, "high");
+    auto refused = m_desk->decide(approval({id}));
+    ASSERT_FALSE(refused);
+    EXPECT_EQ(refused.error().code, ErrorCode::FailedPrecondition);
+    EXPECT_NE(refused.error().message.find("GetReviewItem"), std::string::npos) << refused.error().message;
+    EXPECT_NE(refused.error().message.find("paddockctl reviews show " + id), std::string::npos);
+
+    // Someone else's fetch does not count.
+    ASSERT_TRUE(m_desk->fetch(id, "carol"));
+    EXPECT_FALSE(m_desk->decide(approval({id})));
+    // Nor does an approval without a reason.
+    ASSERT_TRUE(m_desk->fetch(id, "alice"));
+    auto noReason = approval({id});
+    noReason.reason.clear();
+    auto refusedNoReason = m_desk->decide(noReason);
+    ASSERT_FALSE(refusedNoReason);
+    EXPECT_EQ(refusedNoReason.error().code, ErrorCode::InvalidArgument);
+
+    auto decided = m_desk->decide(approval({id}));
+    ASSERT_TRUE(decided) << decided.error().message;
+    EXPECT_EQ((*decided)[0].state, "approved");
+}
+
+TEST_F(ReviewDeskTest, BulkDecisionWithOneInvalidIdAppliesNothing)
+{
+    const std::string a = openItem();
+    const std::string b = openItem();
+    auto request = approval({a, b});
+    request.ids.push_back("r-doesnotexist");
+    auto decided = m_desk->decide(request);
+    ASSERT_FALSE(decided);
+    EXPECT_EQ(decided.error().code, ErrorCode::NotFound);
+    EXPECT_NE(decided.error().message.find("r-doesnotexist"), std::string::npos) << decided.error().message;
+    for (const auto &id : {a, b}) {
+        EXPECT_EQ(item(id).state, "pending");
+        EXPECT_EQ(decisionsInLog(item(id).sessionId), 0);
+    }
+
+    // One item already decided also refuses the whole bulk request: the other stays pending.
+    ASSERT_TRUE(m_desk->decide(approval({a})));
+    auto again = m_desk->decide(approval({b, a}));
+    ASSERT_FALSE(again);
+    EXPECT_EQ(item(b).state, "pending");
+    EXPECT_EQ(decisionsInLog(item(b).sessionId), 0);
+
+    // A bulk decision of items of one kind decides them all.
+    const std::string c = openItem();
+    auto both = m_desk->decide(approval({b, c}));
+    ASSERT_TRUE(both) << both.error().message;
+    EXPECT_EQ(item(b).state, "approved");
+    EXPECT_EQ(item(c).state, "approved");
+}
+
+TEST_F(ReviewDeskTest, ItemsOfDifferentKindsAreDecidedSeparately)
+{
+    const std::string a = openItem();
+    const std::string b = openItem(kind::BudgetExtension);
+    auto decided = m_desk->decide(approval({a, b}));
+    ASSERT_FALSE(decided);
+    EXPECT_EQ(decided.error().code, ErrorCode::InvalidArgument);
+    EXPECT_EQ(item(a).state, "pending");
+}
+
+TEST_F(ReviewDeskTest, ReplayedApprovalIsRefusedNamingTheFirstDecision)
+{
+    const std::string id = openItem();
+    ASSERT_TRUE(m_desk->decide(approval({id})));
+    auto replay = m_desk->decide(approval({id}, "dave"));
+    ASSERT_FALSE(replay);
+    EXPECT_EQ(replay.error().code, ErrorCode::FailedPrecondition);
+    EXPECT_NE(replay.error().message.find("already approved by alice at"), std::string::npos) << replay.error().message;
+    EXPECT_EQ(decisionsInLog(item(id).sessionId), 1);
+}
+
+TEST_F(ReviewDeskTest, ChangedHashIsRefused)
+{
+    const std::string id = openItem();
+    auto request = approval({id});
+    request.changeHashes[id] = changeHash("a different change");
+    auto decided = m_desk->decide(request);
+    ASSERT_FALSE(decided);
+    EXPECT_EQ(decided.error().code, ErrorCode::FailedPrecondition);
+    EXPECT_NE(decided.error().message.find("not the one you saw"), std::string::npos);
+    request.changeHashes.clear();
+    auto noHash = m_desk->decide(request);
+    ASSERT_FALSE(noHash);
+    EXPECT_EQ(noHash.error().code, ErrorCode::InvalidArgument);
+    EXPECT_EQ(item(id).state, "pending");
+}
+
+TEST_F(ReviewDeskTest, RejectionNeedsAReasonAndMayComeFromTheRequester)
+{
+    const std::string id = openItem();
+    DecideRequest reject;
+    reject.ids = {id};
+    reject.decider = "bob";
+    auto noReason = m_desk->decide(reject);
+    ASSERT_FALSE(noReason);
+    EXPECT_EQ(noReason.error().code, ErrorCode::InvalidArgument);
+    reject.reason = "wrong files";
+    auto decided = m_desk->decide(reject);
+    ASSERT_TRUE(decided) << decided.error().message;
+    EXPECT_EQ(item(id).state, "rejected");
+    EXPECT_EQ(item(id).decisionReason, "wrong files");
+    // A rejected bulk change resumes the session (the tool's result carries the rejection).
+    EXPECT_EQ(m_store->getSession(item(id).sessionId)->status, core::SessionStatus::Running);
+}
+
+TEST_F(ReviewDeskTest, RejectedBudgetExtensionFailsTheSessionAndApprovedOneRaisesItsBudget)
+{
+    const std::string rejected = openItem(kind::BudgetExtension);
+    DecideRequest reject;
+    reject.ids = {rejected};
+    reject.decider = "alice";
+    reject.reason = "too expensive";
+    ASSERT_TRUE(m_desk->decide(reject));
+    auto failedSession = m_store->getSession(item(rejected).sessionId);
+    EXPECT_EQ(failedSession->status, core::SessionStatus::Failed);
+    EXPECT_NE(failedSession->statusReason.find("too expensive"), std::string::npos) << failedSession->statusReason;
+
+    const std::string approved = openItem(kind::BudgetExtension);
+    ASSERT_TRUE(m_desk->decide(approval({approved})));
+    auto session = m_store->getSession(item(approved).sessionId);
+    EXPECT_EQ(session->status, core::SessionStatus::Running);
+    EXPECT_EQ(session->budgetMicros, 5000);   // 0 + the extension asked for
+}
+
+TEST_F(ReviewDeskTest, ItemsExpireAndCannotBeDecidedAfterwards)
+{
+    const std::string id = openItem();
+    EXPECT_EQ(m_desk->expireDue(nowMs()), 0);
+    EXPECT_EQ(m_desk->expireDue(item(id).expiresUnixMs + 1), 1);
+    EXPECT_EQ(item(id).state, "expired");
+    EXPECT_EQ(item(id).decisionReason, "expired");
+    EXPECT_EQ(decisionsInLog(item(id).sessionId), 1);
+    EXPECT_EQ(m_store->getSession(item(id).sessionId)->status, core::SessionStatus::Running);
+    auto late = m_desk->decide(approval({id}));
+    ASSERT_FALSE(late);
+    EXPECT_NE(late.error().message.find("expired at"), std::string::npos) << late.error().message;
+    EXPECT_EQ(m_desk->expireDue(item(id).expiresUnixMs + 1), 0);   // once
+}
+
+TEST_F(ReviewDeskTest, ApproverStatsCountRateAndMedianTime)
+{
+    std::vector<std::string> ids;
+    for (int i = 0; i < 3; ++i)
+        ids.push_back(openItem());
+    ASSERT_TRUE(m_desk->decide(approval({ids[0]}, "alice")));
+    ASSERT_TRUE(m_desk->decide(approval({ids[1]}, "alice")));
+    DecideRequest reject;
+    reject.ids = {ids[2]};
+    reject.decider = "alice";
+    reject.reason = "no";
+    ASSERT_TRUE(m_desk->decide(reject));
+    const std::string other = openItem();
+    ASSERT_TRUE(m_desk->decide(approval({other}, "carol")));
+
+    auto stats = m_desk->approverStats();
+    ASSERT_TRUE(stats) << stats.error().message;
+    ASSERT_EQ(stats->size(), 2u);
+    const auto &alice = (*stats)[0];
+    EXPECT_EQ(alice.principal, "alice");
+    EXPECT_EQ(alice.decided, 3);
+    EXPECT_EQ(alice.approved, 2);
+    EXPECT_EQ(alice.rejected, 1);
+    EXPECT_NEAR(alice.approvalRate, 2.0 / 3.0, 1e-9);
+    std::vector<int64_t> times;
+    for (const auto &id : ids)
+        times.push_back(item(id).decidedUnixMs - item(id).createdUnixMs);
+    std::sort(times.begin(), times.end());
+    EXPECT_EQ(alice.medianDecideMs, times[1]);
+    EXPECT_EQ((*stats)[1].principal, "carol");
+    EXPECT_EQ((*stats)[1].decided, 1);
+}
+
+TEST_F(ReviewDeskTest, FetchIsRecordedInTheSessionLog)
+{
+    const std::string id = openItem();
+    ASSERT_TRUE(m_desk->fetch(id, "alice"));
+    auto log = m_store->readEvents(item(id).sessionId, 1, 100);
+    ASSERT_TRUE(log);
+    EXPECT_EQ(log->back().kind, core::kind::ApprovalFetched);
+    EXPECT_EQ(json::parse(log->back().payload)["principal"], "alice");
+    EXPECT_TRUE(*m_desk->fetchedBy(id, "alice"));
+    EXPECT_FALSE(*m_desk->fetchedBy(id, "bob"));
+    auto missing = m_desk->fetch("r-nope", "alice");
+    ASSERT_FALSE(missing);
+    EXPECT_EQ(missing.error().code, ErrorCode::NotFound);
+}
+
+} // namespace
+} // namespace paddock::review
