@@ -60,6 +60,8 @@ const char *const kLastPageKey = "window/lastPage";
 const char *const kGroupedKey = "sessions/groupByStatus";
 const char *const kThemeKey = "appearance/theme";
 const char *const kBrokerKey = "connection/broker";
+const char *const kTlsCaKey = "connection/tls_ca_file";
+const char *const kTokenFileKey = "connection/token_file";   // the file, never the token
 
 QString key(const char *k) { return QString::fromLatin1(k); }
 } // namespace
@@ -113,7 +115,11 @@ MainWindow::MainWindow(ConsoleClient *client, Options options, QWidget *parent)
     m_localLabel->setToolTip(tr("Sandboxes run on this machine. Fine for trying Paddock; a team deployment runs "
                                 "pools on execution hosts."));
     m_localLabel->setVisible(false);
+    m_principalLabel = new QLabel(this);
+    m_principalLabel->setObjectName(QStringLiteral("principalLabel"));
+    m_principalLabel->setVisible(false);
     statusBar()->addPermanentWidget(m_localLabel);
+    statusBar()->addPermanentWidget(m_principalLabel);
     statusBar()->addPermanentWidget(m_connectionLabel);
 
     m_governance = new GovernanceController(m_client, m_sessionModel, m_reviewView, m_decisionsView, m_costView, this);
@@ -132,6 +138,7 @@ MainWindow::MainWindow(ConsoleClient *client, Options options, QWidget *parent)
     });
     connect(m_client, &ConsoleClient::poolsChanged, this, &MainWindow::onPoolsChanged);
     connect(m_client, &ConsoleClient::actionFinished, this, &MainWindow::onActionFinished);
+    connect(m_client, &ConsoleClient::permissionsChanged, this, &MainWindow::onPermissionsChanged);
 
     connect(m_traceModel, &TraceModel::historyNeeded, this, [this](qint64 fromSeq, int count) {
         if (!m_openSessionId.isEmpty())
@@ -396,6 +403,14 @@ void MainWindow::connectToBroker(const QString &address)
         target = ConnectionDialog::defaultAddress();
     else if (m_options.persistSettings && !address.isEmpty())
         QSettings().setValue(key(kBrokerKey), address);
+    // A remote broker's CA and token file are remembered (never the token itself).
+    if (m_options.persistSettings && !m_typedToken) {
+        const auto credentials = ConnectionDialog::readCredentials(
+            target, QSettings().value(key(kTlsCaKey)).toString(), QSettings().value(key(kTokenFileKey)).toString(), {});
+        if (!credentials.error.isEmpty())
+            statusBar()->showMessage(credentials.error, kStatusMessageMs);
+        m_client->setCredentials(credentials.tlsCaPem, credentials.token);
+    }
     m_brokenReported = false;
     m_client->connectToBroker(target);
 }
@@ -404,11 +419,22 @@ void MainWindow::chooseBroker()
 {
     ConnectionDialog dialog(this);
     dialog.setAddress(m_client->address());
+    if (m_options.persistSettings) {
+        dialog.setTlsCaFile(QSettings().value(key(kTlsCaKey)).toString());
+        dialog.setTokenFile(QSettings().value(key(kTokenFileKey)).toString());
+    }
     if (dialog.exec() != QDialog::Accepted)
         return;
     const QString address = dialog.address();
-    if (m_options.persistSettings)
+    if (m_options.persistSettings) {
         QSettings().setValue(key(kBrokerKey), address);
+        QSettings().setValue(key(kTlsCaKey), dialog.tlsCaFile());
+        QSettings().setValue(key(kTokenFileKey), dialog.tokenFile());
+    }
+    const auto credentials =
+        ConnectionDialog::readCredentials(address, dialog.tlsCaFile(), dialog.tokenFile(), dialog.typedToken());
+    m_client->setCredentials(credentials.tlsCaPem, credentials.token);
+    m_typedToken = !dialog.typedToken().isEmpty();
     m_client->disconnectFromBroker();
     m_sessionModel->clear();
     m_traceModel->clear();
@@ -562,6 +588,31 @@ void MainWindow::onActionFinished(const QString &action, bool ok, const QString 
     statusBar()->showMessage(text, kStatusMessageMs);
 }
 
+void MainWindow::onPermissionsChanged(const Permissions &permissions)
+{
+    m_principalLabel->setVisible(permissions.known());
+    m_principalLabel->setText(permissions.summary());
+    m_principalLabel->setToolTip(permissions.known()
+                                     ? tr("The broker knows you as %1 with role %2 (%3).")
+                                           .arg(permissions.principal(), permissions.role(),
+                                                permissions.via() == u"token" ? tr("bearer token")
+                                                                              : tr("your OS user on the unix socket"))
+                                     : QString());
+    m_inspector->debugShell()->setRefusal(permissions.reason(QStringLiteral("OpenDebugShell")));
+    m_governance->setDecideAllowed(permissions.allows(QStringLiteral("DecideReviewItems")),
+                                   permissions.reason(QStringLiteral("DecideReviewItems")));
+    m_governance->setOverrideAllowed(permissions.allows(QStringLiteral("OverrideTier")),
+                                     permissions.reason(QStringLiteral("OverrideTier")));
+    updateActions();
+}
+
+void MainWindow::gateAction(QAction *action, const QString &method, bool enabled, const QString &tip)
+{
+    const QString refused = m_client->permissions().reason(method);
+    action->setEnabled(enabled && refused.isEmpty());
+    action->setToolTip(refused.isEmpty() ? tip : refused);
+}
+
 void MainWindow::updateActions()
 {
     const QString id = currentSessionId();
@@ -570,18 +621,18 @@ void MainWindow::updateActions()
     const bool connected = m_connectionState == ConnectionState::Connected;
     const bool live = row >= 0 && !isTerminal(status);
     m_openAction->setEnabled(row >= 0 && currentPage() != Page::Session);
-    m_cancelAction->setEnabled(connected && live);
+    gateAction(m_cancelAction, QStringLiteral("CancelSession"), connected && live, tr("Cancel the session (Ctrl+.)"));
     const bool paused = status == SessionStatus::Paused;
     m_pauseResumeAction->setText(paused ? tr("&Resume") : tr("&Pause"));
-    m_pauseResumeAction->setToolTip(paused ? tr("Resume the session (Ctrl+P)") : tr("Pause the session (Ctrl+P)"));
-    m_pauseResumeAction->setEnabled(connected && live);
-    m_submitAction->setEnabled(connected);
+    gateAction(m_pauseResumeAction, paused ? QStringLiteral("ResumeSession") : QStringLiteral("PauseSession"),
+               connected && live, paused ? tr("Resume the session (Ctrl+P)") : tr("Pause the session (Ctrl+P)"));
+    gateAction(m_submitAction, QStringLiteral("SubmitSession"), connected,
+               tr("Submit a session from a playbook or a goal (Ctrl+N)"));
     m_pageActions[int(Page::Session)]->setEnabled(!m_openSessionId.isEmpty());
     m_inspectAction->setEnabled(row >= 0 && connected);
     m_inspectAction->setText(status == SessionStatus::Failed ? tr("&Inspect failed sandbox") : tr("&Inspect sandbox"));
-    m_overrideAction->setEnabled(connected && live && m_governance->overrideAllowed());
-    if (!m_governance->overrideAllowed())
-        m_overrideAction->setToolTip(m_governance->overrideWhyNot());
+    gateAction(m_overrideAction, QStringLiteral("OverrideTier"), connected && live,
+               tr("Move the session to another tier at its next step, with a reason (Ctrl+T)"));
     m_followAction->setEnabled(currentPage() == Page::Session);
     m_detailsAction->setEnabled(currentPage() == Page::Session);
     m_backAction->setEnabled(currentPage() != Page::Sessions);

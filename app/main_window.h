@@ -6,6 +6,7 @@
 // "notify, then pull"; everything here runs in the GUI thread's event loop.
 
 #include "models/console_types.h"
+#include "models/permissions.h"
 #include "models/sandbox_types.h"
 
 #include <QMainWindow>
@@ -109,6 +110,10 @@ private:
     void restoreSettings();
     void saveSettings();
     void updateActions();
+    // Enables action when enabled holds and the principal's role allows method; otherwise the
+    // tooltip says why (the role), or shows tip.
+    void gateAction(QAction *action, const QString &method, bool enabled, const QString &tip);
+    void onPermissionsChanged(const Permissions &permissions);
     void onConnectionState(ConnectionState state, const QString &detail);
     void onSessionsChanged();
     void onEventsArrived(const QString &sessionId);
@@ -150,6 +155,8 @@ private:
     GovernanceController *m_governance = nullptr;
 
     QLabel *m_connectionLabel = nullptr;
+    QLabel *m_principalLabel = nullptr;   // "ada · admin" from WhoAmI
+    bool m_typedToken = false;            // credentials were typed in the dialog: do not reload them
     QLabel *m_localLabel = nullptr;
     QTimer *m_poolsTimer = nullptr;
 

@@ -1,6 +1,7 @@
 #include "cli/app.h"
 
 #include "cli/address.h"
+#include "cli/auth_commands.h"
 #include "cli/exit_codes.h"
 #include "cli/operator_commands.h"
 #include "cli/agents_commands.h"
@@ -15,6 +16,7 @@
 #include <grpcpp/grpcpp.h>
 
 #include <algorithm>
+#include <cctype>
 #include <chrono>
 #include <filesystem>
 #include <fstream>
@@ -45,11 +47,13 @@ int64_t nowMs()
 // One broker connection for the life of a command.
 class BrokerConnection {
 public:
-    BrokerConnection(BrokerAddress address, std::string shown, double timeoutS)
+    // credentials: insecure for the unix socket; TLS (and a bearer token) for TCP.
+    BrokerConnection(BrokerAddress address, std::string shown, double timeoutS,
+                     std::shared_ptr<grpc::ChannelCredentials> credentials)
         : m_address(std::move(address))
         , m_shown(std::move(shown))
         , m_timeoutS(timeoutS)
-        , m_channel(grpc::CreateChannel(m_address.target, grpc::InsecureChannelCredentials()))
+        , m_channel(grpc::CreateChannel(m_address.target, std::move(credentials)))
         , m_stub(v1::BrokerService::NewStub(m_channel))
     {
     }
@@ -451,6 +455,53 @@ int runPools(const CommandContext &c)
     return toInt(ExitCode::Ok);
 }
 
+Result<std::string> readSmallTextFile(const std::string &flag, const std::string &path)
+{
+    std::ifstream file(path, std::ios::binary);
+    std::ostringstream text;
+    text << file.rdbuf();
+    if (!file || file.bad())
+        return fail(ErrorCode::InvalidArgument, flag + " " + path + ": cannot read it; check the path and its "
+                                                                    "permissions");
+    return text.str();
+}
+
+// Insecure for the unix socket (the peer's OS user is the principal); TLS for TCP, with the
+// bearer token from --token-file or $PADDOCK_TOKEN when there is one.
+Result<std::shared_ptr<grpc::ChannelCredentials>> channelCredentials(const BrokerAddress &address,
+                                                                     const Invocation &inv, const Environment &env)
+{
+    if (address.isUnix()) {
+        if (!inv.tlsCa.empty() || !inv.tokenFile.empty())
+            return fail(ErrorCode::InvalidArgument, "--tls-ca and --token-file are for a host:port broker; on the "
+                                                    "unix socket your OS user is who you are");
+        return grpc::InsecureChannelCredentials();
+    }
+    grpc::SslCredentialsOptions ssl;
+    if (!inv.tlsCa.empty()) {
+        auto ca = readSmallTextFile("--tls-ca", inv.tlsCa);
+        if (!ca)
+            return std::unexpected(ca.error());
+        if (ca->find("-----BEGIN ") == std::string::npos)
+            return fail(ErrorCode::InvalidArgument, "--tls-ca " + inv.tlsCa + " holds no PEM certificate; point it "
+                                                                              "at the CA that signed the broker's certificate");
+        ssl.pem_root_certs = std::move(*ca);
+    }
+    auto credentials = grpc::SslCredentials(ssl);
+    std::string token = env.token.value_or("");
+    if (!inv.tokenFile.empty()) {
+        auto read = readSmallTextFile("--token-file", inv.tokenFile);
+        if (!read)
+            return std::unexpected(read.error());
+        token = std::move(*read);
+    }
+    while (!token.empty() && std::isspace(static_cast<unsigned char>(token.back())))
+        token.pop_back();
+    if (token.empty())
+        return credentials;   // the broker answers UNAUTHENTICATED saying how to get a token
+    return grpc::CompositeChannelCredentials(credentials, grpc::AccessTokenCredentials(token));
+}
+
 std::string actionName(const Invocation &inv)
 {
     switch (inv.command) {
@@ -473,6 +524,11 @@ std::string actionName(const Invocation &inv)
     case Command::SnapshotList:
     case Command::DebugShell: return "cannot run the operator command";
     case Command::OverrideTier: return "cannot move session " + inv.sessionId + " to tier " + inv.tier;
+    case Command::Whoami: return "cannot ask the broker who you are";
+    case Command::TokensCreate: return "cannot create a token for " + inv.tokenPrincipal;
+    case Command::TokensList: return "cannot list tokens";
+    case Command::TokensRevoke: return "cannot revoke token " + inv.tokenId;
+    case Command::Audit: return "cannot read the audit log";
     case Command::ReviewsList:
     case Command::ReviewsShow:
     case Command::ReviewsApprove:
@@ -516,6 +572,10 @@ ParseOutcome parseCommandLine(const std::vector<std::string> &args, std::ostream
         ->check(CLI::IsMember({"table", "json"}));
     app.add_option("--timeout", inv.timeoutS, "Deadline in seconds of each call (not of a follow)")
         ->check(CLI::PositiveNumber);
+    app.add_option("--tls-ca", inv.tlsCa, "For a host:port broker: the CA (PEM) that signed its certificate. Default: "
+                                          "the system's CAs");
+    app.add_option("--token-file", inv.tokenFile, "For a host:port broker: a file holding your bearer token (from "
+                                                  "`paddockctl tokens create`). Default: $PADDOCK_TOKEN");
 
     auto *submit = app.add_subcommand("submit", "Submit a session: a playbook, or a goal for a model");
     submit->add_option("--playbook", inv.playbook,
@@ -569,6 +629,7 @@ ParseOutcome parseCommandLine(const std::vector<std::string> &args, std::ostream
     auto *overrideTier = addOverrideCommand(app, inv);
     const SecretsSubcommands secrets = addSecretsCommands(app, inv);
     const OperatorSubcommands operatorCommands = addOperatorCommands(app, inv);
+    const AuthSubcommands authCommands = addAuthCommands(app, inv);
     const ReviewSubcommands reviewCommands = addReviewCommands(app, inv);
     const CostSubcommands costCommands = addCostCommands(app, inv);
     const AgentsSubcommands agentsCommands = addAgentsCommands(app, inv);
@@ -614,6 +675,8 @@ ParseOutcome parseCommandLine(const std::vector<std::string> &args, std::ostream
         inv.command = *secretsCommand;
     } else if (auto operatorCommand = parsedOperatorCommand(operatorCommands)) {
         inv.command = *operatorCommand;
+    } else if (auto authCommand = parsedAuthCommand(authCommands)) {
+        inv.command = *authCommand;
     } else if (auto reviewCommand = parsedReviewCommand(reviewCommands)) {
         inv.command = *reviewCommand;
     } else if (auto costCommand = parsedCostCommand(costCommands)) {
@@ -646,7 +709,12 @@ int runInvocation(const Invocation &inv, const Environment &env, std::ostream &o
         }
     }
 
-    BrokerConnection broker(*address, shown, inv.timeoutS);
+    auto credentials = channelCredentials(*address, inv, env);
+    if (!credentials) {
+        err << "paddockctl: " << actionName(inv) << ": " << credentials.error().message << "\n";
+        return toInt(credentials.error().code == ErrorCode::InvalidArgument ? ExitCode::Usage : ExitCode::Error);
+    }
+    BrokerConnection broker(*address, shown, inv.timeoutS, *credentials);
     const CommandContext context{inv, env, broker, out, err};
     switch (inv.command) {
     case Command::Submit: return runSubmit(context);
@@ -680,6 +748,15 @@ int runInvocation(const Invocation &inv, const Environment &env, std::ostream &o
         const OverrideCall call{broker.stub(), [&](grpc::ClientContext &c) { broker.setDeadline(c); },
                                 [&] { return broker.connected(); }, shown};
         return runOverrideCommand(inv, call, out, err);
+    }
+    case Command::Whoami:
+    case Command::TokensCreate:
+    case Command::TokensList:
+    case Command::TokensRevoke:
+    case Command::Audit: {
+        const AuthCall call{broker.stub(), [&](grpc::ClientContext &c) { broker.setDeadline(c); },
+                            [&] { return broker.connected(); }, shown};
+        return runAuthCommand(inv, call, out, err);
     }
     case Command::ReviewsList:
     case Command::ReviewsShow:

@@ -23,7 +23,7 @@ inline constexpr double kDefaultTimeoutS = 30.0;
 enum class Command { Submit, List, Show, Events, Cancel, Pause, Resume, Pools, SecretsSet, SecretsList, SecretsRemove,
                      PostMortemsList, PostMortemsShow, PostMortemsFiles, PostMortemsCat, PostMortemsDownload,
                      SnapshotList, DebugShell, OverrideTier, ReviewsList, ReviewsShow, ReviewsApprove, ReviewsReject,
-                     ReviewsStats, Cost, Budgets,
+                     ReviewsStats, Cost, Budgets, Whoami, TokensCreate, TokensList, TokensRevoke, Audit,
                      AgentsCreate, AgentsList, AgentsShow, AgentsEdit, AgentsRecordsSet, AgentsRecordsGet,  // agents_commands.h
                      DecisionsList, DecisionsStats };                                                        // decisions_commands.h
 
@@ -33,6 +33,8 @@ struct Invocation {
     std::optional<std::string> broker;          // --broker
     OutputFormat output = OutputFormat::Table;
     double timeoutS = kDefaultTimeoutS;         // deadline of every call that is not a follow
+    std::string tlsCa;                          // --tls-ca: CA of a TCP broker's certificate
+    std::string tokenFile;                      // --token-file: the bearer token for a TCP broker
 
     // submit
     std::string playbook;                       // a name, or a file whose text is sent
@@ -78,6 +80,16 @@ struct Invocation {
     std::string since;                          // cost --since
     std::string bucket;                         // cost --bucket
     std::string budget;                         // submit --budget USD
+
+    // tokens, audit (cli/auth_commands.h)
+    std::string tokenPrincipal;
+    std::string tokenDescription;
+    std::string tokenTtl;                       // "30d"
+    std::string tokenId;
+    std::string auditPrincipal;
+    std::string auditMethod;
+    std::string auditSince;                     // "1h"
+
     // agents (cli/agents_commands.h): create and edit options; edit changes those in agentGiven
     std::string agentName, agentOwner, agentDefaultTier, agentMode;
     std::vector<std::string> agentAllowedTiers;
@@ -98,6 +110,7 @@ ParseOutcome parseCommandLine(const std::vector<std::string> &args, std::ostream
 
 struct Environment {
     std::optional<std::string> brokerAddress;   // $PADDOCK_BROKER
+    std::optional<std::string> token;           // $PADDOCK_TOKEN (--token-file wins)
     std::string defaultSocketPath;              // paddock::defaultBrokerSocketPath()
     std::function<bool()> interrupted;          // true once the user pressed Ctrl-C; may be empty
     // Called with true before a follow and false after it: only then does Ctrl-C become a flag

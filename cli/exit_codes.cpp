@@ -35,6 +35,9 @@ ExitCode exitCodeFor(grpc::StatusCode code, bool connected)
     case grpc::StatusCode::ALREADY_EXISTS:
     case grpc::StatusCode::ABORTED:
         return ExitCode::Conflict;
+    case grpc::StatusCode::PERMISSION_DENIED:
+    case grpc::StatusCode::UNAUTHENTICATED:
+        return ExitCode::Denied;
     case grpc::StatusCode::UNAVAILABLE:
     case grpc::StatusCode::DEADLINE_EXCEEDED:
         // A deadline that passes before any connection is the same as nobody answering.
@@ -55,6 +58,7 @@ std::string_view exitCodeHelp()
            "  5  invalid argument (malformed playbook, bad seq, ...)\n"
            "  6  failed precondition or conflict (e.g. resuming a finished session)\n"
            "  7  the followed session ended failed or cancelled\n"
+           "  8  denied: your role does not allow it, or the token is missing, wrong, revoked or expired\n"
            "  130  interrupted (Ctrl-C) while following\n";
 }
 

@@ -20,6 +20,7 @@ enum class ExitCode : int {
     InvalidArgument = 5,    // malformed playbook, bad seq, ...
     Conflict = 6,           // failed precondition: the session's state does not allow it
     SessionFailed = 7,      // the followed session ended failed or cancelled
+    Denied = 8,             // not allowed: the role does not permit it, or no valid token
     Interrupted = 130,      // Ctrl-C while following (128 + SIGINT, as shells report it)
 };
 

@@ -32,6 +32,8 @@ int main(int argc, char **argv)
     paddock::cli::Environment env;
     if (const char *broker = std::getenv("PADDOCK_BROKER"))
         env.brokerAddress = broker;
+    if (const char *token = std::getenv("PADDOCK_TOKEN"))
+        env.token = token;
     env.defaultSocketPath = paddock::defaultBrokerSocketPath().string();
     env.interrupted = [] { return g_interrupted.load(); };
     env.catchInterrupts = catchInterrupts;

@@ -5,6 +5,7 @@
 #include <QDialogButtonBox>
 #include <QPushButton>
 #include <QDir>
+#include <QFile>
 #include <QFormLayout>
 #include <QLabel>
 #include <QLineEdit>
@@ -72,6 +73,19 @@ ConnectionDialog::ConnectionDialog(QWidget *parent)
     auto *remoteForm = new QFormLayout;
     remoteForm->setContentsMargins(24, 0, 0, 0);
     remoteForm->addRow(tr("Address:"), m_remoteAddress);
+    m_tlsCaFile = new QLineEdit(this);
+    m_tlsCaFile->setObjectName(QStringLiteral("tlsCaFile"));
+    m_tlsCaFile->setPlaceholderText(tr("CA certificate (PEM) of a host:port broker; empty: the system's"));
+    remoteForm->addRow(tr("TLS &CA file:"), m_tlsCaFile);
+    m_tokenFile = new QLineEdit(this);
+    m_tokenFile->setObjectName(QStringLiteral("tokenFile"));
+    m_tokenFile->setPlaceholderText(tr("file holding your token (paddockctl tokens create)"));
+    remoteForm->addRow(tr("Token &file:"), m_tokenFile);
+    m_token = new QLineEdit(this);
+    m_token->setObjectName(QStringLiteral("token"));
+    m_token->setEchoMode(QLineEdit::Password);
+    m_token->setPlaceholderText(tr("or type the token (not saved)"));
+    remoteForm->addRow(tr("&Token:"), m_token);
 
     m_error = new QLabel(this);
     m_error->setWordWrap(true);
@@ -116,11 +130,58 @@ QString ConnectionDialog::address() const
     return m_local->isChecked() ? localSocketAddress() : m_remoteAddress->text().trimmed();
 }
 
-void ConnectionDialog::updateState() { m_error->setVisible(false); }
+void ConnectionDialog::setTlsCaFile(const QString &path) { m_tlsCaFile->setText(path); }
+QString ConnectionDialog::tlsCaFile() const { return m_tlsCaFile->text().trimmed(); }
+void ConnectionDialog::setTokenFile(const QString &path) { m_tokenFile->setText(path); }
+QString ConnectionDialog::tokenFile() const { return m_tokenFile->text().trimmed(); }
+QString ConnectionDialog::typedToken() const { return m_token->text().trimmed(); }
+
+ConnectionDialog::Credentials ConnectionDialog::readCredentials(const QString &address, const QString &tlsCaFile,
+                                                                const QString &tokenFile, const QString &typedToken)
+{
+    Credentials out;
+    const QString a = address.trimmed();
+    if (a.startsWith(u"unix:") || a.startsWith(u'/'))
+        return out;
+    auto readSmall = [&](const QString &path, const QString &what, QString *into) {
+        QFile file(path);
+        if (!file.open(QIODevice::ReadOnly) || file.size() > (1 << 20)) {
+            out.error = tr("Cannot read the %1 %2: check the path and its permissions.").arg(what, path);
+            return false;
+        }
+        *into = QString::fromUtf8(file.readAll()).trimmed();
+        return true;
+    };
+    if (!tlsCaFile.isEmpty()) {
+        if (!readSmall(tlsCaFile, tr("TLS CA file"), &out.tlsCaPem))
+            return out;
+        if (!out.tlsCaPem.contains(u"-----BEGIN ")) {
+            out.error = tr("The TLS CA file %1 holds no PEM certificate; choose the CA that signed the broker's "
+                           "certificate.").arg(tlsCaFile);
+            return out;
+        }
+    }
+    if (!typedToken.isEmpty())
+        out.token = typedToken;
+    else if (!tokenFile.isEmpty() && !readSmall(tokenFile, tr("token file"), &out.token))
+        return out;
+    return out;
+}
+
+void ConnectionDialog::updateState()
+{
+    m_error->setVisible(false);
+    const bool remote = m_remote->isChecked();
+    m_tlsCaFile->setEnabled(remote);
+    m_tokenFile->setEnabled(remote);
+    m_token->setEnabled(remote);
+}
 
 void ConnectionDialog::accept()
 {
-    const QString problem = validateAddress(address());
+    QString problem = validateAddress(address());
+    if (problem.isEmpty())
+        problem = readCredentials(address(), tlsCaFile(), tokenFile(), typedToken()).error;
     if (!problem.isEmpty()) {
         m_error->setText(problem);
         m_error->setVisible(true);

@@ -1,5 +1,7 @@
 #pragma once
-// Choose the broker: the local broker's unix socket (the default) or a remote address.
+// Choose the broker: the local broker's unix socket (the default) or a remote address. A host:port
+// broker is reached over TLS: the CA file that signed its certificate (empty: the system's CAs) and
+// a bearer token, from a file (remembered) or typed (kept for this run only, never saved).
 //
 // Threads: GUI thread only.
 
@@ -24,6 +26,21 @@ public:
 
     void setAddress(const QString &address);
     QString address() const;
+    void setTlsCaFile(const QString &path);
+    QString tlsCaFile() const;
+    void setTokenFile(const QString &path);
+    QString tokenFile() const;
+    QString typedToken() const;
+
+    // Reads the CA and the token (the typed one wins over the file); empty error when they are
+    // usable. For host:port addresses only; a unix socket needs neither.
+    struct Credentials {
+        QString tlsCaPem;
+        QString token;
+        QString error;
+    };
+    static Credentials readCredentials(const QString &address, const QString &tlsCaFile, const QString &tokenFile,
+                                       const QString &typedToken);
 
 public slots:
     void accept() override;
@@ -35,6 +52,9 @@ private:
     QRadioButton *m_remote = nullptr;
     QLabel *m_localPath = nullptr;
     QLineEdit *m_remoteAddress = nullptr;
+    QLineEdit *m_tlsCaFile = nullptr;
+    QLineEdit *m_tokenFile = nullptr;
+    QLineEdit *m_token = nullptr;
     QLabel *m_error = nullptr;
 };
 

@@ -205,11 +205,18 @@ void DebugShellPanel::append(const QString &text, const QColor &color)
     m_output->verticalScrollBar()->setValue(m_output->verticalScrollBar()->maximum());
 }
 
+void DebugShellPanel::setRefusal(const QString &reason)
+{
+    m_refusal = reason;
+    updateState();
+}
+
 void DebugShellPanel::updateState()
 {
     const bool open = !m_shell.shellId.isEmpty();
     m_open->setText(open ? tr("Close shell") : tr("Open shell"));
-    m_open->setEnabled(!m_opening && (open || !m_snapshotRef.isEmpty()));
+    m_open->setEnabled(!m_opening && (open || (!m_snapshotRef.isEmpty() && m_refusal.isEmpty())));
+    m_open->setToolTip(open ? QString() : m_refusal);
     m_tier->setEnabled(!open && !m_opening);
     m_command->setEnabled(open && !m_busy);
     if (m_sandboxId.isEmpty())

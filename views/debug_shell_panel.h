@@ -27,6 +27,9 @@ public:
     // The post-mortem the shell would restore (empty ref: no snapshot, so no shell).
     void setTarget(const QString &pool, const QString &sandboxId, const QString &snapshotRef, const QString &failedTier);
     void setTiers(const QStringList &tiers);
+    // Why the principal may not open shells (models/permissions.h), or empty: the Open button is
+    // disabled with this as its tooltip.
+    void setRefusal(const QString &reason);
 
     void shellOpened(const DebugShellInfo &shell, const QString &error);
     void appendOutput(const QByteArray &stdoutData, const QByteArray &stderrData);
@@ -60,6 +63,7 @@ private:
     DebugShellInfo m_shell;
     bool m_opening = false;
     bool m_busy = false;
+    QString m_refusal;
     QStringList m_history;
     int m_historyPos = 0;
 

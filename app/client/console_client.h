@@ -8,6 +8,7 @@
 // thread one batch per interval, never one call per event.
 
 #include "models/console_types.h"
+#include "models/permissions.h"
 #include "models/sandbox_types.h"
 
 #include <QObject>
@@ -26,6 +27,17 @@ public:
     // "unix:/path", "/path" or "host:port". Reconnects with backoff until disconnectFromBroker().
     virtual void connectToBroker(const QString &address) = 0;
     virtual void disconnectFromBroker() = 0;
+    // For a host:port broker: the CA (PEM) its certificate must chain to (empty: the system's CAs)
+    // and the bearer token sent with every call. The next connectToBroker uses them; a unix socket
+    // ignores them (the peer's OS user is the principal there).
+    virtual void setCredentials(const QString &tlsCaPem, const QString &token)
+    {
+        Q_UNUSED(tlsCaPem);
+        Q_UNUSED(token);
+    }
+    // What the connected principal may do (the broker's WhoAmI, asked after every connect);
+    // unknown, allowing everything, until the broker answers. permissionsChanged says when it does.
+    virtual Permissions permissions() const { return {}; }
     virtual QString address() const = 0;
     virtual ConnectionState connectionState() const = 0;
 
@@ -81,6 +93,7 @@ signals:
     // detail says, for people, what happened ("connected to unix:/run/...", "broker unreachable: ...").
     void connectionStateChanged(paddock::console::ConnectionState state, const QString &detail);
     void sessionsChanged();
+    void permissionsChanged(const paddock::console::Permissions &permissions);
     void eventsArrived(const QString &sessionId);
     void historyArrived(const QString &sessionId, const QList<paddock::console::EventRecord> &events);
     void poolsChanged(const QList<paddock::console::PoolInfo> &pools, bool localExecution);

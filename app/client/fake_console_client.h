@@ -24,6 +24,20 @@ public:
     // ConsoleClient
     void connectToBroker(const QString &address) override;
     void disconnectFromBroker() override;
+    void setCredentials(const QString &tlsCaPem, const QString &token) override
+    {
+        m_tlsCaPem = tlsCaPem;
+        m_token = token;
+    }
+    Permissions permissions() const override { return m_permissions; }
+    // Test control: what WhoAmI says (emits permissionsChanged), and the credentials last set.
+    void setPermissions(const Permissions &permissions)
+    {
+        m_permissions = permissions;
+        emit permissionsChanged(permissions);
+    }
+    QString tlsCaPem() const { return m_tlsCaPem; }
+    QString token() const { return m_token; }
     QString address() const override { return m_address; }
     ConnectionState connectionState() const override { return m_state; }
     QList<SessionInfo> takeSessionChanges() override;
@@ -113,6 +127,9 @@ private:
     };
 
     QString m_address;
+    QString m_tlsCaPem;
+    QString m_token;
+    Permissions m_permissions;
     ConnectionState m_state = ConnectionState::Disconnected;
     bool m_connectOnRequest = true;
     bool m_autoFlush = true;

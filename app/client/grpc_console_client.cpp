@@ -610,6 +610,18 @@ public:
 
     void startAttempt();
     void stopCalls();
+    void refreshPermissions();
+    std::shared_ptr<grpc::ChannelCredentials> channelCredentials() const
+    {
+        if (target.starts_with("unix:"))
+            return grpc::InsecureChannelCredentials();
+        grpc::SslCredentialsOptions ssl;
+        ssl.pem_root_certs = tlsCaPem;
+        auto credentials = grpc::SslCredentials(ssl);
+        if (token.empty())
+            return credentials;   // the broker answers UNAUTHENTICATED saying how to get one
+        return grpc::CompositeChannelCredentials(credentials, grpc::AccessTokenCredentials(token));
+    }
     void connectionLost(const QString &why);
     void tick();
     void startFollow(const QString &id, Follow &follow);
@@ -630,6 +642,9 @@ public:
     std::shared_ptr<Shared> shared;
     QString address;
     std::string target;
+    std::string tlsCaPem;
+    std::string token;     // never logged
+    Permissions permissions;
     ConnectionState state = ConnectionState::Disconnected;
     bool wanted = false;   // connectToBroker() was called and disconnectFromBroker() was not
 
@@ -667,7 +682,7 @@ void GrpcConsoleClient::Private::startAttempt()
     args.SetMaxReceiveMessageSize(-1);
     args.SetInt(GRPC_ARG_KEEPALIVE_TIME_MS, 30'000);
     args.SetInt(GRPC_ARG_KEEPALIVE_TIMEOUT_MS, 10'000);
-    channel = grpc::CreateCustomChannel(target, grpc::InsecureChannelCredentials(), args);
+    channel = grpc::CreateCustomChannel(target, channelCredentials(), args);
     stub = v1::BrokerService::NewStub(channel);
     watch = WatchCall::start(shared, *stub, nextSerial++);
 }
@@ -761,6 +776,7 @@ void GrpcConsoleClient::Private::tick()
                     startFollow(it.key(), *it);
             }
             q->refreshPools();
+            refreshPermissions();
             break;
         case Shared::Completion::WatchDone:
             if (!watch || c.call != watch->serial() || !wanted)
@@ -925,6 +941,10 @@ void GrpcConsoleClient::connectToBroker(const QString &address)
         d->shared->events.clear();
         d->shared->sessions.clear();
     }
+    if (next != d->address && d->permissions.known()) {
+        d->permissions = {};
+        emit permissionsChanged(d->permissions);
+    }
     d->address = next;
     if (next.startsWith(QLatin1String("unix:")))
         d->target = ss(next);
@@ -937,6 +957,40 @@ void GrpcConsoleClient::connectToBroker(const QString &address)
     d->reconnectTimer.stop();
     d->setState(ConnectionState::Connecting, QStringLiteral("connecting to %1").arg(next));
     d->startAttempt();
+}
+
+void GrpcConsoleClient::Private::refreshPermissions()
+{
+    unary<v1::WhoAmIRequest, v1::Principal>(
+        &v1::BrokerService::StubInterface::async_interface::WhoAmI, v1::WhoAmIRequest(), kPoolsDeadlineMs,
+        [shared = shared](const grpc::Status &status, const v1::Principal &me) {
+            if (!status.ok()) {
+                // An older broker without WhoAmI: nothing is disabled, the broker still checks.
+                qCWarning(lcClient).noquote() << "asking who we are failed:" << describe(status);
+                return;
+            }
+            QStringList methods;
+            for (const auto &method : me.permitted_methods())
+                methods << qs(method);
+            Permissions answer(qs(me.name()), qs(me.role()), qs(me.via()), methods);
+            shared->post([answer](GrpcConsoleClient *c) {
+                if (c->d->permissions == answer)
+                    return;
+                c->d->permissions = answer;
+                emit c->permissionsChanged(answer);
+            });
+        });
+}
+
+void GrpcConsoleClient::setCredentials(const QString &tlsCaPem, const QString &token)
+{
+    d->tlsCaPem = ss(tlsCaPem);
+    d->token = ss(token.trimmed());
+}
+
+Permissions GrpcConsoleClient::permissions() const
+{
+    return d->permissions;
 }
 
 void GrpcConsoleClient::disconnectFromBroker()

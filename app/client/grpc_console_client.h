@@ -23,8 +23,11 @@
 // Live sandbox samples: one WatchSandboxSamples stream at a time; its batches arrive as
 // sandboxSamplesArrived. The stream ends (OK) when the sandbox is released.
 //
+// Credentials: a unix socket is plaintext (the broker knows the peer's OS user); a host:port broker
+// is always TLS (setCredentials' CA, else the system's) with the bearer token on every call. After
+// every connect WhoAmI says who the broker thinks we are (permissions()).
+//
 // Known limits: a sample watch is not restarted after a reconnect (watch again to resume);
-// TCP addresses use insecure credentials (TLS and tokens come with remote brokers);
 // a follow refused by the broker (unknown session, seq out of range) is only logged.
 
 #include "app/client/console_client.h"
@@ -45,6 +48,8 @@ public:
 
     void connectToBroker(const QString &address) override;
     void disconnectFromBroker() override;
+    void setCredentials(const QString &tlsCaPem, const QString &token) override;
+    Permissions permissions() const override;
     QString address() const override;
     ConnectionState connectionState() const override;
 

@@ -9,6 +9,7 @@
 #include "broker/secrets/secret_store.h"
 #include "broker/server/broker_service.h"
 #include "broker/server/stream_hub.h"
+#include "broker/server/unix_listener.h"
 #include "broker/store/sqlite_event_store.h"
 #include "common/paths.h"
 
@@ -58,6 +59,7 @@ struct Broker::Parts {
     std::unique_ptr<engine::StepEngine> engine;
     std::unique_ptr<BrokerService> service;
     std::unique_ptr<grpc::Server> server;
+    std::unique_ptr<UnixListener> listener;
 };
 
 Broker::Broker(BrokerConfig config) : m_config(std::move(config)) {}
@@ -171,7 +173,11 @@ Status Broker::start()
     engineOptions.reviewPolicy = *reviewPolicy;
     parts->engine = std::make_unique<engine::StepEngine>(*parts->store, parts->pools, lookup, engineOptions);
 
+    auto principals = auth::PrincipalMap::fromConfig(m_config.principals, ::getuid());
+    if (!principals)
+        return std::unexpected(principals.error());
     BrokerServiceOptions serviceOptions;
+    serviceOptions.principals = std::make_shared<const auth::PrincipalMap>(std::move(*principals));
     serviceOptions.playbookDir = m_config.models.playbookDir;
     serviceOptions.defaultTier = m_config.defaultTier;
     serviceOptions.debugShellIdleTimeoutMs = m_config.debugShellIdleTimeoutMs;
@@ -195,16 +201,48 @@ Status Broker::start()
         std::filesystem::remove(m_config.socketPath);   // left behind by a broker that was killed
     }
 
+    // The broker accepts on the socket itself, to read each peer's uid (unix_listener.h). With
+    // principals configured, other OS users must reach the socket: the config decides who they are.
+    const bool shared = serviceOptions.principals->configured();
+    if (shared)
+        ::chmod(socketDir.c_str(), 0711);
+    auto listener = UnixListener::listen(m_config.socketPath, shared ? 0666 : 0600);
+    if (!listener)
+        return std::unexpected(listener.error());
+    parts->listener = std::move(*listener);
+
     grpc::EnableDefaultHealthCheckService(true);
     grpc::reflection::InitProtoReflectionServerBuilderPlugin();
     grpc::ServerBuilder builder;
-    builder.AddListeningPort("unix:" + m_config.socketPath.string(), grpc::InsecureServerCredentials());
+    int tcpPort = 0;
+    if (!m_config.listenTcp.empty()) {
+        auto cert = readPemFile("the broker", "tls_cert", m_config.tlsCert);
+        if (!cert)
+            return std::unexpected(cert.error());
+        auto key = readPemFile("the broker", "tls_key", m_config.tlsKey);
+        if (!key)
+            return std::unexpected(key.error());
+        grpc::SslServerCredentialsOptions ssl;
+        ssl.pem_key_cert_pairs.push_back({std::move(*key), std::move(*cert)});
+        auto credentials = grpc::SslServerCredentials(ssl);
+        credentials->SetAuthMetadataProcessor(parts->service->access().tokenProcessor());
+        builder.AddListeningPort(m_config.listenTcp, credentials, &tcpPort);
+    }
     builder.RegisterService(parts->service.get());
     parts->server = builder.BuildAndStart();
-    if (!parts->server)
-        return fail(ErrorCode::Unavailable, "could not listen on " + m_config.socketPath.string()
-                        + ": check that its directory is writable, or pass --socket");
-    ::chmod(m_config.socketPath.c_str(), 0600);
+    if (!parts->server || (!m_config.listenTcp.empty() && tcpPort == 0))
+        return fail(ErrorCode::Unavailable, m_config.listenTcp.empty()
+                        ? "could not start the gRPC server"
+                        : "could not listen on " + m_config.listenTcp + " (listen_tcp): is the port in use? Pick another");
+    parts->listener->start(parts->server.get(), serviceOptions.principals);
+    m_tcpPort = tcpPort;
+    if (!m_config.listenTcp.empty())
+        spdlog::info("listening on {} (port {}; TLS, every call needs a bearer token)", m_config.listenTcp, tcpPort);
+    if (serviceOptions.principals->configured())
+        spdlog::info("{} principals from {}", serviceOptions.principals->all().size(), m_config.configFile.string());
+    else
+        spdlog::info("no [[principal]] configured: {} (this process's user) is admin on the socket, nobody else is "
+                     "let in", serviceOptions.principals->all().front().principal);
 
     parts->engine->start();
     parts->reviews->start();
@@ -219,6 +257,7 @@ void Broker::stop()
     if (!m_parts)
         return;
     auto parts = std::move(m_parts);
+    parts->listener->stop();
     parts->hub->beginShutdown();
     parts->server->Shutdown(std::chrono::system_clock::now() + std::chrono::seconds(2));
     parts->reviews->stop();

@@ -26,10 +26,13 @@ public:
     void stop();
 
     const BrokerConfig &config() const { return m_config; }
+    // The TCP port listen_tcp bound (useful with port 0); 0 without listen_tcp.
+    int tcpPort() const { return m_tcpPort; }
 
 private:
     struct Parts;
     BrokerConfig m_config;
+    int m_tcpPort = 0;
     std::unique_ptr<Parts> m_parts;
 };
 

@@ -39,6 +39,63 @@ std::string where(const std::filesystem::path &file, const toml::node &node)
     return file.string() + ":" + std::to_string(node.source().begin.line);
 }
 
+// [[principal]] name, role, unix_users = ["alice"], uids = [1001].
+Result<std::vector<auth::PrincipalConfig>> parsePrincipals(const std::filesystem::path &file, const toml::table &table)
+{
+    std::vector<auth::PrincipalConfig> out;
+    auto node = table.get("principal");
+    if (!node)
+        return out;
+    auto *entries = node->as_array();
+    if (!entries)
+        return fail(ErrorCode::InvalidArgument, where(file, *node) + ": principal must be an array of tables: [[principal]]");
+    for (const auto &entry : *entries) {
+        auto *principal = entry.as_table();
+        auto name = principal ? principal->get_as<std::string>("name") : nullptr;
+        auto role = principal ? principal->get_as<std::string>("role") : nullptr;
+        if (!name || !role || name->get().empty())
+            return fail(ErrorCode::InvalidArgument, where(file, entry)
+                            + ": each [[principal]] needs name = \"...\" and role = \"viewer|engineer|approver|operator|admin\"");
+        auth::PrincipalConfig config;
+        config.name = name->get();
+        config.where = where(file, entry);
+        auto parsedRole = auth::parseRole(role->get());
+        if (!parsedRole)
+            return fail(ErrorCode::InvalidArgument, where(file, *role) + ": principal '" + config.name + "' has role '"
+                            + role->get() + "'; a role is one of " + std::string(auth::roleNames()));
+        config.role = *parsedRole;
+        for (const auto &[key, value] : *principal) {
+            const std::string k(key.str());
+            if (k == "name" || k == "role")
+                continue;
+            auto *list = value.as_array();
+            if (k != "unix_users" && k != "uids")
+                return fail(ErrorCode::InvalidArgument, where(file, value) + ": unknown key '" + k + "' in [[principal]] '"
+                                + config.name + "'; a principal takes name, role, unix_users and uids");
+            if (!list)
+                return fail(ErrorCode::InvalidArgument, where(file, value) + ": " + k + " in [[principal]] '" + config.name
+                                + "' must be a list, e.g. " + (k == "uids" ? "uids = [1001]" : "unix_users = [\"alice\"]"));
+            for (const auto &item : *list) {
+                if (k == "unix_users") {
+                    auto user = item.value<std::string>();
+                    if (!user || user->empty())
+                        return fail(ErrorCode::InvalidArgument, where(file, item) + ": unix_users of '" + config.name
+                                        + "' must hold user names (strings)");
+                    config.unixUsers.push_back(*user);
+                } else {
+                    auto uid = item.value<int64_t>();
+                    if (!uid || *uid < 0 || *uid > 0xfffffffe)
+                        return fail(ErrorCode::InvalidArgument, where(file, item) + ": uids of '" + config.name
+                                        + "' must hold numeric uids (0 and up)");
+                    config.uids.push_back(static_cast<uid_t>(*uid));
+                }
+            }
+        }
+        out.push_back(std::move(config));
+    }
+    return out;
+}
+
 } // namespace
 
 BrokerConfig defaultBrokerConfig()
@@ -70,6 +127,7 @@ Result<BrokerConfig> loadBrokerConfig(const std::filesystem::path &file, BrokerC
                                                    "allow_local_execution", "log_level", "pool", "models",
                                                    "pool_health_interval_ms", "pool_lost_after_ms",
                                                    "debug_shell_idle_timeout_ms", "sandbox_idle_release_ms",
+                                                   "principal", "listen_tcp", "tls_cert", "tls_key",
                                                    "policy_file", "prices"};
     for (const auto &[key, node] : table) {
         if (std::find(known.begin(), known.end(), std::string(key.str())) == known.end())
@@ -103,6 +161,13 @@ Result<BrokerConfig> loadBrokerConfig(const std::filesystem::path &file, BrokerC
     if (auto s = stringKey("socket", [&](const std::string &v) { config.socketPath = resolve(v); }); !s) return std::unexpected(s.error());
     if (auto s = stringKey("default_tier", [&](const std::string &v) { config.defaultTier = v; }); !s) return std::unexpected(s.error());
     if (auto s = stringKey("log_level", [&](const std::string &v) { config.logLevel = v; }); !s) return std::unexpected(s.error());
+    if (auto s = stringKey("listen_tcp", [&](const std::string &v) { config.listenTcp = v; }); !s) return std::unexpected(s.error());
+    if (auto s = stringKey("tls_cert", [&](const std::string &v) { config.tlsCert = resolve(v); }); !s) return std::unexpected(s.error());
+    if (auto s = stringKey("tls_key", [&](const std::string &v) { config.tlsKey = resolve(v); }); !s) return std::unexpected(s.error());
+    if (auto principals = parsePrincipals(file, table); !principals)
+        return std::unexpected(principals.error());
+    else
+        config.principals = std::move(*principals);
     if (auto s = stringKey("policy_file", [&](const std::string &v) { config.policyFile = resolve(v); }); !s) return std::unexpected(s.error());
     if (auto *node = table.get("prices")) {
         const auto *prices = node->as_table();
@@ -264,19 +329,21 @@ bool isLocalEndpoint(const std::string &endpoint)
 
 namespace {
 
-Result<std::string> readSmallFile(const PoolEndpoint &pool, const char *key, const std::filesystem::path &path)
+// owner names whose file it is in messages: "pool 'a'" (its [[pool]] entry) or "the broker".
+Result<std::string> readSmallFile(const std::string &owner, const char *key, const std::filesystem::path &path)
 {
     std::error_code ec;
     const auto size = std::filesystem::file_size(path, ec);
+    const std::string entry = owner.starts_with("pool") ? "its [[pool]] entry" : "the broker's config";
     if (ec)
-        return fail(ErrorCode::FailedPrecondition, "pool '" + pool.name + "': cannot read " + key + " " + path.string()
-                        + " (" + ec.message() + "): fix the path in its [[pool]] entry");
+        return fail(ErrorCode::FailedPrecondition, owner + ": cannot read " + key + " " + path.string()
+                        + " (" + ec.message() + "): fix the path in " + entry);
     if (size > (1 << 20))
-        return fail(ErrorCode::FailedPrecondition, "pool '" + pool.name + "': " + key + " " + path.string()
+        return fail(ErrorCode::FailedPrecondition, owner + ": " + key + " " + path.string()
                         + " is larger than 1 MiB; point " + key + " at the right file");
     std::FILE *f = std::fopen(path.c_str(), "rb");
     if (!f)
-        return fail(ErrorCode::FailedPrecondition, "pool '" + pool.name + "': cannot open " + key + " " + path.string()
+        return fail(ErrorCode::FailedPrecondition, owner + ": cannot open " + key + " " + path.string()
                         + " (" + std::strerror(errno) + "): check its permissions");
     std::string data(size, '\0');
     const size_t got = std::fread(data.data(), 1, data.size(), f);
@@ -286,6 +353,15 @@ Result<std::string> readSmallFile(const PoolEndpoint &pool, const char *key, con
 }
 
 } // namespace
+
+Result<std::string> readPemFile(const std::string &owner, const char *key, const std::filesystem::path &path)
+{
+    auto data = readSmallFile(owner, key, path);
+    if (data && data->find("-----BEGIN ") == std::string::npos)
+        return fail(ErrorCode::FailedPrecondition, owner + ": " + key + " " + path.string()
+                        + " holds no PEM block (-----BEGIN ...): point it at a PEM file");
+    return data;
+}
 
 Result<pools::PoolConnection> loadPoolConnection(const PoolEndpoint &pool)
 {
@@ -297,12 +373,9 @@ Result<pools::PoolConnection> loadPoolConnection(const PoolEndpoint &pool)
     auto pem = [&](const char *key, const std::filesystem::path &path, std::string *into) -> Status {
         if (path.empty())
             return {};
-        auto data = readSmallFile(pool, key, path);
+        auto data = readPemFile("pool '" + pool.name + "'", key, path);
         if (!data)
             return std::unexpected(data.error());
-        if (data->find("-----BEGIN ") == std::string::npos)
-            return fail(ErrorCode::FailedPrecondition, "pool '" + pool.name + "': " + key + " " + path.string()
-                            + " holds no PEM block (-----BEGIN ...): point it at a PEM file");
         *into = std::move(*data);
         return {};
     };
@@ -310,7 +383,7 @@ Result<pools::PoolConnection> loadPoolConnection(const PoolEndpoint &pool)
     if (auto s = pem("tls_cert", pool.tlsCert, &out.certPem); !s) return std::unexpected(s.error());
     if (auto s = pem("tls_key", pool.tlsKey, &out.keyPem); !s) return std::unexpected(s.error());
     if (!pool.tokenFile.empty()) {
-        auto token = readSmallFile(pool, "token_file", pool.tokenFile);
+        auto token = readSmallFile("pool '" + pool.name + "'", "token_file", pool.tokenFile);
         if (!token)
             return std::unexpected(token.error());
         while (!token->empty() && std::isspace(static_cast<unsigned char>(token->back())))
@@ -338,6 +411,16 @@ Status validateBrokerConfig(const BrokerConfig &config)
                                 + "': give each [[pool]] its own name");
         }
     }
+    if (!config.listenTcp.empty() && (config.tlsCert.empty() || config.tlsKey.empty()))
+        return fail(ErrorCode::InvalidArgument, source + " sets listen_tcp = \"" + config.listenTcp
+                        + "\" without TLS: a TCP listener carries bearer tokens, which must not travel in plaintext. "
+                          "Set tls_cert and tls_key (PEM files), or remove listen_tcp");
+    if (config.listenTcp.empty() && (!config.tlsCert.empty() || !config.tlsKey.empty()))
+        return fail(ErrorCode::InvalidArgument, source + " sets tls_cert/tls_key but no listen_tcp: add listen_tcp = "
+                                                         "\"host:port\", or remove them");
+    if (!config.listenTcp.empty() && config.listenTcp.rfind(':') == std::string::npos)
+        return fail(ErrorCode::InvalidArgument, source + ": listen_tcp \"" + config.listenTcp
+                        + "\" is not host:port (for example \"0.0.0.0:7700\")");
     for (const auto &pool : config.pools) {
         if (isLocalEndpoint(pool.endpoint) && !config.allowLocalExecution)
             return fail(ErrorCode::FailedPrecondition,

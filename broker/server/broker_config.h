@@ -4,6 +4,7 @@
 // on 127.0.0.1:7701 and allow_local_execution = true (a development mode the CLI and console name).
 // docs/broker.md lists every key with its default.
 
+#include "broker/auth/principals.h"
 #include "broker/cost/prices.h"
 #include "broker/model/model_registry.h"
 #include "broker/pools/grpc_pool_client.h"
@@ -41,6 +42,13 @@ struct BrokerConfig {
     int64_t sandboxIdleReleaseMs = 60000;       // a paused session's sandbox is given back after this long
     model::ModelsConfig models;
     std::string logLevel = "info";
+    // Permissions (docs/permissions.md). No principals: this process's user is admin on the socket.
+    std::vector<auth::PrincipalConfig> principals;
+    // A TCP listener ("host:port") for remote consoles and CLIs; needs tlsCert and tlsKey, and every
+    // call on it a bearer token.
+    std::string listenTcp;
+    std::filesystem::path tlsCert;
+    std::filesystem::path tlsKey;
     std::filesystem::path policyFile;     // TOML policy ([review], [[tier_rule]]); empty: built-in defaults
     cost::PriceTable prices = cost::defaultPriceTable();   // [prices]: model tokens and snapshot storage
 };
@@ -61,6 +69,9 @@ bool isLocalEndpoint(const std::string &endpoint);
 // The connection to one pool: reads its CA, client certificate, key and token files. Errors name
 // the pool, the file and the fix; no error or log line contains the token.
 Result<pools::PoolConnection> loadPoolConnection(const PoolEndpoint &pool);
+
+// A PEM file of at most 1 MiB. owner names it in errors: "pool 'a'" or "the broker".
+Result<std::string> readPemFile(const std::string &owner, const char *key, const std::filesystem::path &path);
 
 // Checks the whole config: pools present, no local pool unless allowed, sane numbers.
 Status validateBrokerConfig(const BrokerConfig &config);

@@ -4,8 +4,12 @@
 
 #include "broker/model/playbook.h"
 #include "broker/server/convert.h"
+#include "common/clock.h"
+
+#include <unistd.h>
 
 #include <nlohmann/json.hpp>
+#include <spdlog/spdlog.h>
 
 #include <algorithm>
 #include <chrono>
@@ -17,15 +21,26 @@ namespace {
 
 grpc::ServerUnaryReactor *finish(grpc::CallbackServerContext *context, const grpc::Status &status)
 {
-    auto *reactor = context->DefaultReactor();
-    reactor->Finish(status);
-    return reactor;
+    return finishUnary(context, status);
+}
+
+template <typename T>
+grpc::Status statusOf(const Result<T> &result)
+{
+    return result ? grpc::Status::OK : toGrpcStatus(result.error());
 }
 
 template <typename T>
 grpc::ServerUnaryReactor *finish(grpc::CallbackServerContext *context, const Result<T> &result)
 {
-    return finish(context, result ? grpc::Status::OK : toGrpcStatus(result.error()));
+    return finish(context, statusOf(result));
+}
+
+std::shared_ptr<const auth::PrincipalMap> principalsOr(std::shared_ptr<const auth::PrincipalMap> principals)
+{
+    if (principals)
+        return principals;
+    return std::make_shared<const auth::PrincipalMap>(auth::PrincipalMap::embeddedDefault(::getuid()));
 }
 
 std::string newSessionId()
@@ -51,15 +66,20 @@ std::string joined(const std::vector<std::string> &names)
 
 BrokerService::BrokerService(store::EventStore &store, StreamHub &hub, const pools::PoolSet &pools,
                              engine::ModelLookup models, BrokerServiceOptions options)
-    : m_store(store), m_hub(hub), m_pools(pools), m_models(std::move(models)), m_options(std::move(options))
+    : m_store(store), m_hub(hub), m_pools(pools), m_models(std::move(models)), m_options(std::move(options)),
+      m_access(store, principalsOr(m_options.principals))
 {
+    if (auto loaded = m_access.loadTokens(); !loaded)
+        spdlog::error("tokens: {}; no token will be accepted", loaded.error().message);
     initOperator();
     m_sampleWatches = std::make_unique<SampleWatches>(m_pools);
 }
 
-grpc::ServerWriteReactor<v1::SandboxSamples> *BrokerService::WatchSandboxSamples(grpc::CallbackServerContext *,
+grpc::ServerWriteReactor<v1::SandboxSamples> *BrokerService::WatchSandboxSamples(grpc::CallbackServerContext *context,
                                                                                  const v1::WatchSandboxSamplesRequest *req)
 {
+    if (auto call = m_access.authorize(context, "WatchSandboxSamples"); !call)
+        return refusedStream<v1::SandboxSamples>(toGrpcStatus(call.error()));
     return m_sampleWatches->watch(*req);
 }
 
@@ -105,7 +125,7 @@ Result<policy::TierDecision> BrokerService::decideStart(const v1::SubmitSessionR
     return policy::decideAtStart(context, request.tier());
 }
 
-Result<core::SessionState> BrokerService::submit(const v1::SubmitSessionRequest &request, const std::string &submitter)
+Result<core::SessionState> BrokerService::submit(const v1::SubmitSessionRequest &request, Access::Call &call)
 {
     if (request.budget_micros() < 0)
         return fail(ErrorCode::InvalidArgument, "budget_micros is negative (" + std::to_string(request.budget_micros())
@@ -175,7 +195,7 @@ Result<core::SessionState> BrokerService::submit(const v1::SubmitSessionRequest 
     if (budget == 0 && m_options.budgets)
         budget = m_options.budgets->budgetOf(agent).perSessionMicros;
     const nlohmann::json payload{{"agent", agent},
-                                 {"submitted_by", submitter},
+                                 {"submitted_by", call.caller.principal},
                                  {"budget_micros", budget},
                                  {"secrets", *grants},
                                  {"goal", goal},
@@ -192,6 +212,8 @@ Result<core::SessionState> BrokerService::submit(const v1::SubmitSessionRequest 
     // The decision is the session's second event, committed with its creation.
     decision->id = engine::EnvironmentDecider::decisionId(append.sessionId, 2);
     append.events.push_back({core::kind::EnvDecision, redactedJson(decision->toJson()), 0});
+    call.target = append.sessionId;
+    append.writes.push_back(m_access.auditOf(call, playbookName.empty() ? "model " + modelName : "playbook " + playbookName));
     auto appended = m_store.appendSync(std::move(append));
     if (!appended)
         return std::unexpected(appended.error());
@@ -233,7 +255,8 @@ std::string BrokerService::redactedJson(const nlohmann::json &payload) const
 
 Result<core::SessionState> BrokerService::changeStatus(const std::string &id, core::SessionStatus status,
                                                        const std::string &reason, const char *verb,
-                                                       const std::function<bool(core::SessionStatus)> &allowed)
+                                                       const std::function<bool(core::SessionStatus)> &allowed,
+                                                       Access::Call &call)
 {
     // Compare-and-append: if a step lands between our read and our append, read again and re-check,
     // so a session that has just ended is never "cancelled" after the fact.
@@ -251,6 +274,7 @@ Result<core::SessionState> BrokerService::changeStatus(const std::string &id, co
         if (!reason.empty())
             payload["reason"] = reason;
         append.events.push_back({core::kind::StateChanged, redactedJson(payload), 0});
+        append.writes.push_back(m_access.auditOf(call, reason));
         auto appended = m_store.appendSync(std::move(append));
         if (appended)
             return appended->state;
@@ -264,15 +288,20 @@ Result<core::SessionState> BrokerService::changeStatus(const std::string &id, co
 grpc::ServerUnaryReactor *BrokerService::SubmitSession(grpc::CallbackServerContext *context,
                                                        const v1::SubmitSessionRequest *request, v1::Session *response)
 {
-    auto state = submit(*request, callerOf(context).principal);
+    auto call = m_access.authorize(context, "SubmitSession");
+    if (!call)
+        return finish(context, call);
+    auto state = submit(*request, *call);
     if (state)
         toProto(*state, response);
-    return finish(context, state);
+    return finish(context, m_access.conclude(*call, statusOf(state)));
 }
 
 grpc::ServerUnaryReactor *BrokerService::GetSession(grpc::CallbackServerContext *context,
                                                     const v1::GetSessionRequest *request, v1::Session *response)
 {
+    if (auto call = m_access.authorize(context, "GetSession", request->id()); !call)
+        return finish(context, call);
     auto state = getSession(request->id());
     if (state)
         toProto(*state, response);
@@ -283,6 +312,8 @@ grpc::ServerUnaryReactor *BrokerService::ListSessions(grpc::CallbackServerContex
                                                       const v1::ListSessionsRequest *request,
                                                       v1::ListSessionsResponse *response)
 {
+    if (auto call = m_access.authorize(context, "ListSessions"); !call)
+        return finish(context, call);
     auto query = toQuery(request->filter());
     if (!query)
         return finish(context, query);
@@ -297,26 +328,26 @@ grpc::ServerUnaryReactor *BrokerService::ListSessions(grpc::CallbackServerContex
     return finish(context, page);
 }
 
-grpc::ServerWriteReactor<v1::SessionChanges> *BrokerService::WatchSessions(grpc::CallbackServerContext *,
+grpc::ServerWriteReactor<v1::SessionChanges> *BrokerService::WatchSessions(grpc::CallbackServerContext *context,
                                                                            const v1::WatchSessionsRequest *request)
 {
+    if (auto call = m_access.authorize(context, "WatchSessions"); !call)
+        return refusedStream<v1::SessionChanges>(toGrpcStatus(call.error()));
     return m_hub.watchSessions(*request);
 }
 
-grpc::ServerWriteReactor<v1::EventBatch> *BrokerService::StreamEvents(grpc::CallbackServerContext *,
+grpc::ServerWriteReactor<v1::EventBatch> *BrokerService::StreamEvents(grpc::CallbackServerContext *context,
                                                                       const v1::StreamEventsRequest *request)
 {
-    class Refusal : public grpc::ServerWriteReactor<v1::EventBatch> {
-    public:
-        explicit Refusal(const Error &error) { Finish(toGrpcStatus(error)); }
-        void OnDone() override { delete this; }
-    };
-
+    using Refusal = Error;
+    auto refuse = [](const Error &error) { return refusedStream<v1::EventBatch>(toGrpcStatus(error)); };
+    if (auto call = m_access.authorize(context, "StreamEvents", request->session_id()); !call)
+        return refuse(call.error());
     auto state = getSession(request->session_id());
     if (!state)
-        return new Refusal(state.error());
+        return refuse(state.error());
     if (request->from_seq() < 0 || request->from_seq() > state->lastSeq + 1) {
-        return new Refusal({ErrorCode::OutOfRange,
+        return refuse(Refusal{ErrorCode::OutOfRange,
                             "from_seq " + std::to_string(request->from_seq()) + " is past the end of session "
                                 + state->id + ", which has " + std::to_string(state->lastSeq)
                                 + " events: pass a seq from 1 to " + std::to_string(state->lastSeq + 1)});
@@ -324,41 +355,50 @@ grpc::ServerWriteReactor<v1::EventBatch> *BrokerService::StreamEvents(grpc::Call
     return m_hub.streamEvents(*request, *state);
 }
 
+grpc::ServerUnaryReactor *BrokerService::sessionAction(grpc::CallbackServerContext *context, const char *method,
+                                                       const v1::SessionActionRequest *request, v1::Session *response,
+                                                       core::SessionStatus status, const std::string &defaultReason,
+                                                       const std::function<bool(core::SessionStatus)> &allowed)
+{
+    auto call = m_access.authorize(context, method, request->id());
+    if (!call)
+        return finish(context, call);
+    const std::string verb = method == std::string_view("CancelSession") ? "cancel"
+        : method == std::string_view("PauseSession")                      ? "pause"
+                                                                          : "resume";
+    auto state = changeStatus(request->id(), status, request->reason().empty() ? defaultReason : request->reason(),
+                              verb.c_str(), allowed, *call);
+    if (state)
+        toProto(*state, response);
+    return finish(context, m_access.conclude(*call, statusOf(state)));
+}
+
 grpc::ServerUnaryReactor *BrokerService::CancelSession(grpc::CallbackServerContext *context,
                                                        const v1::SessionActionRequest *request, v1::Session *response)
 {
-    auto state = changeStatus(request->id(), core::SessionStatus::Cancelled,
-                              request->reason().empty() ? "cancelled by request" : request->reason(), "cancel",
-                              [](core::SessionStatus s) { return !core::isTerminal(s); });
-    if (state)
-        toProto(*state, response);
-    return finish(context, state);
+    return sessionAction(context, "CancelSession", request, response, core::SessionStatus::Cancelled,
+                         "cancelled by request", [](core::SessionStatus s) { return !core::isTerminal(s); });
 }
 
 grpc::ServerUnaryReactor *BrokerService::PauseSession(grpc::CallbackServerContext *context,
                                                       const v1::SessionActionRequest *request, v1::Session *response)
 {
-    auto state = changeStatus(request->id(), core::SessionStatus::Paused, request->reason(), "pause",
-                              [](core::SessionStatus s) {
-                                  return s == core::SessionStatus::Queued || s == core::SessionStatus::Running;
-                              });
-    if (state)
-        toProto(*state, response);
-    return finish(context, state);
+    return sessionAction(context, "PauseSession", request, response, core::SessionStatus::Paused, {},
+                         [](core::SessionStatus s) {
+                             return s == core::SessionStatus::Queued || s == core::SessionStatus::Running;
+                         });
 }
 
 grpc::ServerUnaryReactor *BrokerService::ResumeSession(grpc::CallbackServerContext *context,
                                                        const v1::SessionActionRequest *request, v1::Session *response)
 {
-    auto state = changeStatus(request->id(), core::SessionStatus::Running, request->reason(), "resume",
-                              [](core::SessionStatus s) { return s == core::SessionStatus::Paused; });
-    if (state)
-        toProto(*state, response);
-    return finish(context, state);
+    return sessionAction(context, "ResumeSession", request, response, core::SessionStatus::Running, {},
+                         [](core::SessionStatus s) { return s == core::SessionStatus::Paused; });
 }
 
-Result<policy::TierDecision> BrokerService::overrideTier(const v1::OverrideTierRequest &request, const std::string &who)
+Result<policy::TierDecision> BrokerService::overrideTier(const v1::OverrideTierRequest &request, Access::Call &call)
 {
+    const std::string &who = call.caller.principal;
     const std::string &tier = request.tier();
     if (tier.empty())
         return fail(ErrorCode::InvalidArgument, "no tier given: `paddockctl pools` lists the tiers the pools offer");
@@ -398,6 +438,7 @@ Result<policy::TierDecision> BrokerService::overrideTier(const v1::OverrideTierR
         append.expectedLastSeq = state->lastSeq;
         append.events.push_back({core::kind::TierOverride, redactedJson(payload), 0});
         append.events.push_back({core::kind::EnvDecision, redactedJson(decision.toJson()), 0});
+        append.writes.push_back(m_access.auditOf(call, "to tier " + tier));
         auto appended = m_store.appendSync(std::move(append));
         if (appended) {
             decision.requestedTier = tier;
@@ -414,19 +455,24 @@ grpc::ServerUnaryReactor *BrokerService::OverrideTier(grpc::CallbackServerContex
                                                       const v1::OverrideTierRequest *request,
                                                       v1::EnvironmentDecision *response)
 {
-    auto decided = overrideTier(*request, callerOf(context).principal);
+    auto call = m_access.authorize(context, "OverrideTier", request->session_id());
+    if (!call)
+        return finish(context, call);
+    auto decided = overrideTier(*request, *call);
     if (decided) {
         toProto(*decided, response);
         response->set_session_id(request->session_id());
         response->set_time_unix_ms(std::chrono::duration_cast<std::chrono::milliseconds>(
             std::chrono::system_clock::now().time_since_epoch()).count());
     }
-    return finish(context, decided);
+    return finish(context, m_access.conclude(*call, statusOf(decided)));
 }
 
 grpc::ServerUnaryReactor *BrokerService::ListPools(grpc::CallbackServerContext *context, const v1::ListPoolsRequest *,
                                                    v1::ListPoolsResponse *response)
 {
+    if (auto call = m_access.authorize(context, "ListPools"); !call)
+        return finish(context, call);
     for (size_t i = 0; i < m_pools.entries().size(); ++i) {
         const auto &entry = m_pools.entries()[i];
         auto *info = response->add_pools();
@@ -499,20 +545,25 @@ std::string noSecretStore()
 grpc::ServerUnaryReactor *BrokerService::SetSecret(grpc::CallbackServerContext *context,
                                                    const v1::SetSecretRequest *request, v1::SetSecretResponse *response)
 {
+    auto call = m_access.authorize(context, "SetSecret", request->name());
+    if (!call)
+        return finish(context, call);
     if (!m_options.secrets)
-        return finish(context, toGrpcStatus({ErrorCode::FailedPrecondition, noSecretStore()}));
+        return finish(context, m_access.conclude(*call, toGrpcStatus({ErrorCode::FailedPrecondition, noSecretStore()})));
     auto replaced = m_options.secrets->set(request->name(), request->value());
     if (replaced) {
         response->mutable_secret()->set_name(request->name());
         response->mutable_secret()->set_fingerprint(secrets::fingerprint(request->value()));
         response->set_replaced(*replaced);
     }
-    return finish(context, replaced);
+    return finish(context, m_access.conclude(*call, statusOf(replaced), replaced && *replaced ? "replaced" : ""));
 }
 
 grpc::ServerUnaryReactor *BrokerService::ListSecrets(grpc::CallbackServerContext *context,
                                                      const v1::ListSecretsRequest *, v1::ListSecretsResponse *response)
 {
+    if (auto call = m_access.authorize(context, "ListSecrets"); !call)
+        return finish(context, call);
     if (!m_options.secrets)
         return finish(context, toGrpcStatus({ErrorCode::FailedPrecondition, noSecretStore()}));
     for (const auto &info : m_options.secrets->list()) {
@@ -527,13 +578,16 @@ grpc::ServerUnaryReactor *BrokerService::ListSecrets(grpc::CallbackServerContext
 grpc::ServerUnaryReactor *BrokerService::DeleteSecret(grpc::CallbackServerContext *context,
                                                       const v1::DeleteSecretRequest *request, v1::DeleteSecretResponse *)
 {
+    auto call = m_access.authorize(context, "DeleteSecret", request->name());
+    if (!call)
+        return finish(context, call);
     if (!m_options.secrets)
-        return finish(context, toGrpcStatus({ErrorCode::FailedPrecondition, noSecretStore()}));
+        return finish(context, m_access.conclude(*call, toGrpcStatus({ErrorCode::FailedPrecondition, noSecretStore()})));
     if (request->name().empty())
-        return finish(context, toGrpcStatus({ErrorCode::InvalidArgument,
-                                             "no secret name given: `paddockctl secrets ls` lists them"}));
+        return finish(context, m_access.conclude(*call, toGrpcStatus({ErrorCode::InvalidArgument,
+                                                                      "no secret name given: `paddockctl secrets ls` lists them"})));
     auto removed = m_options.secrets->remove(request->name());
-    return finish(context, removed ? grpc::Status::OK : toGrpcStatus(removed.error()));
+    return finish(context, m_access.conclude(*call, removed ? grpc::Status::OK : toGrpcStatus(removed.error())));
 }
 
 } // namespace paddock::server

@@ -5,6 +5,7 @@
 // Threads: methods run on gRPC's callback threads. Unary calls do their (short) store work inline;
 // the streaming calls hand off to the StreamHub's pump.
 
+#include "broker/auth/principals.h"
 #include "broker/cost/budgets.h"
 #include "broker/engine/environment_decider.h"
 #include "broker/engine/step_engine.h"
@@ -12,6 +13,7 @@
 #include "broker/store/cost_index.h"
 #include "broker/pools/pool_set.h"
 #include "broker/secrets/secret_store.h"
+#include "broker/server/access.h"
 #include "broker/server/sample_watch.h"
 #include "broker/server/stream_hub.h"
 #include "broker/store/decision_store.h"
@@ -37,6 +39,9 @@ struct BrokerServiceOptions {
     std::vector<std::string> modelNames;      // for messages listing what is configured
     secrets::SecretStore *secrets = nullptr;  // nullptr: no secrets; grants are refused, the RPCs say why
     int64_t debugShellIdleTimeoutMs = 600000; // a debug shell unused this long is closed
+    // Who may call (broker/auth/principals.h); nullptr: the embedded default (this process's user
+    // is admin on the unix socket).
+    std::shared_ptr<const auth::PrincipalMap> principals;
     // Cost and the review queue (review_service.cpp); nullptr: those RPCs answer UNAVAILABLE.
     store::CostQueries *costs = nullptr;
     review::ReviewDesk *reviews = nullptr;
@@ -111,6 +116,21 @@ public:
                                                           const v1::DebugExecRequest *req) override;
     grpc::ServerUnaryReactor *CloseDebugShell(grpc::CallbackServerContext *ctx, const v1::CloseDebugShellRequest *req,
                                               v1::CloseDebugShellResponse *resp) override;
+    // Permissions (docs/permissions.md): who the caller is, tokens, the audit log.
+    grpc::ServerUnaryReactor *WhoAmI(grpc::CallbackServerContext *context, const v1::WhoAmIRequest *request,
+                                     v1::Principal *response) override;
+    grpc::ServerUnaryReactor *CreateToken(grpc::CallbackServerContext *context, const v1::CreateTokenRequest *request,
+                                          v1::CreatedToken *response) override;
+    grpc::ServerUnaryReactor *ListTokens(grpc::CallbackServerContext *context, const v1::ListTokensRequest *request,
+                                         v1::ListTokensResponse *response) override;
+    grpc::ServerUnaryReactor *RevokeToken(grpc::CallbackServerContext *context, const v1::RevokeTokenRequest *request,
+                                          v1::TokenInfo *response) override;
+    grpc::ServerUnaryReactor *ListAudit(grpc::CallbackServerContext *context, const v1::ListAuditRequest *request,
+                                        v1::ListAuditResponse *response) override;
+
+    // The permission checks and the audit log; the TCP listener's token check comes from here.
+    Access &access() { return m_access; }
+
     // Cost and the review queue (review_service.cpp).
     grpc::ServerUnaryReactor *ListReviewItems(grpc::CallbackServerContext *ctx, const v1::ListReviewItemsRequest *req,
                                               v1::ListReviewItemsResponse *resp) override;
@@ -130,7 +150,7 @@ public:
 
 private:
     void initOperator();   // operator_service.cpp, where OperatorService is complete
-    Result<core::SessionState> submit(const v1::SubmitSessionRequest &request, const std::string &submitter);
+    Result<core::SessionState> submit(const v1::SubmitSessionRequest &request, Access::Call &call);
     // The environment decision at session start (decider set), with the agent it was made for.
     Result<policy::TierDecision> decideStart(const v1::SubmitSessionRequest &request, const std::string &goal,
                                              const std::string &playbook);
@@ -142,10 +162,16 @@ private:
     // The payload with every secret value the broker holds replaced by its marker.
     std::string redactedJson(const nlohmann::json &payload) const;
     Result<core::SessionState> getSession(const std::string &id);
-    Result<policy::TierDecision> overrideTier(const v1::OverrideTierRequest &request, const std::string &who);
+    Result<policy::TierDecision> overrideTier(const v1::OverrideTierRequest &request, Access::Call &call);
     // Appends state.changed {status, reason} when allowed(current) holds, re-checking after a lost race.
     Result<core::SessionState> changeStatus(const std::string &id, core::SessionStatus status,
                                             const std::string &reason, const char *verb,
+                                            const std::function<bool(core::SessionStatus)> &allowed,
+                                            Access::Call &call);
+    // A session action (cancel, pause, resume) from its request to its answer.
+    grpc::ServerUnaryReactor *sessionAction(grpc::CallbackServerContext *context, const char *method,
+                                            const v1::SessionActionRequest *request, v1::Session *response,
+                                            core::SessionStatus status, const std::string &defaultReason,
                                             const std::function<bool(core::SessionStatus)> &allowed);
 
     store::EventStore &m_store;
@@ -153,6 +179,7 @@ private:
     const pools::PoolSet &m_pools;
     engine::ModelLookup m_models;
     BrokerServiceOptions m_options;
+    Access m_access;
     // A deleter set where OperatorService is complete, so this header need not include it.
     std::unique_ptr<OperatorService, void (*)(OperatorService *)> m_operator{nullptr, nullptr};
     std::unique_ptr<SampleWatches> m_sampleWatches;

@@ -536,12 +536,16 @@ BrokerService::~BrokerService() = default;
 grpc::ServerUnaryReactor *BrokerService::ListPostMortems(grpc::CallbackServerContext *ctx, const v1::ListPoolPostMortemsRequest *req,
                                                          v1::ListPoolPostMortemsResponse *resp)
 {
+    if (auto call = m_access.authorize(ctx, "ListPostMortems"); !call)
+        return finishUnary(ctx, rpc::toGrpcStatus(call.error()));
     return m_operator->listPostMortems(ctx, req, resp);
 }
 
 grpc::ServerUnaryReactor *BrokerService::GetPostMortem(grpc::CallbackServerContext *ctx, const v1::GetPoolPostMortemRequest *req,
                                                        v1::PostMortem *resp)
 {
+    if (auto call = m_access.authorize(ctx, "GetPostMortem", req->sandbox_id()); !call)
+        return finishUnary(ctx, rpc::toGrpcStatus(call.error()));
     return m_operator->getPostMortem(ctx, req, resp);
 }
 
@@ -549,30 +553,45 @@ grpc::ServerUnaryReactor *BrokerService::ListSnapshotFiles(grpc::CallbackServerC
                                                            const v1::ListPoolSnapshotFilesRequest *req,
                                                            v1::ListSnapshotFilesResponse *resp)
 {
+    if (auto call = m_access.authorize(ctx, "ListSnapshotFiles"); !call)
+        return finishUnary(ctx, rpc::toGrpcStatus(call.error()));
     return m_operator->listSnapshotFiles(ctx, req, resp);
 }
 
 grpc::ServerWriteReactor<v1::FileChunk> *BrokerService::ReadSnapshotFile(grpc::CallbackServerContext *ctx,
                                                                          const v1::ReadPoolSnapshotFileRequest *req)
 {
+    if (auto call = m_access.authorize(ctx, "ReadSnapshotFile"); !call)
+        return refusedStream<v1::FileChunk>(rpc::toGrpcStatus(call.error()));
     return m_operator->readSnapshotFile(ctx, req);
 }
 
 grpc::ServerUnaryReactor *BrokerService::OpenDebugShell(grpc::CallbackServerContext *ctx, const v1::OpenDebugShellRequest *req,
                                                         v1::DebugShell *resp)
 {
+    // Debug shells finish on a worker thread: the audit record is written before the work starts
+    // (the session's log records what happened: debug_shell.opened, .exec, .closed).
+    auto call = m_access.authorize(ctx, "OpenDebugShell", req->pool() + "/" + req->sandbox_id());
+    if (auto recorded = call ? m_access.recordNow(*call, "tier " + req->tier()) : Status(std::unexpected(call.error())); !recorded)
+        return finishUnary(ctx, rpc::toGrpcStatus(recorded.error()));
     return m_operator->openDebugShell(ctx, req, resp);
 }
 
 grpc::ServerWriteReactor<v1::ExecResponse> *BrokerService::DebugExec(grpc::CallbackServerContext *ctx,
                                                                      const v1::DebugExecRequest *req)
 {
+    auto call = m_access.authorize(ctx, "DebugExec", req->shell_id());
+    if (auto recorded = call ? m_access.recordNow(*call, {}) : Status(std::unexpected(call.error())); !recorded)
+        return refusedStream<v1::ExecResponse>(rpc::toGrpcStatus(recorded.error()));
     return m_operator->debugExec(ctx, req);
 }
 
 grpc::ServerUnaryReactor *BrokerService::CloseDebugShell(grpc::CallbackServerContext *ctx, const v1::CloseDebugShellRequest *req,
                                                          v1::CloseDebugShellResponse *resp)
 {
+    auto call = m_access.authorize(ctx, "CloseDebugShell", req->shell_id());
+    if (auto recorded = call ? m_access.recordNow(*call, {}) : Status(std::unexpected(call.error())); !recorded)
+        return finishUnary(ctx, rpc::toGrpcStatus(recorded.error()));
     return m_operator->closeDebugShell(ctx, req, resp);
 }
 

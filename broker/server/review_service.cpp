@@ -88,6 +88,8 @@ grpc::ServerUnaryReactor *BrokerService::ListReviewItems(grpc::CallbackServerCon
                                                          const v1::ListReviewItemsRequest *req,
                                                          v1::ListReviewItemsResponse *resp)
 {
+    if (auto call = m_access.authorize(ctx, "ListReviewItems"); !call)
+        return reply(ctx, toGrpcStatus(call.error()));
     if (!m_options.reviews)
         return reply(ctx, notServing("a review queue"));
     const Caller caller = callerOf(ctx);
@@ -111,6 +113,8 @@ grpc::ServerUnaryReactor *BrokerService::ListReviewItems(grpc::CallbackServerCon
 grpc::ServerUnaryReactor *BrokerService::GetReviewItem(grpc::CallbackServerContext *ctx,
                                                        const v1::GetReviewItemRequest *req, v1::ReviewItem *resp)
 {
+    if (auto call = m_access.authorize(ctx, "GetReviewItem", req->id()); !call)
+        return reply(ctx, toGrpcStatus(call.error()));
     if (!m_options.reviews)
         return reply(ctx, notServing("a review queue"));
     auto row = m_options.reviews->fetch(req->id(), callerOf(ctx).principal);
@@ -124,8 +128,14 @@ grpc::ServerUnaryReactor *BrokerService::DecideReviewItems(grpc::CallbackServerC
                                                            const v1::DecideReviewItemsRequest *req,
                                                            v1::DecideReviewItemsResponse *resp)
 {
+    std::string ids;
+    for (const auto &id : req->ids())
+        ids += (ids.empty() ? "" : ",") + id;
+    auto call = m_access.authorize(ctx, "DecideReviewItems", ids);
+    if (!call)
+        return reply(ctx, toGrpcStatus(call.error()));
     if (!m_options.reviews)
-        return reply(ctx, notServing("a review queue"));
+        return reply(ctx, m_access.conclude(*call, notServing("a review queue")));
     review::DecideRequest decide;
     decide.ids.assign(req->ids().begin(), req->ids().end());
     decide.approve = req->approve();
@@ -138,15 +148,17 @@ grpc::ServerUnaryReactor *BrokerService::DecideReviewItems(grpc::CallbackServerC
     // written in that same transaction.
     auto decided = m_options.reviews->decide(decide);
     if (!decided)
-        return reply(ctx, toGrpcStatus(decided.error()));
+        return reply(ctx, m_access.conclude(*call, toGrpcStatus(decided.error())));
     for (const auto &row : *decided)
         toProto(row, /*withChange=*/false, /*fetchedByCaller=*/false, resp->add_items());
-    return reply(ctx, grpc::Status::OK);
+    return reply(ctx, m_access.conclude(*call, grpc::Status::OK, req->approve() ? "approved" : "rejected"));
 }
 
 grpc::ServerUnaryReactor *BrokerService::GetApproverStats(grpc::CallbackServerContext *ctx,
                                                           const v1::GetApproverStatsRequest *, v1::ApproverStats *resp)
 {
+    if (auto call = m_access.authorize(ctx, "GetApproverStats"); !call)
+        return reply(ctx, toGrpcStatus(call.error()));
     if (!m_options.reviews)
         return reply(ctx, notServing("a review queue"));
     auto stats = m_options.reviews->approverStats();
@@ -167,6 +179,8 @@ grpc::ServerUnaryReactor *BrokerService::GetApproverStats(grpc::CallbackServerCo
 grpc::ServerUnaryReactor *BrokerService::GetCostSummary(grpc::CallbackServerContext *ctx,
                                                         const v1::GetCostSummaryRequest *req, v1::CostSummary *resp)
 {
+    if (auto call = m_access.authorize(ctx, "GetCostSummary"); !call)
+        return reply(ctx, toGrpcStatus(call.error()));
     if (!m_options.costs)
         return reply(ctx, notServing("a cost ledger"));
     if (req->from_unix_ms() < 0 || req->to_unix_ms() < 0
@@ -197,6 +211,8 @@ grpc::ServerUnaryReactor *BrokerService::GetCostSummary(grpc::CallbackServerCont
 grpc::ServerUnaryReactor *BrokerService::ListBudgets(grpc::CallbackServerContext *ctx, const v1::ListBudgetsRequest *,
                                                      v1::ListBudgetsResponse *resp)
 {
+    if (auto call = m_access.authorize(ctx, "ListBudgets"); !call)
+        return reply(ctx, toGrpcStatus(call.error()));
     if (!m_options.costs)
         return reply(ctx, notServing("a cost ledger"));
     const int64_t now = nowUnixMs();

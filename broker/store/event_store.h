@@ -18,9 +18,22 @@
 #include <future>
 #include <optional>
 #include <string>
+#include <variant>
 #include <vector>
 
 namespace paddock::store {
+
+// A value bound to a statement's parameter (?1, ?2, ...): NULL, an integer or text.
+using SqlValue = std::variant<std::monostate, int64_t, std::string>;
+
+// One statement on a table beside the event log (audit records, tokens, indexes derived from
+// events). Portable SQL: the same text runs on SQLite and later on PostgreSQL.
+struct SqlStatement {
+    std::string sql;
+    std::vector<SqlValue> params;
+};
+
+using SqlRow = std::vector<SqlValue>;
 
 // Append to a session's log, compare-and-append style.
 struct AppendRequest {
@@ -32,6 +45,10 @@ struct AppendRequest {
     // Commit with synchronous=FULL before acknowledging (approval decisions). Otherwise the commit
     // survives a crash of the process (WAL, synchronous=NORMAL) but not necessarily of the machine.
     bool fullSync = false;
+    // Statements run in the same transaction as the events (after them): an audit record of the
+    // call that appends, an index row. One that fails (a constraint, a trigger) fails this request
+    // and writes none of it. A request with an empty sessionId and no events carries only these.
+    std::vector<SqlStatement> writes;
 
     static constexpr int64_t kAnySeq = -1;
 };
@@ -87,6 +104,8 @@ public:
                                                         int limit) = 0;
     virtual Result<core::SessionState> getSession(const std::string &sessionId) = 0;
     virtual Result<SessionPage> listSessions(const SessionQuery &query) = 0;
+    // Rows of a read-only statement on a read connection (the tables beside the log).
+    virtual Result<std::vector<SqlRow>> query(const SqlStatement &statement) = 0;
 
     // Leases a session that needs work (SessionState::needsWork) and is not leased by anyone else,
     // waiting up to waitMs for one to become available. nullopt when none did.

@@ -10,6 +10,7 @@
 
 #include "broker/store/sqlite_event_store.h"
 
+#include "broker/store/auth_tables.h"
 #include "broker/store/decision_index.h"
 #include "broker/store/event_index.h"
 #include "broker/store/governance_schema.h"
@@ -40,7 +41,7 @@ namespace paddock::store {
 
 namespace {
 
-constexpr int kSchemaVersion = 3;
+constexpr int kSchemaVersion = 4;
 // "PDDK": marks the file as Paddock's, so another application's SQLite file is refused.
 constexpr int64_t kApplicationId = 0x5044444B;
 constexpr int kBusyTimeoutMs = 5000;
@@ -93,6 +94,7 @@ CREATE INDEX sessions_by_agent ON sessions(agent, ord);
 CREATE INDEX sessions_needing_work ON sessions(needs_work) WHERE needs_work = 1;
 )sql"},
     {2, kGovernanceSchemaSql},   // cost_entries, review_items, review_fetches (governance_schema.h)
+    {3, kAuthTablesSql},         // audit, tokens (auth_tables.h)
     {3, kDecisionsSchemaSql},    // agents, agent_records, decisions (decision_index.h)
 };
 
@@ -161,6 +163,8 @@ bool looksLikeJsonObject(std::string_view text)
 
 Status validate(const AppendRequest &request)
 {
+    if (request.sessionId.empty() && request.events.empty() && !request.writes.empty())
+        return {};   // statements beside the log only
     if (request.sessionId.empty())
         return fail(ErrorCode::InvalidArgument, "append: the session id is empty; give the session's id");
     if (request.sessionId.size() > kMaxSessionIdBytes)
@@ -202,6 +206,19 @@ std::future<Result<AppendResult>> readyFuture(Error error)
 }
 
 // The statements of one read connection, prepared when the connection opens.
+void bindValues(sqlite::Statement &stmt, const std::vector<SqlValue> &params)
+{
+    for (size_t i = 0; i < params.size(); ++i) {
+        const int index = static_cast<int>(i + 1);
+        if (const auto *number = std::get_if<int64_t>(&params[i]))
+            stmt.bind(index, *number);
+        else if (const auto *text = std::get_if<std::string>(&params[i]))
+            stmt.bind(index, std::string_view(*text));
+        else
+            stmt.bindNull(index);
+    }
+}
+
 struct ReadConnection {
     sqlite::Database db;
     sqlite::Statement readEvents;
@@ -228,6 +245,7 @@ public:
     Result<std::vector<core::Event>> readEvents(const std::string &sessionId, int64_t fromSeq, int limit) override;
     Result<core::SessionState> getSession(const std::string &sessionId) override;
     Result<SessionPage> listSessions(const SessionQuery &query) override;
+    Result<std::vector<SqlRow>> query(const SqlStatement &statement) override;
 
     std::optional<Lease> acquireLease(const std::string &workerId, int64_t leaseMs, int64_t waitMs) override
     {
@@ -273,6 +291,8 @@ private:
     bool stepDone(sqlite::Statement &stmt, int *rcOut = nullptr);
     Result<std::optional<core::SessionState>> loadStateForWrite(const std::string &sessionId);
     Status writeProjection(const core::SessionState &state, bool created, bool indexedChanged);
+    // Runs a request's statements beside the log inside its savepoint; the failing one's error.
+    Status runWrites(const std::vector<SqlStatement> &writes, int *rcOut);
     void notifyListeners(const CommitNotice &notice);
 
     std::string closingMessage() const
@@ -294,6 +314,7 @@ private:
     } m_w;
     std::vector<std::unique_ptr<EventIndex>> m_indexes;   // written with their events (event_index.h)
     std::unordered_map<std::string, core::SessionState> m_live;   // fold state of unfinished sessions
+    std::unordered_map<std::string, sqlite::Statement> m_writeStatements;   // AppendRequest::writes, prepared once
     std::thread m_writer;
     bool m_writerStarted = false;
     std::atomic<std::thread::id> m_writerId;
@@ -793,6 +814,28 @@ Result<std::optional<core::SessionState>> SqliteEventStore::loadStateForWrite(co
     return state;
 }
 
+Status SqliteEventStore::runWrites(const std::vector<SqlStatement> &writes, int *rcOut)
+{
+    for (const auto &write : writes) {
+        auto it = m_writeStatements.find(write.sql);
+        if (it == m_writeStatements.end()) {
+            auto prepared = m_writeDb.prepare(write.sql);
+            if (!prepared)
+                return fail(ErrorCode::Internal, prepared.error().message);
+            it = m_writeStatements.emplace(write.sql, std::move(*prepared)).first;
+        }
+        bindValues(it->second, write.params);
+        if (!stepDone(it->second, rcOut)) {
+            // The first words of the statement name the table; SQLite's message names the cause
+            // (a constraint, or a trigger's RAISE).
+            const std::string what = write.sql.substr(0, std::min<size_t>(write.sql.find('('), 60));
+            return fail(ErrorCode::Internal, m_writeDb.describe("\"" + what + "\" on " + m_path.string(), *rcOut)
+                                                 + "; nothing of this call was recorded");
+        }
+    }
+    return {};
+}
+
 Status SqliteEventStore::writeProjection(const core::SessionState &state, bool created, bool indexedChanged)
 {
     const std::string json = sessionStateToJson(state);
@@ -872,6 +915,29 @@ void SqliteEventStore::commitGroup(std::vector<Pending> &group, bool allOrNothin
     for (size_t i = 0; i < group.size() && !groupError; ++i) {
         AppendRequest &request = group[i].request;
         const std::string &sessionId = request.sessionId;
+        if (sessionId.empty()) {
+            // Statements beside the log only, in a savepoint of their own.
+            if (!stepDone(m_w.savepoint, &rc)) {
+                groupError = Error{ErrorCode::Unavailable, m_writeDb.describe("savepoint on " + m_path.string(), rc)};
+                break;
+            }
+            if (auto written = runWrites(request.writes, &rc); !written) {
+                if (sqlite3_get_autocommit(m_writeDb.get())) {
+                    groupError = Error{ErrorCode::Unavailable, written.error().message};
+                    break;
+                }
+                stepDone(m_w.rollbackTo);
+                stepDone(m_w.release);
+                outcomes[i] = std::unexpected(written.error());
+                continue;
+            }
+            if (!stepDone(m_w.release, &rc)) {
+                groupError = Error{ErrorCode::Unavailable, m_writeDb.describe("releasing a savepoint on " + m_path.string(), rc)};
+                break;
+            }
+            outcomes[i] = AppendResult{};
+            continue;
+        }
 
         // The session as this group sees it: changed earlier in the group, live in memory, or
         // finished and read back from the projection.
@@ -944,8 +1010,16 @@ void SqliteEventStore::commitGroup(std::vector<Pending> &group, bool allOrNothin
             core::applyEvent(next, event);
             stored.push_back(std::move(event));
         }
+        std::optional<Error> writeError;
+        if (ok && !request.writes.empty()) {
+            if (auto written = runWrites(request.writes, &rc); !written) {
+                ok = false;
+                writeError = written.error();
+            }
+        }
         if (!ok) {
-            Error error{ErrorCode::Internal, m_writeDb.describe("appending to session " + sessionId, rc)};
+            Error error = writeError ? *writeError
+                                     : Error{ErrorCode::Internal, m_writeDb.describe("appending to session " + sessionId, rc)};
             if (sqlite3_get_autocommit(m_writeDb.get())) {
                 // SQLite rolled the whole transaction back (disk full, I/O error): the group fails.
                 groupError = Error{ErrorCode::Unavailable, error.message};
@@ -1222,6 +1296,41 @@ Result<SessionPage> SqliteEventStore::listSessions(const SessionQuery &query)
     return result;
 }
 
+Result<std::vector<SqlRow>> SqliteEventStore::query(const SqlStatement &statement)
+{
+    auto borrowed = borrowReader();
+    if (!borrowed)
+        return std::unexpected(borrowed.error());
+    auto reader = std::move(*borrowed);
+    Result<std::vector<SqlRow>> rows = std::vector<SqlRow>{};
+    {
+        auto stmt = reader->db.prepare(statement.sql, false);
+        if (!stmt) {
+            returnReader(std::move(reader));
+            return std::unexpected(stmt.error());
+        }
+        bindValues(*stmt, statement.params);
+        int rc;
+        while ((rc = stmt->step()) == SQLITE_ROW) {
+            const int columns = sqlite3_column_count(stmt->get());
+            SqlRow row;
+            row.reserve(static_cast<size_t>(columns));
+            for (int c = 0; c < columns; ++c) {
+                switch (sqlite3_column_type(stmt->get(), c)) {
+                case SQLITE_NULL: row.emplace_back(std::monostate{}); break;
+                case SQLITE_INTEGER: row.emplace_back(stmt->columnInt(c)); break;
+                default: row.emplace_back(stmt->columnText(c)); break;
+                }
+            }
+            rows->push_back(std::move(row));
+        }
+        if (rc != SQLITE_DONE)
+            rows = fail(ErrorCode::Unavailable, reader->db.describe("reading " + m_path.string(), rc));
+    }
+    returnReader(std::move(reader));
+    return rows;
+}
+
 void SqliteEventStore::close()
 {
     std::lock_guard closeLock(m_closeMutex);
@@ -1259,6 +1368,7 @@ void SqliteEventStore::close()
     }
     if (m_writeDb.get()) {
         m_w = WriterStatements{};
+        m_writeStatements.clear();
     }
     // Only a store that opened owns a WAL worth checkpointing; a refused file is left as it was.
     if (m_writeDb.get() && m_writerStarted) {

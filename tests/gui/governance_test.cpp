@@ -114,7 +114,7 @@ protected:
                                {"payload", nlohmann::json::object()}};
         paddock::store::AppendRequest request;
         request.sessionId = sessionId;
-        request.events.push_back({"approval.requested", payload.dump()});
+        request.events.push_back({paddock::core::kind::ApprovalRequested, payload.dump()});
         auto appended = m_broker->store().appendSync(std::move(request));
         EXPECT_TRUE(appended.has_value()) << (appended ? std::string() : appended.error().message);
         return id;
@@ -176,7 +176,7 @@ protected:
 
 // Until a broker implements the governance RPCs it answers UNIMPLEMENTED: each view says so in
 // words, nothing spins or crashes, and the window stays usable.
-TEST_F(GovernanceViewsTest, ABrokerWithoutGovernanceIsSaidPlainly)
+TEST_F(GovernanceViewsTest, EveryGovernancePageAnswersAndABrokerWithoutItIsSaidPlainly)
 {
     QTest::keyClick(m_window.get(), Qt::Key_5, Qt::ControlModifier);
     ASSERT_EQ(m_window->currentPage(), MainWindow::Page::Reviews);

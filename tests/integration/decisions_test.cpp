@@ -6,6 +6,7 @@
 
 #include "tests/integration/daemons_fixture.h"
 
+#include <pwd.h>
 #include <unistd.h>
 
 #include <thread>
@@ -102,6 +103,13 @@ protected:
     }
 };
 
+// The principal the broker names this test's paddockctl: its OS user (peer credentials).
+std::string osUser()
+{
+    const passwd *pw = ::getpwuid(::geteuid());
+    return pw ? pw->pw_name : "";
+}
+
 constexpr const char *kQuick = "[[step]]\ntool = \"run_command\"\ncommand = \"true\"\n";
 
 TEST_F(Decisions, AgentsBadInputIsRefusedNamingTheFix)
@@ -134,7 +142,7 @@ TEST_F(Decisions, AgentsBadInputIsRefusedNamingTheFix)
     EXPECT_EQ(agent["allowed_tiers"], json::array({"small", "big"}));
     EXPECT_EQ(agent["default_tier"], "");
     EXPECT_EQ(agent["records"]["repo"]["branch"], "main");
-    EXPECT_EQ(agent["owner"], "local");
+    EXPECT_EQ(agent["owner"], osUser());
 
     // A session of an agent that does not exist is refused, naming how to create it.
     const CliResult unknown = cli({"submit", "--playbook", playbook("quick", kQuick).string(), "--agent", "ghost"});
@@ -204,7 +212,7 @@ TEST_F(Decisions, EachSelectionModeChoosesAtStart)
     EXPECT_NE(d["reason"].get<std::string>().find("request_environment"), std::string::npos) << d;
     const CliResult shown = cli({"show", picked, "--output", "json"});
     EXPECT_EQ(json::parse(shown.out).value("tier_chooser", ""), "default") << shown.out;
-    EXPECT_EQ(json::parse(shown.out).value("submitted_by", ""), "local") << shown.out;
+    EXPECT_EQ(json::parse(shown.out).value("submitted_by", ""), osUser()) << shown.out;
 }
 
 TEST_F(Decisions, AgentRequestsWithinItsBoundAreGrantedAndBeyondRefused)

@@ -7,6 +7,8 @@
 #include "tests/integration/daemons_fixture.h"
 
 #include <fstream>
+#include <pwd.h>
+#include <unistd.h>
 
 namespace paddock::test {
 namespace {
@@ -197,7 +199,8 @@ TEST_F(PostMortems, DebugShellRunsInARestoredCopyAndEveryCommandIsAudited)
     ASSERT_EQ(audit.size(), 7u) << json(audit).dump(2);   // open, exec, close; open, exec, exec, close
     EXPECT_EQ(audit[0]["kind"], "debug_shell.opened");
     EXPECT_EQ(audit[0]["payload"]["post_mortem_sandbox_id"], failedSandbox);
-    EXPECT_EQ(audit[0]["payload"]["by"], "local");
+    // paddockd names the caller by its peer credentials: this test's OS user.
+    EXPECT_EQ(audit[0]["payload"]["by"], ::getpwuid(::getuid())->pw_name);
     EXPECT_EQ(audit[1]["kind"], "debug_shell.exec");
     EXPECT_EQ(audit[1]["payload"]["argv"].back(), "grep -c semicolon broken.c && echo host=$(hostname)");
     EXPECT_EQ(audit[1]["payload"]["exit_code"], 0);

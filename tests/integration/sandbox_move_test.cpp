@@ -6,6 +6,9 @@
 
 #include "tests/integration/daemons_fixture.h"
 
+#include <pwd.h>
+#include <unistd.h>
+
 #include <filesystem>
 #include <iostream>
 #include <thread>
@@ -209,7 +212,7 @@ TEST_F(SandboxMove, OverriddenSessionContinuesInTheNewTierWithItsFiles)
     const json &human = decisions[1]["payload"];
     EXPECT_EQ(human.value("trigger", ""), "override");
     EXPECT_EQ(human.value("chooser", ""), "human");
-    EXPECT_EQ(human.value("who", ""), "local");
+    EXPECT_EQ(human.value("who", ""), ::getpwuid(::geteuid())->pw_name) << "the caller (peer credentials)";
     EXPECT_EQ(human.value("chosen_tier", ""), "lite2");
     EXPECT_EQ(human.value("id", ""), decision.value("id", "")) << "the override prints the decision it recorded";
     EXPECT_GT(seqOf(moves[0]), seqOf(decisions[1]));

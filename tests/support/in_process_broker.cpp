@@ -5,9 +5,12 @@
 #include "broker/review/review_desk.h"
 #include "broker/server/broker_service.h"
 #include "broker/server/stream_hub.h"
+#include "broker/server/unix_listener.h"
 #include "broker/store/sqlite_event_store.h"
 
 #include <grpcpp/grpcpp.h>
+
+#include <unistd.h>
 
 namespace paddock::test {
 
@@ -21,6 +24,7 @@ struct InProcessBroker::Serving {
     std::unique_ptr<model::ModelRegistry> models;
     std::unique_ptr<server::BrokerService> service;
     std::unique_ptr<grpc::Server> server;
+    std::unique_ptr<server::UnixListener> listener;
 };
 
 InProcessBroker::InProcessBroker(std::filesystem::path dir, std::filesystem::path playbookDir)
@@ -69,6 +73,7 @@ Status InProcessBroker::start()
     server::BrokerServiceOptions options;
     options.playbookDir = m_playbookDir;
     options.modelNames = serving->models->names();
+    options.principals = m_principals;
     options.costs = serving->costs.get();
     options.reviews = serving->reviews.get();
     options.budgets = serving->budgets.get();
@@ -76,12 +81,21 @@ Status InProcessBroker::start()
     serving->service = std::make_unique<server::BrokerService>(
         *m_store, *serving->hub, m_pools, [registry](const std::string &name) { return registry->find(name); },
         options);
+    // Like paddockd: the broker accepts on the socket itself, so peer credentials name the caller.
+    std::filesystem::remove(m_dir / "broker.sock");
+    auto listener = server::UnixListener::listen(m_dir / "broker.sock", 0666);
+    if (!listener)
+        return std::unexpected(listener.error());
+    serving->listener = std::move(*listener);
     grpc::ServerBuilder builder;
-    builder.AddListeningPort(address(), grpc::InsecureServerCredentials());
     builder.RegisterService(serving->service.get());
     serving->server = builder.BuildAndStart();
     if (!serving->server)
-        return fail(ErrorCode::Unavailable, "cannot listen on " + address());
+        return fail(ErrorCode::Unavailable, "cannot start the gRPC server for " + address());
+    serving->listener->start(serving->server.get(),
+                             m_principals ? m_principals
+                                          : std::make_shared<const auth::PrincipalMap>(
+                                                auth::PrincipalMap::embeddedDefault(::getuid())));
     m_serving = std::move(serving);
     return {};
 }
@@ -89,6 +103,7 @@ Status InProcessBroker::start()
 void InProcessBroker::stop()
 {
     if (m_serving) {
+        m_serving->listener->stop();
         m_serving->hub->beginShutdown();
         m_serving->server->Shutdown(std::chrono::system_clock::now() + std::chrono::seconds(2));
         m_serving->hub->stop();

@@ -6,6 +6,7 @@
 // Threads: construct, start and stop on the test's thread; store() and the gRPC socket may be used
 // from any thread while it runs.
 
+#include "broker/auth/principals.h"
 #include "broker/pools/pool_set.h"
 #include "broker/store/event_store.h"
 #include "common/result.h"
@@ -40,6 +41,8 @@ public:
     std::shared_ptr<grpc::Channel> newChannel() const;
     store::EventStore &store();                     // open after openStore() or start()
     pools::PoolSet &pools() { return m_pools; }     // add pools before start()
+    // Who may call (before start()); default: this process's user is admin.
+    void setPrincipals(std::shared_ptr<const auth::PrincipalMap> principals) { m_principals = std::move(principals); }
     int64_t streamCatchUps() const;                 // StreamHub::catchUps() of the running hub
 
 private:
@@ -48,6 +51,7 @@ private:
     std::filesystem::path m_playbookDir;
     std::unique_ptr<store::EventStore> m_store;
     pools::PoolSet m_pools;
+    std::shared_ptr<const auth::PrincipalMap> m_principals;
     std::unique_ptr<Serving> m_serving;
 };
 

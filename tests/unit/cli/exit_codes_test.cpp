@@ -17,7 +17,8 @@ TEST(ExitCodes, MapGrpcStatusToTheDocumentedCodes)
     EXPECT_EQ(exitCodeFor(StatusCode::ALREADY_EXISTS, true), ExitCode::Conflict);
     EXPECT_EQ(exitCodeFor(StatusCode::ABORTED, true), ExitCode::Conflict);
     EXPECT_EQ(exitCodeFor(StatusCode::INTERNAL, true), ExitCode::Error);
-    EXPECT_EQ(exitCodeFor(StatusCode::PERMISSION_DENIED, true), ExitCode::Error);
+    EXPECT_EQ(exitCodeFor(StatusCode::PERMISSION_DENIED, true), ExitCode::Denied);
+    EXPECT_EQ(exitCodeFor(StatusCode::UNAUTHENTICATED, true), ExitCode::Denied);
     EXPECT_EQ(exitCodeFor(StatusCode::UNIMPLEMENTED, true), ExitCode::Error);
 }
 

@@ -44,6 +44,9 @@ struct TierCase {
 
 std::string caseName(const ::testing::TestParamInfo<TierCase> &info) { return info.param.tier; }
 
+// What ctest lists and a failure prints: "lite (bwrap)", not the struct's bytes.
+void PrintTo(const TierCase &c, std::ostream *os) { *os << c.tier << " (" << c.runtime << ")"; }
+
 struct Harness {
     fs::path dir;
     std::unique_ptr<pool::SandboxPool> sandboxPool;

@@ -75,6 +75,37 @@ TEST_F(MainWindowTest, CancelIsDisabledForAFinishedSession)
     EXPECT_FALSE(client.calls().contains(u"cancel s-done"));
 }
 
+TEST_F(MainWindowTest, AViewerSeesCancelDisabledWithTheReasonAndTheStatusBarNamesThePrincipal)
+{
+    selectInTable(QStringLiteral("s-hello"));
+    ASSERT_TRUE(window.cancelAction()->isEnabled()) << "before the broker says who we are, nothing is disabled";
+
+    client.setPermissions(Permissions(QStringLiteral("vera"), QStringLiteral("viewer"), QStringLiteral("unix"),
+                                      {QStringLiteral("ListSessions"), QStringLiteral("GetSession"),
+                                       QStringLiteral("WhoAmI")}));
+    EXPECT_FALSE(window.cancelAction()->isEnabled());
+    const QString tip = window.cancelAction()->toolTip();
+    EXPECT_TRUE(tip.contains(u"vera") && tip.contains(u"viewer") && tip.contains(u"CancelSession")) << tip.toStdString();
+    EXPECT_FALSE(window.pauseResumeAction()->isEnabled());
+    EXPECT_TRUE(window.pauseResumeAction()->toolTip().contains(u"PauseSession"));
+    EXPECT_FALSE(window.submitAction()->isEnabled());
+    auto *principal = window.findChild<QLabel *>(QStringLiteral("principalLabel"));
+    ASSERT_NE(principal, nullptr);
+    EXPECT_TRUE(principal->isVisible());
+    EXPECT_EQ(principal->text(), u"vera · viewer");
+
+    client.clearCalls();
+    QTest::keyClick(window.sessionsView()->tableView(), Qt::Key_Period, Qt::ControlModifier);
+    EXPECT_FALSE(client.calls().contains(u"cancel s-hello")) << "the shortcut must not bypass the role";
+
+    // An engineer may.
+    client.setPermissions(Permissions(QStringLiteral("erin"), QStringLiteral("engineer"), QStringLiteral("token"),
+                                      {QStringLiteral("CancelSession"), QStringLiteral("PauseSession"),
+                                       QStringLiteral("SubmitSession")}));
+    EXPECT_TRUE(window.cancelAction()->isEnabled());
+    EXPECT_EQ(window.cancelAction()->toolTip(), u"Cancel the session (Ctrl+.)");
+}
+
 TEST_F(MainWindowTest, CtrlPPausesThenResumes)
 {
     selectInTable(QStringLiteral("s-hello"));

@@ -6,6 +6,7 @@
 
 #include "broker/server/broker_service.h"
 #include "broker/server/stream_hub.h"
+#include "broker/server/unix_listener.h"
 #include "broker/store/sqlite_event_store.h"
 
 #include <grpcpp/grpcpp.h>
@@ -144,16 +145,23 @@ protected:
         m_service = std::make_unique<server::BrokerService>(*m_store, *m_hub, m_pools,
                                                             [](const std::string &) -> model::ModelAdapter * { return nullptr; },
                                                             options);
+        // The broker's own listener: peer credentials make this process's user the admin.
+        auto listener = server::UnixListener::listen(m_dir / "b.sock", 0600);
+        ASSERT_TRUE(listener) << listener.error().message;
+        m_listener = std::move(*listener);
         grpc::ServerBuilder builder;
         const std::string address = "unix:" + (m_dir / "b.sock").string();
-        builder.AddListeningPort(address, grpc::InsecureServerCredentials());
         builder.RegisterService(m_service.get());
         m_server = builder.BuildAndStart();
         ASSERT_TRUE(m_server);
+        m_listener->start(m_server.get(), std::make_shared<const auth::PrincipalMap>(
+                                              auth::PrincipalMap::embeddedDefault(::getuid())));
         m_stub = v1::BrokerService::NewStub(grpc::CreateChannel(address, grpc::InsecureChannelCredentials()));
     }
     void TearDown() override
     {
+        if (m_listener)
+            m_listener->stop();
         if (m_server)
             m_server->Shutdown(std::chrono::system_clock::now() + std::chrono::seconds(2));
         if (m_hub)
@@ -211,6 +219,7 @@ protected:
     FakePool *m_pool = nullptr;
     std::unique_ptr<server::StreamHub> m_hub;
     std::unique_ptr<server::BrokerService> m_service;
+    std::unique_ptr<server::UnixListener> m_listener;
     std::unique_ptr<grpc::Server> m_server;
     std::unique_ptr<v1::BrokerService::Stub> m_stub;
 };
@@ -244,7 +253,7 @@ TEST_F(OperatorServiceTest, ShellIsRestoredFromTheSnapshotAndEveryStepIsAudited)
     auto events = audit();
     ASSERT_EQ(events.size(), 3u);
     EXPECT_EQ(events[0]["kind"], "debug_shell.opened");
-    EXPECT_EQ(events[0]["payload"]["by"], "local");
+    EXPECT_EQ(events[0]["payload"]["by"], auth::userName(::getuid())) << "by comes from the peer credentials";
     EXPECT_EQ(events[0]["payload"]["client_user"], "alice");
     EXPECT_EQ(events[1]["kind"], "debug_shell.exec");
     EXPECT_EQ(events[1]["payload"]["argv"].back(), "make test");

@@ -1,0 +1,239 @@
+// The whole broker (server::Broker: store, pools, engine, gRPC) with a TCP listener on loopback:
+// TLS with a certificate made by openssl for the test, bearer tokens created over the unix socket by
+// the admin, and a client of another OS user on the unix socket (a child process run as nobody).
+
+#include "broker/server/broker.h"
+
+#include "paddock/v1/broker.grpc.pb.h"
+
+#include <grpcpp/grpcpp.h>
+#include <gtest/gtest.h>
+
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+
+namespace paddock::server {
+namespace {
+
+using namespace std::chrono_literals;
+namespace fs = std::filesystem;
+
+std::string readFile(const fs::path &path)
+{
+    std::ifstream in(path);
+    std::ostringstream text;
+    text << in.rdbuf();
+    return text.str();
+}
+
+class BrokerTlsTest : public ::testing::Test {
+protected:
+    void SetUp() override
+    {
+        if (std::system("command -v openssl >/dev/null 2>&1") != 0)
+            GTEST_SKIP() << "no openssl to make the test certificate: run scripts/setup-deps";
+        // Short: the socket path inside must fit sockaddr_un (108 bytes).
+        static int serial = 0;
+        m_dir = fs::temp_directory_path() / ("paddock-tls-" + std::to_string(::getpid()) + "-" + std::to_string(++serial));
+        fs::remove_all(m_dir);
+        fs::create_directories(m_dir);
+        fs::permissions(m_dir, fs::perms::owner_all | fs::perms::group_exec | fs::perms::others_exec);
+        const std::string cmd = "openssl req -x509 -newkey ec -pkeyopt ec_paramgen_curve:prime256v1 -nodes -keyout "
+            + (m_dir / "broker.key").string() + " -out " + (m_dir / "broker.pem").string()
+            + " -days 2 -subj /CN=paddock-test -addext subjectAltName=IP:127.0.0.1 >" + (m_dir / "openssl.log").string()
+            + " 2>&1";
+        ASSERT_EQ(std::system(cmd.c_str()), 0) << readFile(m_dir / "openssl.log");
+    }
+
+    void TearDown() override
+    {
+        m_broker.reset();
+        if (!m_dir.empty())
+            fs::remove_all(m_dir);
+    }
+
+    BrokerConfig config()
+    {
+        BrokerConfig config = defaultBrokerConfig();
+        config.configFile = m_dir / "broker.toml";   // secrets.toml goes beside it
+        config.dataDir = m_dir / "data";
+        config.socketPath = m_dir / "run" / "broker.sock";
+        config.pools = {{"nowhere", "127.0.0.1:9"}};  // never answers; nothing here needs a sandbox
+        config.allowLocalExecution = true;
+        config.workers = 1;
+        config.listenTcp = "127.0.0.1:0";
+        config.tlsCert = m_dir / "broker.pem";
+        config.tlsKey = m_dir / "broker.key";
+        config.principals = {{"ada", auth::Role::Admin, {}, {::getuid()}, "test:1"},
+                             {"ci", auth::Role::Engineer, {}, {}, "test:5"}};
+        return config;
+    }
+
+    void start()
+    {
+        m_broker = std::make_unique<Broker>(config());
+        auto started = m_broker->start();
+        ASSERT_TRUE(started) << started.error().message;
+        m_unix = v1::BrokerService::NewStub(
+            grpc::CreateChannel("unix:" + (m_dir / "run" / "broker.sock").string(), grpc::InsecureChannelCredentials()));
+    }
+
+    // A TLS client trusting the test certificate, with token (none when empty).
+    std::unique_ptr<v1::BrokerService::Stub> tcpClient(const std::string &token)
+    {
+        grpc::SslCredentialsOptions ssl;
+        ssl.pem_root_certs = readFile(m_dir / "broker.pem");
+        auto credentials = grpc::SslCredentials(ssl);
+        if (!token.empty())
+            credentials = grpc::CompositeChannelCredentials(credentials, grpc::AccessTokenCredentials(token));
+        return v1::BrokerService::NewStub(
+            grpc::CreateChannel("127.0.0.1:" + std::to_string(m_broker->tcpPort()), credentials));
+    }
+
+    static std::unique_ptr<grpc::ClientContext> context()
+    {
+        auto context = std::make_unique<grpc::ClientContext>();
+        context->set_deadline(std::chrono::system_clock::now() + 20s);
+        return context;
+    }
+
+    fs::path m_dir;
+    std::unique_ptr<Broker> m_broker;
+    std::unique_ptr<v1::BrokerService::Stub> m_unix;
+};
+
+TEST_F(BrokerTlsTest, APlaintextTcpListenerIsRefusedAtStart)
+{
+    BrokerConfig plain = config();
+    plain.tlsCert.clear();
+    plain.tlsKey.clear();
+    auto valid = validateBrokerConfig(plain);
+    ASSERT_FALSE(valid);
+    EXPECT_NE(valid.error().message.find("tls_cert"), std::string::npos) << valid.error().message;
+    Broker broker(plain);
+    EXPECT_FALSE(broker.start());
+}
+
+TEST_F(BrokerTlsTest, OverTlsAMissingOrWrongTokenIsUnauthenticatedAndARevokedTokenStopsWorking)
+{
+    start();
+    ASSERT_GT(m_broker->tcpPort(), 0);
+
+    v1::Principal me;
+    const auto missing = tcpClient({})->WhoAmI(context().get(), {}, &me);
+    ASSERT_EQ(missing.error_code(), grpc::StatusCode::UNAUTHENTICATED) << missing.error_message();
+    EXPECT_NE(missing.error_message().find("--token-file"), std::string::npos) << missing.error_message();
+
+    v1::CreateTokenRequest create;
+    create.set_principal("ci");
+    v1::CreatedToken created;
+    auto status = m_unix->CreateToken(context().get(), create, &created);
+    ASSERT_TRUE(status.ok()) << status.error_message();
+
+    std::string wrong = created.token();
+    wrong.back() = wrong.back() == '0' ? '1' : '0';
+    const auto bad = tcpClient(wrong)->WhoAmI(context().get(), {}, &me);
+    ASSERT_EQ(bad.error_code(), grpc::StatusCode::UNAUTHENTICATED);
+    EXPECT_EQ(bad.error_message().find(wrong), std::string::npos) << "never echo a token";
+    EXPECT_EQ(tcpClient("Basic-nonsense")->WhoAmI(context().get(), {}, &me).error_code(),
+              grpc::StatusCode::UNAUTHENTICATED);
+
+    auto ci = tcpClient(created.token());
+    status = ci->WhoAmI(context().get(), {}, &me);
+    ASSERT_TRUE(status.ok()) << status.error_message();
+    EXPECT_EQ(me.name(), "ci");
+    EXPECT_EQ(me.role(), "engineer");
+    EXPECT_EQ(me.via(), "token");
+    v1::ListSessionsResponse sessions;
+    EXPECT_TRUE(ci->ListSessions(context().get(), {}, &sessions).ok());
+    const auto denied = ci->CreateToken(context().get(), create, &created);
+    EXPECT_EQ(denied.error_code(), grpc::StatusCode::PERMISSION_DENIED);
+    EXPECT_NE(denied.error_message().find("'ci' (role engineer)"), std::string::npos) << denied.error_message();
+
+    v1::ListTokensResponse tokens;
+    ASSERT_TRUE(m_unix->ListTokens(context().get(), {}, &tokens).ok());
+    ASSERT_EQ(tokens.tokens_size(), 1);
+    EXPECT_GT(tokens.tokens(0).last_used_unix_ms(), 0) << "last_used is recorded";
+
+    v1::RevokeTokenRequest revoke;
+    revoke.set_id(tokens.tokens(0).id());
+    v1::TokenInfo info;
+    ASSERT_TRUE(m_unix->RevokeToken(context().get(), revoke, &info).ok());
+    const auto revoked = ci->WhoAmI(context().get(), {}, &me);
+    ASSERT_EQ(revoked.error_code(), grpc::StatusCode::UNAUTHENTICATED);
+    EXPECT_NE(revoked.error_message().find("revoked"), std::string::npos) << revoked.error_message();
+
+    // The revocation survives a restart: the table, not memory, is the record.
+    m_broker.reset();
+    start();
+    EXPECT_EQ(tcpClient(created.token())->WhoAmI(context().get(), {}, &me).error_code(),
+              grpc::StatusCode::UNAUTHENTICATED);
+}
+
+// Run in a child as another OS user (see the next test): calls WhoAmI on the socket and prints
+// the result.
+TEST(BrokerTlsHelper, WhoAmIOnTheSocketAsThisUser)
+{
+    const char *socket = std::getenv("PADDOCK_AUTH_TEST_SOCKET");
+    if (!socket)
+        GTEST_SKIP() << "only run by UnixPeerOfAnotherUserIsRefusedNamingTheConfigKey";
+    auto stub = v1::BrokerService::NewStub(grpc::CreateChannel(std::string("unix:") + socket,
+                                                               grpc::InsecureChannelCredentials()));
+    grpc::ClientContext context;
+    context.set_deadline(std::chrono::system_clock::now() + 20s);
+    v1::Principal me;
+    const auto status = stub->WhoAmI(&context, {}, &me);
+    std::printf("RESULT %d %s\n", static_cast<int>(status.error_code()), status.error_message().c_str());
+}
+
+TEST_F(BrokerTlsTest, UnixPeerOfAnotherUserIsRefusedNamingTheConfigKey)
+{
+    if (::getuid() != 0)
+        GTEST_SKIP() << "needs root to run a client as another user";
+    start();
+    int out[2];
+    ASSERT_EQ(::pipe(out), 0);
+    const std::string socket = (m_dir / "run" / "broker.sock").string();
+    const std::string self = fs::read_symlink("/proc/self/exe").string();
+    const pid_t child = ::fork();
+    ASSERT_GE(child, 0);
+    if (child == 0) {
+        // Only async-signal-safe calls until exec: the parent's gRPC threads are not here.
+        ::dup2(out[1], STDOUT_FILENO);
+        ::close(out[0]);
+        if (::setgid(65534) != 0 || ::setuid(65534) != 0)
+            ::_exit(90);
+        const std::string env = "PADDOCK_AUTH_TEST_SOCKET=" + socket;
+        char *argv[] = {const_cast<char *>(self.c_str()),
+                        const_cast<char *>("--gtest_filter=BrokerTlsHelper.WhoAmIOnTheSocketAsThisUser"), nullptr};
+        char *envp[] = {const_cast<char *>(env.c_str()), nullptr};
+        ::execve(self.c_str(), argv, envp);
+        ::_exit(91);
+    }
+    ::close(out[1]);
+    std::string output;
+    char buffer[4096];
+    ssize_t n;
+    while ((n = ::read(out[0], buffer, sizeof buffer)) > 0)
+        output.append(buffer, static_cast<size_t>(n));
+    ::close(out[0]);
+    int wstatus = 0;
+    ::waitpid(child, &wstatus, 0);
+    ASSERT_TRUE(WIFEXITED(wstatus)) << output;
+    ASSERT_NE(WEXITSTATUS(wstatus), 90) << "could not become nobody";
+    const auto at = output.find("RESULT ");
+    ASSERT_NE(at, std::string::npos) << output;
+    const std::string result = output.substr(at + 7);
+    EXPECT_TRUE(result.starts_with(std::to_string(static_cast<int>(grpc::StatusCode::PERMISSION_DENIED)) + " "))
+        << result;
+    EXPECT_NE(result.find("nobody"), std::string::npos) << result;
+    EXPECT_NE(result.find("unix_users = [\"nobody\"]"), std::string::npos) << result;
+}
+
+} // namespace
+} // namespace paddock::server
