@@ -240,6 +240,9 @@ Result<std::vector<store::ReviewRow>> ReviewDesk::decideOnce(const DecideRequest
         append.events.push_back({core::kind::ApprovalDecided, dump(decided), 0});
         appends.push_back(std::move(append));
     }
+    if (!appends.empty())
+        for (const auto &write : request.writes)   // copied: a refused compare-and-append tries again
+            appends.front().writes.push_back(write);
     auto appended = m_store.appendAll(std::move(appends));
     if (!appended)
         return std::unexpected(appended.error());

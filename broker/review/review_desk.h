@@ -33,6 +33,9 @@ struct DecideRequest {
     std::string reason;
     std::map<std::string, std::string> changeHashes;   // id -> change_hash the decider saw
     std::string decider;
+    // Committed in the decision's own transaction (the decision's audit record): if they cannot be
+    // written, nothing is decided.
+    std::vector<store::SqlStatement> writes;
 };
 
 struct ApproverStat {

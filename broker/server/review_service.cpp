@@ -142,10 +142,10 @@ grpc::ServerUnaryReactor *BrokerService::DecideReviewItems(grpc::CallbackServerC
     decide.reason = req->reason();
     for (const auto &[id, hash] : req->change_hashes())
         decide.changeHashes[id] = hash;
-    decide.decider = callerOf(ctx).principal;
-    // AUDIT HOOK (docs/permissions.md): the decision is the approval.decided events, committed
-    // with synchronous=FULL in one transaction; an audit table indexed from those events is
-    // written in that same transaction.
+    decide.decider = call->caller.principal;
+    // The audit record commits with the approval.decided events (synchronous=FULL): a decision
+    // whose record cannot be written is not made.
+    decide.writes.push_back(m_access.auditOf(*call, req->approve() ? "approved" : "rejected"));
     auto decided = m_options.reviews->decide(decide);
     if (!decided)
         return reply(ctx, m_access.conclude(*call, toGrpcStatus(decided.error())));

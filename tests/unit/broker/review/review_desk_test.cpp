@@ -148,6 +148,29 @@ TEST_F(ReviewDeskTest, ApprovalResumesTheSessionAndIsRecordedWithDecider)
     EXPECT_TRUE(session->pendingReviewId.empty());
 }
 
+TEST_F(ReviewDeskTest, ADecisionWhoseAuditRecordCannotBeWrittenIsNotMade)
+{
+    const std::string a = openItem();
+    const std::string b = openItem();
+    auto request = approval({a, b});
+    // The server passes the audit record here; a statement that cannot run stands in for a full
+    // or refusing audit table.
+    request.writes.push_back({"INSERT INTO no_such_audit_table VALUES (1)", {}});
+    auto decided = m_desk->decide(request);
+    ASSERT_FALSE(decided);
+    for (const auto &id : {a, b}) {
+        EXPECT_EQ(item(id).state, "pending");
+        EXPECT_EQ(decisionsInLog(item(id).sessionId), 0);
+    }
+
+    // The same decision with a statement that runs is made, and the statement with it.
+    request.writes = {{"CREATE TABLE audit_probe (x INTEGER)", {}}};
+    ASSERT_TRUE(m_desk->decide(request));
+    EXPECT_EQ(item(a).state, "approved");
+    auto probe = m_store->query({"SELECT count(*) FROM audit_probe", {}});
+    EXPECT_TRUE(probe) << (probe ? "" : probe.error().message);
+}
+
 TEST_F(ReviewDeskTest, SelfApprovalIsRefused)
 {
     const std::string id = openItem();
