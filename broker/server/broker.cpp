@@ -115,8 +115,15 @@ Status Broker::start()
         return std::unexpected(reviewQueries.error());
     parts->reviewQueries = std::move(*reviewQueries);
     parts->reviews = std::make_unique<review::ReviewDesk>(*parts->store, *parts->reviewQueries, *reviewPolicy);
-    // Agents' budgets come from the agents' store once it exists; until then only sessions' own.
-    parts->budgets = std::make_unique<cost::IndexedBudgets>(*parts->costs, cost::AgentBudgetLookup{});
+    // Agents' budgets come from the agents' store; an agent it does not know (the built-in default)
+    // has none, and then only the session's own budget applies.
+    store::AgentStore *agentsStore = parts->agents.get();
+    parts->budgets = std::make_unique<cost::IndexedBudgets>(
+        *parts->costs, [agentsStore](const std::string &name) {
+            auto agent = agentsStore->get(name);
+            return agent ? cost::AgentBudget{agent->budgetPerSessionMicros, agent->budgetPerDayMicros}
+                         : cost::AgentBudget{};
+        });
 
     pools::PoolSetOptions poolOptions;
     poolOptions.healthIntervalMs = m_config.poolHealthIntervalMs;
@@ -170,6 +177,23 @@ Status Broker::start()
     engineOptions.sandboxIdleReleaseMs = m_config.sandboxIdleReleaseMs;
     engineOptions.prices = m_config.prices;
     engineOptions.budgets = parts->budgets.get();
+    // propose_change with records, within policy or approved: [{key, value}, ...] into the agent's
+    // durable records (UpdateAgent's rule: records given are set, the others kept).
+    engineOptions.writeRecords = [agentsStore](const std::string &name, const nlohmann::json &records) -> Status {
+        auto agent = agentsStore->get(name);
+        if (!agent)
+            return std::unexpected(agent.error());
+        if (!records.is_array())
+            return fail(ErrorCode::InvalidArgument, "a record change is a JSON list of {\"key\", \"value\"} objects");
+        agent->records.clear();
+        for (const auto &record : records) {
+            if (!record.is_object() || !record.contains("key") || !record["key"].is_string() || !record.contains("value"))
+                return fail(ErrorCode::InvalidArgument, "each record is an object with a string \"key\" and a \"value\"");
+            agent->records[record["key"].get<std::string>()] = record["value"].dump();
+        }
+        auto updated = agentsStore->update(*agent);
+        return updated ? Status{} : Status{std::unexpected(updated.error())};
+    };
     engineOptions.reviewPolicy = *reviewPolicy;
     parts->engine = std::make_unique<engine::StepEngine>(*parts->store, parts->pools, lookup, engineOptions);
 

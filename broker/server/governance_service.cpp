@@ -26,6 +26,17 @@ grpc::ServerUnaryReactor *answer(grpc::CallbackServerContext *context, const Res
     return answer(context, result ? Status{} : Status{std::unexpected(result.error())});
 }
 
+// A mutating call's answer, after its audit record (docs/permissions.md): written right after the
+// change; a record that cannot be written turns an OK into INTERNAL saying so.
+template <typename T>
+grpc::ServerUnaryReactor *concluded(Access &access, grpc::CallbackServerContext *context, Access::Call &call,
+                                    const Result<T> &result)
+{
+    auto *reactor = context->DefaultReactor();
+    reactor->Finish(access.conclude(call, result ? grpc::Status::OK : toGrpcStatus(result.error())));
+    return reactor;
+}
+
 void toProto(const agents::Agent &agent, v1::Agent *out)
 {
     out->set_name(agent.name);
@@ -88,21 +99,26 @@ Result<agents::Agent> BrokerService::agentFromProto(const v1::Agent &request) co
 grpc::ServerUnaryReactor *BrokerService::CreateAgent(grpc::CallbackServerContext *ctx, const v1::Agent *req,
                                                      v1::Agent *resp)
 {
+    auto call = m_access.authorize(ctx, "CreateAgent", req->name());
+    if (!call)
+        return answer(ctx, call);
     auto agent = agentFromProto(*req);   // FAILED_PRECONDITION without an agent store
     if (!agent)
-        return answer(ctx, agent);
+        return concluded(m_access, ctx, *call, agent);
     store::AgentStore *store = m_options.decider->agentStore();
     if (agent->owner.empty())
-        agent->owner = callerOf(ctx).principal;
+        agent->owner = call->caller.principal;
     auto created = store->create(*agent);
     if (created)
         toProto(*created, resp);
-    return answer(ctx, created);
+    return concluded(m_access, ctx, *call, created);
 }
 
 grpc::ServerUnaryReactor *BrokerService::GetAgent(grpc::CallbackServerContext *ctx, const v1::GetAgentRequest *req,
                                                   v1::Agent *resp)
 {
+    if (auto call = m_access.authorize(ctx, "GetAgent", req->name()); !call)
+        return answer(ctx, call);
     if (req->name().empty())
         return answer(ctx, Status{fail(ErrorCode::InvalidArgument, "no agent name given: `paddockctl agents ls` lists them")});
     if (req->name() == agents::kDefaultAgentName || !m_options.decider || !m_options.decider->agentStore()) {
@@ -123,6 +139,8 @@ grpc::ServerUnaryReactor *BrokerService::GetAgent(grpc::CallbackServerContext *c
 grpc::ServerUnaryReactor *BrokerService::ListAgents(grpc::CallbackServerContext *ctx, const v1::ListAgentsRequest *req,
                                                     v1::ListAgentsResponse *resp)
 {
+    if (auto call = m_access.authorize(ctx, "ListAgents"); !call)
+        return answer(ctx, call);
     const int pageSize = req->page_size() > 0 ? std::min(req->page_size(), 1000) : 100;
     // The built-in agent comes first, on the first page.
     if (req->page_token().empty())
@@ -142,9 +160,12 @@ grpc::ServerUnaryReactor *BrokerService::ListAgents(grpc::CallbackServerContext 
 grpc::ServerUnaryReactor *BrokerService::UpdateAgent(grpc::CallbackServerContext *ctx, const v1::Agent *req,
                                                      v1::Agent *resp)
 {
+    auto call = m_access.authorize(ctx, "UpdateAgent", req->name());
+    if (!call)
+        return answer(ctx, call);
     auto agent = agentFromProto(*req);   // FAILED_PRECONDITION without an agent store
     if (!agent)
-        return answer(ctx, agent);
+        return concluded(m_access, ctx, *call, agent);
     store::AgentStore *store = m_options.decider->agentStore();
     if (agent->owner.empty()) {
         // Keep the owner when the caller left it out.
@@ -154,13 +175,15 @@ grpc::ServerUnaryReactor *BrokerService::UpdateAgent(grpc::CallbackServerContext
     auto updated = store->update(*agent);
     if (updated)
         toProto(*updated, resp);
-    return answer(ctx, updated);
+    return concluded(m_access, ctx, *call, updated);
 }
 
 grpc::ServerUnaryReactor *BrokerService::ListDecisions(grpc::CallbackServerContext *ctx,
                                                        const v1::ListDecisionsRequest *req,
                                                        v1::ListDecisionsResponse *resp)
 {
+    if (auto call = m_access.authorize(ctx, "ListDecisions", req->session_id()); !call)
+        return answer(ctx, call);
     if (!m_options.decisions)
         return answer(ctx, noAgents());
     static const std::vector<std::string> outcomes{"pending", "ok", "oom", "timeout", "over_allocated",
@@ -192,6 +215,8 @@ grpc::ServerUnaryReactor *BrokerService::ListDecisions(grpc::CallbackServerConte
 grpc::ServerUnaryReactor *BrokerService::GetDecisionStats(grpc::CallbackServerContext *ctx,
                                                           const v1::GetDecisionStatsRequest *req, v1::DecisionStats *resp)
 {
+    if (auto call = m_access.authorize(ctx, "GetDecisionStats"); !call)
+        return answer(ctx, call);
     if (!m_options.decisions)
         return answer(ctx, noAgents());
     auto lines = m_options.decisions->stats(req->group_by());

@@ -265,6 +265,10 @@ TEST_F(GovernanceViewsTest, OverrideATierFromTheSessionsTable)
     });
     if (status.error_code() == grpc::StatusCode::UNIMPLEMENTED)
         GTEST_SKIP() << "this broker does not record environment decisions yet (ListDecisions is UNIMPLEMENTED)";
+    // The in-process broker serves no agents' database and runs no step engine, which records the
+    // override's decision: the end-to-end check is SandboxMove.OverriddenSessionContinuesInTheNewTierWithItsFiles.
+    if (status.error_code() == grpc::StatusCode::FAILED_PRECONDITION)
+        GTEST_SKIP() << "this broker keeps no environment decisions: " << status.error_message();
     ASSERT_TRUE(status.ok()) << status.error_message();
     ASSERT_TRUE(recorded) << "no override decision for " << session;
     for (const auto &decision : response.decisions()) {

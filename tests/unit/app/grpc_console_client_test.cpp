@@ -253,7 +253,7 @@ TEST_F(GrpcConsoleClientTest, WatchGivesTheInitialSessionsThenChanges)
 
     m_broker->setStatus(a.toStdString(), "running");
     ASSERT_TRUE(waitFor([&] { return m_sessions.value(a).status == SessionStatus::Running; }));
-    EXPECT_EQ(m_sessions.value(a).lastSeq, 2);
+    EXPECT_EQ(m_sessions.value(a).lastSeq, 3);   // session.created, env.decision, state.changed
     EXPECT_EQ(m_states, (QList<ConnectionState>{ConnectionState::Connecting, ConnectionState::Connected}));
 }
 
@@ -262,15 +262,15 @@ TEST_F(GrpcConsoleClientTest, FollowGivesHistoryThenTheLiveTailWithNoGapAcrossAR
     m_broker->start();
     const std::string id = m_broker->submit();
     const QString qid = QString::fromStdString(id);
-    m_broker->append(id, 3000);
+    m_broker->append(id, 3000);   // after the submit's session.created and env.decision
     m_client->connectToBroker(address());
     ASSERT_TRUE(connected());
     m_client->followSession(qid, 1);
-    ASSERT_TRUE(waitFor([&] { return m_events[qid].size() == 3001; }));
-    EXPECT_LT(m_eventNotifications, 3001 / 10) << "notifications should be coalesced, not one per event";
+    ASSERT_TRUE(waitFor([&] { return m_events[qid].size() == 3002; }));
+    EXPECT_LT(m_eventNotifications, 3002 / 10) << "notifications should be coalesced, not one per event";
 
     m_broker->append(id, 1000);   // live
-    ASSERT_TRUE(waitFor([&] { return m_events[qid].size() == 4001; }));
+    ASSERT_TRUE(waitFor([&] { return m_events[qid].size() == 4002; }));
 
     // The broker goes away; events are committed while it is down; it comes back on the same socket.
     m_broker->stop();
@@ -282,9 +282,9 @@ TEST_F(GrpcConsoleClientTest, FollowGivesHistoryThenTheLiveTailWithNoGapAcrossAR
     ASSERT_TRUE(connected());
     m_broker->append(id, 500);
     m_broker->setStatus(id, "succeeded");
-    ASSERT_TRUE(waitFor([&] { return m_events[qid].size() >= 6502; }));
+    ASSERT_TRUE(waitFor([&] { return m_events[qid].size() >= 6503; }));
     spin(200);
-    expectDense(qid, 6502);
+    expectDense(qid, 6503);
     EXPECT_EQ(m_states, (QList<ConnectionState>{ConnectionState::Connecting, ConnectionState::Connected,
                                                 ConnectionState::Broken, ConnectionState::Connected}))
         << "a broken connection is reported once, not once per retry";
