@@ -122,7 +122,8 @@ Status AgentStore::writeRecords(const std::string &agent, const std::map<std::st
     return {};
 }
 
-Result<agents::Agent> AgentStore::create(const agents::Agent &agent)
+// create() and update(): the agent's row and its records in one transaction, then the agent as stored.
+Result<agents::Agent> AgentStore::save(const agents::Agent &agent, bool create)
 {
     std::lock_guard lock(m_mutex);
     const int64_t now = nowUnixMs();
@@ -132,19 +133,27 @@ Result<agents::Agent> AgentStore::create(const agents::Agent &agent)
         (void)m_db->exec("ROLLBACK");
         return std::unexpected(std::move(error));
     };
-    auto stmt = m_db->prepare("INSERT INTO agents(name, owner, default_tier, allowed_tiers, selection_mode, "
-                              "budget_per_session_micros, budget_per_day_micros, created_unix_ms, updated_unix_ms) "
-                              "VALUES(?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?8)", false);
+    auto stmt = m_db->prepare(create
+        ? "INSERT INTO agents(name, owner, default_tier, allowed_tiers, selection_mode, "
+          "budget_per_session_micros, budget_per_day_micros, created_unix_ms, updated_unix_ms) "
+          "VALUES(?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?8)"
+        : "UPDATE agents SET owner = ?2, default_tier = ?3, allowed_tiers = ?4, "
+          "selection_mode = ?5, budget_per_session_micros = ?6, budget_per_day_micros = ?7, "
+          "updated_unix_ms = ?8 WHERE name = ?1", false);
     if (!stmt)
         return rollback(stmt.error());
     std::string keep[2];
     bindSettings(*stmt, agent, now, keep);
     const int rc = stmt->step();
-    if (rc == SQLITE_CONSTRAINT_PRIMARYKEY || rc == SQLITE_CONSTRAINT_UNIQUE || rc == SQLITE_CONSTRAINT)
+    if (create && (rc == SQLITE_CONSTRAINT_PRIMARYKEY || rc == SQLITE_CONSTRAINT_UNIQUE || rc == SQLITE_CONSTRAINT))
         return rollback({ErrorCode::AlreadyExists, "agent '" + agent.name + "' already exists: change it with "
                                                        "`paddockctl agents edit " + agent.name + "`, or pick another name"});
     if (rc != SQLITE_DONE)
-        return rollback({ErrorCode::Unavailable, m_db->describe("creating agent " + agent.name, rc)});
+        return rollback({ErrorCode::Unavailable,
+                         m_db->describe((create ? "creating agent " : "updating agent ") + agent.name, rc)});
+    if (!create && sqlite3_changes(m_db->get()) == 0)
+        return rollback({ErrorCode::NotFound, "no agent '" + agent.name + "': create it first with `paddockctl agents "
+                                                  "create " + agent.name + "`"});
     if (auto status = writeRecords(agent.name, agent.records, now); !status)
         return rollback(status.error());
     if (auto status = m_db->exec("COMMIT"); !status)
@@ -153,6 +162,11 @@ Result<agents::Agent> AgentStore::create(const agents::Agent &agent)
     if (!loaded)
         return std::unexpected(loaded.error());
     return **loaded;
+}
+
+Result<agents::Agent> AgentStore::create(const agents::Agent &agent)
+{
+    return save(agent, /*create=*/true);
 }
 
 Result<agents::Agent> AgentStore::get(const std::string &name)
@@ -198,35 +212,7 @@ Result<AgentPage> AgentStore::list(int pageSize, const std::string &pageToken)
 
 Result<agents::Agent> AgentStore::update(const agents::Agent &agent)
 {
-    std::lock_guard lock(m_mutex);
-    const int64_t now = nowUnixMs();
-    if (auto status = m_db->exec("BEGIN IMMEDIATE"); !status)
-        return std::unexpected(status.error());
-    auto rollback = [&](Error error) -> Result<agents::Agent> {
-        (void)m_db->exec("ROLLBACK");
-        return std::unexpected(std::move(error));
-    };
-    auto stmt = m_db->prepare("UPDATE agents SET owner = ?2, default_tier = ?3, allowed_tiers = ?4, "
-                              "selection_mode = ?5, budget_per_session_micros = ?6, budget_per_day_micros = ?7, "
-                              "updated_unix_ms = ?8 WHERE name = ?1", false);
-    if (!stmt)
-        return rollback(stmt.error());
-    std::string keep[2];
-    bindSettings(*stmt, agent, now, keep);
-    const int rc = stmt->step();
-    if (rc != SQLITE_DONE)
-        return rollback({ErrorCode::Unavailable, m_db->describe("updating agent " + agent.name, rc)});
-    if (sqlite3_changes(m_db->get()) == 0)
-        return rollback({ErrorCode::NotFound, "no agent '" + agent.name + "': create it first with `paddockctl agents "
-                                                  "create " + agent.name + "`"});
-    if (auto status = writeRecords(agent.name, agent.records, now); !status)
-        return rollback(status.error());
-    if (auto status = m_db->exec("COMMIT"); !status)
-        return rollback(status.error());
-    auto loaded = load(agent.name);
-    if (!loaded)
-        return std::unexpected(loaded.error());
-    return **loaded;
+    return save(agent, /*create=*/false);
 }
 
 Result<std::map<std::string, std::string>> AgentStore::records(const std::string &agent,

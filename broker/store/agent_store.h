@@ -47,6 +47,7 @@ public:
 private:
     explicit AgentStore(std::unique_ptr<sqlite::Database> db);
     Result<std::optional<agents::Agent>> load(const std::string &name);
+    Result<agents::Agent> save(const agents::Agent &agent, bool create);
     Status writeRecords(const std::string &agent, const std::map<std::string, std::string> &records, int64_t nowMs);
 
     std::mutex m_mutex;
