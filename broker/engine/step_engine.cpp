@@ -1275,7 +1275,8 @@ std::optional<core::NewEvent> StepEngine::tierOutcome(pools::PoolClient *pool, c
     }
     if (auto samples = pool->samples(state.sandboxId, log[claimIndex].timeUnixMs - 1)) {
         for (const auto &sample : *samples)
-            input.samples.push_back({sample.timeUnixMs, sample.cpuCores, sample.memoryBytes, sample.throttledFraction});
+            input.samples.push_back({sample.timeUnixMs, sample.cpuCores, sample.memoryBytes, sample.cpuPeriods,
+                                     sample.cpuThrottledPeriods});
     } else {
         spdlog::debug("session {}: no samples of sandbox {} for the outcome of {}: {}", state.id, state.sandboxId,
                       decisionId, samples.error().message);

@@ -19,21 +19,21 @@ Outcome classifyOutcome(const OutcomeInput &input)
     out.memoryLimitBytes = input.memoryLimitBytes;
     out.samples = static_cast<int>(input.samples.size());
     double cpuSum = 0;
-    int throttledKnown = 0;
-    double throttledSum = 0;
+    int64_t throttledPeriods = 0;
     for (const auto &sample : input.samples) {
         out.peakMemoryBytes = std::max(out.peakMemoryBytes, sample.memoryBytes);
         out.peakCpuCores = std::max(out.peakCpuCores, sample.cpuCores);
         cpuSum += sample.cpuCores;
-        if (sample.throttledFraction >= 0) {
-            throttledSum += sample.throttledFraction;
-            ++throttledKnown;
+        // Counted since the sandbox started: the newest has the whole claim's.
+        if (sample.cpuPeriods >= out.cpuPeriods) {
+            out.cpuPeriods = sample.cpuPeriods;
+            throttledPeriods = sample.cpuThrottledPeriods;
         }
     }
     if (!input.samples.empty() && input.cpuLimit > 0)
         out.meanCpuFraction = cpuSum / static_cast<double>(input.samples.size()) / input.cpuLimit;
-    if (throttledKnown > 0)
-        out.throttledFraction = throttledSum / throttledKnown;
+    if (out.cpuPeriods > 0)
+        out.throttledFraction = static_cast<double>(throttledPeriods) / static_cast<double>(out.cpuPeriods);
 
     if (input.oomKilled) {
         out.outcome = "oom";
@@ -45,7 +45,7 @@ Outcome classifyOutcome(const OutcomeInput &input)
         out.outcome = "timeout";
         return out;
     }
-    if (throttledKnown > 0 && out.throttledFraction > kUnderAllocatedThrottledFraction) {
+    if (out.cpuPeriods >= kUnderAllocatedMinPeriods && out.throttledFraction > kUnderAllocatedThrottledFraction) {
         out.outcome = "under_allocated";
         // Throttled: it wanted more cpu than it had.
         out.fittingTier = fittingTier(input.tiers, out.peakMemoryBytes, input.cpuLimit * 1.5);
@@ -70,6 +70,7 @@ nlohmann::json outcomeJson(const std::string &decisionId, const Outcome &outcome
             {"memory_limit_bytes", outcome.memoryLimitBytes},
             {"mean_cpu_fraction", outcome.meanCpuFraction},
             {"throttled_fraction", outcome.throttledFraction},
+            {"cpu_periods", outcome.cpuPeriods},
             {"peak_cpu_cores", outcome.peakCpuCores},
             {"fitting_tier", outcome.fittingTier},
             {"samples", outcome.samples}};

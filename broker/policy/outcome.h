@@ -19,8 +19,10 @@ struct UsageSample {
     int64_t timeUnixMs = 0;
     double cpuCores = 0;
     int64_t memoryBytes = 0;
-    // cpu.stat's throttled periods over all periods since the sample before; < 0: not known.
-    double throttledFraction = -1;
+    // The cgroup's CFS counters since the sandbox started (cpu.stat nr_periods, nr_throttled; 0:
+    // not known): the last sample of a claim has the whole claim's.
+    int64_t cpuPeriods = 0;
+    int64_t cpuThrottledPeriods = 0;
 };
 
 struct OutcomeInput {
@@ -38,7 +40,8 @@ struct Outcome {
     int64_t peakMemoryBytes = 0;
     int64_t memoryLimitBytes = 0;
     double meanCpuFraction = 0;   // of the tier's cpu
-    double throttledFraction = 0;
+    double throttledFraction = 0;  // throttled periods over the periods its tasks ran, over the claim
+    int64_t cpuPeriods = 0;        // how many periods that is
     double peakCpuCores = 0;
     std::string fittingTier;      // set for oom and over/under allocation
     int samples = 0;
@@ -48,8 +51,12 @@ struct Outcome {
 inline constexpr double kOverAllocatedMemoryFraction = 0.25;
 inline constexpr double kOverAllocatedCpuFraction = 0.10;
 inline constexpr double kUnderAllocatedThrottledFraction = 0.5;
+// Fewer periods than this (a second of running at the pool's 10 ms period) are no verdict: the
+// start of a short command alone may use a period's quota (a runsc exec does at half a core).
+inline constexpr int64_t kUnderAllocatedMinPeriods = 100;
 
-// oom > timeout > under_allocated (throttled more than half the time) > over_allocated (peak memory
+// oom > timeout > under_allocated (throttled in more than half of the CFS periods it ran, over at
+// least kUnderAllocatedMinPeriods) > over_allocated (peak memory
 // under 25% of the limit and mean CPU under 10%) > ok.
 Outcome classifyOutcome(const OutcomeInput &input);
 

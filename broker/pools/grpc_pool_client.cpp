@@ -50,6 +50,12 @@ bool looksLikeTlsFailure(const std::string &message)
                        [&](const char *marker) { return message.find(marker) != std::string::npos; });
 }
 
+ResourcePoint toResourcePoint(const v1::ResourceSample &s)
+{
+    return {s.time_unix_ms(), s.cpu_cores(), s.memory_bytes(), s.pids(), s.disk_bytes(), s.cpu_throttled(),
+            s.cpu_periods(), s.cpu_throttled_periods(), s.cpu_throttled_usec()};
+}
+
 class GrpcPoolClient final : public PoolClient {
 public:
     explicit GrpcPoolClient(PoolConnection connection)
@@ -310,7 +316,7 @@ public:
         std::vector<ResourcePoint> out;
         out.reserve(static_cast<size_t>(resp.samples_size()));
         for (const auto &s : resp.samples())
-            out.push_back(ResourcePoint{s.time_unix_ms(), s.cpu_cores(), s.memory_bytes(), s.pids()});
+            out.push_back(toResourcePoint(s));
         return out;
     }
 
@@ -365,7 +371,7 @@ public:
         out.stdoutBytes = pm.stdout_bytes();
         out.stderrBytes = pm.stderr_bytes();
         for (const auto &s : pm.samples())
-            out.samples.push_back(ResourcePoint{s.time_unix_ms(), s.cpu_cores(), s.memory_bytes(), s.pids()});
+            out.samples.push_back(toResourcePoint(s));
         for (const auto &p : pm.processes())
             out.processes.push_back(ProcessInfo{p.pid(), p.ppid(), p.state(), p.rss_bytes(), p.command()});
         out.processesNote = pm.processes_note();

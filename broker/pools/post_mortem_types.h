@@ -21,7 +21,13 @@ struct ResourcePoint {
     double cpuCores = 0;
     int64_t memoryBytes = 0;
     int64_t pids = 0;
-    double throttledFraction = -1;   // throttled CFS periods over all periods since the sample before; < 0: unknown
+    int64_t diskBytes = 0;            // the workspace's disk use; 0: not measured (no disk limit)
+    bool cpuThrottled = false;        // throttled in at least one CFS period since the sample before
+    // The cgroup's CFS bandwidth counters since the sandbox started (cpu.stat; 0: not known): the
+    // periods its tasks ran, the periods they used the whole quota in and waited, the time waited.
+    int64_t cpuPeriods = 0;
+    int64_t cpuThrottledPeriods = 0;
+    int64_t cpuThrottledUs = 0;
 };
 
 struct PostMortemInfo {

@@ -127,6 +127,19 @@ void toProto(const store::DecisionRecord &decision, v1::EnvironmentDecision *out
     }
 }
 
+void toProto(const pools::ResourcePoint &point, v1::ResourceSample *out)
+{
+    out->set_time_unix_ms(point.timeUnixMs);
+    out->set_cpu_cores(point.cpuCores);
+    out->set_memory_bytes(point.memoryBytes);
+    out->set_pids(point.pids);
+    out->set_disk_bytes(point.diskBytes);
+    out->set_cpu_throttled(point.cpuThrottled);
+    out->set_cpu_periods(point.cpuPeriods);
+    out->set_cpu_throttled_periods(point.cpuThrottledPeriods);
+    out->set_cpu_throttled_usec(point.cpuThrottledUs);
+}
+
 Result<store::SessionQuery> toQuery(const v1::SessionFilter &filter)
 {
     store::SessionQuery query;

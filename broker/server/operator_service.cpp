@@ -1,6 +1,7 @@
 #include "broker/server/operator_service.h"
 
 #include "broker/server/caller.h"
+#include "broker/server/convert.h"
 
 #include "broker/server/broker_service.h"
 #include "broker/server/queued_writer.h"
@@ -45,13 +46,8 @@ void fill(const pools::PostMortemInfo &pm, v1::PostMortem *out, const secrets::R
     out->set_signal(pm.signal);
     out->set_last_stdout(r(pm.lastStdout));
     out->set_last_stderr(r(pm.lastStderr));
-    for (const auto &s : pm.samples) {
-        auto *o = out->add_samples();
-        o->set_time_unix_ms(s.timeUnixMs);
-        o->set_cpu_cores(s.cpuCores);
-        o->set_memory_bytes(s.memoryBytes);
-        o->set_pids(s.pids);
-    }
+    for (const auto &s : pm.samples)
+        toProto(s, out->add_samples());
     for (const auto &p : pm.processes) {
         auto *o = out->add_processes();
         o->set_pid(p.pid);

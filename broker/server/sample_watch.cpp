@@ -1,5 +1,6 @@
 #include "broker/server/sample_watch.h"
 
+#include "broker/server/convert.h"
 #include "broker/server/queued_writer.h"
 #include "rpc/status.h"
 
@@ -145,13 +146,8 @@ void SampleWatches::pollerLoop()
             if (samples->empty())
                 continue;
             v1::SandboxSamples msg;
-            for (const auto &s : *samples) {
-                auto *o = msg.add_samples();
-                o->set_time_unix_ms(s.timeUnixMs);
-                o->set_cpu_cores(s.cpuCores);
-                o->set_memory_bytes(s.memoryBytes);
-                o->set_pids(s.pids);
-            }
+            for (const auto &s : *samples)
+                toProto(s, msg.add_samples());
             stream->lastUnixMs = samples->back().timeUnixMs;
             if (!stream->push(std::move(msg))) {
                 stream->finish(grpc::Status::CANCELLED);

@@ -82,7 +82,8 @@ std::string PostMortemStore::toJson(const PostMortemRecord &r)
 {
     json samples = json::array();
     for (const auto &s : r.samples)
-        samples.push_back({s.unixMs, s.memoryBytes, s.cpuUsageUs, s.pids, s.diskBytes});
+        samples.push_back({s.unixMs, s.memoryBytes, s.cpuUsageUs, s.pids, s.diskBytes, s.throttling.periods,
+                           s.throttling.throttledPeriods, s.throttling.throttledUs});
     json procs = json::array();
     for (const auto &p : r.processes)
         procs.push_back({{"pid", p.pid}, {"ppid", p.ppid}, {"state", p.state}, {"rss", p.rssBytes}, {"command", p.command}});
@@ -150,6 +151,11 @@ Result<PostMortemRecord> PostMortemStore::fromJson(const std::string &text)
             cs.pids = s.at(3).get<int64_t>();
             if (s.size() > 4)   // records written before disk samples have four fields
                 cs.diskBytes = s.at(4).get<int64_t>();
+            if (s.size() > 7) {   // and before cpu throttling, five
+                cs.throttling.periods = s.at(5).get<int64_t>();
+                cs.throttling.throttledPeriods = s.at(6).get<int64_t>();
+                cs.throttling.throttledUs = s.at(7).get<int64_t>();
+            }
             r.samples.push_back(cs);
         }
         for (const auto &p : j.value("processes", json::array())) {

@@ -382,6 +382,8 @@ Result<std::shared_ptr<SandboxPool::Sandbox>> SandboxPool::startSandbox(Tier &ti
         removeDir();
         return std::unexpected(running.error());
     }
+    if (cgroup)
+        cgroup->markStarted();
     {
         std::lock_guard lock(m_mutex);
         tier.starts++;

@@ -177,6 +177,26 @@ std::string makeDirs(const fs::path &dir)
 
 } // namespace
 
+CpuThrottling parseCpuStat(std::string_view text)
+{
+    CpuThrottling t;
+    t.periods = keyedValue(text, "nr_periods");
+    t.throttledPeriods = keyedValue(text, "nr_throttled");
+    t.throttledUs = keyedValue(text, "throttled_usec");
+    if (t.throttledUs < 0) {
+        const int64_t ns = keyedValue(text, "throttled_time");
+        t.throttledUs = ns < 0 ? -1 : ns / 1000;
+    }
+    return t;
+}
+
+CpuThrottling CpuThrottling::since(const CpuThrottling &earlier) const
+{
+    auto minus = [](int64_t now, int64_t then) { return now < 0 || then < 0 ? int64_t{-1} : std::max<int64_t>(0, now - then); };
+    return {minus(periods, earlier.periods), minus(throttledPeriods, earlier.throttledPeriods),
+            minus(throttledUs, earlier.throttledUs)};
+}
+
 std::string CgroupLayout::statusText() const
 {
     if (version == "none")
@@ -477,7 +497,11 @@ CgroupSample SandboxCgroup::sample() const
     s.unixMs = std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::system_clock::now().time_since_epoch()).count();
     if (m_version == "v2") {
         s.memoryBytes = readInt(m_memoryDir / "memory.current");
-        s.cpuUsageUs = readKey(m_memoryDir / "cpu.stat", "usage_usec");
+        // One cpu.stat has both the usage and, with the cpu controller enabled, the throttling.
+        if (auto cpuStat = readFile(m_memoryDir / "cpu.stat")) {
+            s.cpuUsageUs = keyedValue(*cpuStat, "usage_usec");
+            s.throttling = parseCpuStat(*cpuStat);
+        }
         s.pids = readInt(m_memoryDir / "pids.current");
     } else {
         if (!m_memoryDir.empty())
@@ -488,8 +512,19 @@ CgroupSample SandboxCgroup::sample() const
         }
         if (!m_pidsDir.empty())
             s.pids = readInt(m_pidsDir / "pids.current");
+        if (!m_cpuDir.empty())
+            if (auto cpuStat = readFile(m_cpuDir / "cpu.stat"))
+                s.throttling = parseCpuStat(*cpuStat);
     }
+    if (m_throttlingAtStart.known())
+        s.throttling = s.throttling.since(m_throttlingAtStart);
     return s;
+}
+
+void SandboxCgroup::markStarted()
+{
+    m_throttlingAtStart = {};
+    m_throttlingAtStart = sample().throttling;
 }
 
 void SandboxCgroup::closeProcsFds()

@@ -24,6 +24,7 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 namespace paddock::pool {
@@ -48,12 +49,29 @@ struct CgroupLimits {
     int64_t pids = 0;          // 0: no pids limit
 };
 
+// CFS bandwidth control's counters from cpu.stat: the periods in which the cgroup's tasks ran, the
+// periods in which they used the whole quota and waited for the next one, and how long they waited.
+// v2 names the wait throttled_usec; v1's cpu controller names it throttled_time, in nanoseconds.
+struct CpuThrottling {
+    int64_t periods = -1;            // nr_periods; -1: not known (no cpu controller, unreadable)
+    int64_t throttledPeriods = -1;   // nr_throttled
+    int64_t throttledUs = -1;        // throttled_usec, or throttled_time / 1000
+    bool known() const { return periods >= 0 && throttledPeriods >= 0; }
+    // this - since, counter by counter; unknown when either is.
+    CpuThrottling since(const CpuThrottling &earlier) const;
+};
+
+// The counters in the text of a v1 or v2 cpu.stat (which one is told by its keys); fields the text
+// lacks stay -1 (a v2 cpu.stat without the cpu controller has usage_usec only).
+CpuThrottling parseCpuStat(std::string_view text);
+
 struct CgroupSample {
     int64_t unixMs = 0;
     int64_t memoryBytes = -1;   // memory.current / memory.usage_in_bytes; -1 when unreadable
     int64_t cpuUsageUs = -1;    // cumulative cpu time of the cgroup
     int64_t pids = -1;          // pids.current
     int64_t diskBytes = -1;     // not the cgroup's: the sandbox directory's disk use (workspace_fs.h), -1 without disk limits
+    CpuThrottling throttling;   // since markStarted(): a runtime's own boot is not the session's
 };
 
 class SandboxCgroup {
@@ -72,6 +90,10 @@ public:
     void closeProcsFds();
     // How many processes the OOM killer has killed in this cgroup so far (-1: unknown).
     int64_t oomKills() const;
+    // Once the runtime has started (the init waits for work): later samples count CPU throttling
+    // from here, so that a runtime whose boot is CPU-heavy under a small quota (runsc) does not
+    // show its boot as the session's throttling. Call before the sandbox is shared.
+    void markStarted();
     CgroupSample sample() const;
     // Kills whatever still runs in the cgroup and removes its directories. Idempotent.
     void remove();
@@ -84,6 +106,7 @@ private:
     std::vector<std::filesystem::path> m_dirs;
     std::filesystem::path m_memoryDir, m_cpuacctDir, m_pidsDir, m_cpuDir;
     std::vector<int> m_procsFds;
+    CpuThrottling m_throttlingAtStart;   // written by markStarted() only
     // memory.events (v2) or memory.oom_control (v1), opened once: oomKills() runs before every
     // exec, on its latency path, and a pread of an open file costs a fraction of an open, read and
     // close by path. Closed by the destructor only (never while an exec may read it); it keeps

@@ -6,9 +6,40 @@
 #include "common/clock.h"
 
 #include <algorithm>
+#include <limits>
 
 namespace paddock::pool {
 namespace {
+
+// The samples newer than afterUnixMs, oldest first. cpu_cores and cpu_throttled come from the
+// counters' change since the sample before; the throttling counters are sent as they are.
+void fillSamples(const std::vector<CgroupSample> &samples, int64_t afterUnixMs,
+                 google::protobuf::RepeatedPtrField<v1::ResourceSample> *out)
+{
+    for (size_t i = 0; i < samples.size(); ++i) {
+        const auto &s = samples[i];
+        if (s.unixMs <= afterUnixMs)
+            continue;
+        auto *o = out->Add();
+        o->set_time_unix_ms(s.unixMs);
+        o->set_memory_bytes(std::max<int64_t>(0, s.memoryBytes));
+        o->set_pids(std::max<int64_t>(0, s.pids));
+        o->set_disk_bytes(std::max<int64_t>(0, s.diskBytes));
+        if (s.throttling.known()) {
+            o->set_cpu_periods(s.throttling.periods);
+            o->set_cpu_throttled_periods(s.throttling.throttledPeriods);
+            o->set_cpu_throttled_usec(std::max<int64_t>(0, s.throttling.throttledUs));
+        }
+        if (i == 0)
+            continue;
+        const auto &p = samples[i - 1];
+        const int64_t dt = s.unixMs - p.unixMs;
+        if (dt > 0 && s.cpuUsageUs >= 0 && p.cpuUsageUs >= 0 && s.cpuUsageUs >= p.cpuUsageUs)
+            o->set_cpu_cores(static_cast<double>(s.cpuUsageUs - p.cpuUsageUs) / 1000.0 / static_cast<double>(dt));
+        o->set_cpu_throttled(s.throttling.known() && p.throttling.known()
+                             && s.throttling.throttledPeriods > p.throttling.throttledPeriods);
+    }
+}
 
 void fillPostMortem(const PostMortemRecord &r, bool full, v1::PostMortem *out)
 {
@@ -44,21 +75,7 @@ void fillPostMortem(const PostMortemRecord &r, bool full, v1::PostMortem *out)
         return;
     out->set_last_stdout(r.lastStdout);
     out->set_last_stderr(r.lastStderr);
-    // cpu_cores from the cumulative cpu time between two samples.
-    for (size_t i = 0; i < r.samples.size(); ++i) {
-        const auto &s = r.samples[i];
-        auto *o = out->add_samples();
-        o->set_time_unix_ms(s.unixMs);
-        o->set_memory_bytes(std::max<int64_t>(0, s.memoryBytes));
-        o->set_pids(std::max<int64_t>(0, s.pids));
-        o->set_disk_bytes(std::max<int64_t>(0, s.diskBytes));
-        if (i > 0) {
-            const auto &p = r.samples[i - 1];
-            const int64_t dt = s.unixMs - p.unixMs;
-            if (dt > 0 && s.cpuUsageUs >= 0 && p.cpuUsageUs >= 0 && s.cpuUsageUs >= p.cpuUsageUs)
-                o->set_cpu_cores(static_cast<double>(s.cpuUsageUs - p.cpuUsageUs) / 1000.0 / static_cast<double>(dt));
-        }
-    }
+    fillSamples(r.samples, std::numeric_limits<int64_t>::min(), out->mutable_samples());
     for (const auto &p : r.processes) {
         auto *o = out->add_processes();
         o->set_pid(p.pid);
@@ -190,23 +207,7 @@ grpc::ServerUnaryReactor *PoolService::GetSamples(grpc::CallbackServerContext *c
         reactor->Finish(toGrpcStatus(r.error()));
         return reactor;
     }
-    const std::vector<CgroupSample> &samples = *r;
-    for (size_t i = 0; i < samples.size(); ++i) {
-        const auto &s = samples[i];
-        if (s.unixMs <= req->after_unix_ms())
-            continue;
-        auto *o = resp->add_samples();
-        o->set_time_unix_ms(s.unixMs);
-        o->set_memory_bytes(std::max<int64_t>(0, s.memoryBytes));
-        o->set_pids(std::max<int64_t>(0, s.pids));
-        o->set_disk_bytes(std::max<int64_t>(0, s.diskBytes));
-        if (i > 0) {
-            const auto &p = samples[i - 1];
-            const int64_t dt = s.unixMs - p.unixMs;
-            if (dt > 0 && s.cpuUsageUs >= 0 && p.cpuUsageUs >= 0 && s.cpuUsageUs >= p.cpuUsageUs)
-                o->set_cpu_cores(static_cast<double>(s.cpuUsageUs - p.cpuUsageUs) / 1000.0 / static_cast<double>(dt));
-        }
-    }
+    fillSamples(*r, req->after_unix_ms(), resp->mutable_samples());
     reactor->Finish(grpc::Status::OK);
     return reactor;
 }

@@ -5,6 +5,7 @@
 // GetDecisionStats counts.
 
 #include "tests/integration/daemons_fixture.h"
+#include "tests/support/cpu_weight.h"
 
 #include <pwd.h>
 #include <unistd.h>
@@ -91,6 +92,19 @@ protected:
         all.insert(all.end(), args.begin(), args.end());
         const CliResult created = cli(all);
         ASSERT_EQ(created.exitCode, 0) << created.err;
+    }
+
+    // The outcome is recorded with the release, which follows the session's end.
+    json outcomeOf(const std::string &id)
+    {
+        for (int i = 0; i < 100; ++i) {
+            const auto outcomes = ofKind(eventsOf(id), "env.outcome");
+            if (!outcomes.empty())
+                return outcomes.front();
+            std::this_thread::sleep_for(std::chrono::milliseconds(100));
+        }
+        ADD_FAILURE() << "no env.outcome for " << id << ": " << eventsOf(id).dump(1);
+        return json::object();
     }
 
     std::vector<json> decisions(const std::vector<std::string> &filters)
@@ -297,17 +311,6 @@ command = "sleep 1.5; exec tail /dev/zero"
     ASSERT_FALSE(idle.empty());
     ASSERT_FALSE(oom.empty());
 
-    // The outcome is recorded with the release, which follows the session's end.
-    auto outcomeOf = [&](const std::string &id) {
-        for (int i = 0; i < 100; ++i) {
-            const auto outcomes = ofKind(eventsOf(id), "env.outcome");
-            if (!outcomes.empty())
-                return outcomes.front();
-            std::this_thread::sleep_for(std::chrono::milliseconds(100));
-        }
-        ADD_FAILURE() << "no env.outcome for " << id << ": " << eventsOf(id).dump(1);
-        return json::object();
-    };
     const json okOutcome = outcomeOf(ok);
     EXPECT_EQ(okOutcome["outcome"], "ok") << okOutcome;
     EXPECT_GT(okOutcome["peak_memory_bytes"].get<int64_t>(), 32 * 1024 * 1024) << okOutcome;
@@ -356,6 +359,71 @@ command = "sleep 1.5; exec tail /dev/zero"
     const CliResult byChooser = cli({"decisions", "stats", "--by", "chooser"});
     ASSERT_EQ(byChooser.exitCode, 0) << byChooser.err;
     EXPECT_NE(byChooser.out.find("human"), std::string::npos) << byChooser.out;
+}
+
+// The demo's lite tier (bubblewrap, half a core) and a bigger one.
+class UnderAllocation : public Decisions {
+protected:
+    std::map<std::string, std::string> configFiles() const override
+    {
+        return {{"pool.toml", "[[tier]]\nname = \"lite\"\nruntime = \"bwrap\"\nwarm_count = 1\nmax_count = 4\n"
+                              "memory_mb = 512\ncpu = 0.5\nprice_per_hour = 0.02\n"
+                              "[[tier]]\nname = \"standard\"\nruntime = \"bwrap\"\nwarm_count = 1\nmax_count = 4\n"
+                              "memory_mb = 4096\ncpu = 2.0\nprice_per_hour = 0.12\n"},
+                {"broker.toml", "default_tier = \"lite\"\n"}};
+    }
+
+    // Made before SetUp starts the pool, which makes its cgroups under this process's: a weighted
+    // one, so that lite's half core is there to be used up on a busy host.
+    CpuWeight m_weight;
+};
+
+// The playbook the broker ships (decision-under-allocated) spins two loops for 6 s on lite: its
+// cgroup is throttled in most of the CFS periods it ran, so the decision's outcome is
+// under_allocated, and the tier that would have fitted is the one with the cpu it wanted. An idle
+// session on the same tier is not.
+TEST_F(UnderAllocation, CpuBoundLoopsOnLiteAreUnderAllocated)
+{
+    if (::geteuid() != 0)
+        GTEST_SKIP() << "the pool needs root for cgroup limits (no cpu quota, no throttling without them)";
+    const std::string spun = submitAndFollow({"--playbook", "decision-under-allocated", "--tier", "lite"});
+    const std::string idle = submitAndFollow({"--playbook", playbook("idles", R"(
+[[step]]
+tool = "run_command"
+command = "sleep 3"
+)").string(), "--tier", "lite"});
+    ASSERT_FALSE(spun.empty());
+    ASSERT_FALSE(idle.empty());
+
+    const json outcome = outcomeOf(spun);
+    ASSERT_TRUE(outcome.contains("cpu_periods")) << outcome;
+    // As in pool_runtime_isolation_test: the quota bites only if the host gave lite its half core.
+    if (!m_weight.active() && outcome["mean_cpu_fraction"].get<double>() < 0.9)
+        GTEST_SKIP() << "the host gave lite " << outcome["mean_cpu_fraction"] << " of its cpu: " << outcome;
+    EXPECT_EQ(outcome["outcome"], "under_allocated") << outcome;
+    EXPECT_EQ(outcome["fitting_tier"], "standard") << outcome;
+    EXPECT_EQ(outcome["tier"], "lite");
+    EXPECT_GT(outcome["throttled_fraction"].get<double>(), 0.5) << outcome;
+    EXPECT_GE(outcome["cpu_periods"].get<int64_t>(), 100) << outcome;
+    EXPECT_EQ(outcome["decision_id"], startDecision(spun)["id"]);
+    const json idleOutcome = outcomeOf(idle);
+    EXPECT_NE(idleOutcome["outcome"], "under_allocated") << idleOutcome;
+    EXPECT_LT(idleOutcome["throttled_fraction"].get<double>() * idleOutcome["cpu_periods"].get<double>(),
+              0.1 * outcome["throttled_fraction"].get<double>() * outcome["cpu_periods"].get<double>())
+        << "idle, throttled in next to none of the periods the loops were: " << idleOutcome;
+
+    // The decision's row says so, with the figures the console shows.
+    const auto listed = decisions({"--outcome", "under_allocated"});
+    ASSERT_EQ(listed.size(), 1u);
+    EXPECT_EQ(listed[0]["session_id"], spun);
+    EXPECT_EQ(listed[0]["fitting_tier"], "standard");
+    EXPECT_GT(listed[0]["throttled_fraction"].get<double>(), 0.5) << listed[0];
+    const CliResult stats = cli({"decisions", "stats", "--by", "tier", "--output", "json"});
+    ASSERT_EQ(stats.exitCode, 0) << stats.err;
+    const auto lines = jsonLines(stats.out);
+    ASSERT_EQ(lines.size(), 1u) << stats.out;
+    EXPECT_EQ(lines[0]["tier"], "lite");
+    EXPECT_EQ(lines[0]["under_allocated"], 1) << stats.out;
 }
 
 } // namespace

@@ -1,10 +1,12 @@
 // WatchSandboxSamples end to end: the real pool and broker, a session whose command sleeps for a
 // while, and the broker's stream of its sandbox's samples read over gRPC the way the console reads
 // it: samples arrive while the command runs, and the stream ends with OK once the session is over
-// and its sandbox released. An unknown sandbox or pool is refused with NOT_FOUND.
+// and its sandbox released, each with what the pool measured: the workspace's disk use and the
+// cgroup's CPU throttling counters. An unknown sandbox or pool is refused with NOT_FOUND.
 #include "tests/integration/daemons_fixture.h"
 
 #include "paddock/v1/broker.grpc.pb.h"
+#include "paddock/v1/pool.grpc.pb.h"
 
 #include <grpcpp/grpcpp.h>
 
@@ -20,7 +22,7 @@ name = "sleepy"
 goal = "wait a little"
 [[step]]
 tool = "run_command"
-command = "sleep 3"
+command = "head -c 2097152 /dev/urandom > ballast && sync ballast && sleep 3"
 )";
 
 class SampleWatch : public DaemonsTest {
@@ -71,18 +73,36 @@ TEST_F(SampleWatch, SamplesStreamWhileTheCommandRunsAndTheStreamEndsAtRelease)
     v1::SandboxSamples batch;
     int samples = 0;
     int64_t last = 0;
+    v1::ResourceSample newest;
     while (reader->Read(&batch)) {
         for (const auto &s : batch.samples()) {
             EXPECT_GT(s.time_unix_ms(), last) << "samples come oldest first, each once";
             last = s.time_unix_ms();
             EXPECT_GT(s.memory_bytes(), 0);
             EXPECT_GE(s.pids(), 1);
+            EXPECT_LE(s.cpu_throttled_periods(), s.cpu_periods());
+            EXPECT_GE(s.cpu_periods(), newest.cpu_periods()) << "counted since the sandbox started";
+            newest = s;
             ++samples;
         }
     }
     const grpc::Status status = reader->Finish();
     EXPECT_TRUE(status.ok()) << "the stream ends with OK when the sandbox is released: " << status.error_message();
     EXPECT_GE(samples, 2) << "a command of 3 s is sampled at least twice";
+    // What the pool measures reaches the stream: the ballast in the workspace (where the pool
+    // holds tiers to their disk_mb) and the periods the command ran under lite's cpu quota.
+    v1::PoolStatusResponse pool;
+    {
+        auto poolStub = v1::PoolService::NewStub(grpc::CreateChannel(m_pool->endpoint, grpc::InsecureChannelCredentials()));
+        grpc::ClientContext poolCtx;
+        ASSERT_TRUE(poolStub->Status(&poolCtx, {}, &pool).ok());
+    }
+    if (pool.disk_limits() == "btrfs qgroups") {
+        EXPECT_GE(newest.disk_bytes(), 2 << 20) << newest.DebugString();
+    }
+    if (pool.cgroup_version().rfind("v1", 0) == 0) {
+        EXPECT_GT(newest.cpu_periods(), 0) << newest.DebugString();
+    }
 
     // The sandbox went back because the session is over: it ends as succeeded.
     std::string shown;

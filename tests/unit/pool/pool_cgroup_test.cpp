@@ -136,6 +136,56 @@ TEST(CgroupDetection, ReadsAV2OnlyLayout)
     fs::remove_all(dir, ec);
 }
 
+// cpu.stat as this machine's kernel (6.18) wrote it: v1's cpu controller with a 5 ms quota in 10 ms
+// periods, one loop spinning for 2 s; the v2 mount beside it, which has no cpu controller here.
+constexpr const char *kCpuStatV1 = "nr_periods 202\nnr_throttled 161\nthrottled_time 532505733\nnr_bursts 0\nburst_time 0\n";
+constexpr const char *kCpuStatV2NoCpuController =
+    "usage_usec 53943663719\nuser_usec 49295465187\nsystem_usec 4648198532\nnice_usec 3094223368\n";
+// v2 with the cpu controller enabled: the same kernel's keys (Documentation/admin-guide/cgroup-v2.rst);
+// not captured here, where the cpu controller is bound to v1.
+constexpr const char *kCpuStatV2 = "usage_usec 1012345\nuser_usec 1008622\nsystem_usec 3723\nnice_usec 0\n"
+                                   "core_sched.force_idle_usec 0\nnr_periods 205\nnr_throttled 198\n"
+                                   "throttled_usec 1957023\nnr_bursts 0\nburst_usec 0\n";
+
+TEST(CpuStat, V1CountsThrottledTimeInNanoseconds)
+{
+    const pool::CpuThrottling t = pool::parseCpuStat(kCpuStatV1);
+    ASSERT_TRUE(t.known());
+    EXPECT_EQ(t.periods, 202);
+    EXPECT_EQ(t.throttledPeriods, 161);
+    EXPECT_EQ(t.throttledUs, 532505);
+}
+
+TEST(CpuStat, V2CountsThrottledTimeInMicroseconds)
+{
+    const pool::CpuThrottling t = pool::parseCpuStat(kCpuStatV2);
+    ASSERT_TRUE(t.known());
+    EXPECT_EQ(t.periods, 205);
+    EXPECT_EQ(t.throttledPeriods, 198);
+    EXPECT_EQ(t.throttledUs, 1957023);
+    // usage_usec and nr_bursts are not mistaken for the counters they start like.
+    EXPECT_EQ(pool::parseCpuStat("nr_periods_x 9\nnr_periods 3\nnr_throttled 1\nthrottled_usec 7").periods, 3);
+}
+
+TEST(CpuStat, WithoutTheCpuControllerThrottlingIsUnknownNotZero)
+{
+    const pool::CpuThrottling t = pool::parseCpuStat(kCpuStatV2NoCpuController);
+    EXPECT_FALSE(t.known());
+    EXPECT_EQ(t.periods, -1);
+    EXPECT_EQ(t.throttledUs, -1);
+    EXPECT_FALSE(pool::parseCpuStat("").known());
+}
+
+TEST(CpuStat, CountsSinceAnEarlierReading)
+{
+    const pool::CpuThrottling later = pool::parseCpuStat(kCpuStatV1);
+    const pool::CpuThrottling since = later.since({2, 1, 500});
+    EXPECT_EQ(since.periods, 200);
+    EXPECT_EQ(since.throttledPeriods, 160);
+    EXPECT_EQ(since.throttledUs, 532005);
+    EXPECT_FALSE(later.since({}).known()) << "an unknown start makes the difference unknown";
+}
+
 TEST_F(CgroupLite, StatusAndLimitsComeFromTheTier)
 {
     EXPECT_EQ(m_pool->stats().cgroupVersion, m_pool->cgroupLayout().statusText());
@@ -332,6 +382,11 @@ TEST_F(CgroupLite, GetSamplesAnswersForAClaimedSandboxAndNotFoundOtherwise)
         EXPECT_GE(s.cpu_cores(), 0.0);
     }
     EXPECT_LT(all.samples(0).time_unix_ms(), all.samples(all.samples_size() - 1).time_unix_ms());
+    // A one-core quota: the loop ran in CFS periods, which the samples count from the start.
+    const auto &last = all.samples(all.samples_size() - 1);
+    EXPECT_GT(last.cpu_periods(), 0);
+    EXPECT_LE(last.cpu_throttled_periods(), last.cpu_periods());
+    EXPECT_GE(last.cpu_periods(), all.samples(0).cpu_periods()) << "counted since the sandbox started, never reset";
     // Only the ones after the given time.
     const int64_t after = all.samples(0).time_unix_ms();
     paddock::v1::GetSamplesResponse newer;

@@ -7,11 +7,13 @@
 #include "pool/core/sandbox_pool.h"
 #include "pool/init/init_client.h"
 #include "pool/runtimes/oci_runtime.h"
+#include "tests/support/cpu_weight.h"
 
 #include <gtest/gtest.h>
 
 #include <algorithm>
 #include <arpa/inet.h>
+#include <cstdio>
 #include <cstdlib>
 #include <dirent.h>
 #include <filesystem>
@@ -47,6 +49,8 @@ std::string caseName(const ::testing::TestParamInfo<TierCase> &info) { return in
 // What ctest lists and a failure prints: "lite (bwrap)", not the struct's bytes.
 void PrintTo(const TierCase &c, std::ostream *os) { *os << c.tier << " (" << c.runtime << ")"; }
 
+std::string halfTier(const TierCase &c) { return c.tier + "-half"; }
+
 struct Harness {
     fs::path dir;
     std::unique_ptr<pool::SandboxPool> sandboxPool;
@@ -79,6 +83,12 @@ struct Harness {
         tier.pids = 256;
         tier.diskBytes = kDiskLimit;
         config.tiers.push_back(tier);
+        // The same runtime at half a core, started cold when a test claims it (CpuThrottlingIsSampled).
+        tier.name = halfTier(c);
+        tier.cpu = 0.5;
+        tier.warmCount = 0;
+        tier.maxCount = 1;
+        config.tiers.push_back(tier);
         auto created = pool::SandboxPool::create(config);
         if (!created) {
             std::fprintf(stderr, "cannot create the pool: %s\n", created.error().message.c_str());
@@ -100,6 +110,9 @@ struct Harness {
 
 std::map<std::string, std::unique_ptr<Harness>> &harnesses()
 {
+    // The pools make their cgroups under this process's: a weighted one, so that a sandbox gets
+    // its cpu quota on a busy host (CpuThrottlingIsSampled). Made first, so it outlives the pools.
+    static test::CpuWeight weight;
     static std::map<std::string, std::unique_ptr<Harness>> all;
     return all;
 }
@@ -367,6 +380,67 @@ TEST_P(TierIsolation, SamplesAreTakenAndReleaseLeavesNothingBehind)
     for (const auto &dir : cgroupDirs)
         EXPECT_FALSE(fs::exists(dir)) << dir.string();
     EXPECT_FALSE(fs::exists(m_harness->dir / "state" / "sandboxes" / id)) << "its directory (and the runtime's state) is gone";
+}
+
+// Half a core on every runtime (whose processes all run in the sandbox's cgroup): samples read
+// the cgroup's CFS throttling (cpu.stat, v1 or v2) counted from the sandbox's start. An idle
+// command is throttled in next to no period; two CPU-bound loops, in most of the periods they ran.
+TEST_P(TierIsolation, CpuThrottlingIsSampled)
+{
+    if (!pool().cgroupsEnforced())
+        GTEST_SKIP() << "no cgroups here (" << pool().cgroupLayout().statusText() << "): no cpu limit to be throttled by";
+    ASSERT_TRUE(pool().release(m_id));
+    auto half = pool().claim(halfTier(GetParam()), "isolation-test", "");
+    ASSERT_TRUE(half) << half.error().message;
+    m_id = half->sandboxId;
+    // The first sample taken after now.
+    auto nextSample = [&] {
+        const int64_t after = std::chrono::duration_cast<std::chrono::milliseconds>(
+                                  std::chrono::system_clock::now().time_since_epoch()).count();
+        for (int i = 0; i < 60; ++i) {
+            const auto samples = pool().samples(m_id);
+            if (!samples.empty() && samples.back().unixMs > after)
+                return samples.back();
+            std::this_thread::sleep_for(std::chrono::milliseconds(100));
+        }
+        ADD_FAILURE() << "no resource sample within 6 s";
+        return pool::CgroupSample{};
+    };
+
+    ASSERT_EQ(sh("sleep 2").exit.exitCode, 0);
+    const pool::CgroupSample idle = nextSample();
+    ASSERT_TRUE(idle.throttling.known()) << "the cgroup has a cpu controller: cpu.stat has nr_periods";
+
+    // Two loops: with one, a single core's share of a busy host could stay under the quota.
+    const auto spinStart = std::chrono::steady_clock::now();
+    ASSERT_EQ(sh("timeout 3 sh -c 'while :; do :; done' & timeout 3 sh -c 'while :; do :; done'; wait; echo spun").out,
+              "spun\n");
+    const double spinUs = std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - spinStart).count();
+    const pool::CgroupSample busy = nextSample();
+    ASSERT_TRUE(busy.throttling.known());
+    const pool::CpuThrottling spun = busy.throttling.since(idle.throttling);
+    ASSERT_GT(spun.periods, 0);
+    EXPECT_GE(spun.throttledUs, 0);
+    // The quota bites only when the host gives the sandbox that much cpu. On a host whose other
+    // work leaves the sandbox's cgroup less than its half core (CpuWeight could not weigh it),
+    // there is nothing to see.
+    const double gotCores = static_cast<double>(busy.cpuUsageUs - idle.cpuUsageUs) / spinUs;
+    if (gotCores < 0.45)
+        GTEST_SKIP() << "the host gave the spinning sandbox " << gotCores << " cores, under its 0.5-core quota, so it was "
+                     << "throttled in only " << spun.throttledPeriods << " of " << spun.periods
+                     << " periods; run this test on a less loaded host";
+    std::printf("%s: idle, throttled in %lld of %lld periods; spinning at %.2f cores, in %lld of %lld\n",
+                halfTier(GetParam()).c_str(), static_cast<long long>(idle.throttling.throttledPeriods),
+                static_cast<long long>(idle.throttling.periods), gotCores, static_cast<long long>(spun.throttledPeriods),
+                static_cast<long long>(spun.periods));
+    EXPECT_GT(static_cast<double>(spun.throttledPeriods) / static_cast<double>(spun.periods), 0.5)
+        << spun.throttledPeriods << " of " << spun.periods << " periods throttled while spinning at " << gotCores << " cores";
+    EXPECT_GT(static_cast<double>(busy.throttling.throttledPeriods) / static_cast<double>(busy.throttling.periods), 0.5)
+        << "since the sandbox started: " << busy.throttling.throttledPeriods << " of " << busy.throttling.periods;
+    // Idle, next to nothing: a command's start alone may use a period's quota (runsc's exec goes
+    // through its sentry), so "nothing" is relative to what two seconds of spinning gave.
+    EXPECT_LT(idle.throttling.throttledPeriods * 10, spun.throttledPeriods)
+        << "idle, yet throttled in " << idle.throttling.throttledPeriods << " of " << idle.throttling.periods << " periods";
 }
 
 // disk_mb = 8: 4 MiB fit, 16 MiB fail inside with EDQUOT and the exec is named disk_full; the

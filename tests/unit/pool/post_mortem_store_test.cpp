@@ -68,7 +68,7 @@ TEST_F(PostMortemStoreTest, SurvivesReopenWithEveryField)
     r.lastStdout = std::string("\0\xff\x80 binary\n", 11);
     r.lastStderr = "Killed\n";
     r.stdoutBytes = 1 << 20;
-    r.samples = {{1000, 1 << 20, 500, 3, -1}, {2000, 60 << 20, 900000, 4, 7 << 20}};
+    r.samples = {{1000, 1 << 20, 500, 3, -1, {}}, {2000, 60 << 20, 900000, 4, 7 << 20, {100, 80, 400000}}};
     r.processes = {{42, 1, "S", 4096, "/run/paddock/paddock-sandbox-init --listen-fd 3"}};
     r.processesNote = "after the OOM kill";
     r.memoryLimitBytes = 64 << 20;
@@ -86,6 +86,10 @@ TEST_F(PostMortemStoreTest, SurvivesReopenWithEveryField)
     EXPECT_EQ(got->samples[1].memoryBytes, 60 << 20);
     EXPECT_EQ(got->samples[0].diskBytes, -1);
     EXPECT_EQ(got->samples[1].diskBytes, 7 << 20);
+    EXPECT_FALSE(got->samples[0].throttling.known());
+    EXPECT_EQ(got->samples[1].throttling.periods, 100);
+    EXPECT_EQ(got->samples[1].throttling.throttledPeriods, 80);
+    EXPECT_EQ(got->samples[1].throttling.throttledUs, 400000);
     ASSERT_EQ(got->processes.size(), 1u);
     EXPECT_EQ(got->processes[0].pid, 42);
     EXPECT_EQ(store->get("lite-nope").error().code, ErrorCode::NotFound);

@@ -27,11 +27,20 @@ OutcomeInput on(const std::string &tier, std::vector<UsageSample> samples)
     return input;
 }
 
-std::vector<UsageSample> flat(int n, double cpu, int64_t memory, double throttled = -1)
+std::vector<UsageSample> flat(int n, double cpu, int64_t memory)
 {
     std::vector<UsageSample> out;
     for (int i = 0; i < n; ++i)
-        out.push_back({1000LL * i, cpu, memory, throttled});
+        out.push_back({1000LL * i, cpu, memory, 0, 0});
+    return out;
+}
+
+// n samples a second apart whose cpu.stat counters grow by the given periods each second.
+std::vector<UsageSample> counted(int n, double cpu, int64_t memory, int64_t periodsPerSample, int64_t throttledPerSample)
+{
+    std::vector<UsageSample> out;
+    for (int i = 1; i <= n; ++i)
+        out.push_back({1000LL * i, cpu, memory, periodsPerSample * i, throttledPerSample * i});
     return out;
 }
 
@@ -53,16 +62,38 @@ TEST(Outcome, Timeout)
     EXPECT_EQ(classifyOutcome(input).outcome, "timeout");
 }
 
-TEST(Outcome, ThrottledMoreThanHalfTheTimeIsUnderAllocated)
+TEST(Outcome, ThrottledInMoreThanHalfOfItsPeriodsIsUnderAllocated)
 {
-    auto samples = flat(4, 0.25, 300 * kMiB, 0.9);
-    samples[0].throttledFraction = 0.1;   // mean 0.7
-    const auto out = classifyOutcome(on("small-cpu", samples));
+    // 100 periods a second (10 ms), 90 of them throttled: the last sample's counters are the claim's.
+    const auto out = classifyOutcome(on("small-cpu", counted(4, 0.25, 300 * kMiB, 100, 90)));
     EXPECT_EQ(out.outcome, "under_allocated");
-    EXPECT_NEAR(out.throttledFraction, 0.7, 1e-9);
+    EXPECT_NEAR(out.throttledFraction, 0.9, 1e-9);
+    EXPECT_EQ(out.cpuPeriods, 400);
     EXPECT_EQ(out.fittingTier, "lite") << "cheapest tier with 1.5x the cpu";
-    // At most half the time is fine.
-    EXPECT_EQ(classifyOutcome(on("small-cpu", flat(4, 0.25, 300 * kMiB, 0.5))).outcome, "ok");
+    EXPECT_EQ(outcomeJson("d-1", out)["cpu_periods"], 400);
+    // Over the whole claim, not per sample: a busy first second and idle ones after it are one
+    // period's worth of throttling among many.
+    auto burst = counted(4, 0.25, 300 * kMiB, 100, 90);
+    for (auto &sample : burst)
+        sample.cpuThrottledPeriods = 90;
+    burst.back().cpuPeriods = 400;
+    EXPECT_NEAR(classifyOutcome(on("small-cpu", burst)).throttledFraction, 90.0 / 400, 1e-9);
+    EXPECT_EQ(classifyOutcome(on("small-cpu", burst)).outcome, "ok");
+    // At most half the periods is fine.
+    EXPECT_EQ(classifyOutcome(on("small-cpu", counted(4, 0.25, 300 * kMiB, 100, 50))).outcome, "ok");
+}
+
+TEST(Outcome, AFewThrottledPeriodsAreNoVerdict)
+{
+    // Short commands whose start uses a period's quota: throttled in 9 of 12 periods.
+    auto out = classifyOutcome(on("small-cpu", counted(3, 0.05, 300 * kMiB, 4, 3)));
+    EXPECT_NEAR(out.throttledFraction, 0.75, 1e-9);
+    EXPECT_NE(out.outcome, "under_allocated");
+    // Unknown counters (no cpu controller): no throttling figure, no verdict.
+    out = classifyOutcome(on("small-cpu", flat(4, 0.25, 300 * kMiB)));
+    EXPECT_EQ(out.throttledFraction, 0);
+    EXPECT_EQ(out.cpuPeriods, 0);
+    EXPECT_EQ(out.outcome, "ok");
 }
 
 TEST(Outcome, IdleOnABigTierIsOverAllocated)
