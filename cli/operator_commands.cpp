@@ -85,7 +85,7 @@ std::string lastLines(const std::string &s, size_t maxLines)
 
 struct Runner {
     const Invocation &inv;
-    const OperatorCall &call;
+    const BrokerCall &call;
     std::ostream &out;
     std::ostream &err;
 
@@ -98,9 +98,7 @@ struct Runner {
 
     int fail(const std::string &action, const grpc::Status &status, std::string_view hint = {}) const
     {
-        const bool connected = call.connected();
-        err << "paddockctl: " << describeFailure(action, status, connected, call.shownAddress, hint) << "\n";
-        return toInt(exitCodeFor(status.error_code(), connected));
+        return call.fail(err, action, status, hint);
     }
 
     // ID is SANDBOX or POOL/SANDBOX; without the pool, the post-mortem list says which pool has it.
@@ -505,7 +503,7 @@ std::optional<Command> parsedOperatorCommand(const OperatorSubcommands &c)
     return std::nullopt;
 }
 
-int runOperatorCommand(const Invocation &inv, const OperatorCall &call, std::istream &in, std::ostream &out, std::ostream &err)
+int runOperatorCommand(const Invocation &inv, const BrokerCall &call, std::istream &in, std::ostream &out, std::ostream &err)
 {
     const Runner r{inv, call, out, err};
     switch (inv.command) {
