@@ -10,6 +10,7 @@
 #include "cli/cost_commands.h"
 #include "cli/review_commands.h"
 #include "cli/secrets_commands.h"
+#include "common/clock.h"
 #include "paddock/v1/broker.grpc.pb.h"
 
 #include <CLI/CLI.hpp>
@@ -37,12 +38,6 @@ using nlohmann::json;
 
 constexpr auto kInterruptPoll = std::chrono::milliseconds(50);
 constexpr int kMaxPageSize = 1000;
-
-int64_t nowMs()
-{
-    return std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::system_clock::now().time_since_epoch())
-        .count();
-}
 
 // One broker connection for the life of a command.
 class BrokerConnection {
@@ -143,7 +138,7 @@ void printSession(const CommandContext &c, const v1::Session &session)
     if (c.inv.output == OutputFormat::Json)
         c.out << sessionToJson(session).dump(2) << "\n";
     else
-        c.out << formatSessionDetail(session, nowMs());
+        c.out << formatSessionDetail(session, nowUnixMs());
 }
 
 // Streams a session's events to out. follow: until the session ends, then exit with its outcome.
@@ -384,7 +379,7 @@ int runList(const CommandContext &c)
             list.push_back(sessionToJson(session));
         c.out << list.dump(2) << "\n";
     } else {
-        c.out << formatSessionTable(sessions, nowMs());
+        c.out << formatSessionTable(sessions, nowUnixMs());
     }
     const bool limitReached = inv.limit > 0 && static_cast<int>(sessions.size()) >= inv.limit;
     if (!nextToken.empty() && !inv.all && !limitReached)

@@ -2,19 +2,13 @@
 
 #include "cli/exit_codes.h"
 #include "cli/format.h"
+#include "common/clock.h"
 
 #include <charconv>
-#include <chrono>
 
 namespace paddock::cli {
 
 namespace {
-
-int64_t nowMs()
-{
-    return std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::system_clock::now().time_since_epoch())
-        .count();
-}
 
 std::string whenOrDash(int64_t unixMs, int64_t now)
 {
@@ -82,7 +76,7 @@ int runTokensCreate(const Invocation &inv, const BrokerCall &call, std::ostream 
         // The token alone on stdout, so `paddockctl tokens create ci > ci.token` works; the rest on stderr.
         out << created.token() << "\n";
         err << "token " << created.info().id() << " for " << created.info().principal()
-            << (created.info().expires_unix_ms() ? ", expires in " + formatAge(nowMs(), created.info().expires_unix_ms())
+            << (created.info().expires_unix_ms() ? ", expires in " + formatAge(nowUnixMs(), created.info().expires_unix_ms())
                                                  : std::string(", no expiry"))
             << ". It is shown this once: keep it in a file only you can read (chmod 600) and pass it with "
                "--token-file\n";
@@ -104,7 +98,7 @@ int runTokensList(const Invocation &inv, const BrokerCall &call, std::ostream &o
         out << list.dump(2) << "\n";
         return toInt(ExitCode::Ok);
     }
-    const int64_t now = nowMs();
+    const int64_t now = nowUnixMs();
     std::vector<std::vector<std::string>> rows;
     for (const auto &info : response.tokens()) {
         const bool expired = info.expires_unix_ms() > 0 && info.expires_unix_ms() <= now;
@@ -146,7 +140,7 @@ int runAudit(const Invocation &inv, const BrokerCall &call, std::ostream &out, s
             err << "paddockctl audit: --since: " << seconds.error().message << "\n";
             return toInt(ExitCode::Usage);
         }
-        request.set_from_unix_ms(nowMs() - *seconds * 1000);
+        request.set_from_unix_ms(nowUnixMs() - *seconds * 1000);
     }
     request.set_page_size(inv.limit > 0 ? inv.limit : 100);
     grpc::ClientContext context;

@@ -1,20 +1,14 @@
 #include "cli/cost_commands.h"
 
 #include "cli/exit_codes.h"
+#include "common/clock.h"
 
-#include <chrono>
 #include <cmath>
 #include <ctime>
 
 namespace paddock::cli {
 
 namespace {
-
-int64_t nowMs()
-{
-    return std::chrono::duration_cast<std::chrono::milliseconds>(
-        std::chrono::system_clock::now().time_since_epoch()).count();
-}
 
 // Micro-dollars with six decimals: costs of single steps are fractions of a cent.
 std::string exactCost(int64_t micros)
@@ -31,7 +25,7 @@ int runCost(const Invocation &inv, const BrokerCall &call, std::ostream &out, st
     request.set_session_id(inv.sessionId);
     request.set_agent(inv.agent);
     if (!inv.since.empty()) {
-        auto since = parseSince(inv.since, nowMs());
+        auto since = parseSince(inv.since, nowUnixMs());
         if (!since) {
             err << "paddockctl cost: --since " << inv.since
                 << " is neither a duration (30m, 24h, 7d) nor a UTC date (2026-11-30)\n";

@@ -1,19 +1,13 @@
 #include "cli/review_commands.h"
 
 #include "cli/exit_codes.h"
+#include "common/clock.h"
 
-#include <chrono>
 #include <map>
 
 namespace paddock::cli {
 
 namespace {
-
-int64_t nowMs()
-{
-    return std::chrono::duration_cast<std::chrono::milliseconds>(
-        std::chrono::system_clock::now().time_since_epoch()).count();
-}
 
 nlohmann::json itemToJson(const v1::ReviewItem &item)
 {
@@ -87,7 +81,7 @@ int runList(const Invocation &inv, const BrokerCall &call, std::ostream &out, st
         out << "no " << (inv.reviewState == "all" ? "" : inv.reviewState + " ") << "review items\n";
         return toInt(ExitCode::Ok);
     }
-    const int64_t now = nowMs();
+    const int64_t now = nowUnixMs();
     std::vector<std::vector<std::string>> rows;
     for (const auto &item : items) {
         rows.push_back({item.id(), item.kind(), item.risk(), item.state(), item.requester(),
@@ -115,7 +109,7 @@ int runShow(const Invocation &inv, const BrokerCall &call, std::ostream &out, st
         out << itemToJson(item).dump(2) << "\n";
         return toInt(ExitCode::Ok);
     }
-    const int64_t now = nowMs();
+    const int64_t now = nowUnixMs();
     std::vector<std::vector<std::string>> rows = {
         {"id", item.id()},
         {"kind", item.kind()},

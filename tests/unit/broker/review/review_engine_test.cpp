@@ -2,19 +2,15 @@
 // scripted model, the real review desk and a fake pool the test controls (integration tests run
 // real sandboxes).
 
-#include "broker/engine/step_engine.h"
-#include "broker/model/scripted_model.h"
 #include "broker/review/review_desk.h"
 #include "broker/store/agent_store.h"
 #include "broker/store/cost_index.h"
-#include "broker/store/sqlite_event_store.h"
+#include "tests/support/engine_fixture.h"
 #include "tests/unit/broker/pools/fake_pool.h"
 
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
 
-#include <filesystem>
-#include <unistd.h>
 
 namespace paddock::engine {
 namespace {
@@ -58,17 +54,11 @@ command = "echo after"
 )";
 }
 
-class ReviewEngineTest : public ::testing::Test {
+class ReviewEngineTest : public test::EngineFixture {
 protected:
     void SetUp() override
     {
-        m_dir = std::filesystem::temp_directory_path() / ("paddock-review-engine-" + std::to_string(::getpid()) + "-"
-                                                          + ::testing::UnitTest::GetInstance()->current_test_info()->name());
-        std::filesystem::remove_all(m_dir);
-        std::filesystem::create_directories(m_dir);
-        auto store = store::openSqliteEventStore(m_dir / "broker.db");
-        ASSERT_TRUE(store) << store.error().message;
-        m_store = std::move(*store);
+        EngineFixture::SetUp();
         auto queries = store::ReviewQueries::open(m_dir / "broker.db");
         ASSERT_TRUE(queries);
         m_queries = std::move(*queries);
@@ -86,62 +76,16 @@ protected:
     void TearDown() override
     {
         m_desk.reset();
-        m_store->close();
-        std::filesystem::remove_all(m_dir);
+        EngineFixture::TearDown();
     }
 
+    // Sessions of agent `agent` submitted by bob (the requester of their reviews).
     std::string submit(const std::string &playbook, int64_t budgetMicros = 0, const std::string &agent = "builder")
     {
-        store::AppendRequest request;
-        request.sessionId = "s-" + std::to_string(++m_sessions);
-        request.expectedLastSeq = 0;
-        request.events.push_back({core::kind::SessionCreated,
-                                  json{{"goal", "g"}, {"agent", agent}, {"model", "scripted"}, {"tier", "lite"},
-                                       {"submitted_by", "bob"}, {"budget_micros", budgetMicros},
-                                       {"playbook_toml", playbook}}.dump()});
-        auto created = m_store->appendSync(std::move(request));
-        EXPECT_TRUE(created) << created.error().message;
-        return created->state.id;
+        return EngineFixture::submit(playbook, {{"agent", agent}, {"submitted_by", "bob"}, {"budget_micros", budgetMicros}});
     }
 
-    StepEngine makeEngine()
-    {
-        return StepEngine(*m_store, m_pools, [this](const std::string &name) -> model::ModelAdapter * {
-            return name == "scripted" ? &m_scripted : nullptr;
-        }, m_options);
-    }
-
-    // Steps until nothing needs work (finished, or waiting for a review).
-    void runUntilIdle(StepEngine &engine, int maxSteps = 60)
-    {
-        for (int i = 0; i < maxSteps; ++i) {
-            auto lease = m_store->acquireLease("test", 10000, 0);
-            if (!lease)
-                return;
-            engine.runOneStep(*lease);
-            m_store->releaseLease(*lease);
-        }
-        FAIL() << "the session did not settle in " << maxSteps << " steps";
-    }
-
-    std::vector<core::Event> events(const std::string &id)
-    {
-        auto read = m_store->readEvents(id, 1, 100000);
-        EXPECT_TRUE(read) << read.error().message;
-        return read ? *read : std::vector<core::Event>{};
-    }
-
-    static std::vector<json> payloadsOf(const std::vector<core::Event> &log, const char *kind)
-    {
-        std::vector<json> out;
-        for (const auto &e : log) {
-            if (e.kind == kind)
-                out.push_back(json::parse(e.payload));
-        }
-        return out;
-    }
-
-    core::SessionState session(const std::string &id) { return *m_store->getSession(id); }
+    StepEngine makeEngine() { return EngineFixture::makeEngine(m_options); }
 
     store::ReviewRow onlyPendingItem()
     {
@@ -207,18 +151,13 @@ protected:
         return {};
     }
 
-    std::filesystem::path m_dir;
-    std::unique_ptr<store::EventStore> m_store;
     std::unique_ptr<store::AgentStore> m_agents;
     std::unique_ptr<EnvironmentDecider> m_decider;
     std::unique_ptr<store::ReviewQueries> m_queries;
     std::unique_ptr<store::CostQueries> m_costs;
     std::unique_ptr<review::ReviewDesk> m_desk;
-    pools::PoolSet m_pools;
     pools::test::FakePool *m_pool = nullptr;
-    model::ScriptedModel m_scripted;
     EngineOptions m_options;
-    int m_sessions = 0;
 };
 
 TEST_F(ReviewEngineTest, EveryModelResponseAndSandboxStepIsCostedAndTheSplitAddsUp)
