@@ -331,8 +331,9 @@ class GovernanceOverrideTest : public GovernanceViewsTest {
 protected:
     bool runsSessions() const override { return true; }
 
-    // Submitted and paused before its last step: it writes a file, then (after the override) reads
-    // it back on the new tier.
+    // Submitted, and paused once its first step has written a file in a lite sandbox (while its
+    // second step sleeps); after the override and a resume, its third step reads the file on the
+    // new tier.
     std::string submitPaused()
     {
         paddock::v1::SubmitSessionRequest request;
@@ -344,7 +345,10 @@ path = "notes.txt"
 content = "written before the override\n"
 [[step]]
 tool = "run_command"
-command = "sleep 1; cat notes.txt"
+command = "sleep 2"
+[[step]]
+tool = "run_command"
+command = "cat notes.txt"
 expect_stdout = "written before the override"
 [[step]]
 tool = "finish"
@@ -357,6 +361,10 @@ summary = "read the notes on the new tier"
             const grpc::Status status = stub().SubmitSession(&context, request, &session);
             EXPECT_TRUE(status.ok()) << status.error_message();
         }
+        EXPECT_TRUE(waitFor([&] {
+            auto state = m_broker->store().getSession(session.id());
+            return state && state->steps >= 1;
+        })) << "the first step never ran";
         paddock::v1::SessionActionRequest pause;
         pause.set_id(session.id());
         pause.set_reason("held for a tier change");
@@ -365,7 +373,21 @@ summary = "read the notes on the new tier"
         context.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(20));
         const grpc::Status status = stub().PauseSession(&context, pause, &paused);
         EXPECT_TRUE(status.ok()) << "the session ran to its end before it could be paused: " << status.error_message();
+        EXPECT_EQ(paused.tier(), "lite");
         return session.id();
+    }
+
+    // The payloads of the session's events of one kind, from the store.
+    std::vector<nlohmann::json> eventsOf(const std::string &id, const char *kind)
+    {
+        std::vector<nlohmann::json> out;
+        auto events = m_broker->store().readEvents(id, 1, 10'000);
+        EXPECT_TRUE(events.has_value());
+        for (const auto &event : events ? *events : std::vector<paddock::core::Event>{}) {
+            if (event.kind == kind)
+                out.push_back(nlohmann::json::parse(event.payload, nullptr, false));
+        }
+        return out;
     }
 
     void resume(const std::string &id)
@@ -491,6 +513,10 @@ TEST_F(GovernanceOverrideTest, OverrideATierFromTheSessionsTable)
     const SessionInfo ended = m_window->sessionModel()->sessionAt(m_window->sessionModel()->rowOf(id));
     EXPECT_EQ(ended.status, SessionStatus::Succeeded) << ended.statusReason.toStdString();
     EXPECT_EQ(ended.tier, QStringLiteral("standard"));
+    const auto moves = eventsOf(session, paddock::core::kind::SandboxMoved);
+    ASSERT_EQ(moves.size(), 1u) << "the workspace was not moved";
+    EXPECT_EQ(moves[0].value("reason", ""), "tier_override") << moves[0];
+    EXPECT_EQ(moves[0].value("workspace", ""), "restored") << moves[0];
     // The tier's release filled in the override decision's outcome from the sandbox's samples.
     ASSERT_TRUE(waitFor([&] {
         for (const auto &d : decisionsOf(session)) {
