@@ -64,8 +64,10 @@ public:
         painter->setPen(opt.palette.color(selected ? QPalette::HighlightedText : QPalette::Text));
         const int tierWidth = opt.fontMetrics.horizontalAdvance(tier);
         painter->drawText(r, Qt::AlignVCenter | Qt::AlignLeft, tier);
+        // A little smaller than the tier and semi-bold, so it reads as a label and stays legible.
         QFont small = opt.font;
-        small.setPointSizeF(small.pointSizeF() * 0.8);
+        small.setPointSizeF(small.pointSizeF() * 0.85);
+        small.setWeight(QFont::DemiBold);
         painter->setFont(small);
         const QFontMetrics fm(small);
         const QRect badge(r.left() + tierWidth + 6, r.center().y() - fm.height() / 2, fm.horizontalAdvance(chooser) + 8,
@@ -130,7 +132,9 @@ SessionsView::SessionsView(QWidget *parent)
     m_search->setObjectName(QStringLiteral("sessionSearch"));
     m_search->setPlaceholderText(tr("Search id, goal, agent or playbook (Ctrl+F)"));
     m_search->setClearButtonEnabled(true);
-    m_search->setMinimumWidth(320);
+    // Narrow enough that at 1280 px the toolbar keeps every action (Override tier… included) out of
+    // its overflow menu; the search takes all the room that is left.
+    m_search->setMinimumWidth(220);
     m_statusFilter = new QComboBox(this);
     m_statusFilter->setObjectName(QStringLiteral("statusFilter"));
     for (const StatusChoice &choice : statusChoices())
@@ -149,7 +153,6 @@ SessionsView::SessionsView(QWidget *parent)
     filterRow->addWidget(m_statusFilter);
     filterRow->addWidget(m_groupButton);
     filterRow->addWidget(m_count);
-    filterRow->addStretch(1);
     filterRow->addWidget(m_toolBar);
     layout->addLayout(filterRow);
 
@@ -217,7 +220,7 @@ void SessionsView::setModels(SessionTableModel *table, SessionFilterProxy *proxy
     header->setSectionResizeMode(QHeaderView::Interactive);
     header->setStretchLastSection(false);
     const QList<QPair<int, int>> widths = {
-        {SessionTableModel::Status, 160}, {SessionTableModel::Id, 110},   {SessionTableModel::Agent, 90},
+        {SessionTableModel::Status, 160}, {SessionTableModel::Id, 110},   {SessionTableModel::Agent, 110},
         {SessionTableModel::Tier, 130},   {SessionTableModel::Pool, 80},  {SessionTableModel::Steps, 60},
         {SessionTableModel::Cost, 80},    {SessionTableModel::Duration, 80}, {SessionTableModel::LastEvent, 130},
     };
