@@ -274,14 +274,22 @@ void ScreenshotRunner::tick()
             next(Step::Reviews);
             return;
         }
-        // The newest failure with a snapshot shows the most.
-        int row = 0;
-        for (int r = 0; r < m_window->failuresModel()->rowCount(); ++r) {
-            if (!m_window->failuresModel()->postMortemAt(r).snapshotRef.isEmpty()) {
+        // The newest failed command with a snapshot shows the most (a build that failed left its
+        // files; an OOM or a timeout of the decision demos leaves an empty workspace), else the
+        // newest failure with a snapshot.
+        int row = -1;
+        int withSnapshot = -1;
+        for (int r = 0; r < m_window->failuresModel()->rowCount() && row < 0; ++r) {
+            const PostMortemInfo &candidate = m_window->failuresModel()->postMortemAt(r);
+            if (candidate.snapshotRef.isEmpty())
+                continue;
+            if (withSnapshot < 0)
+                withSnapshot = r;
+            if (candidate.reason == u"nonzero_exit")
                 row = r;
-                break;
-            }
         }
+        if (row < 0)
+            row = qMax(withSnapshot, 0);
         const PostMortemInfo &pm = m_window->failuresModel()->postMortemAt(row);
         m_window->inspectPostMortem(pm.pool, pm.sandboxId);
         inspector->showTab(SandboxInspector::ResourcesTab);
@@ -301,8 +309,10 @@ void ScreenshotRunner::tick()
     }
     case Step::InspectorFiles: {
         SnapshotFilesModel *files = m_window->snapshotFilesModel();
-        const bool noSnapshot = m_window->inspector()->postMortem().snapshotRef.isEmpty();
-        if (!noSnapshot && !waitForOptional(files->fileCount() > 0, false, "the snapshot's files"))
+        const QString ref = m_window->inspector()->postMortem().snapshotRef;
+        // Listed (an empty workspace lists nothing, and that is its data too).
+        const bool listed = files->fileCount() > 0 || (!ref.isEmpty() && files->snapshotRef() == ref);
+        if (!ref.isEmpty() && !waitForOptional(listed, false, "the snapshot's files"))
             return;
         // The first file, depth first: what the failed command was working on.
         std::function<QModelIndex(const QModelIndex &)> firstFile = [&](const QModelIndex &parent) -> QModelIndex {
@@ -426,6 +436,9 @@ void ScreenshotRunner::tick()
         view->byTierPlot()->replotNow();
         view->byChooserPlot()->replotNow();
         save(QStringLiteral("decisions.png"));
+        // A demo's spend is minutes old: the last hour shows it in minute buckets, not one sliver
+        // of a day.
+        m_window->costView()->rangeCombo()->setCurrentIndex(0);
         m_window->showPage(MainWindow::Page::Cost);
         next(Step::Cost);
         return;
@@ -435,8 +448,10 @@ void ScreenshotRunner::tick()
         const bool refused = !m_window->governance()->available() || view->spendStatusText().contains(u"UNIMPLEMENTED");
         if (m_stepClock.elapsed() < 600)
             return;
-        const bool answered = !view->totalsText().isEmpty();
-        if (!waitForGovernance(m_window->governance()->costBreakdown().totalMicros() > 0, answered, refused, "the cost summary"))
+        // The answer to the range picked above (the totals name their range).
+        const bool answered = view->totalsText().contains(view->rangeCombo()->currentText());
+        if (!waitForGovernance(answered && m_window->governance()->costBreakdown().totalMicros() > 0, answered, refused,
+                               "the cost summary"))
             return;
         view->spendPlot()->replotNow();
         view->budgetPlot()->replotNow();

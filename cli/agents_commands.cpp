@@ -9,14 +9,6 @@ namespace paddock::cli {
 
 namespace {
 
-int failed(const AgentsCall &call, std::ostream &err, const std::string &action, const grpc::Status &status,
-           std::string_view hint = {})
-{
-    const bool connected = call.connected();
-    err << "paddockctl: " << describeFailure(action, status, connected, call.shownAddress, hint) << "\n";
-    return toInt(exitCodeFor(status.error_code(), connected));
-}
-
 std::optional<v1::SelectionMode> modeFromText(const std::string &text)
 {
     if (text == "default")
@@ -196,7 +188,7 @@ std::optional<Command> parsedAgentsCommand(const AgentsSubcommands &commands, In
     return std::nullopt;
 }
 
-int runAgentsCommand(const Invocation &inv, const AgentsCall &call, std::ostream &out, std::ostream &err)
+int runAgentsCommand(const Invocation &inv, const BrokerCall &call, std::ostream &out, std::ostream &err)
 {
     auto get = [&](v1::Agent &agent) {
         v1::GetAgentRequest request;
@@ -221,7 +213,7 @@ int runAgentsCommand(const Invocation &inv, const AgentsCall &call, std::ostream
         call.setDeadline(context);
         const grpc::Status status = call.stub.CreateAgent(&context, agent, &created);
         if (!status.ok())
-            return failed(call, err, "cannot create agent " + inv.agentName, status);
+            return call.fail(err, "cannot create agent " + inv.agentName, status);
         printAgent(inv, created, out);
         return toInt(ExitCode::Ok);
     }
@@ -236,7 +228,7 @@ int runAgentsCommand(const Invocation &inv, const AgentsCall &call, std::ostream
             call.setDeadline(context);
             const grpc::Status status = call.stub.ListAgents(&context, request, &response);
             if (!status.ok())
-                return failed(call, err, "cannot list agents", status);
+                return call.fail(err, "cannot list agents", status);
             agents.insert(agents.end(), response.agents().begin(), response.agents().end());
             token = response.next_page_token();
         } while (!token.empty());
@@ -259,7 +251,7 @@ int runAgentsCommand(const Invocation &inv, const AgentsCall &call, std::ostream
         v1::Agent agent;
         const grpc::Status status = get(agent);
         if (!status.ok())
-            return failed(call, err, "cannot show agent " + inv.agentName, status, "`paddockctl agents ls` lists them");
+            return call.fail(err, "cannot show agent " + inv.agentName, status, "`paddockctl agents ls` lists them");
         printAgent(inv, agent, out);
         return toInt(ExitCode::Ok);
     }
@@ -271,7 +263,7 @@ int runAgentsCommand(const Invocation &inv, const AgentsCall &call, std::ostream
         v1::Agent agent;
         grpc::Status status = get(agent);
         if (!status.ok())
-            return failed(call, err, action, status);
+            return call.fail(err, action, status);
         if (inv.command == Command::AgentsEdit) {
             if (inv.agentGiven.empty()) {
                 err << "paddockctl agents edit: nothing to change: give --owner, --default-tier, --allow, --mode, "
@@ -287,7 +279,7 @@ int runAgentsCommand(const Invocation &inv, const AgentsCall &call, std::ostream
         v1::Agent updated;
         status = update(agent, updated);
         if (!status.ok())
-            return failed(call, err, action, status);
+            return call.fail(err, action, status);
         printAgent(inv, updated, out);
         return toInt(ExitCode::Ok);
     }
@@ -295,7 +287,7 @@ int runAgentsCommand(const Invocation &inv, const AgentsCall &call, std::ostream
         v1::Agent agent;
         const grpc::Status status = get(agent);
         if (!status.ok())
-            return failed(call, err, "cannot read the records of agent " + inv.agentName, status);
+            return call.fail(err, "cannot read the records of agent " + inv.agentName, status);
         nlohmann::json records = agentToJson(agent)["records"];
         if (!inv.recordKey.empty()) {
             if (!records.contains(inv.recordKey)) {

@@ -5,7 +5,7 @@
 // Threads: everything runs on the caller's thread, like the rest of paddockctl.
 
 #include "cli/app.h"
-#include "cli/override_command.h"
+#include "cli/broker_call.h"
 
 #include <CLI/CLI.hpp>
 
@@ -25,8 +25,7 @@ AgentsSubcommands addAgentsCommands(CLI::App &app, Invocation &inv);
 std::optional<Command> parsedAgentsCommand(const AgentsSubcommands &commands, Invocation &inv);
 
 // The calls share override's shape: a stub, a deadline, the connection state.
-using AgentsCall = OverrideCall;
-int runAgentsCommand(const Invocation &inv, const AgentsCall &call, std::ostream &out, std::ostream &err);
+int runAgentsCommand(const Invocation &inv, const BrokerCall &call, std::ostream &out, std::ostream &err);
 
 // "default", "agent", ... for the proto's enum; "unspecified" for 0.
 std::string selectionModeText(v1::SelectionMode mode);

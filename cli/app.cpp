@@ -10,6 +10,7 @@
 #include "cli/cost_commands.h"
 #include "cli/review_commands.h"
 #include "cli/secrets_commands.h"
+#include "common/clock.h"
 #include "paddock/v1/broker.grpc.pb.h"
 
 #include <CLI/CLI.hpp>
@@ -37,12 +38,6 @@ using nlohmann::json;
 
 constexpr auto kInterruptPoll = std::chrono::milliseconds(50);
 constexpr int kMaxPageSize = 1000;
-
-int64_t nowMs()
-{
-    return std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::system_clock::now().time_since_epoch())
-        .count();
-}
 
 // One broker connection for the life of a command.
 class BrokerConnection {
@@ -143,7 +138,7 @@ void printSession(const CommandContext &c, const v1::Session &session)
     if (c.inv.output == OutputFormat::Json)
         c.out << sessionToJson(session).dump(2) << "\n";
     else
-        c.out << formatSessionDetail(session, nowMs());
+        c.out << formatSessionDetail(session, nowUnixMs());
 }
 
 // Streams a session's events to out. follow: until the session ends, then exit with its outcome.
@@ -384,7 +379,7 @@ int runList(const CommandContext &c)
             list.push_back(sessionToJson(session));
         c.out << list.dump(2) << "\n";
     } else {
-        c.out << formatSessionTable(sessions, nowMs());
+        c.out << formatSessionTable(sessions, nowUnixMs());
     }
     const bool limitReached = inv.limit > 0 && static_cast<int>(sessions.size()) >= inv.limit;
     if (!nextToken.empty() && !inv.all && !limitReached)
@@ -716,6 +711,8 @@ int runInvocation(const Invocation &inv, const Environment &env, std::ostream &o
     }
     BrokerConnection broker(*address, shown, inv.timeoutS, *credentials);
     const CommandContext context{inv, env, broker, out, err};
+    const BrokerCall call{broker.stub(), [&](grpc::ClientContext &c) { broker.setDeadline(c); },
+                          [&] { return broker.connected(); }, shown, env.interrupted};
     switch (inv.command) {
     case Command::Submit: return runSubmit(context);
     case Command::List: return runList(context);
@@ -728,8 +725,6 @@ int runInvocation(const Invocation &inv, const Environment &env, std::ostream &o
     case Command::SecretsSet:
     case Command::SecretsList:
     case Command::SecretsRemove: {
-        const SecretsCall call{broker.stub(), [&](grpc::ClientContext &c) { broker.setDeadline(c); },
-                               [&] { return broker.connected(); }, shown};
         std::istream &in = env.input ? *env.input : std::cin;
         return runSecretsCommand(inv, call, in, !env.input && ::isatty(STDIN_FILENO), out, err);
     }
@@ -739,52 +734,28 @@ int runInvocation(const Invocation &inv, const Environment &env, std::ostream &o
     case Command::PostMortemsCat:
     case Command::PostMortemsDownload:
     case Command::SnapshotList:
-    case Command::DebugShell: {
-        const OperatorCall call{broker.stub(), [&](grpc::ClientContext &c) { broker.setDeadline(c); },
-                                [&] { return broker.connected(); }, env.interrupted, shown};
-        return runOperatorCommand(inv, call, env.input ? *env.input : std::cin, out, err);
-    }
-    case Command::OverrideTier: {
-        const OverrideCall call{broker.stub(), [&](grpc::ClientContext &c) { broker.setDeadline(c); },
-                                [&] { return broker.connected(); }, shown};
-        return runOverrideCommand(inv, call, out, err);
-    }
+    case Command::DebugShell: return runOperatorCommand(inv, call, env.input ? *env.input : std::cin, out, err);
+    case Command::OverrideTier: return runOverrideCommand(inv, call, out, err);
     case Command::Whoami:
     case Command::TokensCreate:
     case Command::TokensList:
     case Command::TokensRevoke:
-    case Command::Audit: {
-        const AuthCall call{broker.stub(), [&](grpc::ClientContext &c) { broker.setDeadline(c); },
-                            [&] { return broker.connected(); }, shown};
-        return runAuthCommand(inv, call, out, err);
-    }
+    case Command::Audit: return runAuthCommand(inv, call, out, err);
     case Command::ReviewsList:
     case Command::ReviewsShow:
     case Command::ReviewsApprove:
     case Command::ReviewsReject:
-    case Command::ReviewsStats:
+    case Command::ReviewsStats: return runReviewCommand(inv, call, out, err);
     case Command::Cost:
-    case Command::Budgets: {
-        const GovernanceCall call{broker.stub(), [&](grpc::ClientContext &c) { broker.setDeadline(c); },
-                                  [&] { return broker.connected(); }, shown};
-        if (inv.command == Command::Cost || inv.command == Command::Budgets)
-            return runCostCommand(inv, call, out, err);
-        return runReviewCommand(inv, call, out, err);
-    }
+    case Command::Budgets: return runCostCommand(inv, call, out, err);
     case Command::AgentsCreate:
     case Command::AgentsList:
     case Command::AgentsShow:
     case Command::AgentsEdit:
     case Command::AgentsRecordsSet:
-    case Command::AgentsRecordsGet:
+    case Command::AgentsRecordsGet: return runAgentsCommand(inv, call, out, err);
     case Command::DecisionsList:
-    case Command::DecisionsStats: {
-        const AgentsCall call{broker.stub(), [&](grpc::ClientContext &c) { broker.setDeadline(c); },
-                              [&] { return broker.connected(); }, shown};
-        return inv.command == Command::DecisionsList || inv.command == Command::DecisionsStats
-            ? runDecisionsCommand(inv, call, out, err)
-            : runAgentsCommand(inv, call, out, err);
-    }
+    case Command::DecisionsStats: return runDecisionsCommand(inv, call, out, err);
     }
     return toInt(ExitCode::Error);
 }

@@ -2,27 +2,13 @@
 
 #include "cli/exit_codes.h"
 #include "cli/format.h"
+#include "common/clock.h"
 
 #include <charconv>
-#include <chrono>
 
 namespace paddock::cli {
 
 namespace {
-
-int64_t nowMs()
-{
-    return std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::system_clock::now().time_since_epoch())
-        .count();
-}
-
-int failed(const AuthCall &call, std::ostream &err, const std::string &action, const grpc::Status &status,
-           std::string_view hint = {})
-{
-    const bool connected = call.connected();
-    err << "paddockctl: " << describeFailure(action, status, connected, call.shownAddress, hint) << "\n";
-    return toInt(exitCodeFor(status.error_code(), connected));
-}
 
 std::string whenOrDash(int64_t unixMs, int64_t now)
 {
@@ -40,13 +26,13 @@ nlohmann::json tokenToJson(const v1::TokenInfo &info)
             {"revoked", info.revoked()}};
 }
 
-int runWhoami(const Invocation &inv, const AuthCall &call, std::ostream &out, std::ostream &err)
+int runWhoami(const Invocation &inv, const BrokerCall &call, std::ostream &out, std::ostream &err)
 {
     grpc::ClientContext context;
     call.setDeadline(context);
     v1::Principal me;
     if (auto status = call.stub.WhoAmI(&context, {}, &me); !status.ok())
-        return failed(call, err, "cannot ask the broker who you are", status);
+        return call.fail(err, "cannot ask the broker who you are", status);
     if (inv.output == OutputFormat::Json) {
         out << nlohmann::json{{"name", me.name()},
                               {"role", me.role()},
@@ -66,7 +52,7 @@ int runWhoami(const Invocation &inv, const AuthCall &call, std::ostream &out, st
     return toInt(ExitCode::Ok);
 }
 
-int runTokensCreate(const Invocation &inv, const AuthCall &call, std::ostream &out, std::ostream &err)
+int runTokensCreate(const Invocation &inv, const BrokerCall &call, std::ostream &out, std::ostream &err)
 {
     v1::CreateTokenRequest request;
     request.set_principal(inv.tokenPrincipal);
@@ -83,14 +69,14 @@ int runTokensCreate(const Invocation &inv, const AuthCall &call, std::ostream &o
     call.setDeadline(context);
     v1::CreatedToken created;
     if (auto status = call.stub.CreateToken(&context, request, &created); !status.ok())
-        return failed(call, err, "cannot create a token for " + inv.tokenPrincipal, status);
+        return call.fail(err, "cannot create a token for " + inv.tokenPrincipal, status);
     if (inv.output == OutputFormat::Json) {
         out << nlohmann::json{{"token", created.token()}, {"info", tokenToJson(created.info())}}.dump(2) << "\n";
     } else {
         // The token alone on stdout, so `paddockctl tokens create ci > ci.token` works; the rest on stderr.
         out << created.token() << "\n";
         err << "token " << created.info().id() << " for " << created.info().principal()
-            << (created.info().expires_unix_ms() ? ", expires in " + formatAge(nowMs(), created.info().expires_unix_ms())
+            << (created.info().expires_unix_ms() ? ", expires in " + formatAge(nowUnixMs(), created.info().expires_unix_ms())
                                                  : std::string(", no expiry"))
             << ". It is shown this once: keep it in a file only you can read (chmod 600) and pass it with "
                "--token-file\n";
@@ -98,13 +84,13 @@ int runTokensCreate(const Invocation &inv, const AuthCall &call, std::ostream &o
     return toInt(ExitCode::Ok);
 }
 
-int runTokensList(const Invocation &inv, const AuthCall &call, std::ostream &out, std::ostream &err)
+int runTokensList(const Invocation &inv, const BrokerCall &call, std::ostream &out, std::ostream &err)
 {
     grpc::ClientContext context;
     call.setDeadline(context);
     v1::ListTokensResponse response;
     if (auto status = call.stub.ListTokens(&context, {}, &response); !status.ok())
-        return failed(call, err, "cannot list tokens", status);
+        return call.fail(err, "cannot list tokens", status);
     if (inv.output == OutputFormat::Json) {
         nlohmann::json list = nlohmann::json::array();
         for (const auto &info : response.tokens())
@@ -112,7 +98,7 @@ int runTokensList(const Invocation &inv, const AuthCall &call, std::ostream &out
         out << list.dump(2) << "\n";
         return toInt(ExitCode::Ok);
     }
-    const int64_t now = nowMs();
+    const int64_t now = nowUnixMs();
     std::vector<std::vector<std::string>> rows;
     for (const auto &info : response.tokens()) {
         const bool expired = info.expires_unix_ms() > 0 && info.expires_unix_ms() <= now;
@@ -127,7 +113,7 @@ int runTokensList(const Invocation &inv, const AuthCall &call, std::ostream &out
     return toInt(ExitCode::Ok);
 }
 
-int runTokensRevoke(const Invocation &inv, const AuthCall &call, std::ostream &out, std::ostream &err)
+int runTokensRevoke(const Invocation &inv, const BrokerCall &call, std::ostream &out, std::ostream &err)
 {
     v1::RevokeTokenRequest request;
     request.set_id(inv.tokenId);
@@ -135,7 +121,7 @@ int runTokensRevoke(const Invocation &inv, const AuthCall &call, std::ostream &o
     call.setDeadline(context);
     v1::TokenInfo info;
     if (auto status = call.stub.RevokeToken(&context, request, &info); !status.ok())
-        return failed(call, err, "cannot revoke token " + inv.tokenId, status);
+        return call.fail(err, "cannot revoke token " + inv.tokenId, status);
     if (inv.output == OutputFormat::Json)
         out << tokenToJson(info).dump(2) << "\n";
     else
@@ -143,7 +129,7 @@ int runTokensRevoke(const Invocation &inv, const AuthCall &call, std::ostream &o
     return toInt(ExitCode::Ok);
 }
 
-int runAudit(const Invocation &inv, const AuthCall &call, std::ostream &out, std::ostream &err)
+int runAudit(const Invocation &inv, const BrokerCall &call, std::ostream &out, std::ostream &err)
 {
     v1::ListAuditRequest request;
     request.set_principal(inv.auditPrincipal);
@@ -154,14 +140,14 @@ int runAudit(const Invocation &inv, const AuthCall &call, std::ostream &out, std
             err << "paddockctl audit: --since: " << seconds.error().message << "\n";
             return toInt(ExitCode::Usage);
         }
-        request.set_from_unix_ms(nowMs() - *seconds * 1000);
+        request.set_from_unix_ms(nowUnixMs() - *seconds * 1000);
     }
     request.set_page_size(inv.limit > 0 ? inv.limit : 100);
     grpc::ClientContext context;
     call.setDeadline(context);
     v1::ListAuditResponse response;
     if (auto status = call.stub.ListAudit(&context, request, &response); !status.ok())
-        return failed(call, err, "cannot read the audit log", status);
+        return call.fail(err, "cannot read the audit log", status);
     if (inv.output == OutputFormat::Json) {
         nlohmann::json list = nlohmann::json::array();
         for (const auto &r : response.records())
@@ -235,7 +221,7 @@ std::optional<Command> parsedAuthCommand(const AuthSubcommands &commands)
     return std::nullopt;
 }
 
-int runAuthCommand(const Invocation &inv, const AuthCall &call, std::ostream &out, std::ostream &err)
+int runAuthCommand(const Invocation &inv, const BrokerCall &call, std::ostream &out, std::ostream &err)
 {
     switch (inv.command) {
     case Command::Whoami: return runWhoami(inv, call, out, err);

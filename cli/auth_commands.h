@@ -5,6 +5,7 @@
 // Threads: everything runs on the caller's thread, like the rest of paddockctl.
 
 #include "cli/app.h"
+#include "cli/broker_call.h"
 #include "common/result.h"
 #include "paddock/v1/broker.grpc.pb.h"
 
@@ -26,14 +27,7 @@ struct AuthSubcommands {
 AuthSubcommands addAuthCommands(CLI::App &app, Invocation &inv);
 std::optional<Command> parsedAuthCommand(const AuthSubcommands &commands);
 
-struct AuthCall {
-    v1::BrokerService::Stub &stub;
-    std::function<void(grpc::ClientContext &)> setDeadline;
-    std::function<bool()> connected;   // whether calls reach the broker (for the exit code)
-    std::string shownAddress;
-};
-
-int runAuthCommand(const Invocation &inv, const AuthCall &call, std::ostream &out, std::ostream &err);
+int runAuthCommand(const Invocation &inv, const BrokerCall &call, std::ostream &out, std::ostream &err);
 
 // "90s", "15m", "12h", "30d", "2w" or plain seconds; InvalidArgument naming the forms otherwise.
 Result<int64_t> parseDurationSeconds(std::string_view text);

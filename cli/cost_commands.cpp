@@ -1,27 +1,14 @@
 #include "cli/cost_commands.h"
 
 #include "cli/exit_codes.h"
+#include "common/clock.h"
 
-#include <chrono>
 #include <cmath>
 #include <ctime>
 
 namespace paddock::cli {
 
 namespace {
-
-int64_t nowMs()
-{
-    return std::chrono::duration_cast<std::chrono::milliseconds>(
-        std::chrono::system_clock::now().time_since_epoch()).count();
-}
-
-int failed(const GovernanceCall &call, std::ostream &err, const std::string &action, const grpc::Status &status)
-{
-    const bool connected = call.connected();
-    err << "paddockctl: " << describeFailure(action, status, connected, call.shownAddress) << "\n";
-    return toInt(exitCodeFor(status.error_code(), connected));
-}
 
 // Micro-dollars with six decimals: costs of single steps are fractions of a cent.
 std::string exactCost(int64_t micros)
@@ -31,14 +18,14 @@ std::string exactCost(int64_t micros)
     return text;
 }
 
-int runCost(const Invocation &inv, const GovernanceCall &call, std::ostream &out, std::ostream &err)
+int runCost(const Invocation &inv, const BrokerCall &call, std::ostream &out, std::ostream &err)
 {
     v1::GetCostSummaryRequest request;
     request.set_group_by(inv.costBy);
     request.set_session_id(inv.sessionId);
     request.set_agent(inv.agent);
     if (!inv.since.empty()) {
-        auto since = parseSince(inv.since, nowMs());
+        auto since = parseSince(inv.since, nowUnixMs());
         if (!since) {
             err << "paddockctl cost: --since " << inv.since
                 << " is neither a duration (30m, 24h, 7d) nor a UTC date (2026-11-30)\n";
@@ -59,7 +46,7 @@ int runCost(const Invocation &inv, const GovernanceCall &call, std::ostream &out
     call.setDeadline(context);
     const grpc::Status status = call.stub.GetCostSummary(&context, request, &response);
     if (!status.ok())
-        return failed(call, err, "cannot read costs", status);
+        return call.fail(err, "cannot read costs", status);
     if (inv.output == OutputFormat::Json) {
         nlohmann::json lines = nlohmann::json::array();
         for (const auto &line : response.lines()) {
@@ -97,14 +84,14 @@ int runCost(const Invocation &inv, const GovernanceCall &call, std::ostream &out
     return toInt(ExitCode::Ok);
 }
 
-int runBudgets(const Invocation &inv, const GovernanceCall &call, std::ostream &out, std::ostream &err)
+int runBudgets(const Invocation &inv, const BrokerCall &call, std::ostream &out, std::ostream &err)
 {
     v1::ListBudgetsResponse response;
     grpc::ClientContext context;
     call.setDeadline(context);
     const grpc::Status status = call.stub.ListBudgets(&context, v1::ListBudgetsRequest{}, &response);
     if (!status.ok())
-        return failed(call, err, "cannot list budgets", status);
+        return call.fail(err, "cannot list budgets", status);
     if (inv.output == OutputFormat::Json) {
         nlohmann::json list = nlohmann::json::array();
         for (const auto &b : response.budgets())
@@ -209,7 +196,7 @@ std::optional<Command> parsedCostCommand(const CostSubcommands &commands)
     return std::nullopt;
 }
 
-int runCostCommand(const Invocation &inv, const GovernanceCall &call, std::ostream &out, std::ostream &err)
+int runCostCommand(const Invocation &inv, const BrokerCall &call, std::ostream &out, std::ostream &err)
 {
     return inv.command == Command::Budgets ? runBudgets(inv, call, out, err) : runCost(inv, call, out, err);
 }

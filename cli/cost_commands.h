@@ -22,7 +22,7 @@ struct CostSubcommands {
 
 CostSubcommands addCostCommands(CLI::App &app, Invocation &inv);
 std::optional<Command> parsedCostCommand(const CostSubcommands &commands);
-int runCostCommand(const Invocation &inv, const GovernanceCall &call, std::ostream &out, std::ostream &err);
+int runCostCommand(const Invocation &inv, const BrokerCall &call, std::ostream &out, std::ostream &err);
 
 // --since: a duration back from now ("30m", "24h", "7d") or a UTC date ("2026-11-30"); the start in
 // Unix ms, or nullopt when it is neither.

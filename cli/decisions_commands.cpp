@@ -75,13 +75,8 @@ std::optional<Command> parsedDecisionsCommand(const DecisionsSubcommands &comman
     return std::nullopt;
 }
 
-int runDecisionsCommand(const Invocation &inv, const AgentsCall &call, std::ostream &out, std::ostream &err)
+int runDecisionsCommand(const Invocation &inv, const BrokerCall &call, std::ostream &out, std::ostream &err)
 {
-    auto failed = [&](const std::string &action, const grpc::Status &status) {
-        const bool connected = call.connected();
-        err << "paddockctl: " << describeFailure(action, status, connected, call.shownAddress) << "\n";
-        return toInt(exitCodeFor(status.error_code(), connected));
-    };
     if (inv.command == Command::DecisionsStats) {
         v1::GetDecisionStatsRequest request;
         request.set_group_by(inv.decisionGroupBy);
@@ -90,7 +85,7 @@ int runDecisionsCommand(const Invocation &inv, const AgentsCall &call, std::ostr
         call.setDeadline(context);
         const grpc::Status status = call.stub.GetDecisionStats(&context, request, &stats);
         if (!status.ok())
-            return failed("cannot count decisions", status);
+            return call.fail(err, "cannot count decisions", status);
         const std::string by = inv.decisionGroupBy.empty() ? "tier" : inv.decisionGroupBy;
         if (inv.output == OutputFormat::Json) {
             for (const auto &line : stats.lines())
@@ -133,7 +128,7 @@ int runDecisionsCommand(const Invocation &inv, const AgentsCall &call, std::ostr
         call.setDeadline(context);
         const grpc::Status status = call.stub.ListDecisions(&context, request, &response);
         if (!status.ok())
-            return failed("cannot list decisions", status);
+            return call.fail(err, "cannot list decisions", status);
         decisions.insert(decisions.end(), response.decisions().begin(), response.decisions().end());
         token = inv.limit > 0 && static_cast<int>(decisions.size()) < inv.limit ? response.next_page_token() : "";
     } while (!token.empty());

@@ -18,7 +18,7 @@ struct DecisionsSubcommands {
 
 DecisionsSubcommands addDecisionsCommands(CLI::App &app, Invocation &inv);
 std::optional<Command> parsedDecisionsCommand(const DecisionsSubcommands &commands);
-int runDecisionsCommand(const Invocation &inv, const AgentsCall &call, std::ostream &out, std::ostream &err);
+int runDecisionsCommand(const Invocation &inv, const BrokerCall &call, std::ostream &out, std::ostream &err);
 
 nlohmann::json decisionToJson(const v1::EnvironmentDecision &decision);
 // TIME, SESSION, TRIGGER, CHOOSER, REQUESTED, CHOSEN, OUTCOME, FITS, REASON.

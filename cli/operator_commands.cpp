@@ -2,6 +2,7 @@
 
 #include "cli/exit_codes.h"
 #include "cli/format.h"
+#include "common/clock.h"
 
 #include <grpcpp/grpcpp.h>
 
@@ -18,12 +19,6 @@ namespace paddock::cli {
 namespace {
 
 using nlohmann::json;
-
-int64_t nowMs()
-{
-    return std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::system_clock::now().time_since_epoch())
-        .count();
-}
 
 // Output is bytes; JSON wants UTF-8: invalid sequences become U+FFFD.
 std::string text(const std::string &bytes)
@@ -85,7 +80,7 @@ std::string lastLines(const std::string &s, size_t maxLines)
 
 struct Runner {
     const Invocation &inv;
-    const OperatorCall &call;
+    const BrokerCall &call;
     std::ostream &out;
     std::ostream &err;
 
@@ -98,9 +93,7 @@ struct Runner {
 
     int fail(const std::string &action, const grpc::Status &status, std::string_view hint = {}) const
     {
-        const bool connected = call.connected();
-        err << "paddockctl: " << describeFailure(action, status, connected, call.shownAddress, hint) << "\n";
-        return toInt(exitCodeFor(status.error_code(), connected));
+        return call.fail(err, action, status, hint);
     }
 
     // ID is SANDBOX or POOL/SANDBOX; without the pool, the post-mortem list says which pool has it.
@@ -183,7 +176,7 @@ struct Runner {
             out << j.dump(2) << "\n";
         } else {
             std::vector<std::vector<std::string>> rows;
-            const int64_t now = nowMs();
+            const int64_t now = nowUnixMs();
             for (const auto &pm : resp.post_mortems()) {
                 const std::string exit = pm.signal() ? "signal " + std::to_string(pm.signal()) : std::to_string(pm.exit_code());
                 rows.push_back({pm.pool() + "/" + pm.sandbox_id(), pm.session_id(), pm.tier(), pm.reason(), exit,
@@ -205,7 +198,7 @@ struct Runner {
         if (inv.output == OutputFormat::Json)
             out << postMortemToJson(*pm, true).dump(2) << "\n";
         else
-            out << formatPostMortem(*pm, nowMs());
+            out << formatPostMortem(*pm, nowUnixMs());
         return toInt(ExitCode::Ok);
     }
 
@@ -505,7 +498,7 @@ std::optional<Command> parsedOperatorCommand(const OperatorSubcommands &c)
     return std::nullopt;
 }
 
-int runOperatorCommand(const Invocation &inv, const OperatorCall &call, std::istream &in, std::ostream &out, std::ostream &err)
+int runOperatorCommand(const Invocation &inv, const BrokerCall &call, std::istream &in, std::ostream &out, std::ostream &err)
 {
     const Runner r{inv, call, out, err};
     switch (inv.command) {

@@ -10,6 +10,7 @@
 // Threads: everything runs on the caller's thread, like the rest of paddockctl.
 
 #include "cli/app.h"
+#include "cli/broker_call.h"
 #include "paddock/v1/broker.grpc.pb.h"
 
 #include <CLI/CLI.hpp>
@@ -33,16 +34,8 @@ struct OperatorSubcommands {
 OperatorSubcommands addOperatorCommands(CLI::App &app, Invocation &inv);
 std::optional<Command> parsedOperatorCommand(const OperatorSubcommands &commands);
 
-struct OperatorCall {
-    v1::BrokerService::Stub &stub;
-    std::function<void(grpc::ClientContext &)> setDeadline;
-    std::function<bool()> connected;
-    std::function<bool()> interrupted;
-    std::string shownAddress;
-};
-
 // in: the lines an interactive debug shell runs (stdin).
-int runOperatorCommand(const Invocation &inv, const OperatorCall &call, std::istream &in, std::ostream &out,
+int runOperatorCommand(const Invocation &inv, const BrokerCall &call, std::istream &in, std::ostream &out,
                        std::ostream &err);
 
 nlohmann::json postMortemToJson(const v1::PostMortem &pm, bool full);

@@ -17,7 +17,7 @@ CLI::App *addOverrideCommand(CLI::App &app, Invocation &inv)
     return command;
 }
 
-int runOverrideCommand(const Invocation &inv, const OverrideCall &call, std::ostream &out, std::ostream &err)
+int runOverrideCommand(const Invocation &inv, const BrokerCall &call, std::ostream &out, std::ostream &err)
 {
     v1::OverrideTierRequest request;
     request.set_session_id(inv.sessionId);
@@ -27,14 +27,9 @@ int runOverrideCommand(const Invocation &inv, const OverrideCall &call, std::ost
     grpc::ClientContext context;
     call.setDeadline(context);
     const grpc::Status status = call.stub.OverrideTier(&context, request, &decision);
-    if (!status.ok()) {
-        const bool connected = call.connected();
-        err << "paddockctl: "
-            << describeFailure("cannot move session " + inv.sessionId + " to tier " + inv.tier, status, connected,
-                               call.shownAddress, "`paddockctl pools` lists the tiers")
-            << "\n";
-        return toInt(exitCodeFor(status.error_code(), connected));
-    }
+    if (!status.ok())
+        return call.fail(err, "cannot move session " + inv.sessionId + " to tier " + inv.tier, status,
+                         "`paddockctl pools` lists the tiers");
     if (inv.output == OutputFormat::Json) {
         out << decisionToJson(decision).dump(2) << "\n";
     } else {

@@ -6,6 +6,7 @@
 // Threads: everything runs on the caller's thread, like the rest of paddockctl.
 
 #include "cli/app.h"
+#include "cli/broker_call.h"
 #include "paddock/v1/broker.grpc.pb.h"
 
 #include <CLI/CLI.hpp>
@@ -17,13 +18,6 @@ namespace paddock::cli {
 // Adds `override` to app, storing what it parses in inv (sessionId, tier, reason).
 CLI::App *addOverrideCommand(CLI::App &app, Invocation &inv);
 
-struct OverrideCall {
-    v1::BrokerService::Stub &stub;
-    std::function<void(grpc::ClientContext &)> setDeadline;
-    std::function<bool()> connected;   // whether calls reach the broker (for the exit code)
-    std::string shownAddress;
-};
-
-int runOverrideCommand(const Invocation &inv, const OverrideCall &call, std::ostream &out, std::ostream &err);
+int runOverrideCommand(const Invocation &inv, const BrokerCall &call, std::ostream &out, std::ostream &err);
 
 } // namespace paddock::cli

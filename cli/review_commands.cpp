@@ -1,27 +1,13 @@
 #include "cli/review_commands.h"
 
 #include "cli/exit_codes.h"
+#include "common/clock.h"
 
-#include <chrono>
 #include <map>
 
 namespace paddock::cli {
 
 namespace {
-
-int64_t nowMs()
-{
-    return std::chrono::duration_cast<std::chrono::milliseconds>(
-        std::chrono::system_clock::now().time_since_epoch()).count();
-}
-
-int failed(const GovernanceCall &call, std::ostream &err, const std::string &action, const grpc::Status &status,
-           std::string_view hint = {})
-{
-    const bool connected = call.connected();
-    err << "paddockctl: " << describeFailure(action, status, connected, call.shownAddress, hint) << "\n";
-    return toInt(exitCodeFor(status.error_code(), connected));
-}
 
 nlohmann::json itemToJson(const v1::ReviewItem &item)
 {
@@ -55,7 +41,7 @@ nlohmann::json itemToJson(const v1::ReviewItem &item)
 }
 
 // Every item the queue lists in `state` (following page tokens).
-grpc::Status listAll(const GovernanceCall &call, const std::string &state, const std::string &kind,
+grpc::Status listAll(const BrokerCall &call, const std::string &state, const std::string &kind,
                      const std::string &session, std::vector<v1::ReviewItem> &items)
 {
     std::string token;
@@ -78,12 +64,12 @@ grpc::Status listAll(const GovernanceCall &call, const std::string &state, const
     return grpc::Status::OK;
 }
 
-int runList(const Invocation &inv, const GovernanceCall &call, std::ostream &out, std::ostream &err)
+int runList(const Invocation &inv, const BrokerCall &call, std::ostream &out, std::ostream &err)
 {
     std::vector<v1::ReviewItem> items;
     const grpc::Status status = listAll(call, inv.reviewState, inv.reviewKind, inv.sessionId, items);
     if (!status.ok())
-        return failed(call, err, "cannot list review items", status);
+        return call.fail(err, "cannot list review items", status);
     if (inv.output == OutputFormat::Json) {
         nlohmann::json list = nlohmann::json::array();
         for (const auto &item : items)
@@ -95,7 +81,7 @@ int runList(const Invocation &inv, const GovernanceCall &call, std::ostream &out
         out << "no " << (inv.reviewState == "all" ? "" : inv.reviewState + " ") << "review items\n";
         return toInt(ExitCode::Ok);
     }
-    const int64_t now = nowMs();
+    const int64_t now = nowUnixMs();
     std::vector<std::vector<std::string>> rows;
     for (const auto &item : items) {
         rows.push_back({item.id(), item.kind(), item.risk(), item.state(), item.requester(),
@@ -108,7 +94,7 @@ int runList(const Invocation &inv, const GovernanceCall &call, std::ostream &out
     return toInt(ExitCode::Ok);
 }
 
-int runShow(const Invocation &inv, const GovernanceCall &call, std::ostream &out, std::ostream &err)
+int runShow(const Invocation &inv, const BrokerCall &call, std::ostream &out, std::ostream &err)
 {
     const std::string id = inv.reviewIds.empty() ? std::string() : inv.reviewIds.front();
     v1::GetReviewItemRequest request;
@@ -118,12 +104,12 @@ int runShow(const Invocation &inv, const GovernanceCall &call, std::ostream &out
     call.setDeadline(context);
     const grpc::Status status = call.stub.GetReviewItem(&context, request, &item);
     if (!status.ok())
-        return failed(call, err, "cannot show review item " + id, status, "`paddockctl reviews ls` lists them");
+        return call.fail(err, "cannot show review item " + id, status, "`paddockctl reviews ls` lists them");
     if (inv.output == OutputFormat::Json) {
         out << itemToJson(item).dump(2) << "\n";
         return toInt(ExitCode::Ok);
     }
-    const int64_t now = nowMs();
+    const int64_t now = nowUnixMs();
     std::vector<std::vector<std::string>> rows = {
         {"id", item.id()},
         {"kind", item.kind()},
@@ -153,7 +139,7 @@ int runShow(const Invocation &inv, const GovernanceCall &call, std::ostream &out
     return toInt(ExitCode::Ok);
 }
 
-int runDecide(const Invocation &inv, const GovernanceCall &call, std::ostream &out, std::ostream &err)
+int runDecide(const Invocation &inv, const BrokerCall &call, std::ostream &out, std::ostream &err)
 {
     const bool approve = inv.command == Command::ReviewsApprove;
     const std::string verb = approve ? "approve" : "reject";
@@ -174,7 +160,7 @@ int runDecide(const Invocation &inv, const GovernanceCall &call, std::ostream &o
         std::vector<v1::ReviewItem> items;
         const grpc::Status listed = listAll(call, "all", "", "", items);
         if (!listed.ok())
-            return failed(call, err, "cannot " + verb + " review items", listed);
+            return call.fail(err, "cannot " + verb + " review items", listed);
         for (const auto &id : inv.reviewIds) {
             auto it = std::find_if(items.begin(), items.end(), [&](const v1::ReviewItem &i) { return i.id() == id; });
             if (it == items.end()) {
@@ -196,7 +182,7 @@ int runDecide(const Invocation &inv, const GovernanceCall &call, std::ostream &o
     call.setDeadline(context);
     const grpc::Status status = call.stub.DecideReviewItems(&context, request, &response);
     if (!status.ok())
-        return failed(call, err, "cannot " + verb + " review items", status);
+        return call.fail(err, "cannot " + verb + " review items", status);
     if (inv.output == OutputFormat::Json) {
         nlohmann::json list = nlohmann::json::array();
         for (const auto &item : response.items())
@@ -209,14 +195,14 @@ int runDecide(const Invocation &inv, const GovernanceCall &call, std::ostream &o
     return toInt(ExitCode::Ok);
 }
 
-int runStats(const Invocation &inv, const GovernanceCall &call, std::ostream &out, std::ostream &err)
+int runStats(const Invocation &inv, const BrokerCall &call, std::ostream &out, std::ostream &err)
 {
     v1::ApproverStats response;
     grpc::ClientContext context;
     call.setDeadline(context);
     const grpc::Status status = call.stub.GetApproverStats(&context, v1::GetApproverStatsRequest{}, &response);
     if (!status.ok())
-        return failed(call, err, "cannot read approver stats", status);
+        return call.fail(err, "cannot read approver stats", status);
     if (inv.output == OutputFormat::Json) {
         nlohmann::json list = nlohmann::json::array();
         for (const auto &a : response.approvers())
@@ -313,7 +299,7 @@ std::optional<Command> parsedReviewCommand(const ReviewSubcommands &commands)
     return std::nullopt;
 }
 
-int runReviewCommand(const Invocation &inv, const GovernanceCall &call, std::ostream &out, std::ostream &err)
+int runReviewCommand(const Invocation &inv, const BrokerCall &call, std::ostream &out, std::ostream &err)
 {
     switch (inv.command) {
     case Command::ReviewsList: return runList(inv, call, out, err);

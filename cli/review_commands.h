@@ -7,6 +7,7 @@
 // Threads: everything runs on the caller's thread, like the rest of paddockctl.
 
 #include "cli/app.h"
+#include "cli/broker_call.h"
 #include "paddock/v1/broker.grpc.pb.h"
 
 #include <CLI/CLI.hpp>
@@ -15,14 +16,6 @@
 #include <optional>
 
 namespace paddock::cli {
-
-// The broker connection as the governance commands (reviews, cost, budgets) use it.
-struct GovernanceCall {
-    v1::BrokerService::Stub &stub;
-    std::function<void(grpc::ClientContext &)> setDeadline;
-    std::function<bool()> connected;   // whether calls reach the broker (for the exit code)
-    std::string shownAddress;
-};
 
 struct ReviewSubcommands {
     CLI::App *list = nullptr;
@@ -34,7 +27,7 @@ struct ReviewSubcommands {
 
 ReviewSubcommands addReviewCommands(CLI::App &app, Invocation &inv);
 std::optional<Command> parsedReviewCommand(const ReviewSubcommands &commands);
-int runReviewCommand(const Invocation &inv, const GovernanceCall &call, std::ostream &out, std::ostream &err);
+int runReviewCommand(const Invocation &inv, const BrokerCall &call, std::ostream &out, std::ostream &err);
 
 // "id=hash" pairs of --hash, or a lone hash when exactly one id is decided. Empty map and a
 // message on a malformed value.

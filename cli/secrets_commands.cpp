@@ -29,14 +29,6 @@ std::string readHidden(std::istream &in, std::ostream &err, const std::string &n
     return line;
 }
 
-int failed(const SecretsCall &call, std::ostream &err, const std::string &action, const grpc::Status &status,
-           std::string_view hint = {})
-{
-    const bool connected = call.connected();
-    err << "paddockctl: " << describeFailure(action, status, connected, call.shownAddress, hint) << "\n";
-    return toInt(exitCodeFor(status.error_code(), connected));
-}
-
 } // namespace
 
 std::string secretValueFromInput(std::string input)
@@ -75,7 +67,7 @@ std::optional<Command> parsedSecretsCommand(const SecretsSubcommands &commands)
     return std::nullopt;
 }
 
-int runSecretsCommand(const Invocation &inv, const SecretsCall &call, std::istream &in, bool inIsTerminal,
+int runSecretsCommand(const Invocation &inv, const BrokerCall &call, std::istream &in, bool inIsTerminal,
                       std::ostream &out, std::ostream &err)
 {
     const std::string &name = inv.secretName;
@@ -98,7 +90,7 @@ int runSecretsCommand(const Invocation &inv, const SecretsCall &call, std::istre
         call.setDeadline(context);
         const grpc::Status status = call.stub.SetSecret(&context, request, &response);
         if (!status.ok())
-            return failed(call, err, action, status,
+            return call.fail(err, action, status,
                           "give the value on stdin: `paddockctl secrets set " + name + " < FILE`");
         if (inv.output == OutputFormat::Json) {
             out << nlohmann::json{{"name", response.secret().name()},
@@ -120,7 +112,7 @@ int runSecretsCommand(const Invocation &inv, const SecretsCall &call, std::istre
         call.setDeadline(context);
         const grpc::Status status = call.stub.DeleteSecret(&context, request, &response);
         if (!status.ok())
-            return failed(call, err, "cannot remove secret " + name, status,
+            return call.fail(err, "cannot remove secret " + name, status,
                           "`paddockctl secrets ls` lists the secrets");
         if (inv.output == OutputFormat::Json)
             out << nlohmann::json{{"name", name}, {"removed", true}}.dump(2) << "\n";
@@ -134,7 +126,7 @@ int runSecretsCommand(const Invocation &inv, const SecretsCall &call, std::istre
     call.setDeadline(context);
     const grpc::Status status = call.stub.ListSecrets(&context, v1::ListSecretsRequest{}, &response);
     if (!status.ok())
-        return failed(call, err, "cannot list secrets", status);
+        return call.fail(err, "cannot list secrets", status);
     if (inv.output == OutputFormat::Json) {
         nlohmann::json list = nlohmann::json::array();
         for (const auto &secret : response.secrets())

@@ -5,6 +5,7 @@
 // Threads: everything runs on the caller's thread, like the rest of paddockctl.
 
 #include "cli/app.h"
+#include "cli/broker_call.h"
 #include "paddock/v1/broker.grpc.pb.h"
 
 #include <CLI/CLI.hpp>
@@ -26,15 +27,8 @@ SecretsSubcommands addSecretsCommands(CLI::App &app, Invocation &inv);
 // The command that was parsed, if it was one of these.
 std::optional<Command> parsedSecretsCommand(const SecretsSubcommands &commands);
 
-struct SecretsCall {
-    v1::BrokerService::Stub &stub;
-    std::function<void(grpc::ClientContext &)> setDeadline;
-    std::function<bool()> connected;   // whether calls reach the broker (for the exit code)
-    std::string shownAddress;
-};
-
 // Runs SecretsSet, SecretsList or SecretsRemove. in: where `set` reads the value (stdin).
-int runSecretsCommand(const Invocation &inv, const SecretsCall &call, std::istream &in, bool inIsTerminal,
+int runSecretsCommand(const Invocation &inv, const BrokerCall &call, std::istream &in, bool inIsTerminal,
                       std::ostream &out, std::ostream &err);
 
 // The value as `secrets set` stores it: the input with one trailing newline ("\n" or "\r\n")

@@ -103,7 +103,6 @@ DecisionsView::DecisionsView(QWidget *parent) : QWidget(parent)
     m_table->setEditTriggers(QAbstractItemView::NoEditTriggers);
     m_table->verticalHeader()->hide();
     m_table->verticalHeader()->setSectionResizeMode(QHeaderView::Fixed);
-    m_table->horizontalHeader()->setStretchLastSection(true);
     m_table->setWordWrap(false);
     m_tint = new AllocationTint(this);
 
@@ -155,16 +154,20 @@ void DecisionsView::setModel(DecisionTableModel *model)
     m_model = model;
     m_tint->setSourceModel(model);
     m_table->setModel(m_tint);
+    // The short columns fit their longest usual value ("demo-platform", "over-allocated"); the
+    // reason takes the rest (its whole text is in the row's tooltip).
     auto *header = m_table->horizontalHeader();
+    header->setStretchLastSection(false);
     header->resizeSection(DecisionTableModel::Time, 140);
     header->resizeSection(DecisionTableModel::Session, 110);
-    header->resizeSection(DecisionTableModel::Agent, 90);
+    header->resizeSection(DecisionTableModel::Agent, 110);
     header->resizeSection(DecisionTableModel::Requested, 80);
-    header->resizeSection(DecisionTableModel::Chosen, 80);
-    header->resizeSection(DecisionTableModel::Chooser, 110);
-    header->resizeSection(DecisionTableModel::Rule, 110);
-    header->resizeSection(DecisionTableModel::Reason, 260);
-    header->resizeSection(DecisionTableModel::Outcome, 120);
+    header->resizeSection(DecisionTableModel::Chosen, 70);
+    header->resizeSection(DecisionTableModel::Chooser, 75);
+    header->resizeSection(DecisionTableModel::Rule, 120);
+    header->resizeSection(DecisionTableModel::Outcome, 115);
+    header->resizeSection(DecisionTableModel::Fitting, 135);
+    header->setSectionResizeMode(DecisionTableModel::Reason, QHeaderView::Stretch);
     connect(m_table->selectionModel(), &QItemSelectionModel::selectionChanged, this, &DecisionsView::updateOverride);
     connect(m_tint, &QAbstractItemModel::modelReset, this, &DecisionsView::updateOverride);
 }

@@ -64,8 +64,10 @@ public:
         painter->setPen(opt.palette.color(selected ? QPalette::HighlightedText : QPalette::Text));
         const int tierWidth = opt.fontMetrics.horizontalAdvance(tier);
         painter->drawText(r, Qt::AlignVCenter | Qt::AlignLeft, tier);
+        // A little smaller than the tier and semi-bold, so it reads as a label and stays legible.
         QFont small = opt.font;
-        small.setPointSizeF(small.pointSizeF() * 0.8);
+        small.setPointSizeF(small.pointSizeF() * 0.85);
+        small.setWeight(QFont::DemiBold);
         painter->setFont(small);
         const QFontMetrics fm(small);
         const QRect badge(r.left() + tierWidth + 6, r.center().y() - fm.height() / 2, fm.horizontalAdvance(chooser) + 8,
@@ -217,7 +219,7 @@ void SessionsView::setModels(SessionTableModel *table, SessionFilterProxy *proxy
     header->setSectionResizeMode(QHeaderView::Interactive);
     header->setStretchLastSection(false);
     const QList<QPair<int, int>> widths = {
-        {SessionTableModel::Status, 160}, {SessionTableModel::Id, 110},   {SessionTableModel::Agent, 90},
+        {SessionTableModel::Status, 160}, {SessionTableModel::Id, 110},   {SessionTableModel::Agent, 110},
         {SessionTableModel::Tier, 130},   {SessionTableModel::Pool, 80},  {SessionTableModel::Steps, 60},
         {SessionTableModel::Cost, 80},    {SessionTableModel::Duration, 80}, {SessionTableModel::LastEvent, 130},
     };

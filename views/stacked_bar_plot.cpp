@@ -24,7 +24,17 @@ StackedBarPlot::StackedBarPlot(QWidget *parent) : QWidget(parent)
     m_plot = new QCustomPlot(this);
     m_plot->setMinimumHeight(140);
     m_plot->legend->setVisible(true);
-    m_plot->axisRect()->insetLayout()->setInsetAlignment(0, Qt::AlignTop | Qt::AlignRight);
+    // Beside the bars, not over them: inside the axis rect it hid the top of the last bar (the
+    // demo's one bucket of spend, the tallest category).
+    // A column of its own, the legend at its top and an empty element taking the rest of the height
+    // (a legend alone in a cell spreads its entries over the whole height).
+    auto *side = new QCPLayoutGrid;
+    m_plot->plotLayout()->addElement(0, 1, side);
+    m_plot->plotLayout()->setColumnStretchFactor(1, 0.001);
+    side->addElement(0, 0, m_plot->legend);
+    side->addElement(1, 0, new QCPLayoutElement(m_plot));
+    side->setRowStretchFactor(0, 0.001);
+    side->setRowSpacing(0);
     m_plot->setInteractions(QCP::iRangeDrag | QCP::iRangeZoom);
     m_plot->axisRect()->setRangeDrag(Qt::Horizontal);
     m_plot->axisRect()->setRangeZoom(Qt::Horizontal);

@@ -1,4 +1,5 @@
 #include "app/client/grpc_console_client.h"
+#include "app/client/grpc_text.h"
 
 #include "app/client/grpc_governance_client.h"
 
@@ -35,21 +36,6 @@ constexpr int kHistoryDeadlineMs = 30'000;
 constexpr int kShutdownWaitMs = 5'000;
 
 constexpr int kSampleWatchDeadlineMs = 24 * 3600 * 1000;   // a watch lasts while its sandbox is claimed
-
-std::chrono::system_clock::time_point deadlineIn(int ms)
-{
-    return std::chrono::system_clock::now() + std::chrono::milliseconds(ms);
-}
-
-QString qs(const std::string &text)
-{
-    return QString::fromStdString(text);
-}
-
-std::string ss(const QString &text)
-{
-    return text.toStdString();
-}
 
 SessionInfo toSessionInfo(const v1::Session &s)
 {

@@ -1,4 +1,5 @@
 #include "app/client/grpc_governance_client.h"
+#include "app/client/grpc_text.h"
 
 #include "paddock/v1/broker.grpc.pb.h"
 
@@ -20,9 +21,6 @@ Q_LOGGING_CATEGORY(lcGovernance, "paddock.console.governance")
 
 constexpr int kDeadlineMs = 10'000;
 constexpr int kShutdownWaitMs = 5'000;
-
-QString qs(const std::string &text) { return QString::fromStdString(text); }
-std::string ss(const QString &text) { return text.toStdString(); }
 
 // What a person reads when a governance call fails. what: "list the review queue".
 CallError callError(const grpc::Status &status, const QString &what)
@@ -153,7 +151,7 @@ public:
         auto call = std::make_shared<Call>();
         call->request = std::move(request);
         call->stub = v1::BrokerService::NewStub(current);
-        call->context.set_deadline(std::chrono::system_clock::now() + std::chrono::milliseconds(kDeadlineMs));
+        call->context.set_deadline(deadlineIn(kDeadlineMs));
         {
             std::lock_guard lock(shared->mutex);
             std::erase_if(shared->calls, [](const auto &weak) { return weak.expired(); });

@@ -44,12 +44,20 @@ std::string_view idOf(std::string_view token)
     if (!token.starts_with(kPrefix) || token.size() <= kPrefix.size() + kIdHexDigits + 1
         || token[kPrefix.size() + kIdHexDigits] != '_')
         return {};
-    return token.substr(kPrefix.size(), kIdHexDigits);
+    const std::string_view id = token.substr(kPrefix.size(), kIdHexDigits);
+    const bool hex = std::all_of(id.begin(), id.end(), [](char c) { return (c >= '0' && c <= '9') || (c >= 'a' && c <= 'f'); });
+    return hex ? id : std::string_view();
 }
 
 const char *kNewTokenHint = "ask an admin for a new one (paddockctl tokens create PRINCIPAL)";
 
 } // namespace
+
+std::string tokenIdOf(std::string_view token)
+{
+    const std::string_view id = idOf(token);
+    return id.empty() ? std::string() : "tok-" + std::string(id);
+}
 
 std::string sha256Hex(std::string_view data)
 {

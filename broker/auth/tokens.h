@@ -44,6 +44,9 @@ NewToken generateToken(const std::string &principal, const std::string &descript
                        int64_t ttlSeconds);
 // Hex SHA-256.
 std::string sha256Hex(std::string_view data);
+// The id a token of the form "pdk_<id>_<secret>" names ("tok-<id>", as TokenInfo::id), whether or
+// not this broker issued it; empty for anything else. Never returns any part of the secret.
+std::string tokenIdOf(std::string_view token);
 
 class TokenRegistry {
 public:

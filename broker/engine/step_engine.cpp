@@ -9,6 +9,7 @@
 #include <algorithm>
 #include <chrono>
 #include <climits>
+#include <cmath>
 #include <set>
 
 namespace paddock::engine {
@@ -1243,6 +1244,8 @@ StepOutcome StepEngine::runBrokerTool(const Action &action, std::span<const core
     }
 
     // request_environment {tier, reason}
+    if (!action.review.is_null())
+        return tierEscalationDecided(action, *decider, *agent);
     const std::string tier = stringArg(call, "tier");
     if (tier.empty()) {
         result["error"] = "request_environment needs a tier, e.g. {\"tier\": \"standard\", \"reason\": \"the build needs "
@@ -1250,8 +1253,9 @@ StepOutcome StepEngine::runBrokerTool(const Action &action, std::span<const core
         return answer();
     }
     (void)log;
+    const std::string reason = stringArg(call, "reason");
     const auto context = decider->context(*agent, {state.agent, state.tags, state.goal, state.playbook});
-    policy::TierDecision decision = policy::decideRequest(context, state.tier, tier, stringArg(call, "reason"));
+    policy::TierDecision decision = policy::decideRequest(context, state.tier, tier, reason);
     decision.id = EnvironmentDecider::decisionId(state.id, state.lastSeq + 1);
     events.push_back(event(core::kind::EnvDecision, decision.toJson()));
     result["decision_id"] = decision.id;
@@ -1268,13 +1272,87 @@ StepOutcome StepEngine::runBrokerTool(const Action &action, std::span<const core
         result["granted"] = false;
         result["error"] = "refused: " + decision.reason;
         break;
-    case policy::Verdict::NeedsReview:
-        result["granted"] = false;
-        result["error"] = "needs review: " + decision.reason + "; this broker has no review queue to send it to, so "
-            "the session stays on tier " + state.tier;
-        break;
+    case policy::Verdict::NeedsReview: {
+        // Beyond the bound a human decides: the call waits for a tier_escalation review, and its
+        // result is written once the review is decided (tierEscalationDecided).
+        double fromPrice = 0, toPrice = 0;
+        for (const auto &info : context.tiers) {
+            if (info.name == state.tier)
+                fromPrice = info.pricePerHourUsd;
+            if (info.name == tier)
+                toPrice = info.pricePerHourUsd;
+        }
+        review::ReviewRequest request;
+        request.kind = review::kind::TierEscalation;
+        request.summary = "move session " + state.id + " from tier " + state.tier + " to tier " + tier;
+        request.change = "session " + state.id + ": tier " + state.tier + " -> " + tier;
+        request.changeFormat = "text";
+        request.impact = fmt::format("{}${:.4f}/h ({} ${:.4f}/h -> {} ${:.4f}/h)", toPrice >= fromPrice ? "+" : "-",
+                                     std::abs(toPrice - fromPrice), state.tier, fromPrice, tier, toPrice);
+        request.costMicros = std::llround((toPrice - fromPrice) * 1e6);   // per hour on the new tier
+        request.justification = reason;
+        request.policyVerdict = decision.reason;
+        request.requester = state.submittedBy;
+        request.agent = state.agent;
+        request.toolCallId = call.id;
+        request.targetCount = 1;
+        request.payload = {{"tier", tier}, {"from_tier", state.tier}, {"decision_id", decision.id},
+                           {"reason", reason}, {"max_tier_without_review", decision.maxTierWithoutReview}};
+        events.push_back(review::openReview(request, m_options.reviewPolicy, nowUnixMs()));
+        return appendResult(action, std::move(events));
+    }
     }
     return answer();
+}
+
+StepOutcome StepEngine::tierEscalationDecided(const Action &action, const EnvironmentDecider &decider,
+                                              const agents::Agent &agent)
+{
+    const core::SessionState &state = action.state;
+    const json requested = action.review.value("payload", json::object());
+    const std::string reviewId = action.review.value("review_id", std::string());
+    const std::string tier = requested.value("tier", stringArg(action.call, "tier"));
+    if (action.decision.is_null())
+        return {action.kind, false, 0, "review " + reviewId + " is not decided yet"};
+    const bool approved = action.decision.value("approved", false);
+    const std::string who = action.decision.value("decider", std::string());
+    const std::string why = action.decision.value("reason", std::string());
+    json result = toolResultBase(action.call);
+    result["requested_tier"] = tier;
+    result["review_id"] = reviewId;
+    result["approved"] = approved;
+    result["decider"] = who;
+    result["decision_reason"] = why;
+    std::vector<core::NewEvent> events;
+    if (approved) {
+        // The approver chose the tier: a human's decision, recorded like an override, which the
+        // next step carries out like any granted request (snapshot, claim, restore).
+        policy::TierDecision granted = policy::decideOverride(
+            decider.context(agent, {state.agent, state.tags, state.goal, state.playbook}), state.tier, tier, why, who);
+        granted.id = EnvironmentDecider::decisionId(state.id, state.lastSeq + 1);
+        granted.trigger = "request_environment";
+        granted.rule = "review " + reviewId;
+        granted.reason = who + " approved review " + reviewId + ": the session moves from " + state.tier + " to "
+            + tier + (why.empty() ? std::string() : " (" + why + ")");
+        events.push_back(event(core::kind::EnvDecision, granted.toJson()));
+        result["decision_id"] = granted.id;
+        result["granted"] = true;
+        result["granted_by"] = who;
+        result["tier"] = tier;
+        result["reason"] = granted.reason;
+        result["note"] = "granted by " + who + " (review " + reviewId + "): the session moves to tier " + tier
+            + " before its next step; /workspace goes with it";
+    } else {
+        result["decision_id"] = requested.value("decision_id", std::string());
+        result["granted"] = false;
+        result["tier"] = state.tier;
+        result["error"] = (who.empty() && why == "expired"
+                               ? "tier " + tier + " was not granted: review " + reviewId + " expired without a decision"
+                               : "tier " + tier + " was rejected by " + who + ": " + why)
+            + "; the session stays on tier " + state.tier;
+    }
+    events.push_back(event(core::kind::ToolResult, result));
+    return appendResult(action, std::move(events));
 }
 
 std::optional<core::NewEvent> StepEngine::tierOutcome(pools::PoolClient *pool, const core::SessionState &state,

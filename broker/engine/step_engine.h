@@ -114,6 +114,10 @@ private:
     StepOutcome releaseSandbox(const Action &action, std::span<const core::Event> log);
     // read_records and request_environment: answered by the broker, no sandbox involved.
     StepOutcome runBrokerTool(const Action &action, std::span<const core::Event> log);
+    // request_environment whose tier_escalation review was decided: approved, a granted decision
+    // with chooser human (the session moves at the next step); rejected or expired, the refusal.
+    StepOutcome tierEscalationDecided(const Action &action, const EnvironmentDecider &decider,
+                                      const agents::Agent &agent);
     // The env.outcome of the decision that gave the held sandbox its tier, from the pool's samples
     // and how the claim's commands ended; nullopt when there is none to record. Call before the
     // release (the pool forgets the samples then).

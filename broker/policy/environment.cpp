@@ -114,7 +114,7 @@ TierDecision decideAtStart(const DecisionContext &context, const std::string &re
     const std::string defaultTier = defaultTierOf(context, agent);
     const char *mode = agents::selectionModeName(agent.selectionMode);
     const TierRule *rule = nullptr;
-    if (agent.selectionMode == agents::SelectionMode::Platform || agent.selectionMode == agents::SelectionMode::Hybrid)
+    if (agent.selectionMode != agents::SelectionMode::Default && agent.selectionMode != agents::SelectionMode::Human)
         rule = context.policy ? context.policy->match(context.facts) : nullptr;
 
     if (agent.selectionMode == agents::SelectionMode::Platform && rule) {
@@ -196,25 +196,28 @@ TierDecision decideRequest(const DecisionContext &context, const std::string &cu
         decision.rule = "allowed tiers";
         decision.reason = "tier '" + tier + "' is not among agent '" + decision.agent + "''s allowed tiers (" + allowed
             + ")" + why;
-    } else if (agent.selectionMode == agents::SelectionMode::Hybrid) {
+    } else {
+        // The bound above which a human decides: a matching tier rule's max_tier_without_review in
+        // both modes (the platform said how far a session like this goes on its own); without one,
+        // hybrid is bound by the agent's default tier and agent mode only by its allowed tiers.
+        const bool hybrid = agent.selectionMode == agents::SelectionMode::Hybrid;
         const TierRule *rule = context.policy ? context.policy->match(context.facts) : nullptr;
-        const std::string bound = rule ? rule->maxTierWithoutReview : defaultTierOf(context, agent);
+        const std::string bound = rule ? rule->maxTierWithoutReview : hybrid ? defaultTierOf(context, agent) : "";
         decision.maxTierWithoutReview = bound;
-        decision.rule = rule ? rule->name : "default tier bound";
+        decision.rule = rule ? rule->name : hybrid ? "default tier bound" : "allowed tiers";
         const int rank = tierRank(ordered, tier);
-        const int boundRank = tierRank(ordered, bound);
+        const int boundRank = bound.empty() ? -1 : tierRank(ordered, bound);
         if (rank >= 0 && boundRank >= 0 && rank > boundRank) {
             decision.verdict = Verdict::NeedsReview;
             decision.reason = "tier '" + tier + "' is above " + bound + ", the highest tier this agent gets without "
                 "review" + (rule ? " (policy rule '" + rule->name + "')" : std::string(" (its default tier)")) + why;
-        } else {
+        } else if (!bound.empty()) {
             decision.chosenTier = tier;
             decision.reason = "granted within the platform's bound " + bound + why;
+        } else {
+            decision.chosenTier = tier;
+            decision.reason = "granted: tier '" + tier + "' is among the agent's allowed tiers" + why;
         }
-    } else {
-        decision.chosenTier = tier;
-        decision.rule = "allowed tiers";
-        decision.reason = "granted: tier '" + tier + "' is among the agent's allowed tiers" + why;
     }
     decision.alternatives = alternatives(context, agent, decision.chosenTier, decision.maxTierWithoutReview);
     return decision;

@@ -56,6 +56,9 @@ Outcome classifyOutcome(const OutcomeInput &input)
         && out.meanCpuFraction < kOverAllocatedCpuFraction) {
         out.outcome = "over_allocated";
         out.fittingTier = fittingTier(input.tiers, out.peakMemoryBytes, out.peakCpuCores);
+        // Already the smallest tier that fits: nothing smaller to name.
+        if (out.fittingTier == input.tier)
+            out.fittingTier.clear();
         return out;
     }
     out.outcome = "ok";

@@ -1,6 +1,6 @@
 #pragma once
 // The policy file's [[tier_rule]] tables: which tier the platform picks for a session, and the
-// highest tier an agent in hybrid mode may get without review. Rules are tried in file order; the
+// highest tier an agent in agent or hybrid mode may get without review. Rules are tried in file order; the
 // first whose every given condition matches applies. Thread-agnostic.
 
 #include "broker/policy/policy_file.h"

@@ -1,8 +1,8 @@
 #pragma once
 // Opening a review item: the approval.requested event that stops a session at its step until an
 // approver decides. The step engine opens bulk_change, egress_exception and secret_access items
-// (propose_change) and budget_extension items (budgets); environment decisions open
-// tier_escalation items (request_environment beyond the agent's bound in hybrid mode).
+// (propose_change), budget_extension items (budgets) and tier_escalation items
+// (request_environment beyond the agent's bound, docs/governance.md).
 //
 // Threads: pure functions (the id comes from a thread-local generator).
 

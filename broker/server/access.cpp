@@ -47,37 +47,51 @@ std::string whoCanCall(auth::Role needed)
     return "admin";
 }
 
+// The method a call names in its ":path" pseudo-header ("/paddock.v1.BrokerService/WhoAmI" ->
+// "WhoAmI"), for the audit record of a call refused before it reached its handler.
+std::string methodOf(const grpc::AuthMetadataProcessor::InputMetadata &metadata)
+{
+    auto it = metadata.find(":path");
+    if (it == metadata.end())
+        return "(unknown method)";
+    const std::string_view path(it->second.data(), it->second.size());
+    const auto slash = path.rfind('/');
+    constexpr size_t kMaxMethodChars = 128;   // the client chose it; a record stays a line
+    return std::string((slash == std::string_view::npos ? path : path.substr(slash + 1)).substr(0, kMaxMethodChars));
+}
+
 class TokenProcessor final : public grpc::AuthMetadataProcessor {
 public:
     explicit TokenProcessor(Access &access) : m_access(access) {}
 
-    // An in-memory lookup: no need for gRPC to hop to another thread for it.
-    bool IsBlocking() const override { return false; }
+    // Blocking: a refused call's audit record is committed before the caller hears the refusal,
+    // so gRPC runs this on its own threads rather than inline.
+    bool IsBlocking() const override { return true; }
 
     grpc::Status Process(const InputMetadata &metadata, grpc::AuthContext *context, OutputMetadata *consumed,
                          OutputMetadata *) override
     {
         auto it = metadata.find("authorization");
         if (it == metadata.end())
-            return {grpc::StatusCode::UNAUTHENTICATED,
-                    "this broker requires 'authorization: Bearer <token>' over TCP and the call had none; pass "
-                    "--token-file FILE (or set PADDOCK_TOKEN) with a token from `paddockctl tokens create`"};
+            return refuse(metadata, {},
+                          "this broker requires 'authorization: Bearer <token>' over TCP and the call had none; pass "
+                          "--token-file FILE (or set PADDOCK_TOKEN) with a token from `paddockctl tokens create`");
         const std::string_view value(it->second.data(), it->second.size());
         const std::string_view token = bearerToken(value);
         if (token.empty())
-            return {grpc::StatusCode::UNAUTHENTICATED,
-                    "the authorization metadata is not 'Bearer <token>'; send the token from `paddockctl tokens "
-                    "create` as a bearer token"};
+            return refuse(metadata, {},
+                          "the authorization metadata is not 'Bearer <token>'; send the token from `paddockctl tokens "
+                          "create` as a bearer token");
         bool persist = false;
         const int64_t now = nowUnixMs();
         auto info = m_access.tokens().verify(token, now, &persist);
         if (!info)
-            return {grpc::StatusCode::UNAUTHENTICATED, info.error().message};
+            return refuse(metadata, auth::tokenIdOf(token), info.error().message);
         auto identity = m_access.principals().byName(info->principal);
         if (!identity)
-            return {grpc::StatusCode::UNAUTHENTICATED, "token " + info->id + " names principal '" + info->principal
-                                                           + "', which the broker's config no longer lists: "
-                                                           + identity.error().message};
+            return refuse(metadata, info->id, "token " + info->id + " names principal '" + info->principal
+                                                  + "', which the broker's config no longer lists: "
+                                                  + identity.error().message);
         if (persist) {
             // Fire and forget: last_used is a hint, and the call must not wait for a commit.
             store::AppendRequest touch;
@@ -91,6 +105,14 @@ public:
     }
 
 private:
+    // UNAUTHENTICATED with why, after its audit record: principal unknown, the token's id as the
+    // target when the token parsed (never the token itself: no message here contains it).
+    grpc::Status refuse(const InputMetadata &metadata, std::string tokenId, std::string why)
+    {
+        m_access.recordUnauthenticated(methodOf(metadata), std::move(tokenId), why);
+        return {grpc::StatusCode::UNAUTHENTICATED, std::move(why)};
+    }
+
     Access &m_access;
 };
 
@@ -175,6 +197,14 @@ Result<Access::Call> Access::authorize(const grpc::CallbackServerContext *contex
         spdlog::error("audit: could not record a refused {} by {}: {}", call.method, call.caller.principal,
                       written.error().message);
     return std::unexpected(refusal);
+}
+
+void Access::recordUnauthenticated(std::string method, std::string tokenId, std::string detail)
+{
+    const store::AuditEntry entry{0, nowUnixMs(), "(unknown)", "", std::move(method), std::move(tokenId),
+                                  "UNAUTHENTICATED", std::move(detail)};
+    if (auto written = write(entry); !written)
+        spdlog::error("audit: could not record an unauthenticated {}: {}", entry.method, written.error().message);
 }
 
 store::SqlStatement Access::auditOf(Call &call, std::string detail)

@@ -1,8 +1,9 @@
 #pragma once
 // Applies the permissions (broker/auth) to calls: who the caller is (caller.h), whether its role
 // allows the method (auth::findMethodRule), and the audit log: every mutating call and every
-// refused call leaves an audit record (broker/store/auth_tables.h). A call whose audit record
-// cannot be written fails. Also owns the bearer tokens and the check that lets TCP callers in.
+// refused call leaves an audit record (broker/store/auth_tables.h), a TCP call refused for its
+// bearer token too. A call whose audit record cannot be written fails. Also owns the bearer tokens
+// and the check that lets TCP callers in.
 //
 // How a handler uses it:
 //   auto call = m_access.authorize(context, "CancelSession", request->id());
@@ -56,6 +57,10 @@ public:
     grpc::Status conclude(Call &call, const grpc::Status &status, std::string detail = {});
     // Writes the call's record now, before its work starts (handlers that finish asynchronously).
     Status recordNow(Call &call, std::string detail);
+
+    // Records a call the token check refused (UNAUTHENTICATED) before any handler saw it: principal
+    // "(unknown)", the token's id as the target when the token parsed (never the token).
+    void recordUnauthenticated(std::string method, std::string tokenId, std::string detail);
 
     // The caller's principal and role with the methods it may call (WhoAmI).
     Result<Call> whoAmI(const grpc::CallbackServerContext *context) { return authorize(context, "WhoAmI"); }

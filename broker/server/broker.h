@@ -1,6 +1,7 @@
 #pragma once
-// One running broker: the store, the pools, the models, the step engine and the gRPC server,
-// started and stopped in order.
+// One running broker: the store, the configured pools, the broker's core (broker_core.h: policy,
+// agents, decisions, cost, reviews, models, the step engine and the service) and the gRPC server on
+// its sockets, started and stopped in order.
 //
 // Threads: start() and stop() from the main thread. Everything else runs on the threads of its
 // parts (store writer, step workers, stream pump, gRPC).

@@ -1,11 +1,15 @@
-// The governance views in the real window over the real client and the broker's own service in
-// this process (tests/support/in_process_broker: real SQLite store, real gRPC on a unix socket),
-// offscreen, driven with QTest input: the review queue, the decisions view and the cost view, and
-// tier overrides from the sessions table.
+// The governance views in the real window over the real client and the broker paddockd runs, in
+// this process (tests/support/in_process_broker: real SQLite store, agents, decisions, policy, cost,
+// reviews, real gRPC on a unix socket), offscreen, driven with QTest input: the review queue, the
+// decisions view and the cost view, and tier overrides from the sessions table and the decisions
+// view. The override tests run their sessions on a real paddock-pool (two bubblewrap tiers) with the
+// broker's step workers.
 
 #include "app/client/grpc_console_client.h"
 #include "app/governance_controller.h"
 #include "app/main_window.h"
+#include "models/decision_table_model.h"
+#include "models/pools_model.h"
 #include "models/review_queue_model.h"
 #include "models/session_table_model.h"
 #include "views/cost_view.h"
@@ -17,6 +21,7 @@
 
 #include "broker/core/event.h"
 #include "paddock/v1/broker.grpc.pb.h"
+#include "tests/integration/daemons_fixture.h"
 #include "tests/support/in_process_broker.h"
 #include "tests/unit/views/views_test_support.h"
 
@@ -24,6 +29,7 @@
 #include <nlohmann/json.hpp>
 
 #include <QAction>
+#include <QComboBox>
 #include <QCryptographicHash>
 #include <QDateTime>
 #include <QMessageBox>
@@ -38,6 +44,8 @@
 #include <gtest/gtest.h>
 
 #include <filesystem>
+#include <fstream>
+#include <iostream>
 
 using namespace paddock::console;
 
@@ -57,7 +65,20 @@ protected:
         std::filesystem::remove_all(m_dir);
         std::filesystem::create_directories(m_dir);
         m_broker = std::make_unique<paddock::test::InProcessBroker>(m_dir);
-        ASSERT_TRUE(m_broker->start().has_value());
+        if (runsSessions()) {
+            // A real pool with two bubblewrap tiers, and the broker's step workers running.
+            PADDOCK_SKIP_IF_MISSING((std::vector<std::string>{"paddock-pool", "paddock-sandbox-init"}));
+            m_poolDir = std::make_unique<paddock::test::TempDir>("pgov-pool");
+            const auto config = *m_poolDir / "pool.toml";
+            std::ofstream(config) << kPoolToml;
+            auto pool = paddock::test::startPool(*m_poolDir, std::chrono::seconds(30), {"--config", config.string()});
+            ASSERT_TRUE(pool) << "cannot start paddock-pool: " << pool.error().message;
+            m_pool = std::make_unique<paddock::test::PoolProcess>(std::move(*pool));
+            m_broker->addPool("local", m_pool->endpoint);
+            m_broker->runSteps(true);
+        }
+        auto started = m_broker->start();
+        ASSERT_TRUE(started.has_value()) << started.error().message;
         m_client = std::make_unique<GrpcConsoleClient>();
         m_window = std::make_unique<MainWindow>(m_client.get(), MainWindow::Options{false});
         m_window->show();
@@ -71,8 +92,35 @@ protected:
         m_stub.reset();
         m_client.reset();
         m_broker.reset();
+        if (m_pool && HasFailure())
+            std::cerr << "---- paddock-pool log (tail) ----\n" << m_pool->daemon.logTail(60);
+        if (m_pool)
+            m_pool->daemon.terminate();
+        m_pool.reset();
+        m_poolDir.reset();
         std::filesystem::remove_all(m_dir);
     }
+
+    // Whether this fixture's sessions run (a real pool and the step workers).
+    virtual bool runsSessions() const { return false; }
+
+    // Two tiers of one runtime, so the test needs nothing but bubblewrap.
+    static constexpr const char *kPoolToml = R"([[tier]]
+name = "lite"
+runtime = "bwrap"
+cpu = 0.5
+memory_mb = 512
+warm_count = 1
+price_per_hour = 0.02
+
+[[tier]]
+name = "standard"
+runtime = "bwrap"
+cpu = 2
+memory_mb = 4096
+warm_count = 1
+price_per_hour = 0.12
+)";
 
     // A session of the broker's (queued: nothing runs its steps here), submitted over gRPC.
     std::string submit()
@@ -137,16 +185,6 @@ protected:
         return {};
     }
 
-    // Skips (saying so) while the broker does not offer the review queue yet.
-    bool reviewsOffered()
-    {
-        paddock::v1::ListReviewItemsRequest request;
-        paddock::v1::ListReviewItemsResponse response;
-        grpc::ClientContext context;
-        context.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(20));
-        return stub().ListReviewItems(&context, request, &response).error_code() != grpc::StatusCode::UNIMPLEMENTED;
-    }
-
     paddock::v1::BrokerService::Stub &stub()
     {
         if (!m_stub)
@@ -168,125 +206,47 @@ protected:
     }
 
     std::filesystem::path m_dir;
+    std::unique_ptr<paddock::test::TempDir> m_poolDir;
+    std::unique_ptr<paddock::test::PoolProcess> m_pool;
     std::unique_ptr<paddock::test::InProcessBroker> m_broker;
     std::unique_ptr<paddock::v1::BrokerService::Stub> m_stub;
     std::unique_ptr<GrpcConsoleClient> m_client;
     std::unique_ptr<MainWindow> m_window;
 };
 
-// Until a broker implements the governance RPCs it answers UNIMPLEMENTED: each view says so in
-// words, nothing spins or crashes, and the window stays usable.
-TEST_F(GovernanceViewsTest, EveryGovernancePageAnswersAndABrokerWithoutItIsSaidPlainly)
+// Each governance page, reached with its shortcut, answers from the broker: an empty queue, no
+// decisions yet, and a cost summary; nothing is refused, and nothing is offered that cannot be done.
+TEST_F(GovernanceViewsTest, EveryGovernancePageAnswersFromTheBroker)
 {
     QTest::keyClick(m_window.get(), Qt::Key_5, Qt::ControlModifier);
     ASSERT_EQ(m_window->currentPage(), MainWindow::Page::Reviews);
     ReviewQueueView *reviews = m_window->reviewQueueView();
     ASSERT_TRUE(waitFor([&] { return !reviews->queueStatusText().isEmpty(); })) << "the queue never answered";
-    const QString status = reviews->queueStatusText();
-    if (status.contains(QStringLiteral("UNIMPLEMENTED"))) {
-        EXPECT_TRUE(status.contains(QStringLiteral("does not offer reviews yet"))) << status.toStdString();
-        EXPECT_FALSE(reviews->approveButton()->isEnabled());
-        EXPECT_FALSE(reviews->rejectButton()->isEnabled());
-    }
+    EXPECT_EQ(reviews->queueStatusText(), QStringLiteral("Nothing waits for review."));
+    EXPECT_FALSE(reviews->approveButton()->isEnabled()) << "nothing selected to approve";
+    EXPECT_FALSE(reviews->rejectButton()->isEnabled());
 
     QTest::keyClick(m_window.get(), Qt::Key_6, Qt::ControlModifier);
     ASSERT_EQ(m_window->currentPage(), MainWindow::Page::Decisions);
     DecisionsView *decisions = m_window->decisionsView();
     ASSERT_TRUE(waitFor([&] { return !decisions->statusText().isEmpty(); }));
+    EXPECT_EQ(decisions->statusText(), QStringLiteral("No environment decisions match."));
     EXPECT_FALSE(decisions->overrideButton()->isEnabled()) << "nothing selected to override";
 
     QTest::keyClick(m_window.get(), Qt::Key_7, Qt::ControlModifier);
     ASSERT_EQ(m_window->currentPage(), MainWindow::Page::Cost);
     CostView *cost = m_window->costView();
-    ASSERT_TRUE(waitFor([&] { return !cost->spendStatusText().isEmpty() || !cost->totalsText().isEmpty(); }));
+    ASSERT_TRUE(waitFor([&] { return !cost->totalsText().isEmpty(); })) << cost->spendStatusText().toStdString();
+    EXPECT_TRUE(cost->spendStatusText().isEmpty()) << cost->spendStatusText().toStdString();
 
     QTest::keyClick(m_window.get(), Qt::Key_1, Qt::ControlModifier);
     EXPECT_EQ(m_window->currentPage(), MainWindow::Page::Sessions);
-}
-
-// Override a session's tier from the sessions table's right-click action: the dialog lists the
-// tiers with their prices, the reason is typed, and the broker records the decision with chooser
-// human, trigger override and the reason.
-TEST_F(GovernanceViewsTest, OverrideATierFromTheSessionsTable)
-{
-    const std::string session = submit();
-    const QString id = QString::fromStdString(session);
-    SessionsView *sessions = m_window->sessionsView();
-    ASSERT_TRUE(waitFor([&] { return m_window->sessionModel()->rowOf(id) >= 0; }));
-    // The tiers the pools offer (this broker has no pool; the dialog takes what the window has).
-    m_window->governance()->setTiers({TierInfo{QStringLiteral("lite"), QStringLiteral("bwrap"), 0, 0, 0, 0, 0, {}, {}, 0, 0.01, 0.5, 512LL << 20},
-                                      TierInfo{QStringLiteral("standard"), QStringLiteral("runsc"), 0, 0, 0, 0, 0, {}, {}, 0, 0.12, 2, 4LL << 30}});
-
-    QTest::keyClick(m_window.get(), Qt::Key_1, Qt::ControlModifier);
-    QTableView *table = sessions->tableView();
-    const int row = [&] {
-        for (int r = 0; r < table->model()->rowCount(); ++r) {
-            if (table->model()->index(r, 0).data(SessionTableModel::SessionIdRole).toString() == id)
-                return r;
-        }
-        return -1;
-    }();
-    ASSERT_GE(row, 0);
-    QTest::mouseClick(table->viewport(), Qt::LeftButton, {}, table->visualRect(table->model()->index(row, 0)).center());
-    ASSERT_EQ(m_window->currentSessionId(), id);
-    QAction *overrideAction = m_window->overrideTierAction();
-    ASSERT_TRUE(table->actions().contains(overrideAction)) << "Override tier… is in the table's right-click menu";
-    ASSERT_TRUE(overrideAction->isEnabled()) << overrideAction->toolTip().toStdString();
-
-    QString listed;
-    QTimer::singleShot(0, [&] {
-        auto *dialog = qobject_cast<OverrideDialog *>(QApplication::activeModalWidget());
-        ASSERT_NE(dialog, nullptr) << "no override dialog";
-        for (int i = 0; i < dialog->tierPicker()->count(); ++i)
-            listed += dialog->tierPicker()->itemText(i) + u'\n';
-        dialog->tierPicker()->selectTier(QStringLiteral("standard"));
-        EXPECT_FALSE(dialog->overrideButton()->isEnabled()) << "a reason is required";
-        QTest::keyClicks(dialog->reasonEdit(), QStringLiteral("the test suite needs 2 GiB"));
-        QTest::mouseClick(dialog->overrideButton(), Qt::LeftButton);
-    });
-    overrideAction->trigger();
-    EXPECT_TRUE(listed.contains(QStringLiteral("standard · $0.120/h · 2 CPU · 4.0 GiB · runsc"))) << listed.toStdString();
-
-    paddock::v1::ListDecisionsRequest request;
-    request.set_session_id(session);
-    paddock::v1::ListDecisionsResponse response;
-    grpc::Status status;
-    const bool recorded = waitFor([&] {
-        grpc::ClientContext context;
-        context.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(20));
-        status = stub().ListDecisions(&context, request, &response);
-        if (!status.ok())
-            return true;
-        for (const auto &decision : response.decisions()) {
-            if (decision.trigger() == "override")
-                return true;
-        }
-        return false;
-    });
-    if (status.error_code() == grpc::StatusCode::UNIMPLEMENTED)
-        GTEST_SKIP() << "this broker does not record environment decisions yet (ListDecisions is UNIMPLEMENTED)";
-    // The in-process broker serves no agents' database and runs no step engine, which records the
-    // override's decision: the end-to-end check is SandboxMove.OverriddenSessionContinuesInTheNewTierWithItsFiles.
-    if (status.error_code() == grpc::StatusCode::FAILED_PRECONDITION)
-        GTEST_SKIP() << "this broker keeps no environment decisions: " << status.error_message();
-    ASSERT_TRUE(status.ok()) << status.error_message();
-    ASSERT_TRUE(recorded) << "no override decision for " << session;
-    for (const auto &decision : response.decisions()) {
-        if (decision.trigger() != "override")
-            continue;
-        EXPECT_EQ(decision.chooser(), "human");
-        EXPECT_EQ(decision.chosen_tier(), "standard");
-        EXPECT_EQ(decision.reason(), "the test suite needs 2 GiB");
-        EXPECT_FALSE(decision.who().empty());
-    }
 }
 
 // An approver selects an item, reads its change, types a reason and presses `a`: the item leaves the
 // queue, and the broker has it approved by this principal with the hash of the change that was read.
 TEST_F(GovernanceViewsTest, ApproveAReviewItemFromTheKeyboard)
 {
-    if (!reviewsOffered())
-        GTEST_SKIP() << "this broker does not offer the review queue yet (ListReviewItems is UNIMPLEMENTED)";
     const std::string session = submit();
     const std::string diff = "--- a/records/customers.json\n+++ b/records/customers.json\n@@ -1,3 +1,3 @@\n {\n"
                              "-  \"tier\": \"silver\"\n+  \"tier\": \"gold\"\n }\n";
@@ -324,8 +284,6 @@ TEST_F(GovernanceViewsTest, ApproveAReviewItemFromTheKeyboard)
 // (accepted through QTest): all three are rejected in the broker.
 TEST_F(GovernanceViewsTest, BulkRejectThreeItemsAfterTheConfirmation)
 {
-    if (!reviewsOffered())
-        GTEST_SKIP() << "this broker does not offer the review queue yet (ListReviewItems is UNIMPLEMENTED)";
     QStringList ids;
     for (int i = 0; i < 3; ++i) {
         const std::string session = submit();
@@ -365,6 +323,254 @@ TEST_F(GovernanceViewsTest, BulkRejectThreeItemsAfterTheConfirmation)
         EXPECT_EQ(item.state(), "rejected") << id.toStdString();
         EXPECT_EQ(item.decision_reason(), "not now: the upstream list is wrong");
     }
+}
+
+// Sessions that run on a real pool: a human moves one to another tier from the sessions table or
+// the Decisions view, while it is paused; after resuming it finishes on the new tier with its files.
+class GovernanceOverrideTest : public GovernanceViewsTest {
+protected:
+    bool runsSessions() const override { return true; }
+
+    // Submitted, and paused once its first step has written a file in a lite sandbox (while its
+    // second step sleeps); after the override and a resume, its third step reads the file on the
+    // new tier.
+    std::string submitPaused()
+    {
+        paddock::v1::SubmitSessionRequest request;
+        request.set_playbook_toml(R"(name = "moves"
+goal = "write notes, then read them on the tier a human picked"
+[[step]]
+tool = "write_file"
+path = "notes.txt"
+content = "written before the override\n"
+[[step]]
+tool = "run_command"
+command = "sleep 2"
+[[step]]
+tool = "run_command"
+command = "cat notes.txt"
+expect_stdout = "written before the override"
+[[step]]
+tool = "finish"
+summary = "read the notes on the new tier"
+)");
+        paddock::v1::Session session;
+        {
+            grpc::ClientContext context;
+            context.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(20));
+            const grpc::Status status = stub().SubmitSession(&context, request, &session);
+            EXPECT_TRUE(status.ok()) << status.error_message();
+        }
+        EXPECT_TRUE(waitFor([&] {
+            auto state = m_broker->store().getSession(session.id());
+            return state && state->steps >= 1;
+        })) << "the first step never ran";
+        paddock::v1::SessionActionRequest pause;
+        pause.set_id(session.id());
+        pause.set_reason("held for a tier change");
+        paddock::v1::Session paused;
+        grpc::ClientContext context;
+        context.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(20));
+        const grpc::Status status = stub().PauseSession(&context, pause, &paused);
+        EXPECT_TRUE(status.ok()) << "the session ran to its end before it could be paused: " << status.error_message();
+        EXPECT_EQ(paused.tier(), "lite");
+        return session.id();
+    }
+
+    // The payloads of the session's events of one kind, from the store.
+    std::vector<nlohmann::json> eventsOf(const std::string &id, const char *kind)
+    {
+        std::vector<nlohmann::json> out;
+        auto events = m_broker->store().readEvents(id, 1, 10'000);
+        EXPECT_TRUE(events.has_value());
+        for (const auto &event : events ? *events : std::vector<paddock::core::Event>{}) {
+            if (event.kind == kind)
+                out.push_back(nlohmann::json::parse(event.payload, nullptr, false));
+        }
+        return out;
+    }
+
+    void resume(const std::string &id)
+    {
+        paddock::v1::SessionActionRequest request;
+        request.set_id(id);
+        paddock::v1::Session session;
+        grpc::ClientContext context;
+        context.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(20));
+        const grpc::Status status = stub().ResumeSession(&context, request, &session);
+        ASSERT_TRUE(status.ok()) << status.error_message();
+    }
+
+    // The session's decisions as the broker lists them (newest first).
+    std::vector<paddock::v1::EnvironmentDecision> decisionsOf(const std::string &id)
+    {
+        paddock::v1::ListDecisionsRequest request;
+        request.set_session_id(id);
+        paddock::v1::ListDecisionsResponse response;
+        grpc::ClientContext context;
+        context.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(20));
+        const grpc::Status status = stub().ListDecisions(&context, request, &response);
+        EXPECT_TRUE(status.ok()) << status.error_message();
+        return {response.decisions().begin(), response.decisions().end()};
+    }
+
+    // Answers the override dialog that `open` brings up: lists its tiers into `listed`, picks
+    // `tier`, types the reason and presses Override.
+    void overrideThroughTheDialog(const std::function<void()> &open, const QString &tier, const QString &reason,
+                                  QString *listed)
+    {
+        bool answered = false;
+        QTimer::singleShot(0, [&] {
+            auto *dialog = qobject_cast<OverrideDialog *>(QApplication::activeModalWidget());
+            ASSERT_NE(dialog, nullptr) << "no override dialog";
+            answered = true;
+            for (int i = 0; i < dialog->tierPicker()->count(); ++i)
+                *listed += dialog->tierPicker()->itemText(i) + u'\n';
+            dialog->tierPicker()->selectTier(tier);
+            EXPECT_FALSE(dialog->overrideButton()->isEnabled()) << "a reason is required";
+            QTest::keyClicks(dialog->reasonEdit(), reason);
+            QTest::mouseClick(dialog->overrideButton(), Qt::LeftButton);
+        });
+        open();
+        EXPECT_TRUE(answered) << "the override dialog never opened";
+    }
+
+    // The override decision the broker recorded for the session (empty id: none yet).
+    paddock::v1::EnvironmentDecision overrideDecision(const std::string &id)
+    {
+        paddock::v1::EnvironmentDecision found;
+        waitFor([&] {
+            for (const auto &decision : decisionsOf(id)) {
+                if (decision.trigger() == "override") {
+                    found = decision;
+                    return true;
+                }
+            }
+            return false;
+        });
+        return found;
+    }
+
+    // The sessions table's tier cell of the session (what the badge delegate paints from).
+    QModelIndex tierCell(const QString &id)
+    {
+        QTableView *table = m_window->sessionsView()->tableView();
+        for (int r = 0; r < table->model()->rowCount(); ++r) {
+            const QModelIndex index = table->model()->index(r, SessionTableModel::Tier);
+            if (index.data(SessionTableModel::SessionIdRole).toString() == id)
+                return index;
+        }
+        return {};
+    }
+};
+
+// Override a session's tier from the sessions table's right-click action: the dialog lists the
+// pool's tiers with their prices and limits, the reason is typed, and the broker records the
+// decision with chooser human, trigger override and the reason; the table's badge says human. On
+// resume the session moves there with its workspace and finishes.
+TEST_F(GovernanceOverrideTest, OverrideATierFromTheSessionsTable)
+{
+    const std::string session = submitPaused();
+    const QString id = QString::fromStdString(session);
+    ASSERT_TRUE(waitFor([&] { return m_window->sessionModel()->rowOf(id) >= 0; }));
+    ASSERT_TRUE(waitFor([&] { return m_window->poolsModel()->poolCount() > 0; })) << "the window never listed the pool";
+
+    QTest::keyClick(m_window.get(), Qt::Key_1, Qt::ControlModifier);
+    QTableView *table = m_window->sessionsView()->tableView();
+    ASSERT_TRUE(waitFor([&] { return tierCell(id).isValid(); }));
+    EXPECT_EQ(tierCell(id).data(SessionTableModel::TierChooserRole).toString(), QStringLiteral("default"))
+        << "no tier was given at submit: the default chose";
+    QTest::mouseClick(table->viewport(), Qt::LeftButton, {}, table->visualRect(tierCell(id)).center());
+    ASSERT_EQ(m_window->currentSessionId(), id);
+    QAction *overrideAction = m_window->overrideTierAction();
+    ASSERT_TRUE(table->actions().contains(overrideAction)) << "Override tier… is in the table's right-click menu";
+    ASSERT_TRUE(overrideAction->isEnabled()) << overrideAction->toolTip().toStdString();
+
+    QString listed;
+    overrideThroughTheDialog([&] { overrideAction->trigger(); }, QStringLiteral("standard"),
+                             QStringLiteral("the test suite needs 2 GiB"), &listed);
+    EXPECT_TRUE(listed.contains(QStringLiteral("lite · $0.020/h · 0.5 CPU · 512 MiB · bwrap"))) << listed.toStdString();
+    EXPECT_TRUE(listed.contains(QStringLiteral("standard · $0.120/h · 2 CPU · 4.0 GiB · bwrap"))) << listed.toStdString();
+
+    const paddock::v1::EnvironmentDecision decision = overrideDecision(session);
+    ASSERT_FALSE(decision.id().empty()) << "no override decision for " << session;
+    EXPECT_EQ(decision.chooser(), "human");
+    EXPECT_EQ(decision.requested_tier(), "standard");
+    EXPECT_EQ(decision.chosen_tier(), "standard");
+    EXPECT_TRUE(decision.reason().ends_with(": the test suite needs 2 GiB")) << decision.reason();
+    EXPECT_FALSE(decision.who().empty());
+    // The table follows the log: the tier is the new one and its badge names who chose it.
+    ASSERT_TRUE(waitFor([&] { return tierCell(id).data(SessionTableModel::TierChooserRole).toString() == u"human"; }))
+        << tierCell(id).data(SessionTableModel::TierChooserRole).toString().toStdString();
+    EXPECT_EQ(tierCell(id).data(Qt::DisplayRole).toString(), QStringLiteral("standard"));
+
+    // Resumed, it moves to the new tier with its files (the command reads the file written before).
+    resume(session);
+    ASSERT_TRUE(waitFor([&] {
+        const int row = m_window->sessionModel()->rowOf(id);
+        return row >= 0 && isTerminal(m_window->sessionModel()->sessionAt(row).status);
+    }, 90'000)) << "the session never ended";
+    const SessionInfo ended = m_window->sessionModel()->sessionAt(m_window->sessionModel()->rowOf(id));
+    EXPECT_EQ(ended.status, SessionStatus::Succeeded) << ended.statusReason.toStdString();
+    EXPECT_EQ(ended.tier, QStringLiteral("standard"));
+    const auto moves = eventsOf(session, paddock::core::kind::SandboxMoved);
+    ASSERT_EQ(moves.size(), 1u) << "the workspace was not moved";
+    EXPECT_EQ(moves[0].value("reason", ""), "tier_override") << moves[0];
+    EXPECT_EQ(moves[0].value("workspace", ""), "restored") << moves[0];
+    // The tier's release filled in the override decision's outcome from the sandbox's samples.
+    ASSERT_TRUE(waitFor([&] {
+        for (const auto &d : decisionsOf(session)) {
+            if (d.id() == decision.id())
+                return !d.outcome().empty() && d.outcome() != "pending";
+        }
+        return false;
+    }, 30'000)) << "the override decision has no outcome";
+}
+
+// Override from the Decisions view: select the session's start decision with the mouse, press
+// Override tier…, and the broker records a human's decision, which the view then lists.
+TEST_F(GovernanceOverrideTest, OverrideATierFromTheDecisionsView)
+{
+    const std::string session = submitPaused();
+    const QString id = QString::fromStdString(session);
+    ASSERT_TRUE(waitFor([&] { return m_window->sessionModel()->rowOf(id) >= 0; }));
+    ASSERT_TRUE(waitFor([&] { return m_window->poolsModel()->poolCount() > 0; })) << "the window never listed the pool";
+
+    QTest::keyClick(m_window.get(), Qt::Key_6, Qt::ControlModifier);
+    ASSERT_EQ(m_window->currentPage(), MainWindow::Page::Decisions);
+    DecisionsView *view = m_window->decisionsView();
+    const DecisionTableModel *model = m_window->governance()->decisionModel();
+    auto rowOfSession = [&](const QString &trigger) {
+        for (int row = 0; row < model->decisionCount(); ++row) {
+            if (model->decisionAt(row).sessionId == id && model->decisionAt(row).trigger == trigger)
+                return row;
+        }
+        return -1;
+    };
+    ASSERT_TRUE(waitFor([&] { return rowOfSession(QStringLiteral("session_start")) >= 0; }))
+        << view->statusText().toStdString();
+    EXPECT_FALSE(view->overrideButton()->isEnabled()) << "nothing selected to override";
+    QTableView *table = view->tableView();
+    const int row = rowOfSession(QStringLiteral("session_start"));
+    EXPECT_EQ(model->decisionAt(row).chooser, QStringLiteral("default"));
+    QTest::mouseClick(table->viewport(), Qt::LeftButton, {}, table->visualRect(table->model()->index(row, 0)).center());
+    ASSERT_EQ(view->selectedSessionId(), id);
+    ASSERT_TRUE(view->overrideButton()->isEnabled()) << view->overrideButton()->toolTip().toStdString();
+
+    QString listed;
+    overrideThroughTheDialog([&] { QTest::mouseClick(view->overrideButton(), Qt::LeftButton); },
+                             QStringLiteral("standard"), QStringLiteral("picked from the decisions"), &listed);
+    EXPECT_TRUE(listed.contains(QStringLiteral("standard"))) << listed.toStdString();
+
+    const paddock::v1::EnvironmentDecision decision = overrideDecision(session);
+    ASSERT_FALSE(decision.id().empty()) << "no override decision for " << session;
+    EXPECT_EQ(decision.chooser(), "human");
+    EXPECT_EQ(decision.chosen_tier(), "standard");
+    EXPECT_TRUE(decision.reason().ends_with(": picked from the decisions")) << decision.reason();
+    // The view lists it (its next refresh), with chooser human; the sessions table's badge too.
+    ASSERT_TRUE(waitFor([&] { return rowOfSession(QStringLiteral("override")) >= 0; })) << view->statusText().toStdString();
+    EXPECT_EQ(model->decisionAt(rowOfSession(QStringLiteral("override"))).chooser, QStringLiteral("human"));
+    ASSERT_TRUE(waitFor([&] { return tierCell(id).data(SessionTableModel::TierChooserRole).toString() == u"human"; }));
 }
 
 } // namespace

@@ -11,7 +11,10 @@
 #include <QSet>
 #include <QString>
 
+#include <algorithm>
 #include <filesystem>
+#include <set>
+#include <thread>
 
 namespace paddock::test {
 namespace {
@@ -30,12 +33,26 @@ int distinctColours(const QImage &image)
 }
 
 // The demo pool of scripts/run: one tier per runtime, with prices, so the Pools view has
-// something to show.
+// something to show. A platform rule puts the inspect demo on lite (for an agent whose selection
+// mode is platform), so the Decisions view and the sessions' badges show every chooser.
 class ScreenshotTest : public DaemonsTest {
 protected:
     std::vector<std::string> poolArgs() const override
     {
         return {"--config", (playbookDir().parent_path() / "pool-demo.toml").string()};
+    }
+    std::map<std::string, std::string> configFiles() const override
+    {
+        return {{"broker.toml", "policy_file = \"policy.toml\"\n"},
+                {"policy.toml", "[[tier_rule]]\nname = \"read-only demos\"\nplaybook = \"inspect\"\ntier = \"lite\"\n"}};
+    }
+
+    // The environment decisions the broker lists (decisions ls --output json), one object each.
+    std::vector<nlohmann::json> decisions()
+    {
+        const CliResult listed = cli({"decisions", "ls", "--limit", "200", "--output", "json"});
+        EXPECT_EQ(listed.exitCode, 0) << listed.err;
+        return jsonLines(listed.out);
     }
 };
 
@@ -54,6 +71,55 @@ TEST_F(ScreenshotTest, EveryViewIsSavedAt1280x800WithContent)
         const CliResult submitted = cli({"submit", "--playbook", playbook});
         ASSERT_EQ(submitted.exitCode, 0) << playbook << ": " << submitted.err;
     }
+
+    // The decision demos (resources/playbooks/decision-*.toml), each ending with its outcome from
+    // the sandbox's real samples: chosen by a human (--tier), the default, and an agent that moves
+    // itself within its allowed tiers, and the platform's rule for an agent that leaves it the choice.
+    const CliResult agent = cli({"agents", "create", "demo-agent", "--mode", "agent", "--allow", "lite,oci",
+                                 "--default-tier", "lite"});
+    ASSERT_EQ(agent.exitCode, 0) << agent.err;
+    const CliResult platform = cli({"agents", "create", "demo-platform", "--mode", "platform", "--default-tier", "oci"});
+    ASSERT_EQ(platform.exitCode, 0) << platform.err;
+    ASSERT_EQ(cli({"agents", "records", "set", "demo-agent", "repos/paddock", R"({"branch": "main"})"}).exitCode, 0);
+    std::vector<std::string> decisionSessions;
+    for (const std::vector<std::string> &args : std::vector<std::vector<std::string>>{
+             {"decision-ok", "--tier", "lite"},
+             {"decision-oom", "--tier", "lite"},
+             {"decision-timeout"},
+             {"decision-over-allocated", "--tier", "standard"},
+             {"decision-under-allocated", "--tier", "lite"},
+             {"decision-request", "--agent", "demo-agent"},
+             {"inspect", "--agent", "demo-platform"}}) {
+        std::vector<std::string> submit{"submit", "--playbook"};
+        submit.insert(submit.end(), args.begin(), args.end());
+        submit.insert(submit.end(), {"--output", "json"});
+        const CliResult submitted = cli(submit);
+        ASSERT_EQ(submitted.exitCode, 0) << args.front() << ": " << submitted.err;
+        const auto session = nlohmann::json::parse(submitted.out, nullptr, false);
+        ASSERT_TRUE(session.is_object() && session.contains("id")) << submitted.out;
+        decisionSessions.push_back(session["id"].get<std::string>());
+    }
+    // They end within seconds (their own time limits); the console looks after that, when each
+    // tier's release has filled in its decision's outcome.
+    // (Following exits with the session's outcome: failed ones, like the oom demo, are not 0.)
+    for (const std::string &id : decisionSessions)
+        cli({"events", id, "--follow"}, 120s);
+    const std::set<std::string> wanted{"ok", "oom", "timeout", "over_allocated"};
+    std::set<std::string> outcomes;
+    std::set<std::string> choosers;
+    for (int i = 0; i < 60 && !std::ranges::includes(outcomes, wanted); ++i) {
+        outcomes.clear();
+        choosers.clear();
+        for (const auto &decision : decisions()) {
+            outcomes.insert(decision.value("outcome", ""));
+            choosers.insert(decision.value("chooser", ""));
+        }
+        std::this_thread::sleep_for(500ms);
+    }
+    for (const char *outcome : {"ok", "oom", "timeout", "over_allocated"})
+        EXPECT_TRUE(outcomes.contains(outcome)) << "no decision with outcome " << outcome;
+    for (const char *chooser : {"default", "human", "agent", "platform"})
+        EXPECT_TRUE(choosers.contains(chooser)) << "no decision chosen by " << chooser;
 
     const fs::path shots = *m_dir / "shots";
     auto console = Daemon::start({binaryPath("paddock").string(), "--broker", m_broker->address, "--screenshots",

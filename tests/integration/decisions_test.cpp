@@ -271,6 +271,76 @@ expect_error = "not among agent 'picker''s allowed tiers"
     EXPECT_EQ(json::parse(shown.out).value("tier", ""), "big") << shown.out;
 }
 
+TEST_F(Decisions, HybridRequestBeyondItsBoundBecomesATierEscalationItem)
+{
+    // The shipped demo playbook asks for standard; here the tiers are small < other < big.
+    createAgent({"mixer", "--mode", "hybrid", "--default-tier", "small"});
+    const std::string id = submit({"--playbook", playbook("escalates", R"(
+[[step]]
+tool = "write_file"
+path = "plan.txt"
+content = "written on small"
+
+[[step]]
+tool = "request_environment"
+tier = "big"
+reason = "the link step needs memory"
+expect_error = "rejected by"
+
+[[step]]
+tool = "run_command"
+command = "cat plan.txt"
+expect_stdout = "written on small"
+)").string(), "--agent", "mixer"});
+    ASSERT_FALSE(id.empty());
+    json item;
+    for (int i = 0; i < 300 && item.is_null(); ++i) {
+        const CliResult listed = cli({"reviews", "ls", "--kind", "tier_escalation", "--output", "json"});
+        ASSERT_EQ(listed.exitCode, 0) << listed.err;
+        for (const auto &candidate : json::parse(listed.out)) {
+            if (candidate["session_id"] == id)
+                item = candidate;
+        }
+        if (item.is_null())
+            std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    }
+    ASSERT_FALSE(item.is_null()) << "no tier_escalation item for " << id << ": " << eventsOf(id).dump(1);
+    EXPECT_EQ(item["summary"], "move session " + id + " from tier small to tier big");
+    EXPECT_EQ(item["requester"], osUser());
+    EXPECT_EQ(item["cost_micros"], 180000) << "$0.18/h more on big";
+    EXPECT_EQ(json::parse(cli({"show", id, "--output", "json"}).out)["status"], "waiting_approval");
+    const auto requested = ofKind(eventsOf(id), "env.decision");
+    ASSERT_EQ(requested.size(), 2u);
+    EXPECT_EQ(requested[1]["verdict"], "needs_review");
+    EXPECT_EQ(requested[1]["max_tier_without_review"], "small");
+    EXPECT_EQ(decisions({"--session", id, "--outcome", "needs_review"}).size(), 1u);
+
+    // Its submitter cannot approve it, but may withdraw it; the session goes on where it was.
+    const std::string reviewId = item["id"];
+    const CliResult self = cli({"reviews", "approve", reviewId, "--reason", "mine"});
+    EXPECT_NE(self.exitCode, 0);
+    EXPECT_NE(self.err.find("nobody approves their own request"), std::string::npos) << self.err;
+    const CliResult rejected = cli({"reviews", "reject", reviewId, "--reason", "small will do"});
+    ASSERT_EQ(rejected.exitCode, 0) << rejected.err;
+    json final;
+    for (int i = 0; i < 300; ++i) {
+        final = json::parse(cli({"show", id, "--output", "json"}).out);
+        if (final["status"] == "succeeded" || final["status"] == "failed")
+            break;
+        std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    }
+    EXPECT_EQ(final["status"], "succeeded") << final.dump();
+    EXPECT_EQ(final["tier"], "small");
+    const json events = eventsOf(id);
+    EXPECT_TRUE(ofKind(events, "sandbox.moved").empty());
+    for (const auto &result : ofKind(events, "tool.result")) {
+        if (result["name"] == "request_environment") {
+            EXPECT_EQ(result["error"], "tier big was rejected by " + osUser() + ": small will do; the session stays on "
+                                       "tier small");
+        }
+    }
+}
+
 TEST_F(Decisions, OutcomesComeFromTheSandboxSamples)
 {
     if (::geteuid() != 0)

@@ -1,23 +1,87 @@
-// An approved bulk change is applied in a real sandbox: a real paddock-pool process, and in this
+// Approved review items applied in real sandboxes: a real paddock-pool process, and in this
 // process the broker's own parts (SQLite store, step engine, scripted model, review desk) so that
 // the test can decide as a principal other than the session's submitter (paddockd's callers are
-// named by their connection, docs/permissions.md). The diff is applied with `patch` inside the
-// sandbox; the files read back afterwards hold the new text, and the session resumes at that step.
+// named by their connection, docs/permissions.md).
+// - A bulk change: the diff is applied with `patch` inside the sandbox; the files read back
+//   afterwards hold the new text, and the session resumes at that step.
+// - A tier escalation: the session moves to the approved tier (snapshot, claim, restore) and the
+//   next command there reads the file written on the first tier.
 #include "tests/integration/harness.h"
+#include "tests/support/engine_fixture.h"
 
-#include "broker/engine/step_engine.h"
-#include "broker/model/scripted_model.h"
 #include "broker/pools/grpc_pool_client.h"
 #include "broker/review/review_desk.h"
-#include "broker/store/sqlite_event_store.h"
+#include "broker/store/agent_store.h"
 
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
+
+#include <fstream>
 
 namespace paddock::test {
 namespace {
 
 using nlohmann::json;
+
+class ReviewApply : public EngineFixture {
+protected:
+    void SetUp() override
+    {
+        const auto missing = missingBinaries({"paddock-pool", "paddock-sandbox-init"});
+        if (!missing.empty())
+            GTEST_SKIP() << "not built: " << missing.front();
+        EngineFixture::SetUp();
+        auto queries = store::ReviewQueries::open(m_dir / "broker.db");
+        ASSERT_TRUE(queries);
+        m_queries = std::move(*queries);
+        m_desk = std::make_unique<review::ReviewDesk>(*m_store, *m_queries, review::ReviewPolicy{});
+    }
+
+    void TearDown() override
+    {
+        m_desk.reset();
+        EngineFixture::TearDown();
+    }
+
+    // A real paddock-pool with the tiers of `poolToml` (empty: its default lite tier).
+    void startRealPool(const std::string &poolToml = "")
+    {
+        if (!poolToml.empty()) {
+            std::filesystem::create_directories(m_poolDir / "xdg/config/paddock");
+            std::ofstream(m_poolDir / "xdg/config/paddock/pool.toml") << poolToml;
+        }
+        auto pool = startPool(m_poolDir);
+        ASSERT_TRUE(pool) << pool.error().message;
+        m_pool = std::make_unique<PoolProcess>(std::move(*pool));
+        m_pools.add(pools::makeGrpcPoolClient("local", m_pool->endpoint), true);
+    }
+
+    // The only pending item, approved by alice (not the submitter, bob).
+    store::ReviewRow approveTheOnlyItem(const std::string &reason)
+    {
+        auto page = m_desk->list({});
+        EXPECT_TRUE(page);
+        if (!page || page->items.size() != 1u) {
+            ADD_FAILURE() << "expected one pending review item";
+            return {};
+        }
+        const auto item = page->items.front();
+        review::DecideRequest approve;
+        approve.ids = {item.id};
+        approve.approve = true;
+        approve.decider = "alice";
+        approve.reason = reason;
+        approve.changeHashes[item.id] = item.changeHash;
+        auto decided = m_desk->decide(approve);
+        EXPECT_TRUE(decided) << decided.error().message;
+        return item;
+    }
+
+    TempDir m_poolDir;
+    std::unique_ptr<PoolProcess> m_pool;
+    std::unique_ptr<store::ReviewQueries> m_queries;
+    std::unique_ptr<review::ReviewDesk> m_desk;
+};
 
 constexpr int kFiles = 6;   // one more than the policy's bulk_target_limit
 
@@ -38,72 +102,19 @@ std::string playbook()
     return text;
 }
 
-TEST(ReviewApply, ApprovedDiffChangesTheWorkspaceAndTheSessionResumes)
+TEST_F(ReviewApply, ApprovedDiffChangesTheWorkspaceAndTheSessionResumes)
 {
-    const auto missing = missingBinaries({"paddock-pool", "paddock-sandbox-init"});
-    if (!missing.empty())
-        GTEST_SKIP() << "not built: " << missing.front();
-    TempDir dir;
-    auto pool = startPool(dir);
-    ASSERT_TRUE(pool) << pool.error().message;
+    startRealPool();
+    auto engine = makeEngine();
+    const std::string id = submit(playbook(), {{"agent", "renamer"}, {"submitted_by", "bob"}});
+    runUntilIdle(engine);
+    ASSERT_EQ(session(id).status, core::SessionStatus::WaitingApproval) << session(id).statusReason;
+    approveTheOnlyItem("old is deprecated indeed");
+    runUntilIdle(engine);
 
-    auto store = store::openSqliteEventStore(dir / "broker.db");
-    ASSERT_TRUE(store) << store.error().message;
-    auto queries = store::ReviewQueries::open(dir / "broker.db");
-    ASSERT_TRUE(queries);
-    review::ReviewDesk desk(**store, **queries, review::ReviewPolicy{});
-    pools::PoolSet pools;
-    pools.add(pools::makeGrpcPoolClient("local", pool->endpoint), true);
-    model::ScriptedModel scripted;
-    engine::StepEngine engine(**store, pools, [&](const std::string &) -> model::ModelAdapter * { return &scripted; });
-
-    store::AppendRequest create;
-    create.sessionId = "s-apply";
-    create.expectedLastSeq = 0;
-    create.events.push_back({core::kind::SessionCreated,
-                             json{{"agent", "renamer"}, {"model", "scripted"}, {"tier", "lite"}, {"goal", "rename"},
-                                  {"submitted_by", "bob"}, {"playbook_toml", playbook()}}.dump()});
-    ASSERT_TRUE((*store)->appendSync(std::move(create)));
-
-    auto runUntilIdle = [&] {
-        for (int i = 0; i < 100; ++i) {
-            auto lease = (*store)->acquireLease("test", 30000, 0);
-            if (!lease)
-                return;
-            engine.runOneStep(*lease);
-            (*store)->releaseLease(*lease);
-        }
-        FAIL() << "the session did not settle";
-    };
-    runUntilIdle();
-    auto waiting = (*store)->getSession("s-apply");
-    ASSERT_TRUE(waiting);
-    ASSERT_EQ(waiting->status, core::SessionStatus::WaitingApproval) << waiting->statusReason;
-    auto page = desk.list({});
-    ASSERT_TRUE(page);
-    ASSERT_EQ(page->items.size(), 1u);
-    const auto item = page->items.front();
-
-    review::DecideRequest approve;
-    approve.ids = {item.id};
-    approve.approve = true;
-    approve.decider = "alice";
-    approve.reason = "old is deprecated indeed";
-    approve.changeHashes[item.id] = item.changeHash;
-    auto decided = desk.decide(approve);
-    ASSERT_TRUE(decided) << decided.error().message;
-    runUntilIdle();
-
-    auto done = (*store)->getSession("s-apply");
-    ASSERT_TRUE(done);
-    EXPECT_EQ(done->status, core::SessionStatus::Succeeded) << done->statusReason;
-    auto log = (*store)->readEvents("s-apply", 1, 10000);
-    ASSERT_TRUE(log);
+    EXPECT_EQ(session(id).status, core::SessionStatus::Succeeded) << session(id).statusReason;
     json applied, cat;
-    for (const auto &event : *log) {
-        if (event.kind != core::kind::ToolResult)
-            continue;
-        const json payload = json::parse(event.payload);
+    for (const auto &payload : payloadsOf(events(id), core::kind::ToolResult)) {
         if (payload["name"] == "propose_change")
             applied = payload;
         if (payload.value("command", "") == "cat f*.txt")
@@ -118,8 +129,79 @@ TEST(ReviewApply, ApprovedDiffChangesTheWorkspaceAndTheSessionResumes)
     for (int i = 0; i < kFiles; ++i)
         expected += "new " + std::to_string(i) + "\n";
     EXPECT_EQ(cat["stdout"], expected) << cat.dump();
-    engine.stop();
-    (*store)->close();
+}
+
+TEST_F(ReviewApply, ApprovedTierEscalationMovesTheWorkspaceToTheNewTier)
+{
+    // Two bubblewrap tiers of different sizes and prices.
+    startRealPool("[[tier]]\nname = \"small\"\nruntime = \"bwrap\"\nwarm_count = 1\nmax_count = 4\nmemory_mb = 128\n"
+                  "cpu = 1.0\nprice_per_hour = 0.02\n"
+                  "[[tier]]\nname = \"big\"\nruntime = \"bwrap\"\nwarm_count = 1\nmax_count = 4\nmemory_mb = 512\n"
+                  "cpu = 2.0\nprice_per_hour = 0.2\n");
+    auto agents = store::AgentStore::open(m_dir / "broker.db");
+    ASSERT_TRUE(agents) << agents.error().message;
+    agents::Agent agent;
+    agent.name = "builder";
+    agent.owner = "bob";
+    agent.defaultTier = "small";
+    agent.selectionMode = agents::SelectionMode::Hybrid;
+    ASSERT_TRUE((*agents)->create(agent));
+    engine::EnvironmentDecider decider(agents->get(), m_pools, {}, "small");
+    engine::EngineOptions options;
+    options.decider = &decider;
+    auto engine = makeEngine(options);
+    const std::string id = submit(R"(
+name = "escalate"
+goal = "build big"
+[[step]]
+tool = "write_file"
+path = "plan.txt"
+content = "written on small"
+[[step]]
+tool = "request_environment"
+tier = "big"
+reason = "the link step needs memory"
+[[step]]
+tool = "run_command"
+command = "cat plan.txt"
+expect_stdout = "written on small"
+)", {{"agent", "builder"}, {"tier", "small"}, {"submitted_by", "bob"}});
+    runUntilIdle(engine);
+    ASSERT_EQ(session(id).status, core::SessionStatus::WaitingApproval) << session(id).statusReason;
+    const auto item = approveTheOnlyItem("a link step");
+    EXPECT_EQ(item.kind, "tier_escalation");
+    EXPECT_EQ(json::parse(item.payload)["cost_micros"], 180000) << "$0.18/h more on big";
+    runUntilIdle(engine);
+
+    const auto done = session(id);
+    EXPECT_EQ(done.status, core::SessionStatus::Succeeded) << done.statusReason;
+    EXPECT_EQ(done.tier, "big");
+    EXPECT_EQ(done.tierChooser, "human");
+    // In order: the approver's decision, the move to a big sandbox restored from the snapshot, and
+    // the command that read the file back, with no other claim in between.
+    json granted, moved, cat;
+    int claimsAfterMove = 0;
+    for (const auto &event : events(id)) {
+        const json payload = json::parse(event.payload);
+        if (event.kind == core::kind::EnvDecision && payload["chooser"] == "human")
+            granted = payload;
+        if (event.kind == core::kind::SandboxMoved)
+            moved = payload;
+        if (event.kind == core::kind::SandboxClaimed && !moved.is_null() && cat.is_null())
+            ++claimsAfterMove;
+        if (event.kind == core::kind::ToolResult && payload.value("command", "") == "cat plan.txt")
+            cat = payload;
+    }
+    ASSERT_FALSE(granted.is_null());
+    EXPECT_EQ(granted["who"], "alice");
+    EXPECT_EQ(granted["rule"], "review " + item.id);
+    ASSERT_FALSE(moved.is_null());
+    EXPECT_EQ(moved["from_tier"], "small");
+    EXPECT_EQ(moved["to_tier"], "big");
+    EXPECT_EQ(moved["workspace"], "restored");
+    EXPECT_EQ(claimsAfterMove, 0);
+    ASSERT_FALSE(cat.is_null());
+    EXPECT_EQ(cat["stdout"], "written on small") << cat.dump();
 }
 
 } // namespace

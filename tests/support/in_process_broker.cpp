@@ -1,8 +1,7 @@
 #include "tests/support/in_process_broker.h"
 
-#include "broker/cost/budget_source.h"
-#include "broker/model/model_registry.h"
-#include "broker/review/review_desk.h"
+#include "broker/pools/grpc_pool_client.h"
+#include "broker/server/broker_core.h"
 #include "broker/server/broker_service.h"
 #include "broker/server/stream_hub.h"
 #include "broker/server/unix_listener.h"
@@ -15,21 +14,20 @@
 namespace paddock::test {
 
 struct InProcessBroker::Serving {
-    // The cost ledger and the review queue, as paddockd has them (no expiry timer: items expire on read).
-    std::unique_ptr<store::CostQueries> costs;
-    std::unique_ptr<store::ReviewQueries> reviewQueries;
-    std::unique_ptr<review::ReviewDesk> reviews;
-    std::unique_ptr<cost::IndexedBudgets> budgets;
-    std::unique_ptr<server::StreamHub> hub;
-    std::unique_ptr<model::ModelRegistry> models;
-    std::unique_ptr<server::BrokerService> service;
+    std::unique_ptr<server::BrokerCore> core;
     std::unique_ptr<grpc::Server> server;
     std::unique_ptr<server::UnixListener> listener;
 };
 
 InProcessBroker::InProcessBroker(std::filesystem::path dir, std::filesystem::path playbookDir)
-    : m_dir(std::move(dir)), m_playbookDir(std::move(playbookDir))
+    : m_dir(std::move(dir)), m_config(server::defaultBrokerConfig())
 {
+    m_config.configFile = m_dir / "broker.toml";   // the secrets file is found next to it: in dir
+    m_config.dataDir = m_dir;
+    m_config.socketPath = m_dir / "broker.sock";
+    m_config.models.playbookDir = std::move(playbookDir);
+    m_config.pools.clear();
+    m_config.workers = 4;
 }
 
 InProcessBroker::~InProcessBroker()
@@ -41,11 +39,16 @@ Status InProcessBroker::openStore()
 {
     if (m_store)
         return {};
-    auto store = store::openSqliteEventStore(m_dir / "broker.db");
+    auto store = store::openSqliteEventStore(m_config.dataDir / "broker.db");
     if (!store)
         return std::unexpected(store.error());
     m_store = std::move(*store);
     return {};
+}
+
+void InProcessBroker::addPool(const std::string &name, const std::string &endpoint)
+{
+    m_pools.add(pools::makeGrpcPoolClient(name, endpoint), true);
 }
 
 Status InProcessBroker::start()
@@ -55,47 +58,28 @@ Status InProcessBroker::start()
     if (auto opened = openStore(); !opened)
         return opened;
     auto serving = std::make_unique<Serving>();
-    auto costs = store::CostQueries::open(m_dir / "broker.db");
-    if (!costs)
-        return std::unexpected(costs.error());
-    serving->costs = std::move(*costs);
-    auto reviewQueries = store::ReviewQueries::open(m_dir / "broker.db");
-    if (!reviewQueries)
-        return std::unexpected(reviewQueries.error());
-    serving->reviewQueries = std::move(*reviewQueries);
-    serving->reviews = std::make_unique<review::ReviewDesk>(*m_store, *serving->reviewQueries, review::ReviewPolicy{});
-    serving->budgets = std::make_unique<cost::IndexedBudgets>(*serving->costs, cost::AgentBudgetLookup{});
-    serving->hub = std::make_unique<server::StreamHub>(*m_store);
-    serving->hub->start();
-    model::ModelsConfig models;
-    models.playbookDir = m_playbookDir;
-    serving->models = std::make_unique<model::ModelRegistry>(models);
-    server::BrokerServiceOptions options;
-    options.playbookDir = m_playbookDir;
-    options.modelNames = serving->models->names();
-    options.principals = m_principals;
-    options.costs = serving->costs.get();
-    options.reviews = serving->reviews.get();
-    options.budgets = serving->budgets.get();
-    model::ModelRegistry *registry = serving->models.get();
-    serving->service = std::make_unique<server::BrokerService>(
-        *m_store, *serving->hub, m_pools, [registry](const std::string &name) { return registry->find(name); },
-        options);
+    const auto principals = m_principals ? m_principals
+                                         : std::make_shared<const auth::PrincipalMap>(
+                                               auth::PrincipalMap::embeddedDefault(::getuid()));
+    auto core = server::BrokerCore::create(m_config, *m_store, m_pools, principals);
+    if (!core)
+        return std::unexpected(core.error());
+    serving->core = std::move(*core);
     // Like paddockd: the broker accepts on the socket itself, so peer credentials name the caller.
-    std::filesystem::remove(m_dir / "broker.sock");
-    auto listener = server::UnixListener::listen(m_dir / "broker.sock", 0666);
+    std::filesystem::remove(m_config.socketPath);
+    auto listener = server::UnixListener::listen(m_config.socketPath, 0666);
     if (!listener)
         return std::unexpected(listener.error());
     serving->listener = std::move(*listener);
     grpc::ServerBuilder builder;
-    builder.RegisterService(serving->service.get());
+    builder.RegisterService(&serving->core->service());
     serving->server = builder.BuildAndStart();
     if (!serving->server)
         return fail(ErrorCode::Unavailable, "cannot start the gRPC server for " + address());
-    serving->listener->start(serving->server.get(),
-                             m_principals ? m_principals
-                                          : std::make_shared<const auth::PrincipalMap>(
-                                                auth::PrincipalMap::embeddedDefault(::getuid())));
+    serving->listener->start(serving->server.get(), principals);
+    if (m_runSteps)
+        serving->core->startEngine();
+    serving->core->startReviews();
     m_serving = std::move(serving);
     return {};
 }
@@ -104,9 +88,9 @@ void InProcessBroker::stop()
 {
     if (m_serving) {
         m_serving->listener->stop();
-        m_serving->hub->beginShutdown();
+        m_serving->core->beginShutdown();
         m_serving->server->Shutdown(std::chrono::system_clock::now() + std::chrono::seconds(2));
-        m_serving->hub->stop();
+        m_serving->core->stop();
         m_serving.reset();
     }
     if (m_store) {
@@ -117,7 +101,7 @@ void InProcessBroker::stop()
 
 std::string InProcessBroker::address() const
 {
-    return "unix:" + (m_dir / "broker.sock").string();
+    return "unix:" + m_config.socketPath.string();
 }
 
 std::shared_ptr<grpc::Channel> InProcessBroker::newChannel() const
@@ -132,7 +116,7 @@ store::EventStore &InProcessBroker::store()
 
 int64_t InProcessBroker::streamCatchUps() const
 {
-    return m_serving ? m_serving->hub->catchUps() : 0;
+    return m_serving ? m_serving->core->hub().catchUps() : 0;
 }
 
 } // namespace paddock::test

@@ -1,13 +1,19 @@
 #pragma once
-// The broker's own service, store and stream hub (what paddockd serves, without step workers) on a
-// unix socket in a directory of the test's, inside the test's process. Tests and benchmarks append
-// to the store directly, so they know exactly what a client must see.
+// The broker paddockd runs (broker/server/broker_core.h: store, agents, decisions, policy, cost,
+// reviews, models, secrets, stream hub, step engine and service) on a unix socket in a directory of
+// the test's, inside the test's process.
 //
-// Threads: construct, start and stop on the test's thread; store() and the gRPC socket may be used
-// from any thread while it runs.
+// By default its step workers do not run: sessions stay queued and tests append to the store
+// directly, so they know exactly what a client must see. A test that wants sessions to run adds a
+// real pool (addPool, e.g. a paddock-pool started with tests/integration/harness) and calls
+// runSteps(true) before start().
+//
+// Threads: construct, configure, start and stop on the test's thread; store() and the gRPC socket
+// may be used from any thread while it runs.
 
 #include "broker/auth/principals.h"
 #include "broker/pools/pool_set.h"
+#include "broker/server/broker_config.h"
 #include "broker/store/event_store.h"
 #include "common/result.h"
 
@@ -23,7 +29,8 @@ namespace paddock::test {
 
 class InProcessBroker {
 public:
-    // dir holds broker.db and broker.sock; playbookDir is where "scripted" finds playbooks by name.
+    // dir holds broker.db, broker.sock and the secrets file; playbookDir is where "scripted" finds
+    // playbooks by name.
     explicit InProcessBroker(std::filesystem::path dir, std::filesystem::path playbookDir = {});
     ~InProcessBroker();
 
@@ -34,13 +41,21 @@ public:
     Status openStore();
     // Opens the store if needed and serves on the socket.
     Status start();
-    // Like paddockd shutting down: streams end with UNAVAILABLE, the server stops, the store closes.
+    // Like paddockd shutting down: streams end with UNAVAILABLE, the server stops, workers finish
+    // their step, the store closes.
     void stop();
 
     std::string address() const;                   // unix:<dir>/broker.sock
     std::shared_ptr<grpc::Channel> newChannel() const;
     store::EventStore &store();                     // open after openStore() or start()
     pools::PoolSet &pools() { return m_pools; }     // add pools before start()
+    // A paddock-pool listening on endpoint (host:port, plaintext), before start().
+    void addPool(const std::string &name, const std::string &endpoint);
+    // paddockd's configuration of this broker, to change before start() (default tier, policy_file,
+    // workers, prices...); dataDir, socket and playbook directory are the test's.
+    server::BrokerConfig &config() { return m_config; }
+    // Step workers take the sessions (before start()); give it a pool with their tiers.
+    void runSteps(bool run) { m_runSteps = run; }
     // Who may call (before start()); default: this process's user is admin.
     void setPrincipals(std::shared_ptr<const auth::PrincipalMap> principals) { m_principals = std::move(principals); }
     int64_t streamCatchUps() const;                 // StreamHub::catchUps() of the running hub
@@ -48,7 +63,8 @@ public:
 private:
     struct Serving;
     std::filesystem::path m_dir;
-    std::filesystem::path m_playbookDir;
+    server::BrokerConfig m_config;
+    bool m_runSteps = false;
     std::unique_ptr<store::EventStore> m_store;
     pools::PoolSet m_pools;
     std::shared_ptr<const auth::PrincipalMap> m_principals;

@@ -121,5 +121,19 @@ TEST(Tokens, VerifyAcceptsOnlyTheIssuedTokenUntilRevokedOrExpired)
     EXPECT_NE(revoked.error().message.find("revoked"), std::string::npos);
 }
 
+TEST(Tokens, TokenIdOfNamesTheIdOfAWellFormedTokenOnly)
+{
+    auto issued = generateToken("ci", "", 1000, 0);
+    EXPECT_EQ(tokenIdOf(issued.token), issued.record.info.id);
+    std::string wrongSecret = issued.token;
+    wrongSecret.back() = wrongSecret.back() == 'a' ? 'b' : 'a';
+    EXPECT_EQ(tokenIdOf(wrongSecret), issued.record.info.id) << "the id, whether or not the secret matches";
+    EXPECT_EQ(tokenIdOf("pdk_0123456789ab_"), "") << "no secret";
+    EXPECT_EQ(tokenIdOf("pdk_0123456789AB_secret"), "") << "the id is lower-case hex";
+    EXPECT_EQ(tokenIdOf("pdk_01234'6789ab_secret"), "");
+    EXPECT_EQ(tokenIdOf("ghp_0123456789ab_secret"), "");
+    EXPECT_EQ(tokenIdOf(""), "");
+}
+
 } // namespace
 } // namespace paddock::auth

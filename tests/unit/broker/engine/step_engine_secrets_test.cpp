@@ -1,14 +1,11 @@
 // The step engine with secrets: granted values reach the command's environment and nothing else,
 // and every recorded payload is redacted (the real store, the real scripted model, a fake pool).
 
-#include "broker/engine/step_engine.h"
-#include "broker/model/scripted_model.h"
-#include "broker/store/sqlite_event_store.h"
+#include "tests/support/engine_fixture.h"
 
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
 
-#include <filesystem>
 #include <mutex>
 
 namespace paddock::engine {
@@ -67,17 +64,11 @@ tool = "read_file"
 path = "f.txt"
 )";
 
-class StepEngineSecretsTest : public ::testing::Test {
+class StepEngineSecretsTest : public test::EngineFixture {
 protected:
     void SetUp() override
     {
-        m_dir = std::filesystem::temp_directory_path() / ("paddock-engine-secrets-" + std::to_string(::getpid()) + "-"
-                                                          + ::testing::UnitTest::GetInstance()->current_test_info()->name());
-        std::filesystem::remove_all(m_dir);
-        std::filesystem::create_directories(m_dir);
-        auto store = store::openSqliteEventStore(m_dir / "broker.db");
-        ASSERT_TRUE(store) << store.error().message;
-        m_store = std::move(*store);
+        EngineFixture::SetUp();
         auto secrets = secrets::SecretStore::open(m_dir / "config" / "secrets.toml");
         ASSERT_TRUE(secrets) << secrets.error().message;
         m_secrets = std::move(*secrets);
@@ -87,61 +78,28 @@ protected:
         m_pool = pool.get();
         m_pools.add(std::move(pool), false);
     }
-    void TearDown() override
-    {
-        m_store->close();
-        std::filesystem::remove_all(m_dir);
-    }
 
-    std::string submit(const json &grants)
-    {
-        store::AppendRequest request;
-        request.sessionId = "s-" + std::to_string(++m_sessions);
-        request.expectedLastSeq = 0;
-        request.events.push_back({core::kind::SessionCreated, json{{"goal", "g"}, {"model", "scripted"}, {"tier", "lite"},
-                                                                  {"playbook_toml", kPlaybook}, {"secrets", grants}}
-                                                                 .dump()});
-        auto created = m_store->appendSync(std::move(request));
-        EXPECT_TRUE(created) << created.error().message;
-        return created->state.id;
-    }
+    std::string submit(const json &grants) { return EngineFixture::submit(kPlaybook, {{"secrets", grants}}); }
 
     void runToEnd()
     {
         EngineOptions options;
         options.secrets = m_secrets.get();
-        StepEngine engine(*m_store, m_pools, [this](const std::string &name) -> model::ModelAdapter * {
-            return name == "scripted" ? &m_scripted : nullptr;
-        }, options);
-        for (int i = 0; i < 50; ++i) {
-            auto lease = m_store->acquireLease("test", 10000, 0);
-            if (!lease)
-                return;
-            engine.runOneStep(*lease);
-            m_store->releaseLease(*lease);
-        }
-        FAIL() << "the session did not finish";
+        auto engine = makeEngine(options);
+        runUntilIdle(engine);
     }
 
+    // The whole log as text, one "kind payload" line an event.
     std::string log(const std::string &id)
     {
         std::string all;
-        const auto events = m_store->readEvents(id, 1, 100000);
-        EXPECT_TRUE(events);
-        if (!events)
-            return all;
-        for (const auto &event : *events)
+        for (const auto &event : events(id))
             all += event.kind + " " + event.payload + "\n";
         return all;
     }
 
-    std::filesystem::path m_dir;
-    std::unique_ptr<store::EventStore> m_store;
     std::unique_ptr<secrets::SecretStore> m_secrets;
-    pools::PoolSet m_pools;
     EnvPool *m_pool = nullptr;
-    model::ScriptedModel m_scripted;
-    int m_sessions = 0;
 };
 
 TEST_F(StepEngineSecretsTest, GrantedValuesReachTheCommandOnlyAndTheLogIsRedactedAcrossTheClip)

@@ -1,15 +1,12 @@
 // The step engine with the real SQLite store, the real scripted model and a fake pool the test
 // controls (the pool's own tests run real sandboxes).
 
-#include "broker/engine/step_engine.h"
-#include "broker/model/scripted_model.h"
-#include "broker/store/sqlite_event_store.h"
+#include "tests/support/engine_fixture.h"
 
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
 
 #include <condition_variable>
-#include <filesystem>
 #include <mutex>
 #include <thread>
 
@@ -111,96 +108,26 @@ tool = "run_command"
 command = "echo two"
 )";
 
-class StepEngineTest : public ::testing::Test {
+class StepEngineTest : public test::EngineFixture {
 protected:
     void SetUp() override
     {
-        m_dir = std::filesystem::temp_directory_path() / ("paddock-engine-test-" + std::to_string(::getpid()) + "-"
-                                                          + ::testing::UnitTest::GetInstance()->current_test_info()->name());
-        std::filesystem::remove_all(m_dir);
-        std::filesystem::create_directories(m_dir);
-        auto store = store::openSqliteEventStore(m_dir / "broker.db");
-        ASSERT_TRUE(store) << store.error().message;
-        m_store = std::move(*store);
+        EngineFixture::SetUp();
         auto pool = std::make_unique<FakePool>();
         m_fakePool = pool.get();
         m_pools.add(std::move(pool), false);
     }
 
-    void TearDown() override
-    {
-        m_store->close();
-        std::filesystem::remove_all(m_dir);
-    }
+    std::string submit(const std::string &playbook = kPlaybook) { return EngineFixture::submit(playbook); }
 
-    std::string submit(const std::string &playbook = kPlaybook)
-    {
-        store::AppendRequest request;
-        request.sessionId = "s-" + std::to_string(++m_sessions);
-        request.expectedLastSeq = 0;
-        request.events.push_back({core::kind::SessionCreated,
-                                  json{{"goal", "g"}, {"model", "scripted"}, {"tier", "lite"}, {"playbook_toml", playbook}}.dump()});
-        auto created = m_store->appendSync(std::move(request));
-        EXPECT_TRUE(created) << created.error().message;
-        return created->state.id;
-    }
-
-    StepEngine makeEngine(EngineOptions options = {})
-    {
-        return StepEngine(*m_store, m_pools, [this](const std::string &name) -> model::ModelAdapter * {
-            return name == "scripted" ? &m_scripted : nullptr;
-        }, options);
-    }
-
-    // Takes n steps, each with a fresh lease.
-    void takeSteps(StepEngine &engine, int n)
-    {
-        for (int i = 0; i < n; ++i) {
-            auto lease = m_store->acquireLease("setup", 10000, 0);
-            ASSERT_TRUE(lease);
-            engine.runOneStep(*lease);
-            m_store->releaseLease(*lease);
-        }
-    }
-
-    // Takes steps with fresh leases until the session needs no more work.
-    void runToEnd(StepEngine &engine, int maxSteps = 50)
-    {
-        for (int i = 0; i < maxSteps; ++i) {
-            auto lease = m_store->acquireLease("test", 10000, 0);
-            if (!lease)
-                return;
-            engine.runOneStep(*lease);
-            m_store->releaseLease(*lease);
-        }
-        FAIL() << "the session did not finish in " << maxSteps << " steps";
-    }
-
-    std::vector<core::Event> events(const std::string &id)
-    {
-        auto read = m_store->readEvents(id, 1, 100000);
-        EXPECT_TRUE(read) << read.error().message;
-        return read ? *read : std::vector<core::Event>{};
-    }
-
-    static int count(const std::vector<core::Event> &log, const char *kind)
-    {
-        return static_cast<int>(std::count_if(log.begin(), log.end(), [&](const core::Event &e) { return e.kind == kind; }));
-    }
-
-    std::filesystem::path m_dir;
-    std::unique_ptr<store::EventStore> m_store;
-    pools::PoolSet m_pools;
     FakePool *m_fakePool = nullptr;
-    model::ScriptedModel m_scripted;
-    int m_sessions = 0;
 };
 
 TEST_F(StepEngineTest, PlaybookRunsToSuccessAndReleasesItsSandbox)
 {
     auto engine = makeEngine();
     const std::string id = submit();
-    runToEnd(engine);
+    runUntilIdle(engine);
 
     const auto log = events(id);
     const auto state = core::foldEvents(log);
@@ -221,7 +148,7 @@ TEST_F(StepEngineTest, ResultHoldsTheCommandAndItsOutput)
 {
     auto engine = makeEngine();
     const std::string id = submit();
-    runToEnd(engine);
+    runUntilIdle(engine);
     for (const auto &event : events(id)) {
         if (event.kind != core::kind::ToolResult)
             continue;
@@ -240,7 +167,7 @@ TEST_F(StepEngineTest, ThePoolsNameForAnAbnormalEndIsRecorded)
     auto engine = makeEngine();
     const std::string id = submit();
     m_fakePool->execReason = "oom_killed";
-    runToEnd(engine);
+    runUntilIdle(engine);
     int named = 0;
     for (const auto &event : events(id)) {
         if (event.kind == core::kind::ToolResult && json::parse(event.payload).value("reason", "") == "oom_killed")
@@ -305,7 +232,7 @@ TEST_F(StepEngineTest, CancelBetweenReadAndAppendWins)
     m_store->releaseLease(*lease);
 
     EXPECT_FALSE(outcome.appended);
-    runToEnd(engine);
+    runUntilIdle(engine);
     const auto log = events(id);
     EXPECT_EQ(core::foldEvents(log).status, core::SessionStatus::Cancelled);
     EXPECT_EQ(count(log, core::kind::ToolResult), 0);
@@ -337,7 +264,7 @@ TEST_F(StepEngineTest, LostSandboxIsRecordedAndReplaced)
     engine.runOneStep(*lease);
     m_store->releaseLease(*lease);
     m_fakePool->execError.reset();
-    runToEnd(engine);
+    runUntilIdle(engine);
 
     const auto log = events(id);
     EXPECT_EQ(count(log, core::kind::SandboxFailed), 1);
@@ -353,7 +280,7 @@ TEST_F(StepEngineTest, UnknownModelFailsTheSessionWithAReason)
     request.expectedLastSeq = 0;
     request.events.push_back({core::kind::SessionCreated, R"({"goal":"g","model":"nope","tier":"lite"})"});
     ASSERT_TRUE(m_store->appendSync(std::move(request)));
-    runToEnd(engine);
+    runUntilIdle(engine);
     const auto state = core::foldEvents(events("s-x"));
     EXPECT_EQ(state.status, core::SessionStatus::Failed);
     EXPECT_NE(state.statusReason.find("nope"), std::string::npos);
@@ -398,15 +325,7 @@ TEST_F(StepEngineTest, WorkersRunManySessionsConcurrently)
     for (int i = 0; i < 30; ++i)
         ids.push_back(submit());
     engine.start();
-    for (int round = 0; round < 1000; ++round) {
-        const bool done = std::all_of(ids.begin(), ids.end(), [&](const std::string &id) {
-            auto state = m_store->getSession(id);
-            return state && !state->needsWork();
-        });
-        if (done)
-            break;
-        std::this_thread::sleep_for(std::chrono::milliseconds(10));
-    }
+    EXPECT_TRUE(waitUntilSettled(ids));
     engine.stop();
     for (const auto &id : ids) {
         const auto log = events(id);

@@ -140,6 +140,27 @@ TEST(EnvironmentDecision, HybridBeyondThePolicyBoundNeedsReview)
     EXPECT_EQ(decideRequest(f.context(), "lite", "heavy", "").verdict, Verdict::Refused);
 }
 
+TEST(EnvironmentDecision, AgentModeIsBoundByAMatchingRule)
+{
+    // A matching rule's bound holds in agent mode too: above it a human decides.
+    auto f = withMode(agents::SelectionMode::Agent);
+    auto d = decideRequest(f.context(), "lite", "heavy", "big build");
+    EXPECT_EQ(d.verdict, Verdict::NeedsReview);
+    EXPECT_EQ(d.rule, "builds");
+    EXPECT_EQ(d.maxTierWithoutReview, "standard");
+    EXPECT_EQ(d.chosenTier, "lite") << "the session keeps its tier until a human decides";
+    EXPECT_NE(d.reason.find("above standard"), std::string::npos) << d.reason;
+    EXPECT_NE(d.reason.find("big build"), std::string::npos) << d.reason;
+    EXPECT_EQ(decideAtStart(f.context(), "").maxTierWithoutReview, "standard");
+    EXPECT_EQ(decideRequest(f.context(), "lite", "standard", "").verdict, Verdict::Granted);
+    // Without one, agent mode is bound only by its allowed tiers (hybrid: by its default tier).
+    f.policy.rules.clear();
+    d = decideRequest(f.context(), "lite", "heavy", "");
+    EXPECT_EQ(d.verdict, Verdict::Granted);
+    EXPECT_EQ(d.rule, "allowed tiers");
+    EXPECT_EQ(d.maxTierWithoutReview, "");
+}
+
 TEST(EnvironmentDecision, OverrideIsAHumansChoice)
 {
     auto f = withMode(agents::SelectionMode::Platform);

@@ -74,6 +74,10 @@ TEST(Outcome, IdleOnABigTierIsOverAllocated)
     // Either figure above its threshold makes it fit.
     EXPECT_EQ(classifyOutcome(on("standard", flat(5, 0.05, 1100 * kMiB))).outcome, "ok") << "memory >= 25%";
     EXPECT_EQ(classifyOutcome(on("standard", flat(5, 0.3, 100 * kMiB))).outcome, "ok") << "cpu >= 10%";
+    // Idle on the smallest tier that fits: over-allocated, but no smaller tier to name.
+    const auto smallest = classifyOutcome(on("lite", flat(5, 0.01, 20 * kMiB)));
+    EXPECT_EQ(smallest.outcome, "over_allocated");
+    EXPECT_EQ(smallest.fittingTier, "") << "lite is what it had";
 }
 
 TEST(Outcome, NoSamplesIsOkWithoutFigures)

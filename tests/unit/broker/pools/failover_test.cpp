@@ -3,18 +3,14 @@
 // the other pool (sandbox.lost, sandbox.moved), finish there, and repeat at most one step; a claim
 // no pool can take leaves one sandbox.waiting in the log instead of a silent wait.
 
-#include "broker/engine/step_engine.h"
-#include "broker/model/scripted_model.h"
-#include "broker/store/sqlite_event_store.h"
+#include "tests/support/engine_fixture.h"
 #include "tests/unit/broker/pools/fake_pool.h"
 
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
 
-#include <filesystem>
 #include <map>
 #include <thread>
-#include <unistd.h>
 
 namespace paddock::engine {
 namespace {
@@ -32,17 +28,11 @@ std::string playbook()
     return text;
 }
 
-class FailoverTest : public ::testing::Test {
+class FailoverTest : public test::EngineFixture {
 protected:
     void SetUp() override
     {
-        m_dir = std::filesystem::temp_directory_path() / ("paddock-failover-test-" + std::to_string(::getpid()) + "-"
-                                                          + ::testing::UnitTest::GetInstance()->current_test_info()->name());
-        std::filesystem::remove_all(m_dir);
-        std::filesystem::create_directories(m_dir);
-        auto store = store::openSqliteEventStore(m_dir / "broker.db");
-        ASSERT_TRUE(store) << store.error().message;
-        m_store = std::move(*store);
+        EngineFixture::SetUp();
         pools::PoolSetOptions options;
         options.lostAfterMs = 150;
         m_pools.setOptions(options);
@@ -56,23 +46,7 @@ protected:
         m_pools.add(std::move(b), false);
     }
 
-    void TearDown() override
-    {
-        m_store->close();
-        std::filesystem::remove_all(m_dir);
-    }
-
-    std::string submit()
-    {
-        store::AppendRequest request;
-        request.sessionId = "s-" + std::to_string(++m_sessions);
-        request.expectedLastSeq = 0;
-        request.events.push_back({core::kind::SessionCreated,
-                                  json{{"goal", "g"}, {"model", "scripted"}, {"tier", "lite"}, {"playbook_toml", playbook()}}.dump()});
-        auto created = m_store->appendSync(std::move(request));
-        EXPECT_TRUE(created) << created.error().message;
-        return created->state.id;
-    }
+    std::string submit() { return EngineFixture::submit(playbook()); }
 
     StepEngine makeEngine()
     {
@@ -80,49 +54,11 @@ protected:
         options.workers = 2;
         options.idleWaitMs = 10;
         options.retryAfterUnavailableMs = 20;
-        return StepEngine(*m_store, m_pools, [this](const std::string &name) -> model::ModelAdapter * {
-            return name == "scripted" ? &m_scripted : nullptr;
-        }, options);
+        return EngineFixture::makeEngine(options);
     }
 
-    bool waitUntilDone(const std::vector<std::string> &ids)
-    {
-        for (int round = 0; round < 2000; ++round) {
-            const bool done = std::all_of(ids.begin(), ids.end(), [&](const std::string &id) {
-                auto state = m_store->getSession(id);
-                return state && !state->needsWork();
-            });
-            if (done)
-                return true;
-            std::this_thread::sleep_for(std::chrono::milliseconds(10));
-        }
-        return false;
-    }
-
-    std::vector<core::Event> events(const std::string &id)
-    {
-        auto read = m_store->readEvents(id, 1, 100000);
-        EXPECT_TRUE(read) << read.error().message;
-        return read ? *read : std::vector<core::Event>{};
-    }
-
-    static std::vector<json> payloads(const std::vector<core::Event> &log, const char *kind)
-    {
-        std::vector<json> out;
-        for (const auto &e : log) {
-            if (e.kind == kind)
-                out.push_back(json::parse(e.payload));
-        }
-        return out;
-    }
-
-    std::filesystem::path m_dir;
-    std::unique_ptr<store::EventStore> m_store;
-    pools::PoolSet m_pools;
     FakePool *m_a = nullptr;
     FakePool *m_b = nullptr;
-    model::ScriptedModel m_scripted;
-    int m_sessions = 0;
 };
 
 TEST_F(FailoverTest, SessionsOfALostPoolFinishOnTheOtherRepeatingAtMostOneStep)
@@ -137,7 +73,7 @@ TEST_F(FailoverTest, SessionsOfALostPoolFinishOnTheOtherRepeatingAtMostOneStep)
         std::this_thread::sleep_for(std::chrono::milliseconds(1));
     m_a->setDown(true);
     const int execsOnABeforeDown = m_a->count(m_a->execs);
-    ASSERT_TRUE(waitUntilDone(ids));
+    ASSERT_TRUE(waitUntilSettled(ids));
     engine.stop();
     ASSERT_GE(execsOnABeforeDown, 4);
 
@@ -148,16 +84,16 @@ TEST_F(FailoverTest, SessionsOfALostPoolFinishOnTheOtherRepeatingAtMostOneStep)
         EXPECT_EQ(core::foldEvents(log).status, core::SessionStatus::Succeeded);
         // Every tool call has exactly one result, and the model was not asked again for a step.
         std::map<std::string, int> results;
-        for (const auto &r : payloads(log, core::kind::ToolResult))
+        for (const auto &r : payloadsOf(log, core::kind::ToolResult))
             ++results[r.value("call_id", std::string())];
-        EXPECT_EQ(payloads(log, core::kind::ToolCall).size(), static_cast<size_t>(kCommands + 1));
+        EXPECT_EQ(payloadsOf(log, core::kind::ToolCall).size(), static_cast<size_t>(kCommands + 1));
         EXPECT_EQ(results.size(), static_cast<size_t>(kCommands + 1));
         for (const auto &[call, n] : results)
             EXPECT_EQ(n, 1) << call;
 
-        const auto claims = payloads(log, core::kind::SandboxClaimed);
-        const auto lost = payloads(log, core::kind::SandboxLost);
-        const auto moves = payloads(log, core::kind::SandboxMoved);
+        const auto claims = payloadsOf(log, core::kind::SandboxClaimed);
+        const auto lost = payloadsOf(log, core::kind::SandboxLost);
+        const auto moves = payloadsOf(log, core::kind::SandboxMoved);
         ASSERT_FALSE(claims.empty());
         if (claims.front()["pool"] != "a" || lost.empty()) {
             EXPECT_TRUE(moves.empty());
@@ -197,17 +133,17 @@ TEST_F(FailoverTest, AClaimNoPoolCanTakeWaitsAndSaysSoOnce)
     const std::string id = submit();
     auto engine = makeEngine();
     engine.start();
-    for (int i = 0; i < 500 && payloads(events(id), core::kind::SandboxWaiting).empty(); ++i)
+    for (int i = 0; i < 500 && payloadsOf(events(id), core::kind::SandboxWaiting).empty(); ++i)
         std::this_thread::sleep_for(std::chrono::milliseconds(10));
     std::this_thread::sleep_for(std::chrono::milliseconds(100));   // several retries
-    auto waiting = payloads(events(id), core::kind::SandboxWaiting);
+    auto waiting = payloadsOf(events(id), core::kind::SandboxWaiting);
     ASSERT_EQ(waiting.size(), 1u) << "said once, not once per retry";
     EXPECT_EQ(waiting[0]["code"], "resource_exhausted");
     EXPECT_NE(waiting[0]["reason"].get<std::string>().find("at its capacity"), std::string::npos);
     EXPECT_EQ(m_store->getSession(id)->status, core::SessionStatus::Queued);
 
     m_b->setTier("lite", 1, 2, 8);   // room again
-    ASSERT_TRUE(waitUntilDone({id}));
+    ASSERT_TRUE(waitUntilSettled({id}));
     engine.stop();
     EXPECT_EQ(core::foldEvents(events(id)).status, core::SessionStatus::Succeeded);
 }

@@ -61,6 +61,24 @@ public:
         out.tiers = tiers;
         return out;
     }
+    // Snapshots only when `snapshots` is set (the default pool has none, like an old pool agent):
+    // a ref per snapshot, and each restore remembered as "sandbox <- ref".
+    Result<SnapshotInfo> snapshot(const std::string &sandboxId) override
+    {
+        std::lock_guard lock(m_mutex);
+        if (!snapshots)
+            return PoolClient::snapshot(sandboxId);
+        ++snapshotCount;
+        return SnapshotInfo{"snap-" + std::to_string(snapshotCount) + "-" + sandboxId, 100, 1, 0.1};
+    }
+    Result<SnapshotInfo> restore(const std::string &sandboxId, const std::string &ref) override
+    {
+        std::lock_guard lock(m_mutex);
+        if (!snapshots)
+            return PoolClient::restore(sandboxId, ref);
+        restores.push_back(sandboxId + " <- " + ref);
+        return SnapshotInfo{ref, 100, 1, 0.1};
+    }
     void cancelInFlight() override {}
 
     void setDown(bool value)
@@ -98,6 +116,9 @@ public:
     std::vector<std::string> execKeys;
     std::vector<std::vector<EgressGrant>> execGrants;   // the approved hosts each exec carried
     std::vector<EgressAttempt> egressPerExec;            // what every exec reports as its attempts
+    bool snapshots = false;
+    int snapshotCount = 0;
+    std::vector<std::string> restores;
 };
 
 } // namespace paddock::pools::test

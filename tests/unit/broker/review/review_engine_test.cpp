@@ -2,18 +2,15 @@
 // scripted model, the real review desk and a fake pool the test controls (integration tests run
 // real sandboxes).
 
-#include "broker/engine/step_engine.h"
-#include "broker/model/scripted_model.h"
 #include "broker/review/review_desk.h"
+#include "broker/store/agent_store.h"
 #include "broker/store/cost_index.h"
-#include "broker/store/sqlite_event_store.h"
+#include "tests/support/engine_fixture.h"
 #include "tests/unit/broker/pools/fake_pool.h"
 
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
 
-#include <filesystem>
-#include <unistd.h>
 
 namespace paddock::engine {
 namespace {
@@ -57,17 +54,11 @@ command = "echo after"
 )";
 }
 
-class ReviewEngineTest : public ::testing::Test {
+class ReviewEngineTest : public test::EngineFixture {
 protected:
     void SetUp() override
     {
-        m_dir = std::filesystem::temp_directory_path() / ("paddock-review-engine-" + std::to_string(::getpid()) + "-"
-                                                          + ::testing::UnitTest::GetInstance()->current_test_info()->name());
-        std::filesystem::remove_all(m_dir);
-        std::filesystem::create_directories(m_dir);
-        auto store = store::openSqliteEventStore(m_dir / "broker.db");
-        ASSERT_TRUE(store) << store.error().message;
-        m_store = std::move(*store);
+        EngineFixture::SetUp();
         auto queries = store::ReviewQueries::open(m_dir / "broker.db");
         ASSERT_TRUE(queries);
         m_queries = std::move(*queries);
@@ -85,62 +76,16 @@ protected:
     void TearDown() override
     {
         m_desk.reset();
-        m_store->close();
-        std::filesystem::remove_all(m_dir);
+        EngineFixture::TearDown();
     }
 
-    std::string submit(const std::string &playbook, int64_t budgetMicros = 0)
+    // Sessions of agent `agent` submitted by bob (the requester of their reviews).
+    std::string submit(const std::string &playbook, int64_t budgetMicros = 0, const std::string &agent = "builder")
     {
-        store::AppendRequest request;
-        request.sessionId = "s-" + std::to_string(++m_sessions);
-        request.expectedLastSeq = 0;
-        request.events.push_back({core::kind::SessionCreated,
-                                  json{{"goal", "g"}, {"agent", "builder"}, {"model", "scripted"}, {"tier", "lite"},
-                                       {"submitted_by", "bob"}, {"budget_micros", budgetMicros},
-                                       {"playbook_toml", playbook}}.dump()});
-        auto created = m_store->appendSync(std::move(request));
-        EXPECT_TRUE(created) << created.error().message;
-        return created->state.id;
+        return EngineFixture::submit(playbook, {{"agent", agent}, {"submitted_by", "bob"}, {"budget_micros", budgetMicros}});
     }
 
-    StepEngine makeEngine()
-    {
-        return StepEngine(*m_store, m_pools, [this](const std::string &name) -> model::ModelAdapter * {
-            return name == "scripted" ? &m_scripted : nullptr;
-        }, m_options);
-    }
-
-    // Steps until nothing needs work (finished, or waiting for a review).
-    void runUntilIdle(StepEngine &engine, int maxSteps = 60)
-    {
-        for (int i = 0; i < maxSteps; ++i) {
-            auto lease = m_store->acquireLease("test", 10000, 0);
-            if (!lease)
-                return;
-            engine.runOneStep(*lease);
-            m_store->releaseLease(*lease);
-        }
-        FAIL() << "the session did not settle in " << maxSteps << " steps";
-    }
-
-    std::vector<core::Event> events(const std::string &id)
-    {
-        auto read = m_store->readEvents(id, 1, 100000);
-        EXPECT_TRUE(read) << read.error().message;
-        return read ? *read : std::vector<core::Event>{};
-    }
-
-    static std::vector<json> payloadsOf(const std::vector<core::Event> &log, const char *kind)
-    {
-        std::vector<json> out;
-        for (const auto &e : log) {
-            if (e.kind == kind)
-                out.push_back(json::parse(e.payload));
-        }
-        return out;
-    }
-
-    core::SessionState session(const std::string &id) { return *m_store->getSession(id); }
+    StepEngine makeEngine() { return EngineFixture::makeEngine(m_options); }
 
     store::ReviewRow onlyPendingItem()
     {
@@ -161,16 +106,58 @@ protected:
         return request;
     }
 
-    std::filesystem::path m_dir;
-    std::unique_ptr<store::EventStore> m_store;
+    static review::DecideRequest rejection(const store::ReviewRow &row, const std::string &reason)
+    {
+        review::DecideRequest request;
+        request.ids = {row.id};
+        request.decider = "alice";
+        request.reason = reason;
+        return request;
+    }
+
+    // Two tiers to move between (the fake pool snapshots and restores), agents in the store, and
+    // the tier decisions of request_environment.
+    void enableTierEscalation(policy::TierPolicy policy = {})
+    {
+        m_pool->snapshots = true;
+        m_pool->tiers[0].pricePerHourUsd = 0.02;
+        m_pool->setTier("standard", 2, 0, 8);
+        m_pool->tiers[1].pricePerHourUsd = 0.12;
+        auto agents = store::AgentStore::open(m_dir / "broker.db");
+        ASSERT_TRUE(agents) << agents.error().message;
+        m_agents = std::move(*agents);
+        m_decider = std::make_unique<EnvironmentDecider>(m_agents.get(), m_pools, std::move(policy), "lite");
+        m_options.decider = m_decider.get();
+    }
+
+    void createAgent(const std::string &name, agents::SelectionMode mode)
+    {
+        agents::Agent agent;
+        agent.name = name;
+        agent.owner = "bob";
+        agent.defaultTier = "lite";
+        agent.selectionMode = mode;
+        auto created = m_agents->create(agent);
+        ASSERT_TRUE(created) << created.error().message;
+    }
+
+    // The sandbox id a command ran in (the fake pool records "<sandbox> <command>").
+    std::string sandboxOfCommand(const std::string &command)
+    {
+        for (const auto &key : m_pool->execKeys) {
+            if (key.ends_with(" " + command))
+                return key.substr(0, key.find(' '));
+        }
+        return {};
+    }
+
+    std::unique_ptr<store::AgentStore> m_agents;
+    std::unique_ptr<EnvironmentDecider> m_decider;
     std::unique_ptr<store::ReviewQueries> m_queries;
     std::unique_ptr<store::CostQueries> m_costs;
     std::unique_ptr<review::ReviewDesk> m_desk;
-    pools::PoolSet m_pools;
     pools::test::FakePool *m_pool = nullptr;
-    model::ScriptedModel m_scripted;
     EngineOptions m_options;
-    int m_sessions = 0;
 };
 
 TEST_F(ReviewEngineTest, EveryModelResponseAndSandboxStepIsCostedAndTheSplitAddsUp)
@@ -336,11 +323,7 @@ TEST_F(ReviewEngineTest, RejectionIsTheToolResult)
     runUntilIdle(engine);
     const auto item = onlyPendingItem();
     const int execsBefore = m_pool->execs;
-    review::DecideRequest reject;
-    reject.ids = {item.id};
-    reject.decider = "alice";
-    reject.reason = "touches generated files";
-    ASSERT_TRUE(m_desk->decide(reject));
+    ASSERT_TRUE(m_desk->decide(rejection(item, "touches generated files")));
     runUntilIdle(engine);
     const auto results = payloadsOf(events(id), core::kind::ToolResult);
     ASSERT_GE(results.size(), 1u);
@@ -491,6 +474,207 @@ TEST_F(ReviewEngineTest, EgressExceptionForSomethingThatIsNotAHostIsRefusedWitho
     const std::string error = results[0].value("error", "");
     EXPECT_NE(error.find("allowlist entry"), std::string::npos) << results[0].dump();
     EXPECT_NE(error.find("use \"host\""), std::string::npos) << error;
+}
+
+// request_environment beyond the agent's bound (hybrid: its default tier lite) asks for standard.
+std::string escalation(const std::string &onResult = "")
+{
+    return R"(
+name = "escalate"
+goal = "build something big"
+[[step]]
+tool = "write_file"
+path = "notes.txt"
+content = "written on lite"
+[[step]]
+tool = "request_environment"
+tier = "standard"
+reason = "the build needs 4 GiB"
+)" + onResult + R"(
+[[step]]
+tool = "run_command"
+command = "cat notes.txt"
+)";
+}
+
+TEST_F(ReviewEngineTest, RequestBeyondTheBoundWaitsForATierEscalationAndApprovalMovesTheSession)
+{
+    enableTierEscalation();
+    createAgent("builder", agents::SelectionMode::Hybrid);
+    auto engine = makeEngine();
+    const std::string id = submit(escalation());
+    runUntilIdle(engine);
+    ASSERT_EQ(session(id).status, core::SessionStatus::WaitingApproval) << session(id).statusReason;
+    auto log = events(id);
+    auto decisions = payloadsOf(log, core::kind::EnvDecision);
+    ASSERT_EQ(decisions.size(), 1u);
+    EXPECT_EQ(decisions[0]["verdict"], "needs_review");
+    EXPECT_EQ(decisions[0]["chosen_tier"], "lite");
+    // The call waits: no result for it until the review is decided.
+    auto results = payloadsOf(log, core::kind::ToolResult);
+    ASSERT_EQ(results.size(), 1u);
+    EXPECT_EQ(results[0]["name"], "write_file");
+
+    const auto item = onlyPendingItem();
+    EXPECT_EQ(item.kind, "tier_escalation");
+    EXPECT_EQ(item.requester, "bob");
+    EXPECT_EQ(item.risk, "medium");
+    const json requested = json::parse(item.payload);
+    EXPECT_EQ(requested["summary"], "move session " + id + " from tier lite to tier standard");
+    EXPECT_EQ(requested["impact"], "+$0.1000/h (lite $0.0200/h -> standard $0.1200/h)");
+    EXPECT_EQ(requested["cost_micros"], 100000);
+    EXPECT_EQ(requested["justification"], "the build needs 4 GiB");
+    EXPECT_EQ(requested["policy_verdict"], decisions[0]["reason"]);
+    EXPECT_NE(requested["policy_verdict"].get<std::string>().find("above lite"), std::string::npos) << requested;
+    EXPECT_EQ(requested["payload"]["tier"], "standard");
+    EXPECT_EQ(requested["payload"]["from_tier"], "lite");
+    EXPECT_EQ(requested["payload"]["decision_id"], decisions[0]["id"]);
+    EXPECT_EQ(requested["payload"]["reason"], "the build needs 4 GiB");
+    EXPECT_FALSE(m_store->acquireLease("test", 1000, 0)) << "nothing runs while it waits";
+
+    // The submitter cannot approve it; another approver can, once.
+    review::DecideRequest self = approval(item);
+    self.decider = "bob";
+    auto refused = m_desk->decide(self);
+    ASSERT_FALSE(refused);
+    EXPECT_EQ(refused.error().code, ErrorCode::PermissionDenied);
+    ASSERT_TRUE(m_desk->decide(approval(item)));
+    auto replayed = m_desk->decide(approval(item));
+    ASSERT_FALSE(replayed);
+    EXPECT_EQ(replayed.error().code, ErrorCode::FailedPrecondition);
+    EXPECT_NE(replayed.error().message.find("already approved by alice"), std::string::npos) << replayed.error().message;
+
+    runUntilIdle(engine);
+    const auto state = session(id);
+    EXPECT_EQ(state.status, core::SessionStatus::Succeeded) << state.statusReason;
+    EXPECT_EQ(state.tier, "standard");
+    EXPECT_EQ(state.tierChooser, "human");
+    log = events(id);
+    decisions = payloadsOf(log, core::kind::EnvDecision);
+    ASSERT_EQ(decisions.size(), 2u);
+    EXPECT_EQ(decisions[1]["verdict"], "granted");
+    EXPECT_EQ(decisions[1]["chooser"], "human");
+    EXPECT_EQ(decisions[1]["who"], "alice");
+    EXPECT_EQ(decisions[1]["rule"], "review " + item.id);
+    EXPECT_EQ(decisions[1]["chosen_tier"], "standard");
+    EXPECT_EQ(decisions[1]["trigger"], "request_environment");
+    results = payloadsOf(log, core::kind::ToolResult);
+    ASSERT_GE(results.size(), 3u);
+    EXPECT_EQ(results[1]["name"], "request_environment");
+    EXPECT_EQ(results[1]["granted"], true);
+    EXPECT_EQ(results[1]["granted_by"], "alice");
+    EXPECT_EQ(results[1]["decision_id"], decisions[1]["id"]);
+    EXPECT_FALSE(results[1].contains("error")) << results[1];
+    // The move: snapshot of lite's workspace, a standard sandbox restored from it, and the next
+    // command ran there.
+    const auto moves = payloadsOf(log, core::kind::SandboxMoved);
+    ASSERT_EQ(moves.size(), 1u);
+    EXPECT_EQ(moves[0]["from_tier"], "lite");
+    EXPECT_EQ(moves[0]["to_tier"], "standard");
+    EXPECT_EQ(moves[0]["workspace"], "restored");
+    const std::string moved = moves[0]["to_sandbox_id"];
+    ASSERT_EQ(m_pool->restores.size(), 1u);
+    EXPECT_EQ(m_pool->restores[0], moved + " <- " + moves[0]["snapshot_ref"].get<std::string>());
+    EXPECT_EQ(sandboxOfCommand("cat notes.txt"), moved);
+    // The approver's decision is the one that gets the standard tier's outcome at the release.
+    const auto outcomes = payloadsOf(log, core::kind::EnvOutcome);
+    ASSERT_EQ(outcomes.size(), 1u);
+    EXPECT_EQ(outcomes[0]["decision_id"], decisions[1]["id"]);
+    EXPECT_EQ(outcomes[0]["tier"], "standard");
+}
+
+TEST_F(ReviewEngineTest, RejectedOrExpiredEscalationKeepsTheTierAndTheSessionGoesOn)
+{
+    enableTierEscalation();
+    createAgent("builder", agents::SelectionMode::Hybrid);
+    auto engine = makeEngine();
+    const std::string id = submit(escalation("expect_error = \"the session stays on tier lite\"\n"));
+    runUntilIdle(engine);
+    const auto item = onlyPendingItem();
+    ASSERT_TRUE(m_desk->decide(rejection(item, "lite is enough for this")));
+    runUntilIdle(engine);
+    auto state = session(id);
+    EXPECT_EQ(state.status, core::SessionStatus::Succeeded) << state.statusReason;
+    EXPECT_EQ(state.tier, "lite");
+    auto log = events(id);
+    auto results = payloadsOf(log, core::kind::ToolResult);
+    ASSERT_GE(results.size(), 3u);
+    EXPECT_EQ(results[1]["granted"], false);
+    EXPECT_EQ(results[1]["decider"], "alice");
+    EXPECT_EQ(results[1]["error"], "tier standard was rejected by alice: lite is enough for this; the session stays "
+                                   "on tier lite");
+    EXPECT_TRUE(payloadsOf(log, core::kind::SandboxMoved).empty());
+    EXPECT_EQ(payloadsOf(log, core::kind::EnvDecision).size(), 1u) << "a rejection grants nothing";
+    EXPECT_EQ(sandboxOfCommand("cat notes.txt"), payloadsOf(log, core::kind::SandboxClaimed).front()["sandbox_id"]);
+
+    // Expiry acts like a rejection.
+    const std::string second = submit(escalation("expect_error = \"expired without a decision\"\n"));
+    runUntilIdle(engine);
+    const auto pending = onlyPendingItem();
+    EXPECT_EQ(m_desk->expireDue(pending.expiresUnixMs + 1), 1);
+    runUntilIdle(engine);
+    EXPECT_EQ(session(second).status, core::SessionStatus::Succeeded) << session(second).statusReason;
+    EXPECT_EQ(session(second).tier, "lite");
+    results = payloadsOf(events(second), core::kind::ToolResult);
+    ASSERT_GE(results.size(), 2u);
+    EXPECT_EQ(results[1]["error"], "tier standard was not granted: review " + pending.id + " expired without a "
+                                   "decision; the session stays on tier lite");
+}
+
+TEST_F(ReviewEngineTest, BulkApprovalOfTwoHighRiskEscalationsFromHybridAndAgentModes)
+{
+    // A rule bounds agent mode too: sessions of "picker" get lite without review, no more.
+    policy::TierRule rule;
+    rule.name = "small things";
+    rule.agent = "picker";
+    rule.tier = "lite";
+    rule.maxTierWithoutReview = "lite";
+    policy::TierPolicy tiers;
+    tiers.rules.push_back(rule);
+    enableTierEscalation(tiers);
+    createAgent("builder", agents::SelectionMode::Hybrid);
+    createAgent("picker", agents::SelectionMode::Agent);
+    m_options.reviewPolicy.risk[review::kind::TierEscalation] = "high";
+    auto engine = makeEngine();
+    const std::string hybrid = submit(escalation());
+    const std::string agent = submit(escalation(), 0, "picker");
+    runUntilIdle(engine);
+    auto page = m_queries->list({});
+    ASSERT_TRUE(page);
+    ASSERT_EQ(page->items.size(), 2u);
+    review::DecideRequest both;
+    both.approve = true;
+    both.decider = "alice";
+    both.reason = "the builds need it";
+    for (const auto &item : page->items) {
+        EXPECT_EQ(item.kind, "tier_escalation");
+        EXPECT_EQ(item.risk, "high");
+        both.ids.push_back(item.id);
+        both.changeHashes[item.id] = item.changeHash;
+    }
+    EXPECT_NE(json::parse(events(agent).back().payload)["policy_verdict"].get<std::string>().find(
+                  "policy rule 'small things'"), std::string::npos);
+    // High risk: not before alice fetched each change; then both at once.
+    auto refused = m_desk->decide(both);
+    ASSERT_FALSE(refused);
+    EXPECT_EQ(refused.error().code, ErrorCode::FailedPrecondition);
+    EXPECT_NE(refused.error().message.find("has not fetched its full change"), std::string::npos);
+    EXPECT_EQ(session(hybrid).status, core::SessionStatus::WaitingApproval) << "nothing was decided";
+    for (const auto &item : page->items)
+        ASSERT_TRUE(m_desk->fetch(item.id, "alice"));
+    auto decided = m_desk->decide(both);
+    ASSERT_TRUE(decided) << decided.error().message;
+    runUntilIdle(engine);
+    for (const auto &id : {hybrid, agent}) {
+        SCOPED_TRACE(id);
+        const auto state = session(id);
+        EXPECT_EQ(state.status, core::SessionStatus::Succeeded) << state.statusReason;
+        EXPECT_EQ(state.tier, "standard");
+        EXPECT_EQ(state.tierChooser, "human");
+        const auto moves = payloadsOf(events(id), core::kind::SandboxMoved);
+        ASSERT_EQ(moves.size(), 1u);
+        EXPECT_EQ(sandboxOfCommand("cat notes.txt").empty(), false);
+    }
 }
 
 } // namespace

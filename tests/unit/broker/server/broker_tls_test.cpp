@@ -12,6 +12,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
@@ -173,6 +174,68 @@ TEST_F(BrokerTlsTest, OverTlsAMissingOrWrongTokenIsUnauthenticatedAndARevokedTok
     start();
     EXPECT_EQ(tcpClient(created.token())->WhoAmI(context().get(), {}, &me).error_code(),
               grpc::StatusCode::UNAUTHENTICATED);
+}
+
+TEST_F(BrokerTlsTest, EveryRefusedTokenIsAuditedWithItsIdAndNeverItsSecret)
+{
+    start();
+    v1::CreateTokenRequest create;
+    create.set_principal("ci");
+    v1::CreatedToken created;
+    ASSERT_TRUE(m_unix->CreateToken(context().get(), create, &created).ok());
+    const std::string id = created.info().id();
+    std::string wrong = created.token();
+    wrong.back() = wrong.back() == '0' ? '1' : '0';
+
+    v1::Principal me;
+    v1::ListSessionsResponse sessions;
+    ASSERT_EQ(tcpClient({})->WhoAmI(context().get(), {}, &me).error_code(), grpc::StatusCode::UNAUTHENTICATED);
+    ASSERT_EQ(tcpClient("not-a-paddock-token")->ListSessions(context().get(), {}, &sessions).error_code(),
+              grpc::StatusCode::UNAUTHENTICATED);
+    ASSERT_EQ(tcpClient(wrong)->ListSessions(context().get(), {}, &sessions).error_code(),
+              grpc::StatusCode::UNAUTHENTICATED);
+    v1::RevokeTokenRequest revoke;
+    revoke.set_id(id);
+    v1::TokenInfo info;
+    ASSERT_TRUE(m_unix->RevokeToken(context().get(), revoke, &info).ok());
+    ASSERT_EQ(tcpClient(created.token())->WhoAmI(context().get(), {}, &me).error_code(),
+              grpc::StatusCode::UNAUTHENTICATED);
+
+    // Committed before each refusal was answered: no waiting here.
+    v1::ListAuditRequest query;
+    query.set_page_size(100);
+    v1::ListAuditResponse audit;
+    auto status = m_unix->ListAudit(context().get(), query, &audit);
+    ASSERT_TRUE(status.ok()) << status.error_message();
+    std::vector<v1::AuditRecord> refused;
+    for (const auto &record : audit.records()) {
+        if (record.result() == "UNAUTHENTICATED")
+            refused.push_back(record);
+        EXPECT_EQ(record.detail().find(created.token()), std::string::npos) << "never record a token";
+        EXPECT_EQ(record.detail().find(wrong), std::string::npos) << "never record a token";
+        EXPECT_EQ(record.target().find(created.token().substr(17)), std::string::npos) << "never record a secret";
+    }
+    ASSERT_EQ(refused.size(), 4u);
+    std::reverse(refused.begin(), refused.end());   // newest first -> call order
+    for (const auto &record : refused) {
+        EXPECT_EQ(record.principal(), "(unknown)");
+        EXPECT_EQ(record.role(), "");
+    }
+    EXPECT_EQ(refused[0].method(), "WhoAmI");
+    EXPECT_EQ(refused[0].target(), "") << "no token at all";
+    EXPECT_NE(refused[0].detail().find("had none"), std::string::npos) << refused[0].detail();
+    EXPECT_EQ(refused[1].method(), "ListSessions");
+    EXPECT_EQ(refused[1].target(), "") << "not a Paddock token: no id to name";
+    EXPECT_EQ(refused[2].method(), "ListSessions");
+    EXPECT_EQ(refused[2].target(), id) << "a wrong secret names the id it claimed";
+    EXPECT_EQ(refused[3].method(), "WhoAmI");
+    EXPECT_EQ(refused[3].target(), id);
+    EXPECT_NE(refused[3].detail().find("revoked"), std::string::npos) << refused[3].detail();
+
+    // An admin finds them by method, like any other refusal.
+    query.set_method("ListSessions");
+    ASSERT_TRUE(m_unix->ListAudit(context().get(), query, &audit).ok());
+    EXPECT_EQ(audit.records_size(), 2);
 }
 
 // Run in a child as another OS user (see the next test): calls WhoAmI on the socket and prints

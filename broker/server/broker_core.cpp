@@ -1,0 +1,194 @@
+#include "broker/server/broker_core.h"
+
+#include "broker/cost/budget_source.h"
+#include "broker/engine/step_engine.h"
+#include "broker/policy/policy_file.h"
+#include "broker/review/review_desk.h"
+#include "broker/secrets/secret_store.h"
+#include "broker/server/broker_service.h"
+#include "broker/server/stream_hub.h"
+#include "common/paths.h"
+
+#include <spdlog/spdlog.h>
+
+namespace paddock::server {
+
+struct BrokerCore::Parts {
+    std::unique_ptr<model::ModelRegistry> models;
+    std::unique_ptr<secrets::SecretStore> secrets;   // outlives the engine and the service that use it
+    std::unique_ptr<store::AgentStore> agents;
+    std::unique_ptr<store::DecisionStore> decisions;
+    std::unique_ptr<engine::EnvironmentDecider> decider;
+    std::unique_ptr<store::CostQueries> costs;        // these four outlive the engine and the service too
+    std::unique_ptr<store::ReviewQueries> reviewQueries;
+    std::unique_ptr<review::ReviewDesk> reviews;
+    std::unique_ptr<cost::IndexedBudgets> budgets;
+    std::unique_ptr<StreamHub> hub;
+    std::unique_ptr<engine::StepEngine> engine;
+    std::unique_ptr<BrokerService> service;
+    bool stopped = false;
+};
+
+BrokerCore::BrokerCore() : m_parts(std::make_unique<Parts>()) {}
+
+BrokerCore::~BrokerCore()
+{
+    stop();
+}
+
+Result<std::unique_ptr<BrokerCore>> BrokerCore::create(const BrokerConfig &config, store::EventStore &store,
+                                                       pools::PoolSet &pools,
+                                                       std::shared_ptr<const auth::PrincipalMap> principals)
+{
+    std::unique_ptr<BrokerCore> core(new BrokerCore());
+    Parts *parts = core->m_parts.get();
+    const auto database = config.dataDir / "broker.db";
+
+    // Agents and decisions live in the same file, which the event store has just migrated.
+    auto agentStore = store::AgentStore::open(database);
+    if (!agentStore)
+        return std::unexpected(agentStore.error());
+    parts->agents = std::move(*agentStore);
+    auto decisionStore = store::DecisionStore::open(database);
+    if (!decisionStore)
+        return std::unexpected(decisionStore.error());
+    parts->decisions = std::move(*decisionStore);
+    // The policy file is read once; each part takes its own tables from it.
+    policy::PolicyFile policyFile;
+    if (!config.policyFile.empty()) {
+        auto loaded = policy::loadPolicyFile(config.policyFile);
+        if (!loaded)
+            return std::unexpected(loaded.error());
+        policyFile = std::move(*loaded);
+    }
+    auto reviewPolicy = review::parseReviewPolicy(policyFile);
+    if (!reviewPolicy)
+        return std::unexpected(reviewPolicy.error());
+    auto tierPolicy = policy::parseTierPolicy(policyFile);
+    if (!tierPolicy)
+        return std::unexpected(tierPolicy.error());
+    spdlog::info("policy: {} ({} tier rules)", config.policyFile.empty() ? "built-in defaults" : config.policyFile.string(),
+                 tierPolicy->rules.size());
+    auto costs = store::CostQueries::open(database);
+    if (!costs)
+        return std::unexpected(costs.error());
+    parts->costs = std::move(*costs);
+    auto reviewQueries = store::ReviewQueries::open(database);
+    if (!reviewQueries)
+        return std::unexpected(reviewQueries.error());
+    parts->reviewQueries = std::move(*reviewQueries);
+    parts->reviews = std::make_unique<review::ReviewDesk>(store, *parts->reviewQueries, *reviewPolicy);
+    // Agents' budgets come from the agents' store; an agent it does not know (the built-in default)
+    // has none, and then only the session's own budget applies.
+    store::AgentStore *agentsStore = parts->agents.get();
+    parts->budgets = std::make_unique<cost::IndexedBudgets>(
+        *parts->costs, [agentsStore](const std::string &name) {
+            auto agent = agentsStore->get(name);
+            return agent ? cost::AgentBudget{agent->budgetPerSessionMicros, agent->budgetPerDayMicros}
+                         : cost::AgentBudget{};
+        });
+
+    parts->models = std::make_unique<model::ModelRegistry>(config.models);
+    model::ModelRegistry *models = parts->models.get();
+    engine::ModelLookup lookup = [models](const std::string &name) { return models->find(name); };
+
+    // Secrets live next to the config file (or in the config directory for the embedded default);
+    // a file others may read stops the broker here, before anything could use it.
+    const auto secretsFile = (config.configFile.empty() ? defaultConfigDir() : config.configFile.parent_path())
+        / secrets::kSecretsFileName;
+    auto secretStore = secrets::SecretStore::open(secretsFile);
+    if (!secretStore)
+        return std::unexpected(secretStore.error());
+    parts->secrets = std::move(*secretStore);
+    spdlog::info("{} secrets in {}", parts->secrets->list().size(), secretsFile.string());
+
+    parts->hub = std::make_unique<StreamHub>(store);
+    parts->hub->start();
+
+    parts->decider = std::make_unique<engine::EnvironmentDecider>(parts->agents.get(), pools, std::move(*tierPolicy),
+                                                                  config.defaultTier);
+
+    engine::EngineOptions engineOptions;
+    engineOptions.decider = parts->decider.get();
+    engineOptions.workers = config.workers;
+    engineOptions.leaseMs = config.leaseMs;
+    engineOptions.secrets = parts->secrets.get();
+    engineOptions.sandboxIdleReleaseMs = config.sandboxIdleReleaseMs;
+    engineOptions.prices = config.prices;
+    engineOptions.budgets = parts->budgets.get();
+    // propose_change with records, within policy or approved: [{key, value}, ...] into the agent's
+    // durable records (UpdateAgent's rule: records given are set, the others kept).
+    engineOptions.writeRecords = [agentsStore](const std::string &name, const nlohmann::json &records) -> Status {
+        auto agent = agentsStore->get(name);
+        if (!agent)
+            return std::unexpected(agent.error());
+        if (!records.is_array())
+            return fail(ErrorCode::InvalidArgument, "a record change is a JSON list of {\"key\", \"value\"} objects");
+        agent->records.clear();
+        for (const auto &record : records) {
+            if (!record.is_object() || !record.contains("key") || !record["key"].is_string() || !record.contains("value"))
+                return fail(ErrorCode::InvalidArgument, "each record is an object with a string \"key\" and a \"value\"");
+            agent->records[record["key"].get<std::string>()] = record["value"].dump();
+        }
+        auto updated = agentsStore->update(*agent);
+        return updated ? Status{} : Status{std::unexpected(updated.error())};
+    };
+    engineOptions.reviewPolicy = *reviewPolicy;
+    parts->engine = std::make_unique<engine::StepEngine>(store, pools, lookup, engineOptions);
+
+    BrokerServiceOptions serviceOptions;
+    serviceOptions.principals = std::move(principals);
+    serviceOptions.playbookDir = config.models.playbookDir;
+    serviceOptions.defaultTier = config.defaultTier;
+    serviceOptions.debugShellIdleTimeoutMs = config.debugShellIdleTimeoutMs;
+    serviceOptions.modelNames = models->names();
+    serviceOptions.secrets = parts->secrets.get();
+    serviceOptions.decider = parts->decider.get();
+    serviceOptions.decisions = parts->decisions.get();
+    serviceOptions.costs = parts->costs.get();
+    serviceOptions.reviews = parts->reviews.get();
+    serviceOptions.budgets = parts->budgets.get();
+    parts->service = std::make_unique<BrokerService>(store, *parts->hub, pools, lookup, serviceOptions);
+    return core;
+}
+
+BrokerService &BrokerCore::service()
+{
+    return *m_parts->service;
+}
+
+StreamHub &BrokerCore::hub()
+{
+    return *m_parts->hub;
+}
+
+void BrokerCore::startEngine()
+{
+    m_parts->engine->start();
+}
+
+void BrokerCore::startReviews()
+{
+    m_parts->reviews->start();
+}
+
+void BrokerCore::beginShutdown()
+{
+    if (m_parts->hub)
+        m_parts->hub->beginShutdown();
+}
+
+void BrokerCore::stop()
+{
+    if (m_parts->stopped)
+        return;
+    m_parts->stopped = true;
+    if (m_parts->reviews)
+        m_parts->reviews->stop();
+    if (m_parts->engine)
+        m_parts->engine->stop();
+    if (m_parts->hub)
+        m_parts->hub->stop();
+}
+
+} // namespace paddock::server

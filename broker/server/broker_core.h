@@ -1,0 +1,57 @@
+#pragma once
+// What a broker serves with, wired from its config as paddockd runs it: the agents' and decisions'
+// stores, the policy file's review and tier tables, the cost ledger and budgets, the review desk,
+// the models, the secrets, the stream hub, the environment decider, the step engine and the
+// BrokerService over them. Broker (broker.h) puts the configured pools, the sockets and the gRPC
+// server around it; tests/support/in_process_broker puts a test's pools and socket around the same
+// core, so the tests serve what paddockd serves.
+//
+// Threads: create(), startEngine(), startReviews(), beginShutdown() and stop() on the owner's
+// thread. The parts run on their own threads (step workers, stream pump, review expiry) and the
+// service on gRPC's.
+
+#include "broker/auth/principals.h"
+#include "broker/pools/pool_set.h"
+#include "broker/server/broker_config.h"
+#include "broker/store/event_store.h"
+#include "common/result.h"
+
+#include <memory>
+
+namespace paddock::server {
+
+class BrokerService;
+class StreamHub;
+
+class BrokerCore {
+public:
+    // store and pools outlive the core; the pools are added before the first session runs.
+    // principals: who may call, built by the caller (from config.principals, or a test's own map).
+    static Result<std::unique_ptr<BrokerCore>> create(const BrokerConfig &config, store::EventStore &store,
+                                                      pools::PoolSet &pools,
+                                                      std::shared_ptr<const auth::PrincipalMap> principals);
+    ~BrokerCore();
+
+    BrokerCore(const BrokerCore &) = delete;
+    BrokerCore &operator=(const BrokerCore &) = delete;
+
+    BrokerService &service();
+    StreamHub &hub();
+
+    // The step workers take sessions from now on (a broker without them keeps sessions queued).
+    void startEngine();
+    // Due review items expire every second from now on (without it they expire when read).
+    void startReviews();
+    // Live streams end with UNAVAILABLE; call before shutting the gRPC server down.
+    void beginShutdown();
+    // Stops the review expiry, lets each worker finish its step and joins the stream pump. Call
+    // after the gRPC server has shut down. Idempotent; the destructor calls it.
+    void stop();
+
+private:
+    struct Parts;
+    BrokerCore();
+    std::unique_ptr<Parts> m_parts;
+};
+
+} // namespace paddock::server
