@@ -492,6 +492,7 @@ json poolsToJson(const v1::ListPoolsResponse &pools)
                         {"checked_unix_ms", pool.checked_unix_ms()},
                         {"unhealthy_since_unix_ms", pool.unhealthy_since_unix_ms()},
                         {"history", history},
+                        {"disk_limits", pool.disk_limits()},
                         {"tiers", tiers}});
     }
     return json{{"local_execution", pools.local_execution()}, {"pools", list}};
@@ -519,6 +520,11 @@ std::string formatPoolsTable(const v1::ListPoolsResponse &pools)
     std::string out = renderTable({"NAME", "ENDPOINT", "HEALTH", "EXECUTION", "TRANSPORT", "TIERS"}, rows);
     if (pools.pools().empty())
         out += "no pools configured: start paddockd with --pool NAME=HOST:PORT\n";
+    // What the tiers' disk_mb means on each pool: enforced (btrfs qgroups) or not, and why not.
+    for (const auto &pool : pools.pools()) {
+        if (!pool.disk_limits().empty())
+            out += pool.name() + ": disk limits: " + pool.disk_limits() + "\n";
+    }
     if (pools.local_execution())
         out += "local execution: agents' commands run on the broker's own machine (development mode; "
                "allow_local_execution = true)\n";

@@ -132,7 +132,9 @@ SessionsView::SessionsView(QWidget *parent)
     m_search->setObjectName(QStringLiteral("sessionSearch"));
     m_search->setPlaceholderText(tr("Search id, goal, agent or playbook (Ctrl+F)"));
     m_search->setClearButtonEnabled(true);
-    m_search->setMinimumWidth(320);
+    // Narrow enough that at 1280 px the toolbar keeps every action (Override tier… included) out of
+    // its overflow menu; the search takes all the room that is left.
+    m_search->setMinimumWidth(220);
     m_statusFilter = new QComboBox(this);
     m_statusFilter->setObjectName(QStringLiteral("statusFilter"));
     for (const StatusChoice &choice : statusChoices())
@@ -151,7 +153,6 @@ SessionsView::SessionsView(QWidget *parent)
     filterRow->addWidget(m_statusFilter);
     filterRow->addWidget(m_groupButton);
     filterRow->addWidget(m_count);
-    filterRow->addStretch(1);
     filterRow->addWidget(m_toolBar);
     layout->addLayout(filterRow);
 

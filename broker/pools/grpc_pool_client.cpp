@@ -224,6 +224,7 @@ public:
         out.host = resp.host();
         out.version = resp.version();
         out.cgroupVersion = resp.cgroup_version();
+        out.diskLimits = resp.disk_limits();
         for (const auto &t : resp.tiers()) {
             TierStatus ts;
             ts.name = t.tier().name();

@@ -108,6 +108,7 @@ struct PoolStatus {
     std::string host;
     std::string version;
     std::string cgroupVersion;
+    std::string diskLimits;   // "btrfs qgroups" (tiers' disk_mb enforced) or "none (why)"
     std::vector<TierStatus> tiers;
 };
 

@@ -501,6 +501,7 @@ grpc::ServerUnaryReactor *BrokerService::ListPools(grpc::CallbackServerContext *
             info->set_error(status.error().message);
             continue;
         }
+        info->set_disk_limits(status->diskLimits);
         for (const auto &tier : status->tiers) {
             auto *out = info->add_tiers();
             out->mutable_tier()->set_name(tier.name);

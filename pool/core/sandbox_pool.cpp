@@ -512,8 +512,10 @@ Result<ClaimResult> SandboxPool::claim(const std::string &tierName, const std::s
     lock.unlock();
     for (auto &dead : deadWarm)
         destroy(dead);
-    spdlog::info("claimed {} ({}, {:.2f} ms) for session '{}'", result.sandboxId, warm ? "warm" : "cold",
-                 result.claimMs, sessionId);
+    // A warm claim is routine (debug, off the claim's path at the default level); a cold one
+    // says the warm pool ran dry, which an operator sizing warm_count wants to see.
+    spdlog::log(warm ? spdlog::level::debug : spdlog::level::info, "claimed {} ({}, {:.2f} ms) for session '{}'",
+                result.sandboxId, warm ? "warm" : "cold", result.claimMs, sessionId);
     return result;
 }
 
@@ -572,7 +574,7 @@ std::optional<Result<ClaimResult>> SandboxPool::claimIfWarm(const std::string &t
     // refill workers need a wake-up, and the caller gives it after answering.
     ClaimResult result = finishClaimLocked(*tier, sandbox, true, t0, sessionId, idempotencyKey, false);
     lock.unlock();
-    spdlog::info("claimed {} (warm, {:.3f} ms) for session '{}'", result.sandboxId, result.claimMs, sessionId);
+    spdlog::debug("claimed {} (warm, {:.3f} ms) for session '{}'", result.sandboxId, result.claimMs, sessionId);
     return Result<ClaimResult>(std::move(result));
 }
 

@@ -14,7 +14,10 @@
 // crun is a namespace runtime like bwrap (no user-space kernel in the way), so the oci tier is
 // held to the lite budget, not to the heavier tiers' tenth.
 //
-//   pool_exec_bench [runs] [settle_ms] [oci_runs]      (defaults 200, 30, 40)
+//   pool_exec_bench [runs] [settle_ms] [oci_runs] [disk_mb]      (defaults 200, 30, 40, 1024)
+//
+// disk_mb is every tier's disk limit (docs/pool.md "Disk": each sandbox directory a btrfs
+// subvolume with a qgroup); 0 runs the same pools on plain directories, to see what the limit costs.
 
 #include "broker/pools/grpc_pool_client.h"
 #include "pool/core/sandbox_pool.h"
@@ -45,6 +48,7 @@ using namespace paddock;
 using Clock = std::chrono::steady_clock;
 
 int kSettleMs = 30;
+int64_t kDiskBytes = 1ll << 30;
 
 namespace {
 
@@ -83,13 +87,17 @@ double since(Clock::time_point t0)
 // A pool of the given tiers behind the real gRPC service on loopback, and a broker-side client of it.
 class ServedPool {
 public:
-    ServedPool(const pool::PoolConfig &config, std::string label) : m_label(std::move(label))
+    ServedPool(pool::PoolConfig config, std::string label) : m_label(std::move(label))
     {
         m_trueSpec.argv = {"true"};
+        for (auto &tier : config.tiers)
+            tier.diskBytes = kDiskBytes;
         auto created = pool::SandboxPool::create(config);
         if (!created)
             die(created.error().message);
         m_pool = std::move(*created);
+        if (kDiskBytes > 0 && !m_pool->diskLimitsEnforced())
+            die(m_label + "no disk limits on this machine (" + m_pool->diskLimits() + "); run with disk_mb = 0");
         m_service = std::make_unique<pool::PoolService>(*m_pool);
         grpc::ServerBuilder builder;
         int port = 0;
@@ -268,6 +276,8 @@ int main(int argc, char **argv)
     const int runs = argc > 1 ? std::max(10, std::atoi(argv[1])) : 200;
     if (argc > 2)
         kSettleMs = std::atoi(argv[2]);
+    if (argc > 4)
+        kDiskBytes = std::max<int64_t>(0, std::atoll(argv[4])) << 20;
     spdlog::set_level(spdlog::level::warn);
     char tmpl[] = "/tmp/paddock-pool-bench-XXXXXX";
     if (!::mkdtemp(tmpl))
@@ -293,7 +303,8 @@ int main(int argc, char **argv)
         (void)client->release(c->sandboxId);
     }
 
-    std::printf("pool_exec_bench: %d runs each, lite tier (bwrap), 2-core budget from ARCHITECTURE.md\n", runs);
+    std::printf("pool_exec_bench: %d runs each, lite tier (bwrap), 2-core budget from ARCHITECTURE.md; disk_mb = %lld%s\n",
+                runs, static_cast<long long>(kDiskBytes >> 20), kDiskBytes > 0 ? " (btrfs subvolume + qgroup)" : " (plain directories)");
 
     // 1. Warm claim to first command finished.
     const ClaimRuns warm = claimRuns(*served, "lite", runs, 30000);

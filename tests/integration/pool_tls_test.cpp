@@ -146,6 +146,12 @@ TEST_F(PoolTls, RightCredentialsServeAndEachWrongOneIsNamedWithItsFix)
     EXPECT_EQ(findPool(pools, "good")["token"], true);
     EXPECT_EQ(findPool(pools, "good")["execution"], "local execution");
     EXPECT_FALSE(findPool(pools, "good")["history"].empty()) << "health over time";
+    // The pool's own word on disk_mb: enforced ("btrfs qgroups") or "none (why)", never blank.
+    const std::string diskLimits = findPool(pools, "good")["disk_limits"];
+    EXPECT_TRUE(diskLimits == "btrfs qgroups" || diskLimits.starts_with("none (")) << diskLimits;
+    EXPECT_EQ(findPool(pools, "wrongca")["disk_limits"], "") << "an unreachable pool's limits are unknown";
+    const CliResult table = runCli({"--broker", address, "pools"});
+    EXPECT_NE(table.out.find("good: disk limits: " + diskLimits + "\n"), std::string::npos) << table.out;
 
     for (const std::string name : {"wrongca", "wrongname"}) {
         const auto pool = findPool(pools, name);
