@@ -36,7 +36,7 @@ int64_t intField(const nlohmann::json &j, const char *key)
 }
 
 // approval.decided: the session leaves waiting_approval. An approved budget extension raises the
-// budget and a granted secret joins the session's grants; a rejected budget extension ends the
+// budget, a granted secret joins the session's grants and an approved host its approved hosts; a rejected budget extension ends the
 // session (docs/governance.md, "Cost and budgets"), any other rejection resumes it with the
 // rejection as the tool's result.
 void applyDecision(SessionState &state, const nlohmann::json &payload)
@@ -59,6 +59,13 @@ void applyDecision(SessionState &state, const nlohmann::json &payload)
         const std::string secret = stringField(payload, "secret");
         if (!secret.empty() && std::find(state.secrets.begin(), state.secrets.end(), secret) == state.secrets.end())
             state.secrets.push_back(secret);
+    }
+    if (yes && kind == "egress_exception") {
+        const std::string host = stringField(payload, "host");
+        const bool known = std::any_of(state.approvedHosts.begin(), state.approvedHosts.end(),
+                                       [&](const ApprovedHost &h) { return h.host == host; });
+        if (!host.empty() && !known)
+            state.approvedHosts.push_back({host, reviewId});
     }
     if (isTerminal(state.status) || state.status != SessionStatus::WaitingApproval)
         return;

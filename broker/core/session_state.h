@@ -19,6 +19,13 @@ const char *statusName(SessionStatus status);                          // "queue
 std::optional<SessionStatus> statusFromName(std::string_view name);
 bool isTerminal(SessionStatus status);
 
+// A host an approved egress_exception review opened for the session (approval.decided).
+struct ApprovedHost {
+    std::string host;
+    std::string reviewId;
+    bool operator==(const ApprovedHost &) const = default;
+};
+
 struct SessionState {
     std::string id;
     std::string agent;
@@ -29,6 +36,7 @@ struct SessionState {
     std::string tierChooser;    // who chose `tier` (the last granted env.decision): default, agent, platform, human
     std::vector<std::string> tags;
     std::vector<std::string> secrets;   // names granted at submit; values live in the broker's secret store
+    std::vector<ApprovedHost> approvedHosts;   // every command of the session may reach these (docs/egress.md)
     SessionStatus status = SessionStatus::Queued;
     std::string statusReason;
     std::string pool;           // of the current sandbox

@@ -1,6 +1,7 @@
 #include "broker/engine/step_engine.h"
 
 #include "broker/review/open_review.h"
+#include "pool/egress/address_policy.h"
 
 #include <nlohmann/json.hpp>
 #include <spdlog/spdlog.h>
@@ -50,6 +51,16 @@ std::string stringArg(const model::ToolCall &call, const char *key)
 json toolResultBase(const model::ToolCall &call)
 {
     return json{{"call_id", call.id}, {"name", call.name}};
+}
+
+// Every command the broker runs for a session carries the hosts approved for it; the pool's proxy
+// allows them while that command runs (docs/egress.md, "Approved hosts").
+std::vector<pools::EgressGrant> egressGrants(const core::SessionState &state)
+{
+    std::vector<pools::EgressGrant> out;
+    for (const auto &h : state.approvedHosts)
+        out.push_back({h.host, h.reviewId});
+    return out;
 }
 
 // Failover events (docs/events.md): the pool holding the session's sandbox was lost; the session
@@ -641,6 +652,7 @@ StepOutcome StepEngine::runTool(const Action &action)
         spec.argv = {"/bin/sh", "-c", stringArg(call, "command")};
         spec.timeoutMs = call.arguments.value("timeout_ms", m_options.defaultCommandTimeoutMs);
         spec.idempotencyKey = action.idempotencyKey;
+        spec.egressGrants = egressGrants(action.state);
         result["command"] = stringArg(call, "command");
         auto outcome = pool->exec(spec);
         if (outcome) {
@@ -667,6 +679,10 @@ StepOutcome StepEngine::runTool(const Action &action)
                     e["error"] = a.error;
                 if (a.open)
                     e["open"] = true;
+                if (a.allowed && !a.reviewId.empty()) {
+                    e["review_id"] = a.reviewId;
+                    e["detail"] = "approved in review " + a.reviewId;
+                }
                 egressEvents.push_back(event(a.allowed ? core::kind::EgressAllowed : core::kind::EgressRefused, e));
             }
             if (!outcome->reason.empty())
@@ -943,9 +959,41 @@ Status StepEngine::applyChange(const Action &action, pools::PoolClient *pool, co
     const std::string change = args.value("change", std::string());
     const json targets = args.value("targets", json::array());
     if (kind == review::kind::EgressException) {
-        result["host"] = targets.empty() ? json("") : targets.front();
-        result["note"] = "recorded as approved for this session; the pools do not support adding hosts to a claimed "
-                         "sandbox's allowlist yet, so commands still reach only the tier's allowlist";
+        // The approval.decided before this step put the host in the session's approved hosts: every
+        // later command carries it. What is left is to say what that means on the session's tier.
+        const std::string host = targets.empty() ? std::string() : targets.front().get<std::string>();
+        const std::string reviewId = action.decision.value("review_id", std::string());
+        result["host"] = host;
+        const auto tiers = m_pools.tierCatalogue();
+        std::vector<std::string> withNetwork;
+        for (const auto &t : tiers)
+            if (t.allowlistNetwork)
+                withNetwork.push_back(t.name);
+        const auto tier = std::find_if(tiers.begin(), tiers.end(), [&](const pools::TierStatus &t) {
+            return t.name == action.state.tier;
+        });
+        if (tier != tiers.end() && !tier->allowlistNetwork) {
+            result["reachable"] = false;
+            result["tiers_with_network"] = withNetwork;
+            std::string note = "approved, but tier '" + action.state.tier + "' has no network at all (network = \"none\"): "
+                "no command reaches " + host + " while the session runs on it. ";
+            if (withNetwork.empty()) {
+                note += "No tier the pools offer has an allowlist; an operator can add one (network = \"allowlist\" in "
+                        "pool.toml).";
+            } else {
+                std::string names;
+                for (const auto &name : withNetwork)
+                    names += (names.empty() ? "" : ", ") + name;
+                note += "Tiers with an allowlist: " + names + "; an engineer can move the session with `paddockctl override "
+                    + action.state.id + " " + withNetwork.front() + " --reason TEXT`, and the approval goes with it.";
+            }
+            result["note"] = note;
+            return {};
+        }
+        result["reachable"] = true;
+        result["note"] = "approved in review " + reviewId + ": this session's later commands reach " + host
+            + " through the pool's egress proxy; metadata, loopback and private addresses stay refused unless the "
+              "tier's own allowlist names that range";
         return {};
     }
     if (kind == review::kind::SecretAccess) {
@@ -977,6 +1025,7 @@ Status StepEngine::applyChange(const Action &action, pools::PoolClient *pool, co
                                       + "'; exit $status"};
     spec.timeoutMs = m_options.defaultCommandTimeoutMs;
     spec.idempotencyKey = action.idempotencyKey;
+    spec.egressGrants = egressGrants(action.state);
     auto outcome = pool->exec(spec);
     if (!outcome)
         return std::unexpected(outcome.error());
@@ -1025,6 +1074,19 @@ StepOutcome StepEngine::proposeChange(const Action &action)
     if ((kind == review::kind::EgressException || kind == review::kind::SecretAccess) && targets.size() != 1)
         return refuse("name exactly one " + std::string(kind == review::kind::SecretAccess ? "secret" : "host")
                       + " in targets");
+    if (kind == review::kind::EgressException) {
+        const std::string host = targets.front();
+        if (auto grant = pool::egress::Grant::parse(host, ""); !grant)
+            return refuse(grant.error().message);
+        const auto &approved = action.state.approvedHosts;
+        const auto known = std::find_if(approved.begin(), approved.end(),
+                                        [&](const core::ApprovedHost &h) { return h.host == host; });
+        if (known != approved.end() && action.decision.is_null()) {
+            result["host"] = host;
+            result["note"] = "already approved for this session in review " + known->reviewId;
+            return appendResult(action, {event(core::kind::ToolResult, result)});
+        }
+    }
     if (kind == review::kind::SecretAccess) {
         const std::string name = targets.front();
         const auto &granted = action.state.secrets;

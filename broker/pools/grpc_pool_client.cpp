@@ -104,6 +104,11 @@ public:
         req.set_timeout_ms(spec.timeoutMs);
         req.set_stdin(spec.stdinData);
         req.set_idempotency_key(spec.idempotencyKey);
+        for (const auto &g : spec.egressGrants) {
+            auto *grant = req.add_egress_grants();
+            grant->set_host(g.host);
+            grant->set_review_id(g.reviewId);
+        }
         auto reader = m_stub->Exec(&ctx, req);
         ExecOutcome out;
         bool sawExit = false;
@@ -142,6 +147,7 @@ public:
                     a.timeUnixMs = e.time_unix_ms();
                     a.durationMs = e.duration_ms();
                     a.open = e.open();
+                    a.reviewId = e.review_id();
                     out.egress.push_back(std::move(a));
                 }
             }

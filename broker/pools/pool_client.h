@@ -25,6 +25,12 @@ struct ClaimedSandbox {
     double claimMs = 0;
 };
 
+// A host an approved egress_exception review opens for a session's commands.
+struct EgressGrant {
+    std::string host;        // as approved: an allowlist entry
+    std::string reviewId;
+};
+
 struct ExecSpec {
     std::string sandboxId;
     std::vector<std::string> argv;
@@ -33,6 +39,7 @@ struct ExecSpec {
     int64_t timeoutMs = 0;                // 0: the pool's default
     std::string stdinData;
     std::string idempotencyKey;
+    std::vector<EgressGrant> egressGrants;   // allowed by the pool's egress proxy while this command runs
 };
 
 // One attempt of a sandbox to reach out through its pool's egress proxy (allowlist tiers).
@@ -50,6 +57,7 @@ struct EgressAttempt {
     int64_t timeUnixMs = 0;
     double durationMs = 0;
     bool open = false;          // still relaying when the exec ended
+    std::string reviewId;       // allowed by an approved host (ExecSpec::egressGrants), not the tier's allowlist
 };
 
 struct ExecOutcome {

@@ -18,6 +18,14 @@ void readInt(const nlohmann::json &j, const char *key, int64_t &out)
         out = it->get<int64_t>();
 }
 
+nlohmann::json approvedHostsJson(const std::vector<core::ApprovedHost> &hosts)
+{
+    auto out = nlohmann::json::array();
+    for (const auto &h : hosts)
+        out.push_back({{"host", h.host}, {"review_id", h.reviewId}});
+    return out;
+}
+
 } // namespace
 
 std::string sessionStateToJson(const core::SessionState &state)
@@ -32,6 +40,7 @@ std::string sessionStateToJson(const core::SessionState &state)
         {"tier_chooser", state.tierChooser},
         {"tags", state.tags},
         {"secrets", state.secrets},
+        {"approved_hosts", approvedHostsJson(state.approvedHosts)},
         {"status", core::statusName(state.status)},
         {"status_reason", state.statusReason},
         {"pool", state.pool},
@@ -78,6 +87,17 @@ std::optional<core::SessionState> sessionStateFromJson(std::string_view text)
         for (const auto &name : *it) {
             if (name.is_string())
                 state.secrets.push_back(name.get<std::string>());
+        }
+    }
+    if (auto it = j.find("approved_hosts"); it != j.end() && it->is_array()) {
+        for (const auto &h : *it) {
+            core::ApprovedHost host;
+            if (h.is_object()) {
+                readString(h, "host", host.host);
+                readString(h, "review_id", host.reviewId);
+            }
+            if (!host.host.empty())
+                state.approvedHosts.push_back(std::move(host));
         }
     }
     std::string status;

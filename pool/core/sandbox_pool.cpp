@@ -651,6 +651,9 @@ Result<ExecResult> SandboxPool::exec(const ExecRequest &request, const ChunkSink
     if (!found)
         return std::unexpected(found.error());
     auto sandbox = *found;
+    auto grants = egressGrants(request);
+    if (!grants)
+        return std::unexpected(grants.error());
 
     const InitExecRequest ir = initRequest(request);
     const int64_t oomBefore = sandbox->cgroup ? sandbox->cgroup->oomKills() : -1;
@@ -664,11 +667,13 @@ Result<ExecResult> SandboxPool::exec(const ExecRequest &request, const ChunkSink
             }
     };
     if (request.idempotencyKey.empty() || m_config.execCachePerSandbox == 0) {
+        const uint64_t holder = holdEgress(request.sandboxId, *grants);
         auto r = sandbox->init.exec(ir, [&](int stream, std::string_view chunk) {
             tail.add(stream, chunk);
             if (sink)
                 sink(stream, chunk);
         });
+        revokeEgress(request.sandboxId, holder);
         nameExit(*sandbox, oomBefore, r);
         keepFailure(r);
         if (!r)
@@ -701,6 +706,7 @@ Result<ExecResult> SandboxPool::exec(const ExecRequest &request, const ChunkSink
     }
 
     const int64_t maxRecorded = m_config.maxOutputBytes;
+    const uint64_t holder = holdEgress(request.sandboxId, *grants);
     auto r = sandbox->init.exec(ir, [&](int stream, std::string_view chunk) {
         tail.add(stream, chunk);
         if (record->bytes < maxRecorded) {
@@ -710,6 +716,7 @@ Result<ExecResult> SandboxPool::exec(const ExecRequest &request, const ChunkSink
         if (sink)
             sink(stream, chunk);
     });
+    revokeEgress(request.sandboxId, holder);
     nameExit(*sandbox, oomBefore, r);
     keepFailure(r);
     finishRecord(*sandbox, request.idempotencyKey, *record, r);
@@ -727,6 +734,11 @@ bool SandboxPool::execAsync(const ExecRequest &request, ChunkSink sink, ExecDone
     }
     auto sandbox = *found;
     const bool keyed = !request.idempotencyKey.empty() && m_config.execCachePerSandbox > 0;
+    auto grants = egressGrants(request);
+    if (!grants) {
+        done(std::unexpected(grants.error()));
+        return true;
+    }
 
     // A repeat of a finished run is answered from its record, inline; one still running would
     // have to be waited for: the blocking path does that.
@@ -792,8 +804,11 @@ bool SandboxPool::execAsync(const ExecRequest &request, ChunkSink sink, ExecDone
         else
             doneFn(ExecResult{*r, false});
     };
+    // The grants hold from the moment the command can start until its exit reaches us.
     if (!keyed) {
-        m_execLoop.submit(fd, ir, std::move(sink), [sandbox, oomBefore, finish, done = std::move(done)](Result<InitExecResult> r) {
+        const uint64_t holder = holdEgress(request.sandboxId, *grants);
+        m_execLoop.submit(fd, ir, std::move(sink), [this, sandbox, holder, oomBefore, finish, done = std::move(done)](Result<InitExecResult> r) {
+            revokeEgress(sandbox->id, holder);
             nameExit(*sandbox, oomBefore, r);
             finish(std::move(r), done);
         });
@@ -821,8 +836,10 @@ bool SandboxPool::execAsync(const ExecRequest &request, ChunkSink sink, ExecDone
         if (sink)
             sink(stream, chunk);
     };
+    const uint64_t holder = holdEgress(request.sandboxId, *grants);
     m_execLoop.submit(fd, ir, std::move(recordingSink),
-                      [this, sandbox, oomBefore, key = request.idempotencyKey, record, finish, done = std::move(done)](Result<InitExecResult> r) {
+                      [this, sandbox, holder, oomBefore, key = request.idempotencyKey, record, finish, done = std::move(done)](Result<InitExecResult> r) {
+                          revokeEgress(sandbox->id, holder);
                           nameExit(*sandbox, oomBefore, r);
                           finishRecord(*sandbox, key, *record, r);
                           finish(std::move(r), done);

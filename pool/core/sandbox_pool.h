@@ -45,6 +45,12 @@ struct ClaimResult {
     double claimMs = 0;
 };
 
+// A host an approved egress_exception review opens for one command (docs/egress.md, "Approved hosts").
+struct EgressGrantSpec {
+    std::string host;       // an allowlist entry: name, name:port, *.domain, address
+    std::string reviewId;
+};
+
 struct ExecRequest {
     std::string sandboxId;
     std::vector<std::string> argv;
@@ -53,6 +59,7 @@ struct ExecRequest {
     int64_t timeoutMs = 0;        // 0: the configured default
     std::string stdinData;
     std::string idempotencyKey;   // empty: not recorded
+    std::vector<EgressGrantSpec> egressGrants;   // held by the egress proxy while this command runs
 };
 
 struct ExecResult {
@@ -229,6 +236,14 @@ private:
     Status startEgress(const TierConfig &tier, const std::string &sandboxId, const std::filesystem::path &dir,
                        SandboxSpec &spec);
     void stopEgress(const std::string &sandboxId);
+    // The request's grants, parsed (null when it has none or the sandbox has no network); an
+    // invalid entry is an InvalidArgument and nothing runs.
+    Result<std::shared_ptr<const egress::Grants>> egressGrants(const ExecRequest &request);
+    // Hands grants to the proxy for the sandbox's connections until revokeEgress(holder); returns
+    // the holder (0: nothing was held).
+    uint64_t holdEgress(const std::string &sandboxId, std::shared_ptr<const egress::Grants> grants);
+    void revokeEgress(const std::string &sandboxId, uint64_t holder);
+    std::atomic<uint64_t> m_nextGrantHolder{1};
     std::map<std::string, std::shared_ptr<const egress::Allowlist>> m_allowlists;
     std::mutex m_egressMutex;
     std::set<std::string> m_egressSandboxes;                                   // guarded by m_egressMutex

@@ -60,6 +60,40 @@ void SandboxPool::stopEgress(const std::string &sandboxId)
     m_egress->removeSandbox(sandboxId);
 }
 
+Result<std::shared_ptr<const egress::Grants>> SandboxPool::egressGrants(const ExecRequest &request)
+{
+    if (request.egressGrants.empty())
+        return nullptr;
+    auto grants = std::make_shared<egress::Grants>();
+    for (const auto &spec : request.egressGrants) {
+        auto grant = egress::Grant::parse(spec.host, spec.reviewId);
+        if (!grant)
+            return std::unexpected(grant.error());
+        grants->push_back(std::move(*grant));
+    }
+    {
+        std::lock_guard lock(m_egressMutex);
+        if (!m_egressSandboxes.count(request.sandboxId))
+            return nullptr;   // no network: nothing to open (the broker's tool result says so)
+    }
+    return grants;
+}
+
+uint64_t SandboxPool::holdEgress(const std::string &sandboxId, std::shared_ptr<const egress::Grants> grants)
+{
+    if (!grants || !m_egress)
+        return 0;
+    const uint64_t holder = m_nextGrantHolder++;
+    m_egress->addGrants(sandboxId, holder, std::move(grants));
+    return holder;
+}
+
+void SandboxPool::revokeEgress(const std::string &sandboxId, uint64_t holder)
+{
+    if (holder != 0 && m_egress)
+        m_egress->revokeGrants(sandboxId, holder);
+}
+
 void SandboxPool::egressForExec(const std::string &sandboxId, const std::string &idempotencyKey, bool replayed,
                                 EgressDone done)
 {

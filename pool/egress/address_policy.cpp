@@ -475,7 +475,18 @@ Result<std::vector<IpAddress>> systemResolve(const std::string &host, int port)
     return out;
 }
 
-Decision decide(std::string_view rawHost, int port, const Allowlist &allowlist, const Resolver &resolve)
+Result<Grant> Grant::parse(const std::string &entry, const std::string &reviewId)
+{
+    auto list = Allowlist::parse({entry});
+    if (!list)
+        return fail(ErrorCode::InvalidArgument, reviewId.empty() ? list.error().message
+                                                                 : "the host approved in review " + reviewId +
+                                                                       " is not usable: " + list.error().message);
+    return Grant{std::move(*list), entry, reviewId};
+}
+
+Decision decide(std::string_view rawHost, int port, const Allowlist &allowlist, const Resolver &resolve,
+                const Grants &grants)
 {
     Decision d;
     std::string error;
@@ -485,7 +496,15 @@ Decision decide(std::string_view rawHost, int port, const Allowlist &allowlist, 
         d.reason = std::move(reason);
         d.detail = std::move(detail);
         d.addresses.clear();
+        d.reviewId.clear();
         return d;
+    };
+    // The review whose grant opens what the tier's allowlist does not (first match wins).
+    auto grantFor = [&](auto &&matches) -> const Grant * {
+        for (const auto &g : grants)
+            if (matches(g.allow))
+                return &g;
+        return nullptr;
     };
     if (d.host.empty()) {
         d.host = std::string(rawHost);
@@ -503,8 +522,12 @@ Decision decide(std::string_view rawHost, int port, const Allowlist &allowlist, 
     } else if (looksNumeric(d.host)) {
         return refuse("invalid_host", "'" + d.host + "' is neither a host name nor a valid address");
     } else {
-        if (!allowlist.allowsName(d.host, port))
-            return refuse("not_allowlisted", d.host + ":" + std::to_string(port) + " is not on this tier's allowlist");
+        if (!allowlist.allowsName(d.host, port)) {
+            const Grant *g = grantFor([&](const Allowlist &a) { return a.allowsName(d.host, port); });
+            if (!g)
+                return refuse("not_allowlisted", d.host + ":" + std::to_string(port) + " is not on this tier's allowlist");
+            d.reviewId = g->reviewId;
+        }
         auto resolved = resolve(d.host, port);
         if (!resolved)
             return refuse("unresolvable", resolved.error().message);
@@ -519,9 +542,14 @@ Decision decide(std::string_view rawHost, int port, const Allowlist &allowlist, 
             return refuse(addressClassName(c), d.address + " is a " + addressClassName(c) + " address, never reachable from a sandbox");
         if (c != AddressClass::Public && !allowlist.inRange(a, port))
             return refuse(addressClassName(c), d.address + " is a " + std::string(addressClassName(c)) +
-                                                   " address and no CIDR range of this tier's allowlist names it");
-        if (c == AddressClass::Public && literal && !allowlist.inRange(a, port))
-            return refuse("not_allowlisted", d.address + ":" + std::to_string(port) + " is not on this tier's allowlist");
+                                                   " address and no CIDR range of this tier's allowlist names it" +
+                                                   (grants.empty() ? "" : " (an approved host opens public addresses only)"));
+        if (c == AddressClass::Public && literal && !allowlist.inRange(a, port)) {
+            const Grant *g = grantFor([&](const Allowlist &list) { return list.inRange(a, port); });
+            if (!g)
+                return refuse("not_allowlisted", d.address + ":" + std::to_string(port) + " is not on this tier's allowlist");
+            d.reviewId = g->reviewId;
+        }
     }
     d.allowed = true;
     d.addresses = std::move(addresses);

@@ -17,6 +17,11 @@
 //     are refused always; link-local, private (RFC 1918), CGNAT, IPv6 ULA/site-local and
 //     reserved ranges only unless a CIDR entry of the allowlist names them. The caller connects
 //     to the checked addresses, never to a new resolution (DNS rebinding).
+//  6. Grants (hosts an approved egress_exception review adds for one command) extend only steps 3
+//     and 4 for public addresses: a granted name may be resolved, and a public address it resolves
+//     to (or a granted public literal) is allowed. Forbidden classes stay refused, and a private,
+//     link-local, CGNAT or reserved address still needs a CIDR of the tier's own allowlist, so an
+//     approval never opens the metadata service or an internal range.
 //
 // Threads: plain values and pure functions; an Allowlist is immutable after parse and may be
 // shared between threads.
@@ -106,6 +111,18 @@ private:
     std::vector<RangeEntry> m_ranges;
 };
 
+// One host an approved egress_exception review adds to a sandbox's allowlist for a command.
+struct Grant {
+    Allowlist allow;        // the one entry, parsed like an allowlist entry
+    std::string entry;      // as approved
+    std::string reviewId;   // the review that approved it
+
+    // An entry in any allowlist form ("other.example", "other.example:443", "*.example.org",
+    // "203.0.113.9"); an invalid one is an InvalidArgument naming it and its review (if any).
+    static Result<Grant> parse(const std::string &entry, const std::string &reviewId);
+};
+using Grants = std::vector<Grant>;
+
 using Resolver = std::function<Result<std::vector<IpAddress>>(const std::string &host, int port)>;
 // getaddrinfo on this host (blocking).
 Result<std::vector<IpAddress>> systemResolve(const std::string &host, int port);
@@ -118,8 +135,10 @@ struct Decision {
     std::string detail;                // a sentence for people
     std::string address;               // the refused address, or the first one to connect to
     std::vector<IpAddress> addresses;  // allowed: every resolved address, each checked
+    std::string reviewId;              // allowed by a grant, not by the tier's allowlist: its review
 };
 
-Decision decide(std::string_view rawHost, int port, const Allowlist &allowlist, const Resolver &resolve);
+Decision decide(std::string_view rawHost, int port, const Allowlist &allowlist, const Resolver &resolve,
+                const Grants &grants = {});
 
 } // namespace paddock::pool::egress

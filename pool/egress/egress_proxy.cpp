@@ -208,6 +208,8 @@ struct EgressProxy::Sandbox {
     int listenFd = -1;
     uint64_t listenerId = 0;
     std::shared_ptr<const Allowlist> allowlist;
+    std::map<uint64_t, std::shared_ptr<const Grants>> grantsByHolder;
+    std::shared_ptr<const Grants> grants;   // the union of grantsByHolder; null when none
     std::vector<EgressAttempt> attempts;
     int64_t dropped = 0;
     std::set<uint64_t> conns;
@@ -224,6 +226,7 @@ struct EgressProxy::Job {
     std::string host;
     int port = 0;
     std::shared_ptr<const Allowlist> allowlist;
+    std::shared_ptr<const Grants> grants;   // null: none
     Decision decision;
 };
 
@@ -245,6 +248,14 @@ struct EgressProxy::Loop {
         ev.events = EPOLLIN | EPOLLOUT | EPOLLRDHUP | EPOLLET;
         ev.data.u64 = tag(kTagConn, id);
         ::epoll_ctl(proxy.m_epollFd, EPOLL_CTL_ADD, fd, &ev);
+    }
+
+    void unionGrants(Sandbox &sb)
+    {
+        auto all = std::make_shared<Grants>();
+        for (const auto &[holder, grants] : sb.grantsByHolder)
+            all->insert(all->end(), grants->begin(), grants->end());
+        sb.grants = all->empty() ? nullptr : std::move(all);
     }
 
     void record(Sandbox &sb, EgressAttempt attempt)
@@ -328,6 +339,7 @@ struct EgressProxy::Loop {
         job->host = c.request.host;
         job->port = c.request.port;
         job->allowlist = sb.allowlist;
+        job->grants = sb.grants;
         {
             std::lock_guard lock(proxy.m_mutex);
             proxy.m_jobs.push_back(std::move(job));
@@ -344,6 +356,7 @@ struct EgressProxy::Loop {
         const Decision &d = job.decision;
         c.attempt.host = d.host;
         c.attempt.address = d.address;
+        c.attempt.reviewId = d.reviewId;
         c.lastUs = monotonicUs();
         if (!d.allowed) {
             const bool unresolvable = d.reason == "unresolvable";
@@ -786,6 +799,28 @@ void EgressProxy::removeSandbox(const std::string &sandboxId)
         spdlog::warn("egress proxy did not remove sandbox {} in time", sandboxId);
 }
 
+void EgressProxy::addGrants(const std::string &sandboxId, uint64_t holder, std::shared_ptr<const Grants> grants)
+{
+    post([this, sandboxId, holder, grants = std::move(grants)] {
+        auto it = m_loop->sandboxes.find(sandboxId);
+        if (it == m_loop->sandboxes.end())
+            return;
+        it->second->grantsByHolder[holder] = grants;
+        m_loop->unionGrants(*it->second);
+    });
+}
+
+void EgressProxy::revokeGrants(const std::string &sandboxId, uint64_t holder)
+{
+    post([this, sandboxId, holder] {
+        auto it = m_loop->sandboxes.find(sandboxId);
+        if (it == m_loop->sandboxes.end())
+            return;
+        it->second->grantsByHolder.erase(holder);
+        m_loop->unionGrants(*it->second);
+    });
+}
+
 void EgressProxy::takeAttempts(const std::string &sandboxId, int64_t waitMs, AttemptsDone done)
 {
     // Called exactly once: with the attempts, or empty if the proxy stops first.
@@ -869,7 +904,8 @@ void EgressProxy::resolverMain()
             job = std::move(m_jobs.front());
             m_jobs.pop_front();
         }
-        job->decision = decide(job->host, job->port, *job->allowlist, m_resolver);
+        job->decision = job->grants ? decide(job->host, job->port, *job->allowlist, m_resolver, *job->grants)
+                                    : decide(job->host, job->port, *job->allowlist, m_resolver);
         std::shared_ptr<Job> shared(std::move(job));
         post([this, shared] { m_loop->onResolved(*shared); });
     }

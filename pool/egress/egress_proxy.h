@@ -53,6 +53,7 @@ struct EgressAttempt {
     int64_t timeUnixMs = 0;     // when the request arrived
     double durationMs = 0;
     bool open = false;          // still relaying when reported
+    std::string reviewId;       // allowed by a grant (an approved review), not the tier's allowlist
 };
 
 struct EgressLimits {
@@ -78,6 +79,12 @@ public:
                       std::shared_ptr<const Allowlist> allowlist);
     // Closes the sandbox's socket and every connection of it; its attempts are dropped.
     void removeSandbox(const std::string &sandboxId);
+    // Grants (approved hosts, address_policy.h) for the connections the sandbox opens from now on
+    // until revokeGrants(sandboxId, holder): one set per holder (an exec), the union applies.
+    // Connections already past their head keep the decision they got. An unknown sandbox (a tier
+    // without network) ignores both.
+    void addGrants(const std::string &sandboxId, uint64_t holder, std::shared_ptr<const Grants> grants);
+    void revokeGrants(const std::string &sandboxId, uint64_t holder);
 
     using AttemptsDone = std::function<void(std::vector<EgressAttempt>)>;
     // Hands over the sandbox's attempts recorded since the last take. Connections still open are

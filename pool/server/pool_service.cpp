@@ -43,6 +43,8 @@ public:
         request.timeoutMs = req.timeout_ms();
         request.stdinData = req.stdin();
         request.idempotencyKey = req.idempotency_key();
+        for (const auto &g : req.egress_grants())
+            request.egressGrants.push_back({g.host(), g.review_id()});
         // Started right here on the gRPC thread (connect and send do not block); the exec loop's
         // thread then streams the output and the exit. No hand-over to a worker on the way.
         auto sink = [this](int stream, std::string_view chunk) { enqueueChunk(stream, chunk); };
@@ -121,6 +123,7 @@ private:
             e->set_time_unix_ms(a.timeUnixMs);
             e->set_duration_ms(a.durationMs);
             e->set_open(a.open);
+            e->set_review_id(a.reviewId);
         }
         finishWith(std::move(last));
     }

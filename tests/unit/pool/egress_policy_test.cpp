@@ -218,6 +218,80 @@ TEST(EgressPolicy, EveryResolvedAddressIsChecked)
     EXPECT_EQ(g.addresses[1].toString(), "2606:4700::1111");
 }
 
+Grants grants(const std::vector<std::pair<std::string, std::string>> &entries)
+{
+    Grants out;
+    for (const auto &[entry, review] : entries) {
+        auto g = Grant::parse(entry, review);
+        EXPECT_TRUE(g) << (g ? "" : g.error().message);
+        if (g)
+            out.push_back(std::move(*g));
+    }
+    return out;
+}
+
+// An approved host (egress_exception review) opens a name or a public address for the command
+// that carries it, and says which review did; it never opens what the tier's allowlist could not.
+TEST(EgressPolicy, GrantsOpenPublicDestinationsOnlyAndNameTheirReview)
+{
+    FakeDns dns;
+    dns.table["other.example"] = {"93.184.216.40"};
+    dns.table["inside.example"] = {"10.20.0.7"};
+    dns.table["corp.example"] = {"10.1.0.9"};
+    dns.table["rebind.example"] = {"93.184.216.41", "169.254.169.254"};
+    dns.table["allowed.example"] = {"93.184.216.42"};
+    const Allowlist tier = list({"allowed.example", "10.1.0.0/16"});
+    const Grants none;
+    const Grants approved = grants({{"other.example", "rev-1"}, {"203.0.113.9", "rev-2"}, {"inside.example", "rev-3"},
+                                    {"169.254.169.254", "rev-4"}, {"metadata.google.internal", "rev-5"},
+                                    {"10.0.0.0/8", "rev-6"}, {"rebind.example:443", "rev-7"},
+                                    {"corp.example", "rev-8"}, {"localhost", "rev-9"}});
+    dns.table["localhost"] = {"127.0.0.1"};
+
+    // Off the tier's allowlist: refused without the grant (and not resolved), allowed with it.
+    EXPECT_EQ(decide("other.example", 443, tier, dns.resolver(), none).reason, "not_allowlisted");
+    EXPECT_EQ(std::count(dns.asked.begin(), dns.asked.end(), "other.example"), 0);
+    Decision d = decide("other.example", 443, tier, dns.resolver(), approved);
+    ASSERT_TRUE(d.allowed) << d.detail;
+    EXPECT_EQ(d.reviewId, "rev-1");
+    EXPECT_EQ(d.address, "93.184.216.40");
+    d = decide("203.0.113.9", 8080, tier, dns.resolver(), approved);
+    ASSERT_TRUE(d.allowed) << d.detail;
+    EXPECT_EQ(d.reviewId, "rev-2");
+    EXPECT_EQ(decide("203.0.113.10", 8080, tier, dns.resolver(), approved).reason, "not_allowlisted");
+    // What the tier allows anyway carries no review.
+    d = decide("allowed.example", 443, tier, dns.resolver(), approved);
+    ASSERT_TRUE(d.allowed);
+    EXPECT_TRUE(d.reviewId.empty());
+    // A granted port is that port only.
+    EXPECT_TRUE(decide("rebind.example", 80, tier, dns.resolver(), approved).reason == "not_allowlisted");
+
+    // Never: the metadata service in any spelling, loopback, a rebinding answer.
+    for (const char *s : {"169.254.169.254", "2852039166", "0xa9fea9fe", "[::ffff:169.254.169.254]",
+                          "metadata.google.internal"}) {
+        d = decide(s, 80, tier, dns.resolver(), approved);
+        EXPECT_FALSE(d.allowed) << s;
+        EXPECT_EQ(d.reason, "metadata") << s;
+        EXPECT_TRUE(d.reviewId.empty()) << s;
+    }
+    EXPECT_EQ(decide("localhost", 80, tier, dns.resolver(), approved).reason, "loopback");
+    EXPECT_EQ(decide("rebind.example", 443, tier, dns.resolver(), approved).reason, "metadata");
+    // A private range only when the tier's own allowlist names it, whatever the grants say.
+    d = decide("inside.example", 80, tier, dns.resolver(), approved);
+    EXPECT_EQ(d.reason, "private");
+    EXPECT_NE(d.detail.find("public addresses only"), std::string::npos) << d.detail;
+    EXPECT_EQ(decide("10.20.0.7", 80, tier, dns.resolver(), approved).reason, "private");
+    d = decide("corp.example", 80, tier, dns.resolver(), approved);
+    EXPECT_TRUE(d.allowed) << d.detail;   // 10.1.0.0/16 is the tier's
+    EXPECT_EQ(d.reviewId, "rev-8");       // the name was the approval's
+
+    // An approval that is not an allowlist entry is refused, naming its review.
+    auto bad = Grant::parse("http://other.example/", "rev-10");
+    ASSERT_FALSE(bad);
+    EXPECT_NE(bad.error().message.find("rev-10"), std::string::npos) << bad.error().message;
+    EXPECT_NE(bad.error().message.find("http://other.example/"), std::string::npos) << bad.error().message;
+}
+
 TEST(EgressPolicy, RefusesMalformedHostsAndPorts)
 {
     FakeDns dns;

@@ -203,5 +203,33 @@ TEST_F(EgressProxyTest, ClosesAnIdleHeadAndForgetsARemovedSandbox)
     EXPECT_TRUE(m_proxy->takeAttemptsBlocking("sb-1", 100).empty());
 }
 
+// Grants (approved hosts) apply to the connections a sandbox opens while they are held, then no
+// more. (The answer here is a rebinding one, so what a grant changes is how far the request gets:
+// past the allowlist to DNS and the address check, never out.)
+TEST_F(EgressProxyTest, GrantsApplyWhileHeldAndNeverOpenAForbiddenAddress)
+{
+    startProxy(EgressLimits{}, {"other.test"});
+    const std::string request = "CONNECT allowed.test:443 HTTP/1.1\r\n\r\n";
+    EXPECT_NE(roundTrip(m_socket, request).find("(not_allowlisted)"), std::string::npos);
+    auto grant = Grant::parse("allowed.test", "rev-1");
+    ASSERT_TRUE(grant);
+    m_proxy->addGrants("sb-1", 7, std::make_shared<const Grants>(Grants{*grant}));
+    m_proxy->addGrants("no-such-sandbox", 8, std::make_shared<const Grants>(Grants{*grant}));   // ignored
+    const std::string held = roundTrip(m_socket, request);
+    EXPECT_EQ(held.rfind("HTTP/1.1 403", 0), 0u) << held;
+    EXPECT_NE(held.find("(metadata)"), std::string::npos) << held;
+    m_proxy->revokeGrants("sb-1", 7);
+    EXPECT_NE(roundTrip(m_socket, request).find("(not_allowlisted)"), std::string::npos);
+
+    auto attempts = take();
+    ASSERT_EQ(attempts.size(), 3u);
+    EXPECT_EQ(attempts[0].reason, "not_allowlisted");
+    EXPECT_EQ(attempts[1].reason, "metadata");
+    EXPECT_EQ(attempts[1].address, "169.254.169.254");
+    EXPECT_TRUE(attempts[1].reviewId.empty());   // refused: no review allowed anything
+    EXPECT_EQ(attempts[2].reason, "not_allowlisted");
+    EXPECT_EQ(m_resolved, std::vector<std::string>{"allowed.test"});   // looked up only while granted
+}
+
 } // namespace
 } // namespace paddock::pool::egress

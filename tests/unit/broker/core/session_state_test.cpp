@@ -146,6 +146,48 @@ TEST(SessionStateTest, UnreadablePayloadIsSkipped)
     EXPECT_EQ(state.lastSeq, 3);
 }
 
+// An approved egress_exception adds its host to the session's approved hosts, once, with the
+// review that approved it; a rejected or expired one, a decision for another item and a replayed
+// decision add nothing.
+TEST(SessionStateTest, ApprovedEgressExceptionsAddHostsToTheSession)
+{
+    auto log = created();
+    log.status("running");
+    auto ask = [&](const std::string &review, const std::string &host) {
+        log.add(kind::ApprovalRequested, R"({"review_id":")" + review + R"(","kind":"egress_exception","summary":"reach )"
+                                             + host + R"("})");
+    };
+    auto decide = [&](const std::string &review, const std::string &host, bool approved) {
+        log.add(kind::ApprovalDecided, R"({"review_id":")" + review + R"(","kind":"egress_exception","approved":)"
+                                           + (approved ? "true" : "false") + R"(,"host":")" + host
+                                           + R"(","decider":"alice","reason":"ok"})");
+    };
+    ask("r-1", "other.test");
+    EXPECT_TRUE(log.fold().approvedHosts.empty());   // asking grants nothing
+    decide("r-1", "other.test", true);
+    auto state = log.fold();
+    EXPECT_EQ(state.status, SessionStatus::Running);
+    EXPECT_EQ(state.approvedHosts, (std::vector<ApprovedHost>{{"other.test", "r-1"}}));
+
+    decide("r-1", "other.test", true);                 // a replay: r-1 is no longer pending
+    decide("r-9", "sneaky.test", true);                // never requested
+    ask("r-2", "rejected.test");
+    decide("r-2", "rejected.test", false);
+    ask("r-3", "other.test");
+    decide("r-3", "other.test", true);                 // the same host again: kept once, first review
+    ask("r-4", "169.254.169.254");
+    decide("r-4", "169.254.169.254", true);            // recorded; the pool refuses it whatever it says
+    state = log.fold();
+    EXPECT_EQ(state.approvedHosts,
+              (std::vector<ApprovedHost>{{"other.test", "r-1"}, {"169.254.169.254", "r-4"}}));
+    // Secrets and hosts are separate grants.
+    EXPECT_TRUE(state.secrets.empty());
+    // Other kinds add no host.
+    log.add(kind::ApprovalRequested, R"({"review_id":"r-5","kind":"secret_access","summary":"x"})");
+    log.add(kind::ApprovalDecided, R"({"review_id":"r-5","kind":"secret_access","approved":true,"secret":"TOKEN"})");
+    EXPECT_EQ(log.fold().approvedHosts.size(), 2u);
+}
+
 TEST(SessionStateTest, StatusNamesRoundTrip)
 {
     for (auto status : {SessionStatus::Queued, SessionStatus::Running, SessionStatus::WaitingApproval,

@@ -33,7 +33,9 @@ public:
             return fail(ErrorCode::Unavailable, "pool '" + m_name + "' is unreachable (test)");
         ++execs;
         execKeys.push_back(spec.sandboxId + " " + spec.argv.back());
+        execGrants.push_back(spec.egressGrants);
         ExecOutcome out;
+        out.egress = egressPerExec;
         out.stdoutData = "ran on " + m_name + "\n";
         return out;
     }
@@ -112,6 +114,8 @@ public:
     int releases = 0;
     int statuses = 0;
     std::vector<std::string> execKeys;
+    std::vector<std::vector<EgressGrant>> execGrants;   // the approved hosts each exec carried
+    std::vector<EgressAttempt> egressPerExec;            // what every exec reports as its attempts
     bool snapshots = false;
     int snapshotCount = 0;
     std::vector<std::string> restores;

@@ -369,6 +369,113 @@ TEST_F(ReviewEngineTest, ExpiredReviewResumesWithTheExpiryAsTheResult)
     EXPECT_NE(results[0]["error"].get<std::string>().find("expired without a decision"), std::string::npos);
 }
 
+std::string egressProposal(const std::string &host)
+{
+    return R"(
+name = "egress"
+goal = "fetch from a mirror"
+[[step]]
+tool = "propose_change"
+kind = "egress_exception"
+targets = [")" + host + R"("]
+change = "GET http://)" + host + R"(/pkg"
+change_format = "text"
+justification = "the mirror has the package"
+[[step]]
+tool = "run_command"
+command = "curl http://)" + host + R"(/pkg"
+)";
+}
+
+// An approved egress_exception reaches the pool: every later command of that session carries the
+// host and the review, the egress events of what it allowed say so, and other sessions carry nothing.
+TEST_F(ReviewEngineTest, ApprovedEgressExceptionTravelsWithEveryLaterCommandOfThatSessionOnly)
+{
+    m_pool->tiers[0].allowlistNetwork = true;
+    auto engine = makeEngine();
+    const std::string id = submit(egressProposal("mirror.example"));
+    runUntilIdle(engine);
+    ASSERT_EQ(session(id).status, core::SessionStatus::WaitingApproval) << session(id).statusReason;
+    const auto item = onlyPendingItem();
+    EXPECT_EQ(item.kind, "egress_exception");
+    EXPECT_EQ(m_pool->execs, 0);
+
+    pools::EgressAttempt attempt;
+    attempt.allowed = true;
+    attempt.host = "mirror.example";
+    attempt.port = 80;
+    attempt.method = "GET";
+    attempt.reviewId = item.id;
+    m_pool->egressPerExec = {attempt};
+    ASSERT_TRUE(m_desk->fetch(item.id, "alice"));   // high risk: read before approved
+    ASSERT_TRUE(m_desk->decide(approval(item)));
+    runUntilIdle(engine);
+    const auto log = events(id);
+    const auto results = payloadsOf(log, core::kind::ToolResult);
+    ASSERT_GE(results.size(), 2u);
+    EXPECT_EQ(results[0]["approved"], true);
+    EXPECT_EQ(results[0]["host"], "mirror.example");
+    EXPECT_EQ(results[0]["reachable"], true);
+    EXPECT_NE(results[0]["note"].get<std::string>().find("approved in review " + item.id), std::string::npos)
+        << results[0].dump();
+    ASSERT_EQ(m_pool->execGrants.size(), 1u);
+    ASSERT_EQ(m_pool->execGrants[0].size(), 1u);
+    EXPECT_EQ(m_pool->execGrants[0][0].host, "mirror.example");
+    EXPECT_EQ(m_pool->execGrants[0][0].reviewId, item.id);
+    const auto allowed = payloadsOf(log, core::kind::EgressAllowed);
+    ASSERT_EQ(allowed.size(), 1u);
+    EXPECT_EQ(allowed[0]["review_id"], item.id);
+    EXPECT_EQ(allowed[0]["detail"], "approved in review " + item.id);
+    EXPECT_EQ(session(id).approvedHosts, (std::vector<core::ApprovedHost>{{"mirror.example", item.id}}));
+
+    // Another session on the same pool: its commands carry no approved host.
+    m_pool->egressPerExec.clear();
+    const std::string other = submit(kThreeCommands);
+    runUntilIdle(engine);
+    EXPECT_EQ(session(other).status, core::SessionStatus::Succeeded);
+    ASSERT_EQ(m_pool->execGrants.size(), 4u);
+    for (size_t i = 1; i < 4; ++i)
+        EXPECT_TRUE(m_pool->execGrants[i].empty()) << i;
+}
+
+// On a tier with no network the approval cannot do anything: the tool's result says so and names
+// a tier with an allowlist the session could be moved to.
+TEST_F(ReviewEngineTest, ApprovedEgressOnATierWithoutNetworkSaysSoAndNamesOneWithIt)
+{
+    m_pool->setTier("standard", 1, 0, 4);
+    m_pool->tiers[1].allowlistNetwork = true;
+    auto engine = makeEngine();
+    const std::string id = submit(egressProposal("mirror.example"));
+    runUntilIdle(engine);
+    const auto item = onlyPendingItem();
+    ASSERT_TRUE(m_desk->fetch(item.id, "alice"));
+    ASSERT_TRUE(m_desk->decide(approval(item)));
+    runUntilIdle(engine);
+    const auto results = payloadsOf(events(id), core::kind::ToolResult);
+    ASSERT_GE(results.size(), 1u);
+    EXPECT_EQ(results[0]["approved"], true);
+    EXPECT_EQ(results[0]["reachable"], false);
+    const std::string note = results[0]["note"];
+    EXPECT_NE(note.find("tier 'lite' has no network at all"), std::string::npos) << note;
+    EXPECT_NE(note.find("paddockctl override " + id + " standard"), std::string::npos) << note;
+    EXPECT_EQ(results[0]["tiers_with_network"], json::array({"standard"}));
+}
+
+// A host that is no allowlist entry is refused at once, without a review.
+TEST_F(ReviewEngineTest, EgressExceptionForSomethingThatIsNotAHostIsRefusedWithoutReview)
+{
+    auto engine = makeEngine();
+    const std::string id = submit(egressProposal("user@mirror.example"));
+    runUntilIdle(engine);
+    const auto log = events(id);
+    EXPECT_TRUE(payloadsOf(log, core::kind::ApprovalRequested).empty());
+    const auto results = payloadsOf(log, core::kind::ToolResult);
+    ASSERT_GE(results.size(), 1u);
+    const std::string error = results[0].value("error", "");
+    EXPECT_NE(error.find("allowlist entry"), std::string::npos) << results[0].dump();
+    EXPECT_NE(error.find("use \"host\""), std::string::npos) << error;
+}
+
 // request_environment beyond the agent's bound (hybrid: its default tier lite) asks for standard.
 std::string escalation(const std::string &onResult = "")
 {
