@@ -1,7 +1,7 @@
 #include "broker/engine/step_engine.h"
 
 #include "broker/review/open_review.h"
-#include "pool/egress/address_policy.h"
+#include "common/address_policy.h"
 
 #include <nlohmann/json.hpp>
 #include <spdlog/spdlog.h>

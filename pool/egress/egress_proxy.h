@@ -21,7 +21,7 @@
 // to takeAttempts() run on the loop thread, or inline when nothing is open.
 
 #include "common/result.h"
-#include "pool/egress/address_policy.h"
+#include "common/address_policy.h"
 
 #include <atomic>
 #include <condition_variable>

@@ -1,7 +1,7 @@
 // The egress address policy as a pure function: every spelling of a forbidden address, the
 // allowlist forms, DNS answers that mix good and bad addresses.
 
-#include "pool/egress/address_policy.h"
+#include "common/address_policy.h"
 
 #include <gtest/gtest.h>
 

@@ -1,4 +1,4 @@
-#include "pool/egress/address_policy.h"
+#include "common/address_policy.h"
 
 #include <arpa/inet.h>
 #include <netdb.h>
