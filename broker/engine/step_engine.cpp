@@ -587,7 +587,7 @@ StepOutcome StepEngine::callModel(const Action &action, std::span<const core::Ev
     return appendResult(action, std::move(out));
 }
 
-void StepEngine::addCheckpoint(const Action &action, pools::PoolClient &pool, std::vector<core::NewEvent> &events)
+Status StepEngine::addCheckpoint(const Action &action, pools::PoolClient &pool, std::vector<core::NewEvent> &events)
 {
     auto snapshot = pool.snapshot(action.state.sandboxId);
     if (snapshot) {
@@ -598,10 +598,15 @@ void StepEngine::addCheckpoint(const Action &action, pools::PoolClient &pool, st
                                                         {"size_bytes", snapshot->sizeBytes},
                                                         {"files", snapshot->fileCount},
                                                         {"duration_ms", snapshot->durationMs}}));
-    } else if (snapshot.error().code != ErrorCode::Unimplemented) {
+        return {};
+    }
+    const ErrorCode code = snapshot.error().code;
+    if (code == ErrorCode::Unavailable || code == ErrorCode::DeadlineExceeded || code == ErrorCode::Cancelled)
+        return std::unexpected(snapshot.error());
+    if (code != ErrorCode::Unimplemented)
         spdlog::warn("session {}: no snapshot after call {} on pool '{}': {}", action.state.id, action.call.id,
                      pool.name(), snapshot.error().message);
-    }
+    return {};
 }
 
 StepOutcome StepEngine::runTool(const Action &action)
@@ -748,8 +753,18 @@ StepOutcome StepEngine::runTool(const Action &action)
     // A snapshot after every step that can change the workspace, recorded with the step's result:
     // if the pool is lost later, the session resumes from here and repeats at most the one step in
     // flight (docs/deployment.md has the figures behind "every step").
-    if (done && (call.name == model::tool::RunCommand || call.name == model::tool::WriteFile))
-        addCheckpoint(action, *pool, egressEvents);
+    if (done && (call.name == model::tool::RunCommand || call.name == model::tool::WriteFile)) {
+        // The pool ran the step but did not answer for its snapshot: recorded now, the step's
+        // result would outlive the only copy of what it did to the workspace (a move restores the
+        // snapshot before it and goes on after it). Not recorded, the step is retried: on this
+        // pool its result comes from the exec's idempotency record; once the pool is lost it is
+        // the one call repeated on another (tests/integration/multi_host_test.cpp).
+        if (auto checkpointed = addCheckpoint(action, *pool, egressEvents); !checkpointed) {
+            if (checkpointed.error().code == ErrorCode::Unavailable)
+                m_pools.reportUnavailable(pool->name(), checkpointed.error().message);
+            return {action.kind, false, m_options.retryAfterUnavailableMs, checkpointed.error().message};
+        }
+    }
     return appendResult(action, std::move(egressEvents));
 }
 
@@ -1114,8 +1129,10 @@ StepOutcome StepEngine::proposeChange(const Action &action)
             result["error"] = applied.error().message;
         }
         out.push_back(event(core::kind::ToolResult, result));
+        // Unlike a command, an applied change is recorded even when the pool did not answer for
+        // its snapshot: applying it twice would fail where the first one succeeded.
         if (applied && result.value("applied", false) && pool)
-            addCheckpoint(action, *pool, out);
+            (void)addCheckpoint(action, *pool, out);
         return appendResult(action, std::move(out));
     };
 

@@ -103,8 +103,10 @@ private:
     // the approved change or records the rejection as the tool's result.
     StepOutcome proposeChange(const Action &action);
     // A snapshot of the workspace after a step that changed it, recorded with the step's result:
-    // if the pool is lost later, the session resumes from here (docs/deployment.md).
-    void addCheckpoint(const Action &action, pools::PoolClient &pool, std::vector<core::NewEvent> &events);
+    // if the pool is lost later, the session resumes from here (docs/deployment.md). The error
+    // when the pool did not answer (unavailable, deadline, cancelled); a snapshot that failed
+    // otherwise is logged and skipped.
+    Status addCheckpoint(const Action &action, pools::PoolClient &pool, std::vector<core::NewEvent> &events);
     // Applies an approved (or within-policy) change; fills the tool result.
     Status applyChange(const Action &action, pools::PoolClient *pool, const nlohmann::json &arguments,
                        nlohmann::json &result);

@@ -240,7 +240,9 @@ TEST_F(SandboxMove, UnknownTierIsRefusedAndNothingIsRecorded)
 {
     const std::string id = submit();
     ASSERT_FALSE(id.empty());
-    json before = waitFor(id, ended);
+    // The sandbox goes back after the session's end (env.outcome, cost, sandbox.released): wait
+    // for that too, or those events land between the two reads of the log below.
+    json before = waitFor(id, [](const json &log) { return ended(log) && !ofKind(log, "sandbox.released").empty(); });
     const CliResult refused = cli({"override", id, "gigantic", "--reason", "more power"});
     EXPECT_EQ(refused.exitCode, 5);
     EXPECT_NE(refused.err.find("unknown tier 'gigantic'"), std::string::npos) << refused.err;

@@ -126,6 +126,63 @@ TEST_F(FailoverTest, SessionsOfALostPoolFinishOnTheOtherRepeatingAtMostOneStep)
     EXPECT_LE(m_a->count(m_a->execs) + m_b->count(m_b->execs), static_cast<int>(ids.size()) * (kCommands + 1));
 }
 
+// The pool dies between answering a command and snapshotting the workspace after it. The command's
+// result is not recorded without its snapshot: the move restores the snapshot taken before the
+// command and runs the command again there, so what it did to the workspace is not lost (what
+// MultiHost.* saw once: a step's line missing from the marker file).
+TEST_F(FailoverTest, ACommandWhoseSnapshotThePoolNeverTookIsRepeatedAfterTheMove)
+{
+    m_a->snapshots = true;
+    m_b->snapshots = true;
+    m_a->downAfterExecs = 3;
+    m_b->setTier("lite", 0, 1, 1);   // full: the session starts on a
+    const std::string id = submit();
+    auto engine = makeEngine();
+    engine.start();
+    for (int i = 0; i < 5000 && m_a->count(m_a->execs) < 3; ++i)
+        std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    m_b->setTier("lite", 1, 0, 8);
+    ASSERT_TRUE(waitUntilSettled({id}));
+    engine.stop();
+
+    const auto log = events(id);
+    EXPECT_EQ(core::foldEvents(log).status, core::SessionStatus::Succeeded);
+    const auto calls = payloadsOf(log, core::kind::ToolCall);
+    ASSERT_EQ(calls.size(), static_cast<size_t>(kCommands + 1));
+    const std::string second = calls[1]["call_id"];
+    const std::string third = calls[2]["call_id"];
+    const auto lost = payloadsOf(log, core::kind::SandboxLost);
+    const auto moves = payloadsOf(log, core::kind::SandboxMoved);
+    ASSERT_EQ(lost.size(), 1u);
+    ASSERT_EQ(moves.size(), 1u);
+    EXPECT_EQ(lost[0]["interrupted_call"], third) << "the command whose snapshot was never taken";
+    EXPECT_EQ(moves[0]["repeats_call"], third);
+    EXPECT_EQ(moves[0]["workspace"], "restored");
+    // Every recorded command result on a has its checkpoint right after it; the move restored the
+    // one taken after the second command.
+    std::string lastCheckpointBeforeLoss;
+    for (size_t i = 0; i < log.size(); ++i) {
+        if (log[i].kind == core::kind::SandboxLost)
+            break;
+        if (log[i].kind == core::kind::Checkpoint)
+            lastCheckpointBeforeLoss = json::parse(log[i].payload)["snapshot_ref"];
+        if (log[i].kind == core::kind::ToolResult) {
+            ASSERT_LT(i + 1, log.size());
+            EXPECT_EQ(log[i + 1].kind, core::kind::Checkpoint) << "a result recorded without its snapshot";
+            EXPECT_NE(json::parse(log[i].payload)["call_id"], third) << "recorded before the loss";
+        }
+    }
+    EXPECT_EQ(moves[0]["snapshot_ref"], lastCheckpointBeforeLoss);
+    for (const auto &c : payloadsOf(log, core::kind::Checkpoint)) {
+        if (c["snapshot_ref"] == lastCheckpointBeforeLoss) {
+            EXPECT_EQ(c["after_call"], second);
+        }
+    }
+    // The third command ran on a (answered, then lost) and once more on b: one repeat.
+    EXPECT_EQ(m_a->count(m_a->execs), 3);
+    EXPECT_EQ(m_b->count(m_b->execs), kCommands - 2);
+}
+
 TEST_F(FailoverTest, AClaimNoPoolCanTakeWaitsAndSaysSoOnce)
 {
     m_a->setTier("lite", 0, 8, 8);

@@ -32,6 +32,8 @@ public:
         if (down)
             return fail(ErrorCode::Unavailable, "pool '" + m_name + "' is unreachable (test)");
         ++execs;
+        if (execs == downAfterExecs)
+            down = true;   // this exec is answered; the snapshot after it is not
         execKeys.push_back(spec.sandboxId + " " + spec.argv.back());
         execGrants.push_back(spec.egressGrants);
         ExecOutcome out;
@@ -68,6 +70,8 @@ public:
         std::lock_guard lock(m_mutex);
         if (!snapshots)
             return PoolClient::snapshot(sandboxId);
+        if (down)
+            return fail(ErrorCode::Unavailable, "pool '" + m_name + "' is unreachable (test)");
         ++snapshotCount;
         return SnapshotInfo{"snap-" + std::to_string(snapshotCount) + "-" + sandboxId, 100, 1, 0.1};
     }
@@ -111,6 +115,7 @@ public:
     std::vector<TierStatus> tiers;
     int claims = 0;
     int execs = 0;
+    int downAfterExecs = 0;   // > 0: the pool dies right after answering that many execs
     int releases = 0;
     int statuses = 0;
     std::vector<std::string> execKeys;
