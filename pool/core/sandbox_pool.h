@@ -210,7 +210,8 @@ private:
     const std::map<std::string, std::unique_ptr<Runtime>> m_runtimes;
     const int64_t m_startedUs;
     CgroupLayout m_cgroupLayout;
-    std::unique_ptr<CgroupManager> m_cgroups;   // null: no limits
+    std::unique_ptr<CgroupManager> m_cgroups;   // null: no limits; declared before the tiers and
+                                                // sandboxes so that it is destroyed after their cgroups
     std::unique_ptr<WorkspaceFs> m_workspaceFs; // null: no disk limits
     std::string m_diskLimits;
 
@@ -226,8 +227,8 @@ private:
 
     std::vector<std::thread> m_threads;
     InitExecLoop m_execLoop;
-    int m_wakeFd = -1;
-    int m_lockFd = -1;              // flock on <state>/pool.lock, held for the pool's life              // eventfd: the monitor's set of sandboxes changed
+    int m_wakeFd = -1;              // eventfd: the monitor's set of sandboxes changed
+    int m_lockFd = -1;              // flock on <state>/pool.lock, held for the pool's life
     std::atomic<bool> m_shutDown{false};
 
     // Egress (sandbox_pool_egress.cpp). Allowlists by tier name, fixed after create(); the proxy
