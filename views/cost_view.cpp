@@ -65,6 +65,8 @@ CostView::CostView(QWidget *parent) : QWidget(parent)
     m_budgets->setHorizontalHeaderLabels({tr("Agent"), tr("Spent today"), tr("Per day"), tr("Used"), tr("Burn / hour"),
                                           tr("Per session"), tr("Paused sessions")});
     m_budgets->verticalHeader()->hide();
+    // Seven short columns beside the plot: sized to what they hold, so that all of them fit at 1280 px.
+    m_budgets->horizontalHeader()->setSectionResizeMode(QHeaderView::ResizeToContents);
     m_budgets->horizontalHeader()->setStretchLastSection(true);
     m_budgets->setEditTriggers(QAbstractItemView::NoEditTriggers);
     m_budgets->setSelectionMode(QAbstractItemView::NoSelection);

@@ -146,6 +146,9 @@ void StackedBarPlot::rebuild()
         m_plot->xAxis->setTicker(ticker);
         m_plot->xAxis->setRange(-0.7, qMax<double>(m_categories.size(), 1) - 0.3);
     }
+    // Categories need no vertical grid: its lines (the zero line at the first category above all)
+    // would show through the bars, which are slightly translucent.
+    m_plot->xAxis->grid()->setVisible(m_time);
     m_plot->yAxis->setRange(0, top > 0 ? top * 1.2 : 1);
     m_plot->legend->setVisible(!m_series.isEmpty());
 
