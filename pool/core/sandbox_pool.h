@@ -210,8 +210,7 @@ private:
     const std::map<std::string, std::unique_ptr<Runtime>> m_runtimes;
     const int64_t m_startedUs;
     CgroupLayout m_cgroupLayout;
-    std::unique_ptr<CgroupManager> m_cgroups;   // null: no limits; declared before the tiers and
-                                                // sandboxes so that it is destroyed after their cgroups
+    std::unique_ptr<CgroupManager> m_cgroups;   // null: no limits
     std::unique_ptr<WorkspaceFs> m_workspaceFs; // null: no disk limits
     std::string m_diskLimits;
 

@@ -295,18 +295,6 @@ CgroupManager::CgroupManager(CgroupLayout layout, std::map<std::string, fs::path
             m_poolDirs.push_back(dir);
 }
 
-CgroupManager::~CgroupManager()
-{
-    for (const auto &dir : m_poolDirs) {
-        if (::rmdir(dir.c_str()) == 0 || errno == ENOENT)
-            continue;
-        if (errno == EBUSY || errno == ENOTEMPTY)   // sandboxes a killed pool left: the next one removes them
-            spdlog::debug("the pool's cgroup {} still holds cgroups; kept", dir.string());
-        else
-            spdlog::warn("cannot remove the pool's cgroup {}: {}", dir.string(), std::strerror(errno));
-    }
-}
-
 std::unique_ptr<CgroupManager> CgroupManager::create(const CgroupLayout &layout, const std::string &poolId)
 {
     if (layout.version == "none") {

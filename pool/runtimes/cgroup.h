@@ -120,11 +120,6 @@ public:
     // nullptr (after logging why, at error level) when the layout is "none" or the pool cannot
     // create its cgroups: sandboxes then run without limits.
     static std::unique_ptr<CgroupManager> create(const CgroupLayout &layout, const std::string &poolId);
-    // Removes the pool's own directories (under paddock/) when no sandbox cgroup is left in them; a
-    // pool that is killed leaves them, and the next pool with the same id reuses them.
-    ~CgroupManager();
-    CgroupManager(const CgroupManager &) = delete;
-    CgroupManager &operator=(const CgroupManager &) = delete;
 
     Result<std::unique_ptr<SandboxCgroup>> createSandbox(const std::string &sandboxId, const CgroupLimits &limits) const;
     // Kills and removes the cgroup of a sandbox left by an earlier run, if it exists.

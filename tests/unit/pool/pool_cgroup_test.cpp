@@ -7,7 +7,6 @@
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
-#include <set>
 #include <sstream>
 #include <thread>
 #include <unistd.h>
@@ -328,31 +327,6 @@ TEST_F(CgroupLite, CgroupIsRemovedOnRelease)
     for (const auto &dir : dirs)
         EXPECT_FALSE(fs::exists(dir)) << dir.string() << " outlived its sandbox";
     EXPECT_TRUE(m_pool->cgroupDirs(id).empty());
-}
-
-TEST_F(CgroupLite, PoolsOwnCgroupGoesWithThePool)
-{
-    // A pool id of its own: the default (the host name) is shared with every other test's pool.
-    m_pool->shutdown();
-    m_pool.reset();
-    pool::PoolConfig config;
-    config.poolId = "cg-own-" + std::to_string(::getpid());
-    config.tiers.push_back(pool::TierConfig{"lite", "bwrap", 1, 8, 1.0, kMemoryLimit, kPidsLimit});
-    ASSERT_NO_FATAL_FAILURE(createPool(std::move(config)));
-    m_pool->start();
-    const std::string id = claim();
-    ASSERT_FALSE(id.empty());
-    std::set<fs::path> poolDirs;
-    for (const auto &dir : m_pool->cgroupDirs(id))
-        poolDirs.insert(dir.parent_path());
-    ASSERT_FALSE(poolDirs.empty());
-    ASSERT_TRUE(m_pool->release(id).has_value());
-    for (const auto &dir : poolDirs)
-        EXPECT_TRUE(fs::is_directory(dir)) << dir.string() << " holds the warm sandboxes' cgroups while the pool runs";
-    m_pool->shutdown();
-    m_pool.reset();
-    for (const auto &dir : poolDirs)
-        EXPECT_FALSE(fs::exists(dir)) << dir.string() << " outlived its pool";
 }
 
 TEST_F(CgroupLite, SamplesMemoryCpuAndPidsEverySecond)
