@@ -1049,6 +1049,11 @@ std::vector<fs::path> SandboxPool::cgroupDirs(const std::string &sandboxId) cons
     return it->second->cgroup->dirs();
 }
 
+std::vector<fs::path> SandboxPool::cgroupPoolDirs() const
+{
+    return m_cgroups ? m_cgroups->poolDirs() : std::vector<fs::path>{};
+}
+
 std::vector<CgroupSample> SandboxPool::samples(const std::string &sandboxId) const
 {
     std::shared_ptr<Sandbox> sandbox;

@@ -136,6 +136,8 @@ public:
     int64_t workspaceUsedBytes(const std::string &sandboxId) const;
     // The cgroup directories of a claimed sandbox (empty without cgroups or for unknown ids).
     std::vector<std::filesystem::path> cgroupDirs(const std::string &sandboxId) const;
+    // The pool's own cgroup directories (CgroupManager::poolDirs); empty when limits are off.
+    std::vector<std::filesystem::path> cgroupPoolDirs() const;
     // The last resource samples of a claimed sandbox, oldest first (at most kSamplesKept, one a
     // second). GetSamples and post-mortems carry them out.
     std::vector<CgroupSample> samples(const std::string &sandboxId) const;

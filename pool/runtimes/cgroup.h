@@ -124,6 +124,9 @@ public:
     Result<std::unique_ptr<SandboxCgroup>> createSandbox(const std::string &sandboxId, const CgroupLimits &limits) const;
     // Kills and removes the cgroup of a sandbox left by an earlier run, if it exists.
     void removeLeftover(const std::string &sandboxId) const;
+    // The pool's own directories (paddock/<pool id>, one per hierarchy). The pool never removes
+    // them: pools with the same id (the default is the host name) share them.
+    const std::vector<std::filesystem::path> &poolDirs() const { return m_poolDirs; }
 
 private:
     CgroupManager(CgroupLayout layout, std::map<std::string, std::filesystem::path> controllerDirs);

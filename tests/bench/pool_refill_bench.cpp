@@ -12,6 +12,7 @@
 
 #include "pool/core/sandbox_pool.h"
 #include "pool/runtimes/runtime.h"
+#include "tests/support/pool_cgroups.h"
 
 #include <spdlog/spdlog.h>
 
@@ -92,7 +93,7 @@ double refillRate(const std::string &runtimeName, int count, const fs::path &dir
         die(runtimeName + ": the pool did not fill");
     const double rate = count / since(t0);
     statusRate = (*created)->stats().tiers.at(0).refillPerSecond;
-    (*created)->shutdown();
+    test::endPoolAndItsCgroups(*created);
     return rate;
 }
 

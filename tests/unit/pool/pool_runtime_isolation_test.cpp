@@ -8,6 +8,7 @@
 #include "pool/init/init_client.h"
 #include "pool/runtimes/oci_runtime.h"
 #include "tests/support/cpu_weight.h"
+#include "tests/support/pool_cgroups.h"
 
 #include <gtest/gtest.h>
 
@@ -100,8 +101,7 @@ struct Harness {
 
     ~Harness()
     {
-        if (sandboxPool)
-            sandboxPool->shutdown();
+        test::endPoolAndItsCgroups(sandboxPool);
         std::error_code ec;
         if (!dir.empty())
             fs::remove_all(dir, ec);
@@ -529,7 +529,8 @@ TEST_P(TierEgress, RequestsGoThroughTheProxyWhichRefusesTheHostsLoopback)
     config.tiers.push_back(tier);
     auto created = pool::SandboxPool::create(config);
     ASSERT_TRUE(created) << created.error().message;
-    auto &sandboxPool = **created;
+    std::unique_ptr<pool::SandboxPool> owned = std::move(*created);
+    auto &sandboxPool = *owned;
     sandboxPool.start();
     auto claimed = sandboxPool.claim(tier.name, "egress-test", "");
     ASSERT_TRUE(claimed) << claimed.error().message;
@@ -550,7 +551,7 @@ TEST_P(TierEgress, RequestsGoThroughTheProxyWhichRefusesTheHostsLoopback)
     pollfd pfd {listenFd, POLLIN, 0};
     EXPECT_EQ(::poll(&pfd, 1, 0), 0) << "the host's loopback server was reached";
     ::close(listenFd);
-    sandboxPool.shutdown();
+    test::endPoolAndItsCgroups(owned);
     std::error_code ec;
     fs::remove_all(dir, ec);
 }
