@@ -93,12 +93,21 @@ CREATE INDEX sessions_by_status ON sessions(status, ord);
 CREATE INDEX sessions_by_agent ON sessions(agent, ord);
 CREATE INDEX sessions_needing_work ON sessions(needs_work) WHERE needs_work = 1;
 )sql"},
-    {2, kGovernanceSchemaSql},   // cost_entries, review_items, review_fetches (governance_schema.h)
-    {3, kAuthTablesSql},         // audit, tokens (auth_tables.h)
-    {3, kDecisionsSchemaSql},    // agents, agent_records, decisions (decision_index.h)
+    {2, kAuthTablesSql},         // audit, tokens (auth_tables.h)
+    {3, kGovernanceSchemaSql},   // cost_entries, review_items, review_fetches (governance_schema.h)
+    {4, kDecisionsSchemaSql},    // agents, agent_records, decisions (decision_index.h)
 };
 
 static_assert(std::size(kMigrations) == kSchemaVersion, "one migration per schema version");
+constexpr bool numberedInOrder()
+{
+    for (size_t i = 0; i < std::size(kMigrations); ++i) {
+        if (kMigrations[i].version != static_cast<int>(i) + 1)
+            return false;
+    }
+    return true;
+}
+static_assert(numberedInOrder(), "migration i has version i + 1: a database at version N runs exactly those after N");
 
 std::string hexEncode(std::string_view bytes)
 {

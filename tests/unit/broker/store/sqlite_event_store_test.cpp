@@ -360,6 +360,43 @@ TEST(SqliteEventStoreTest, RefusesADatabaseFromTheFuture)
     EXPECT_NE(message.find("--data-dir"), std::string::npos) << message;
 }
 
+TEST(SqliteEventStoreTest, UpgradesADatabaseOfSchemaVersionTwo)
+{
+    // Version 2 had the auth tables (audit, tokens) and not the governance ones: make such a file
+    // from a current one, then open it.
+    TempDir dir;
+    {
+        auto store = openOrDie(dir.db());
+        ASSERT_TRUE(store);
+    }
+    sqlite3 *db = nullptr;
+    ASSERT_EQ(sqlite3_open(dir.db().c_str(), &db), SQLITE_OK);
+    const char *downgrade = "DROP TABLE cost_entries; DROP TABLE review_items; DROP TABLE review_fetches; "
+                            "DROP TABLE agent_records; DROP TABLE agents; DROP TABLE decisions; PRAGMA user_version=2;";
+    ASSERT_EQ(sqlite3_exec(db, downgrade, nullptr, nullptr, nullptr), SQLITE_OK) << sqlite3_errmsg(db);
+    sqlite3_close(db);
+
+    auto store = openSqliteEventStore(dir.db());
+    ASSERT_TRUE(store) << store.error().message;
+    store->reset();
+    ASSERT_EQ(sqlite3_open(dir.db().c_str(), &db), SQLITE_OK);
+    int version = 0;
+    int tables = 0;
+    sqlite3_exec(db, "PRAGMA user_version", [](void *out, int, char **values, char **) {
+        *static_cast<int *>(out) = std::atoi(values[0]);
+        return 0;
+    }, &version, nullptr);
+    sqlite3_exec(db, "SELECT count(*) FROM sqlite_master WHERE type = 'table' AND name IN ('audit', 'tokens', "
+                     "'cost_entries', 'review_items', 'review_fetches', 'agents', 'agent_records', 'decisions')",
+                 [](void *out, int, char **values, char **) {
+                     *static_cast<int *>(out) = std::atoi(values[0]);
+                     return 0;
+                 }, &tables, nullptr);
+    sqlite3_close(db);
+    EXPECT_EQ(version, sqliteSchemaVersion());
+    EXPECT_EQ(tables, 8) << "every table of versions 2 to " << sqliteSchemaVersion();
+}
+
 TEST(SqliteEventStoreTest, RefusesAFileThatIsNotADatabase)
 {
     TempDir dir;
