@@ -274,7 +274,7 @@ StepOutcome StepEngine::runOneStep(const store::Lease &lease)
         if (action.call.name == model::tool::ProposeChange)
             return proposeChange(action);
         if (action.call.name == model::tool::ReadRecords || action.call.name == model::tool::RequestEnvironment)
-            return runBrokerTool(action, *events);
+            return runBrokerTool(action);
         return runTool(action);
     case ActionKind::Finish: {
         const std::string status = stringArg(action.call, "status") == "failed" ? "failed" : "succeeded";
@@ -722,28 +722,8 @@ StepOutcome StepEngine::runTool(const Action &action)
 
     if (!done) {
         const auto &error = done.error();
-        if (error.code == ErrorCode::Unavailable)
-            m_pools.reportUnavailable(pool->name(), error.message);
-        if ((error.code == ErrorCode::Unavailable || error.code == ErrorCode::DeadlineExceeded)
-            && m_pools.isLost(pool->name())) {
-            // The pool has not answered for its whole lost_after window: the sandbox is gone with
-            // it. The next step claims a sandbox on another pool and repeats this one call there.
-            return appendResult(action, {event(kSandboxLost, {{"sandbox_id", action.state.sandboxId},
-                                                               {"pool", pool->name()},
-                                                               {"reason", "pool_lost"},
-                                                               {"interrupted_call", call.id},
-                                                               {"error", error.message}})});
-        }
-        if (error.code == ErrorCode::Unavailable || error.code == ErrorCode::DeadlineExceeded
-            || error.code == ErrorCode::Cancelled)
-            return {action.kind, false, m_options.retryAfterUnavailableMs, error.message};
-        if (error.code == ErrorCode::NotFound && error.message.find("sandbox") != std::string::npos) {
-            // The sandbox is gone (pool restarted, sandbox reaped): the next step claims a new one.
-            return appendResult(action, {event(core::kind::SandboxFailed,
-                                               {{"sandbox_id", action.state.sandboxId},
-                                                {"reason", "crashed"},
-                                                {"error", error.message}})});
-        }
+        if (auto outcome = poolTrouble(action, *pool, error))
+            return *outcome;
         // Anything else is the tool's own failure (a missing file, say): the model gets to see it.
         result["error"] = error.message;
         if (error.code == ErrorCode::FailedPrecondition && error.message.find("has died") != std::string::npos)
@@ -1055,6 +1035,33 @@ Status StepEngine::applyChange(const Action &action, pools::PoolClient *pool, co
     return {};
 }
 
+std::optional<StepOutcome> StepEngine::poolTrouble(const Action &action, pools::PoolClient &pool, const Error &error)
+{
+    if (error.code == ErrorCode::Unavailable)
+        m_pools.reportUnavailable(pool.name(), error.message);
+    if ((error.code == ErrorCode::Unavailable || error.code == ErrorCode::DeadlineExceeded)
+        && m_pools.isLost(pool.name())) {
+        // The pool has not answered for its whole lost_after window: the sandbox is gone with
+        // it. The next step claims a sandbox on another pool and repeats this one call there.
+        return appendResult(action, {event(kSandboxLost, {{"sandbox_id", action.state.sandboxId},
+                                                           {"pool", pool.name()},
+                                                           {"reason", "pool_lost"},
+                                                           {"interrupted_call", action.call.id},
+                                                           {"error", error.message}})});
+    }
+    if (error.code == ErrorCode::Unavailable || error.code == ErrorCode::DeadlineExceeded
+        || error.code == ErrorCode::Cancelled)
+        return StepOutcome{action.kind, false, m_options.retryAfterUnavailableMs, error.message};
+    if (error.code == ErrorCode::NotFound && error.message.find("sandbox") != std::string::npos) {
+        // The sandbox is gone (pool restarted, sandbox reaped): the next step claims a new one.
+        return appendResult(action, {event(core::kind::SandboxFailed,
+                                           {{"sandbox_id", action.state.sandboxId},
+                                            {"reason", "crashed"},
+                                            {"error", error.message}})});
+    }
+    return std::nullopt;
+}
+
 StepOutcome StepEngine::proposeChange(const Action &action)
 {
     const model::ToolCall &call = action.call;
@@ -1120,10 +1127,10 @@ StepOutcome StepEngine::proposeChange(const Action &action)
         auto applied = applyChange(action, pool, args, result);
         std::vector<core::NewEvent> out;
         if (!applied) {
-            if (applied.error().code == ErrorCode::Unavailable || applied.error().code == ErrorCode::DeadlineExceeded
-                || applied.error().code == ErrorCode::Cancelled) {
-                if (pool && applied.error().code == ErrorCode::Unavailable)
-                    m_pools.reportUnavailable(pool->name(), applied.error().message);
+            if (pool) {
+                if (auto outcome = poolTrouble(action, *pool, applied.error()))
+                    return *outcome;
+            } else if (applied.error().code == ErrorCode::Unavailable) {   // its pool left the config
                 return StepOutcome{action.kind, false, m_options.retryAfterUnavailableMs, applied.error().message};
             }
             result["error"] = applied.error().message;
@@ -1203,7 +1210,7 @@ StepOutcome StepEngine::proposeChange(const Action &action)
     return appendResult(action, {review::openReview(request, policy, nowUnixMs())});
 }
 
-StepOutcome StepEngine::runBrokerTool(const Action &action, std::span<const core::Event> log)
+StepOutcome StepEngine::runBrokerTool(const Action &action)
 {
     const model::ToolCall &call = action.call;
     const core::SessionState &state = action.state;
@@ -1269,7 +1276,6 @@ StepOutcome StepEngine::runBrokerTool(const Action &action, std::span<const core
                           "4 GiB\"}";
         return answer();
     }
-    (void)log;
     const std::string reason = stringArg(call, "reason");
     const auto context = decider->context(*agent, {state.agent, state.tags, state.goal, state.playbook});
     policy::TierDecision decision = policy::decideRequest(context, state.tier, tier, reason);

@@ -99,6 +99,10 @@ private:
     StepOutcome claimSandbox(const Action &action, std::span<const core::Event> log);
     StepOutcome callModel(const Action &action, std::span<const core::Event> events);
     StepOutcome runTool(const Action &action);
+    // What a pool's failure means for the step, when it is not the tool's own failure: the pool
+    // is lost (sandbox.lost, the call repeats elsewhere), it did not answer (retry later) or the
+    // sandbox is gone (sandbox.failed, the next step claims a new one). nullopt: the tool failed.
+    std::optional<StepOutcome> poolTrouble(const Action &action, pools::PoolClient &pool, const Error &error);
     // propose_change: applied at once within policy, else opens a review; once decided, applies
     // the approved change or records the rejection as the tool's result.
     StepOutcome proposeChange(const Action &action);
@@ -115,7 +119,7 @@ private:
     void addCosts(const Action &action, std::vector<core::NewEvent> &events);
     StepOutcome releaseSandbox(const Action &action, std::span<const core::Event> log);
     // read_records and request_environment: answered by the broker, no sandbox involved.
-    StepOutcome runBrokerTool(const Action &action, std::span<const core::Event> log);
+    StepOutcome runBrokerTool(const Action &action);
     // request_environment whose tier_escalation review was decided: approved, a granted decision
     // with chooser human (the session moves at the next step); rejected or expired, the refusal.
     StepOutcome tierEscalationDecided(const Action &action, const EnvironmentDecider &decider,

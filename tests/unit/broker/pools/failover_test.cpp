@@ -183,6 +183,57 @@ TEST_F(FailoverTest, ACommandWhoseSnapshotThePoolNeverTookIsRepeatedAfterTheMove
     EXPECT_EQ(m_b->count(m_b->execs), kCommands - 2);
 }
 
+// A change being applied when its pool is lost moves like a command: sandbox.lost names the
+// propose_change call, and the change is applied on the other pool, once.
+TEST_F(FailoverTest, AChangeBeingAppliedWhenThePoolIsLostIsAppliedOnTheOther)
+{
+    m_a->downAfterExecs = 1;         // the first command is answered; the patch after it is not
+    m_b->setTier("lite", 0, 1, 1);   // full: the session starts on a
+    const std::string id = EngineFixture::submit(R"(
+name = "change"
+goal = "one command, then a small change"
+[[step]]
+tool = "run_command"
+command = "echo one"
+[[step]]
+tool = "propose_change"
+kind = "bulk_change"
+targets = ["a.txt"]
+change = '''--- a/a.txt
++++ b/a.txt
+@@ -1 +1 @@
+-old
++new
+'''
+justification = "one file"
+)");
+    auto engine = makeEngine();
+    engine.start();
+    for (int i = 0; i < 5000 && m_a->count(m_a->execs) < 1; ++i)
+        std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    m_b->setTier("lite", 1, 0, 8);
+    ASSERT_TRUE(waitUntilSettled({id})) << "a change whose pool was lost must not retry it forever";
+    engine.stop();
+
+    const auto log = events(id);
+    EXPECT_EQ(core::foldEvents(log).status, core::SessionStatus::Succeeded);
+    const auto calls = payloadsOf(log, core::kind::ToolCall);
+    ASSERT_GE(calls.size(), 2u);
+    const std::string propose = calls[1]["call_id"];
+    const auto lost = payloadsOf(log, core::kind::SandboxLost);
+    ASSERT_EQ(lost.size(), 1u);
+    EXPECT_EQ(lost[0]["interrupted_call"], propose);
+    int applied = 0;
+    for (const auto &r : payloadsOf(log, core::kind::ToolResult)) {
+        if (r["call_id"] == propose) {
+            ++applied;
+            EXPECT_TRUE(r.value("applied", false)) << r.dump();
+        }
+    }
+    EXPECT_EQ(applied, 1);
+    EXPECT_EQ(m_b->count(m_b->execs), 1) << "the patch, on b";
+}
+
 TEST_F(FailoverTest, AClaimNoPoolCanTakeWaitsAndSaysSoOnce)
 {
     m_a->setTier("lite", 0, 8, 8);
