@@ -440,10 +440,8 @@ Result<policy::TierDecision> BrokerService::overrideTier(const v1::OverrideTierR
         append.events.push_back({core::kind::EnvDecision, redactedJson(decision.toJson()), 0});
         append.writes.push_back(m_access.auditOf(call, "to tier " + tier));
         auto appended = m_store.appendSync(std::move(append));
-        if (appended) {
-            decision.requestedTier = tier;
+        if (appended)
             return decision;
-        }
         if (appended.error().code != ErrorCode::Aborted)
             return std::unexpected(appended.error());
     }

@@ -170,6 +170,7 @@ TEST_F(ReviewEngineTest, EveryModelResponseAndSandboxStepIsCostedAndTheSplitAdds
     ASSERT_EQ(state.status, core::SessionStatus::Succeeded);
 
     int64_t model = 0, sandbox = 0, total = 0;
+    int sandboxBills = 0;
     int responses = 0;
     const auto &price = m_options.prices.modelPrice("scripted");
     for (size_t i = 0; i < log.size(); ++i) {
@@ -191,6 +192,7 @@ TEST_F(ReviewEngineTest, EveryModelResponseAndSandboxStepIsCostedAndTheSplitAdds
             const json cost = json::parse(log[i].payload);
             (cost["kind"] == "model" ? model : sandbox) += log[i].costMicros;
             if (cost["kind"] == "sandbox") {
+                ++sandboxBills;
                 // Exact: the time since the last bill at the tier's price, rounded per event.
                 const int64_t ms = cost["until_unix_ms"].get<int64_t>() - cost["from_unix_ms"].get<int64_t>();
                 EXPECT_EQ(log[i].costMicros, cost::sandboxCostMicros(36.0, ms));
@@ -200,6 +202,7 @@ TEST_F(ReviewEngineTest, EveryModelResponseAndSandboxStepIsCostedAndTheSplitAdds
     }
     EXPECT_EQ(responses, 4);   // three commands and the finish
     EXPECT_GT(model, 0);
+    EXPECT_GE(sandboxBills, 1) << "the sandbox's time was never billed";
     EXPECT_EQ(state.modelCostMicros, model);
     EXPECT_EQ(state.sandboxCostMicros, sandbox);
     EXPECT_EQ(state.costMicros, total);
