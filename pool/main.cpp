@@ -38,7 +38,7 @@ int main(int argc, char **argv)
     app.add_option("--listen", listen, "address to serve on (default 127.0.0.1:7701)");
     app.add_option("--state-dir", stateDir, "where sandbox workspaces live (default $XDG_DATA_HOME/paddock/pool)");
     app.add_option("--warm", warm, "warm sandboxes kept for the lite tier (default 2)")->check(CLI::Range(0, 10000));
-    app.add_option("--init-path", initPath, "paddock-sandbox-init binary (default: next to paddock-pool)");
+    app.add_option("--init-path", initPath, "paddock-sandbox-init binary (default: ../libexec/paddock/ from paddock-pool when installed, else next to it)");
     app.add_option("--log-level", logLevel, "trace, debug, info, warn or error (default info)")
         ->check(CLI::IsMember({"trace", "debug", "info", "warn", "error"}));
     app.add_option("--tls-cert", tlsOptions.certFile,

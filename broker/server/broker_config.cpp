@@ -1,5 +1,6 @@
 #include "broker/server/broker_config.h"
 
+#include "common/install_paths.h"
 #include "common/paths.h"
 
 #include <toml++/toml.h>
@@ -20,18 +21,10 @@ namespace paddock::server {
 
 namespace {
 
+// Installed: <prefix>/share/paddock/playbooks. From the build tree: the source tree's resources.
 std::filesystem::path defaultPlaybookDir()
 {
-    // Installed: <prefix>/bin/paddockd -> <prefix>/share/paddock/playbooks. From the build tree, the
-    // source tree's resources.
-    std::error_code ec;
-    const auto exe = std::filesystem::read_symlink("/proc/self/exe", ec);
-    if (!ec) {
-        const auto installed = exe.parent_path().parent_path() / "share/paddock/playbooks";
-        if (std::filesystem::is_directory(installed))
-            return installed;
-    }
-    return PADDOCK_SOURCE_PLAYBOOKS;
+    return findDataDir(currentExecutable(), "playbooks", PADDOCK_SOURCE_PLAYBOOKS);
 }
 
 std::string where(const std::filesystem::path &file, const toml::node &node)

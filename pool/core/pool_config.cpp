@@ -1,5 +1,6 @@
 #include "pool/core/pool_config.h"
 
+#include "common/install_paths.h"
 #include "common/paths.h"
 
 #include <toml++/toml.h>
@@ -165,11 +166,8 @@ void applyPoolDefaults(PoolConfig &config)
         config.stateDir = defaultDataDir() / "pool";
     if (config.snapshotDir.empty())
         config.snapshotDir = config.stateDir / "snapshots";
-    if (config.initPath.empty()) {
-        std::error_code ec;
-        fs::path self = fs::read_symlink("/proc/self/exe", ec);
-        config.initPath = (ec ? fs::path(".") : self.parent_path()) / "paddock-sandbox-init";
-    }
+    if (config.initPath.empty())
+        config.initPath = findHelperProgram(currentExecutable(), "paddock-sandbox-init");
     if (config.tiers.empty())
         config.tiers.push_back(TierConfig{});
 }

@@ -33,7 +33,7 @@ struct PoolConfig {
     std::string poolId;                      // default: the host name
     std::string listen = "127.0.0.1:7701";
     std::filesystem::path stateDir;          // default: $XDG_DATA_HOME/paddock/pool
-    std::filesystem::path initPath;          // default: next to the paddock-pool executable
+    std::filesystem::path initPath;          // default: <prefix>/libexec/paddock/ or next to paddock-pool
     std::string logLevel = "info";
     int64_t defaultExecTimeoutMs = 600000;   // when a request says 0
     int64_t maxExecTimeoutMs = 3600000;

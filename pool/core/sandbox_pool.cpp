@@ -146,7 +146,8 @@ Result<std::unique_ptr<SandboxPool>> SandboxPool::create(PoolConfig config)
     if (::access(config.initPath.c_str(), X_OK) != 0)
         return fail(ErrorCode::FailedPrecondition,
                     "the sandbox init is not at " + config.initPath.string() +
-                        "; build the paddock-sandbox-init target next to paddock-pool or set init_path in pool.toml");
+                        "; install the paddock-pool package (which puts it in <prefix>/libexec/paddock/), build the "
+                        "paddock-sandbox-init target next to paddock-pool, or set init_path in pool.toml");
     if (auto err = ensurePrivateDirectory(config.stateDir, 0700); !err.empty())
         return fail(ErrorCode::FailedPrecondition, err + "; pass a writable --state-dir");
     // One pool per state directory: a second one would delete the first one's sandboxes below.
