@@ -21,7 +21,7 @@ int main(int argc, char **argv)
     QApplication::setApplicationName(QStringLiteral("paddock"));
     QApplication::setApplicationDisplayName(QStringLiteral("Paddock"));
     QApplication::setApplicationVersion(QStringLiteral(PADDOCK_VERSION));
-    QApplication::setDesktopFileName(QStringLiteral("paddock"));
+    QApplication::setDesktopFileName(QStringLiteral("dev.paddock.Paddock"));
 
     QCommandLineParser parser;
     parser.setApplicationDescription(QStringLiteral("Paddock: a console for fleets of AI agents."));
