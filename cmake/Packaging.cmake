@@ -84,10 +84,12 @@ set(CPACK_PACKAGE_NAME paddock)
 set(CPACK_PACKAGE_VERSION ${PROJECT_VERSION})
 set(CPACK_PACKAGE_VENDOR "The Paddock developers")
 set(CPACK_PACKAGE_CONTACT "The Paddock developers <maintainers@paddock.dev>")
-set(CPACK_PACKAGE_DESCRIPTION_SUMMARY "control console for fleets of AI agents")
 set(CPACK_PACKAGING_INSTALL_PREFIX /usr)
 set(CPACK_STRIP_FILES ON)   # RelWithDebInfo binaries are mostly debug info
 set(CPACK_DEB_COMPONENT_INSTALL ON)
+# Each package's description: its first line is the synopsis, the rest the extended description
+# (CPackDeb indents it). CPACK_PACKAGE_DESCRIPTION_SUMMARY stays unset, or CPack would put it above
+# every package's own synopsis.
 set(CPACK_COMPONENTS_ALL broker pool)
 if(TARGET paddock)
   list(PREPEND CPACK_COMPONENTS_ALL console)
@@ -110,31 +112,31 @@ set(CPACK_DEBIAN_CONSOLE_PACKAGE_NAME paddock)
 set(CPACK_DEBIAN_CONSOLE_PACKAGE_SECTION devel)
 set(CPACK_DEBIAN_CONSOLE_PACKAGE_DEPENDS "paddock-broker (= ${paddock_deb_version})")
 set(CPACK_DEBIAN_CONSOLE_DESCRIPTION "control console for fleets of AI agents
- Paddock watches and steers AI agents whose every command runs in a sandbox on
- an execution host, never on the machine you watch from. This is the Qt
- console: live sessions, review queue, decisions, pools and costs. It talks to
- the broker (paddock-broker), which it can start on first run.")
+Paddock watches and steers AI agents whose every command runs in a sandbox on
+an execution host, never on the machine you watch from. This is the Qt
+console: live sessions, review queue, decisions, pools and costs. It talks to
+the broker (paddock-broker), which it can start on first run.")
 
 set(CPACK_DEBIAN_BROKER_PACKAGE_NAME paddock-broker)
 set(CPACK_DEBIAN_BROKER_PACKAGE_SECTION devel)
 set(CPACK_DEBIAN_BROKER_PACKAGE_RECOMMENDS "paddock-pool (= ${paddock_deb_version})")
 set(CPACK_DEBIAN_BROKER_DESCRIPTION "broker daemon and command line of Paddock
- paddockd keeps each agent session's durable log in SQLite, runs agents one
- step at a time and sends their commands to sandbox pools; paddockctl drives
- it from a shell. Includes the systemd user unit paddockd.service, the demo
- playbooks and example configurations. The embedded default configuration
- uses a local pool (paddock-pool, recommended).")
+paddockd keeps each agent session's durable log in SQLite, runs agents one
+step at a time and sends their commands to sandbox pools; paddockctl drives
+it from a shell. Includes the systemd user unit paddockd.service, the demo
+playbooks and example configurations. The embedded default configuration
+uses a local pool (paddock-pool, recommended).")
 
 set(CPACK_DEBIAN_POOL_PACKAGE_NAME paddock-pool)
 set(CPACK_DEBIAN_POOL_PACKAGE_SECTION admin)
 set(CPACK_DEBIAN_POOL_PACKAGE_DEPENDS "bubblewrap")
 set(CPACK_DEBIAN_POOL_PACKAGE_RECOMMENDS "runsc, crun, btrfs-progs")
 set(CPACK_DEBIAN_POOL_DESCRIPTION "sandbox pool agent of Paddock
- paddock-pool keeps warm sandboxes (bubblewrap, gVisor runsc, crun) with
- cgroup memory, cpu and pids limits and btrfs disk limits, and runs Paddock
- agents' commands in them for brokers that connect over gRPC (TLS and tokens
- for remote brokers). Install it alone on an execution host (system unit
- paddock-pool.service, config /etc/paddock/pool.toml), or with paddock-broker
- for local execution (user unit paddock-pool.service).")
+paddock-pool keeps warm sandboxes (bubblewrap, gVisor runsc, crun) with
+cgroup memory, cpu and pids limits and btrfs disk limits, and runs Paddock
+agents' commands in them for brokers that connect over gRPC (TLS and tokens
+for remote brokers). Install it alone on an execution host (system unit
+paddock-pool.service, config /etc/paddock/pool.toml), or with paddock-broker
+for local execution (user unit paddock-pool.service).")
 
 include(CPack)
