@@ -55,6 +55,30 @@ def split_lines(text):
         yield number, INLINE_CODE.sub("", line), spans, []
 
 
+def anchors_of(path):
+    """The anchors GitHub gives a file's headings: lower case, punctuation dropped, spaces to '-'."""
+    anchors = set()
+    seen = {}
+    in_fence = False
+    with open(path, encoding="utf-8") as f:
+        lines = f.read().splitlines()
+    for line in lines:
+        if FENCE.match(line):
+            in_fence = not in_fence
+            continue
+        m = None if in_fence else re.match(r"^#{1,6}\s+(.*?)\s*#*\s*$", line)
+        if not m:
+            continue
+        slug = re.sub(r"[^\w\- ]", "", m.group(1).strip().lower()).replace(" ", "-")
+        if slug in seen:
+            seen[slug] += 1
+            slug = f"{slug}-{seen[slug]}"
+        else:
+            seen[slug] = 0
+        anchors.add(slug)
+    return anchors
+
+
 def check_links(path, text, problems):
     base = os.path.dirname(path)
     for number, prose, _, _ in split_lines(text):
@@ -64,11 +88,9 @@ def check_links(path, text, problems):
         if ref:
             targets.append(ref.group(1))
         for target in targets:
-            if re.match(r"^[a-zA-Z][a-zA-Z0-9+.-]*:", target) or target.startswith("#"):
-                continue  # a URL (https:, mailto:) or an anchor in this file
-            file_part = target.split("#", 1)[0].split("?", 1)[0]
-            if not file_part:
-                continue
+            if re.match(r"^[a-zA-Z][a-zA-Z0-9+.-]*:", target):
+                continue  # a URL (https:, mailto:)
+            file_part = target.split("#", 1)[0].split("?", 1)[0] or os.path.basename(path)
             if file_part.startswith("/"):
                 problems.append(f"{path}:{number}: link to the absolute path '{target}': "
                                 "use a path relative to this file")
@@ -77,6 +99,11 @@ def check_links(path, text, problems):
             if not os.path.exists(resolved):
                 problems.append(f"{path}:{number}: link to '{target}', but {resolved} does not exist: "
                                 "fix the path or add the file")
+                continue
+            anchor = target.split("#", 1)[1] if "#" in target else ""
+            if anchor and resolved.endswith(".md") and anchor not in anchors_of(resolved):
+                problems.append(f"{path}:{number}: link to '{target}', but {file_part} has no heading "
+                                f"whose anchor is '#{anchor}': fix the anchor or the heading")
 
 
 class Cli:
@@ -161,11 +188,14 @@ def check_commands(path, text, cli, problems):
                 chain.append(word)
                 i += 1
                 continue
-            if re.fullmatch(r"[a-z][a-z-]*", word) and not word.isupper():
+            if re.fullmatch(r"[a-z][a-z-]*", word):
                 where = "paddockctl" + "".join(" " + w for w in chain)
                 problems.append(f"{path}:{number}: `{where} {word}` is not a command: `{where} --help` "
                                 f"lists {', '.join(sorted(known))}")
+                chain = None
             break
+        if chain is None:
+            continue  # its options belong to a command that does not exist
         if not chain:
             if i < len(words) or not words:
                 continue  # prose such as "paddockctl and the console", or a bare `paddockctl`
@@ -200,11 +230,11 @@ def self_test(binary):
         os.makedirs(os.path.join(root, "docs", "screenshots"))
         open(os.path.join(root, "docs", "screenshots", "there.png"), "wb").close()
         with open(os.path.join(root, "README.md"), "w") as f:
-            f.write("[ok](docs/guide-engineer.md) [missing](docs/nowhere.md)\n"
+            f.write("# Read me\n[ok](docs/guide-engineer.md) [missing](docs/nowhere.md)\n"
                     "`[in code](docs/not-a-link.md)` and [web](https://example.org)\n")
         with open(os.path.join(root, "docs", "guide-engineer.md"), "w") as f:
             f.write("![there](screenshots/there.png) ![gone](screenshots/gone.png)\n"
-                    "[anchor](../README.md#x)\n\n"
+                    "[anchor](../README.md#x) [good](#the-guide) [own](guide-engineer.md#the-guide)\n\n"
                     "```sh\n"
                     "paddockctl submit --playbook hello-c --follow   # fine\n"
                     "paddockctl frobnicate ID\n"
@@ -215,10 +245,12 @@ def self_test(binary):
                     "ids=$(paddockctl reviews ls --kinds bulk_change --output json)\n"
                     "```\n\n"
                     "Run `paddockctl --broker 127.0.0.1:7700 --tls-ca ca.pem whoami` and `paddockctl pools`.\n"
-                    "Or `paddockctl pool` in prose, which paddockctl alone does not start.\n")
+                    "Or `paddockctl pool` in prose, which paddockctl alone does not start.\n\n"
+                    "## The guide\n")
         problems, _ = check_tree(root, binary)
     expected = [
-        ("README.md:1", "docs/nowhere.md"),
+        ("README.md:2", "docs/nowhere.md"),
+        ("guide-engineer.md:2", "'#x'"),
         ("guide-engineer.md:1", "screenshots/gone.png"),
         ("guide-engineer.md:6", "frobnicate"),
         ("guide-engineer.md:7", "--no-such-flag"),
