@@ -1,17 +1,19 @@
 #!/usr/bin/env python3
 """Checks the documentation against the tree and the CLI it describes.
 
-    check_docs.py ROOT PADDOCKCTL    check README.md, CHANGELOG.md and docs/*.md under ROOT
-    check_docs.py --self-test PADDOCKCTL
-                                     run the checks on a small tree with one of each mistake and
-                                     fail unless every mistake is reported
+    check_docs.py ROOT PADDOCKCTL [PADDOCKD [PADDOCK_POOL]]
+        check README.md, CHANGELOG.md and docs/*.md under ROOT
+    check_docs.py --self-test PADDOCKCTL PADDOCKD PADDOCK_POOL
+        run the checks on a small tree with one of each mistake and fail unless every mistake is
+        reported, and nothing else
 
 What is checked:
 - every relative link and image (`[text](path)`, `![alt](path)`, `[ref]: path`, `<img src=...>`)
   outside code points to a file or directory that exists (the `#anchor` part is not checked);
 - in the guides (docs/guide-*.md) and the deployment guide, every `paddockctl ...` command, in code
   blocks and in inline code, names real subcommands (as `paddockctl [SUB...] --help` lists them)
-  and only options that the command's help, or paddockctl's global help, lists.
+  and only options that the command's help, or paddockctl's global help, lists; every
+  `paddockd ...` and `paddock-pool ...` command only options their --help lists.
 
 Each problem is printed as FILE:LINE: what is wrong, and the exit status is 1 when there is any.
 """
@@ -141,6 +143,7 @@ class Cli:
     def options(self, words):
         names = set()
         for text in (self.help(words), self.help([])):
+            # Only the options list: paddockctl's help ends with notes that mention flags in prose.
             for m in re.finditer(r"(?<![\w-])(--?[A-Za-z][\w-]*)", text.split("\nBroker address:", 1)[0]):
                 names.add(m.group(1))
         return names
@@ -149,14 +152,16 @@ class Cli:
 # Where a command starts: a code line (after an optional `$ ` prompt), an inline code span, or
 # after `$(`, a pipe, `;`, `&&` or `=`. Not in the middle of prose or of a diagram ("│ paddockctl
 # the CLI"), nor a path such as build/bin/paddockctl (the same binary, but not worth parsing).
-COMMAND_START = re.compile(r"(?:^\s*(?:\$\s+)?|\$\(\s*|[|;&]\s*|=\s*)paddockctl(?=\s|$)(.*)")
+PROGRAMS = ("paddockctl", "paddockd", "paddock-pool")
+COMMAND_START = {name: re.compile(r"(?:^\s*(?:\$\s+)?|\$\(\s*|[|;&]\s*|=\s*)" + re.escape(name) + r"(?=\s|$)(.*)")
+                 for name in PROGRAMS}
 
 
-def command_lines(text):
-    """Yields (line number, the words after `paddockctl`) for every paddockctl command in code."""
+def command_lines(text, program):
+    """Yields (line number, the words after the program's name) for each of its commands in code."""
     for number, _, spans, code in split_lines(text):
         for piece in spans + code:
-            for m in COMMAND_START.finditer(piece):
+            for m in COMMAND_START[program].finditer(piece):
                 rest = m.group(1)
                 cut = SHELL_END.search(" " + rest + " ")
                 if cut:
@@ -169,8 +174,18 @@ def command_lines(text):
                 yield number, words
 
 
+def check_daemon_flags(path, text, program, cli, problems):
+    """paddockd and paddock-pool have no subcommands: every option must be in their --help."""
+    for number, words in command_lines(text, program):
+        for word in words:
+            if word.startswith("--") or re.fullmatch(r"-[A-Za-z]", word):
+                flag = word.split("=", 1)[0]
+                if flag not in cli.options([]):
+                    problems.append(f"{path}:{number}: {program} has no option {flag} (see `{program} --help`)")
+
+
 def check_commands(path, text, cli, problems):
-    for number, words in command_lines(text):
+    for number, words in command_lines(text, "paddockctl"):
         chain = []
         i = 0
         # Global options before the subcommand.
@@ -209,9 +224,11 @@ def check_commands(path, text, cli, problems):
                                 f"(see `paddockctl {' '.join(chain)} --help`)")
 
 
-def check_tree(root, binary):
+def check_tree(root, binaries):
+    """binaries: program name -> path; paddockctl is required, the daemons are checked when given."""
     problems = []
-    cli = Cli(binary)
+    cli = Cli(binaries["paddockctl"])
+    daemons = {name: Cli(path) for name, path in binaries.items() if name != "paddockctl"}
     files = doc_files(root)
     if not files:
         problems.append(f"{root}: no README.md or docs/*.md to check")
@@ -221,10 +238,12 @@ def check_tree(root, binary):
         check_links(path, text, problems)
         if COMMAND_DOCS.match(os.path.basename(path)) and os.path.basename(os.path.dirname(path)) == "docs":
             check_commands(path, text, cli, problems)
+            for name, daemon in daemons.items():
+                check_daemon_flags(path, text, name, daemon, problems)
     return problems, len(files)
 
 
-def self_test(binary):
+def self_test(binaries):
     """One of each mistake in a scratch tree; every one must be reported, and nothing else."""
     with tempfile.TemporaryDirectory() as root:
         os.makedirs(os.path.join(root, "docs", "screenshots"))
@@ -243,11 +262,13 @@ def self_test(binary):
                     "paddockctl reviews frob ID\n"
                     "│ paddockctl   the CLI      │   (a diagram, not a command)\n"
                     "ids=$(paddockctl reviews ls --kinds bulk_change --output json)\n"
+                    "paddock-pool --listen 10.0.0.2:7701 --tls-cert pool.pem --tls-key pool.key --tls-ca ca.pem\n"
+                    "paddockd --config broker.toml --allow-local-execution\n"
                     "```\n\n"
                     "Run `paddockctl --broker 127.0.0.1:7700 --tls-ca ca.pem whoami` and `paddockctl pools`.\n"
                     "Or `paddockctl pool` in prose, which paddockctl alone does not start.\n\n"
                     "## The guide\n")
-        problems, _ = check_tree(root, binary)
+        problems, _ = check_tree(root, binaries)
     expected = [
         ("README.md:2", "docs/nowhere.md"),
         ("guide-engineer.md:2", "'#x'"),
@@ -256,7 +277,8 @@ def self_test(binary):
         ("guide-engineer.md:7", "--no-such-flag"),
         ("guide-engineer.md:9", "reviews frob"),
         ("guide-engineer.md:11", "--kinds"),
-        ("guide-engineer.md:15", "paddockctl pool`"),
+        ("guide-engineer.md:12", "paddock-pool has no option --tls-ca"),
+        ("guide-engineer.md:17", "paddockctl pool`"),
     ]
     missing = [e for e in expected if not any(e[0] in p and e[1] in p for p in problems)]
     extra = [p for p in problems if not any(e[0] in p and e[1] in p for e in expected)]
@@ -270,24 +292,31 @@ def self_test(binary):
 
 
 def main(argv):
-    if len(argv) == 3 and argv[1] == "--self-test":
-        return self_test(argv[2])
-    if len(argv) != 3:
+    args = argv[1:]
+    self_testing = bool(args) and args[0] == "--self-test"
+    if self_testing:
+        args = args[1:]
+    else:
+        root, args = (args[0], args[1:]) if args else (None, [])
+    if not 1 <= len(args) <= 3:
         print(__doc__, file=sys.stderr)
         return 2
-    root, binary = argv[1], argv[2]
-    if not os.access(binary, os.X_OK):
-        print(f"check_docs: {binary} is not an executable paddockctl: build it first "
-              "(cmake --build build --target paddockctl)", file=sys.stderr)
-        return 2
-    problems, count = check_tree(root, binary)
+    binaries = dict(zip(PROGRAMS, args))
+    for name, path in binaries.items():
+        if not os.access(path, os.X_OK):
+            print(f"check_docs: {path} is not an executable {name}: build it first "
+                  f"(cmake --build build --target {name})", file=sys.stderr)
+            return 2
+    if self_testing:
+        return self_test(binaries)
+    problems, count = check_tree(root, binaries)
     for p in problems:
         print(p, file=sys.stderr)
     if problems:
         print(f"check_docs: {len(problems)} problem(s) in the documentation", file=sys.stderr)
         return 1
-    print(f"check_docs: {count} file(s): every relative link and image exists; "
-          "every paddockctl command in the guides is real")
+    print(f"check_docs: {count} file(s): every relative link and image exists; every command of "
+          f"{', '.join(binaries)} in the guides is real")
     return 0
 
 
