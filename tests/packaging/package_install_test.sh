@@ -4,8 +4,9 @@
 # programs from there:
 #   - every file of the layout is where docs/install.md says, binaries stripped, units naming
 #     /usr/bin, the package relations declared;
-#   - paddockctl --version; paddockd --check-config with the embedded default and with the
-#     example configs (exit 0), and with a broken config (non-zero, naming the key);
+#   - paddockctl and paddock --version; paddockd --check-config with the embedded default and with
+#     the shipped example broker.toml and its policy.toml (exit 0), and with a broken config
+#     (non-zero, naming the key);
 #   - the installed paddock-pool finds the installed paddock-sandbox-init, and the installed
 #     paddockd finds the installed playbooks: a pool on a free loopback port and a broker using it
 #     run a playbook that exists only in the throwaway root, whose one command checks that PID 1 of
@@ -165,6 +166,11 @@ bin=$root/usr/bin
 out=$("$bin/paddockctl" --version 2>&1) || fail "paddockctl --version exited $?: $out"
 [[ "$out" == *"$version"* ]] || fail "paddockctl --version printed '$out', not the version $version"
 echo "paddockctl --version: $out"
+if [ "$with_console" = ON ]; then
+  out=$(QT_QPA_PLATFORM=offscreen "$bin/paddock" --version 2>&1) || fail "paddock --version exited $?: $out"
+  [[ "$out" == *"$version"* ]] || fail "paddock --version printed '$out', not the version $version"
+  echo "paddock --version: $(grep -m1 "$version" <<<"$out")"
+fi
 
 out=$("$bin/paddockd" --check-config 2>&1) || fail "paddockd --check-config (embedded default) exited $?: $out"
 echo "paddockd --check-config: $out"
