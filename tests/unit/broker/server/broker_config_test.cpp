@@ -248,7 +248,7 @@ TEST_F(BrokerConfigTest, EveryProblemIsNamedInOneRun)
                             "log_level = \"loud\"\n"             // 4: not a level
                             "[[pool]]\n"                           // 5: no endpoint
                             "name = \"a\"\n"
-                            "[[pool]]\n"                           // 7: a cert without its key
+                            "[[pool]]\n"                           // 7: a cert without its key or a CA: two
                             "name = \"b\"\n"
                             "endpoint = \"192.0.2.1:7701\"\n"
                             "tls_cert = \"c.pem\"\n"
@@ -271,7 +271,7 @@ TEST_F(BrokerConfigTest, EveryProblemIsNamedInOneRun)
         lines.insert(std::stoi(match[1]));
     }
     EXPECT_EQ(lines, (std::set<int>{1, 2, 4, 5, 7, 13, 15, 17})) << problems.joined().message;
-    EXPECT_EQ(problems.size(), 8u) << problems.joined().message;
+    EXPECT_EQ(problems.size(), 9u) << problems.joined().message;
     EXPECT_NE(problems.joined().message.find("models.openai.timeout_ms"), std::string::npos);
     EXPECT_NE(problems.joined().message.find(at(17) + ": unknown key 'input'"), std::string::npos);
     EXPECT_EQ(config.leaseMs, 5000);
@@ -281,7 +281,7 @@ TEST_F(BrokerConfigTest, EveryProblemIsNamedInOneRun)
     // The Result form joins them, one a line, with the first one's code.
     auto joined = loadBrokerConfig(file, defaultBrokerConfig());
     ASSERT_FALSE(joined);
-    EXPECT_EQ(std::count(joined.error().message.begin(), joined.error().message.end(), '\n'), 7);
+    EXPECT_EQ(std::count(joined.error().message.begin(), joined.error().message.end(), '\n'), 8);
 }
 
 // --check-config's checks beyond the keys: the files a config names, and the policy file's own
