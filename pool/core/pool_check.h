@@ -1,8 +1,8 @@
 #pragma once
 // `paddock-pool --check-config`: what a start checks that can be checked without starting. On top of
-// the loader's checks (pool_config.h, which checks `listen`): each tier's runtime is on PATH (and usable here), the sandbox
-// init is where the config says, the state and snapshot directories exist or can be created, and
-// which cgroup layout limits will use. Nothing is created, mounted or bound.
+// the loader's checks (pool_config.h, `listen` included): each tier's runtime is on PATH (and usable
+// here), the sandbox init is where the config says, the state and snapshot directories exist or can
+// be created, and which cgroup layout limits will use. Nothing is created, mounted or bound.
 //
 // Threads: plain functions; call from one thread.
 
