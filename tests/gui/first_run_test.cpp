@@ -25,6 +25,7 @@
 #include <gtest/gtest.h>
 
 #include <csignal>
+#include <unistd.h>
 #include <filesystem>
 #include <fstream>
 #include <memory>
@@ -170,6 +171,8 @@ TEST_F(FirstRunTest, StartsTheBrokerAndConnects)
     EXPECT_TRUE(fs::equivalent(fs::read_symlink("/proc/" + std::to_string(m_pids.first()) + "/exe", ec),
                                paddock::test::binaryPath("paddockd"), ec))
         << ec.message();
+    // Detached: its own session, so closing the console's terminal does not take the broker along.
+    EXPECT_NE(::getsid(pid_t(m_pids.first())), ::getsid(0));
     ASSERT_TRUE(waitFor([this] { return m_client->connectionState() == ConnectionState::Connected; }, 30'000))
         << banner()->text().toStdString() << "\n" << m_window->connectionText().toStdString();
     EXPECT_EQ(banner()->state(), FirstRunBanner::State::Hidden);
