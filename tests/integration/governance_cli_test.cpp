@@ -5,6 +5,7 @@
 #include "tests/integration/daemons_fixture.h"
 
 #include <map>
+#include <regex>
 
 namespace paddock::test {
 namespace {
@@ -161,6 +162,10 @@ TEST_F(Governance, OverBudgetSessionWaitsForAnExtensionItsSubmitterCannotApprove
     const json approvers = json::parse(stats.out);
     ASSERT_EQ(approvers.size(), 1u) << stats.out;
     EXPECT_EQ(approvers[0]["rejected"], 1);
+    // The table's MEDIAN TIME is a duration ("0s", "51s", "3m"), not "-" for an approver who decided.
+    const CliResult table = cli({"reviews", "stats"});
+    ASSERT_EQ(table.exitCode, 0) << table.err;
+    EXPECT_TRUE(std::regex_search(table.out, std::regex(R"(\n\S+ +1 +0 +1 +0% +\d+[smhd]\n)"))) << table.out;
 }
 
 } // namespace
