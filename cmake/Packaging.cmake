@@ -32,10 +32,12 @@ install(TARGETS paddock-sandbox-init RUNTIME DESTINATION ${paddock_libexecdir} C
 # --- data -------------------------------------------------------------------------------------
 install(DIRECTORY ${PROJECT_SOURCE_DIR}/resources/playbooks/ DESTINATION ${paddock_datadir}/playbooks
   COMPONENT broker FILES_MATCHING PATTERN "*.toml")
-install(FILES ${paddock_packaging}/examples/broker.toml ${paddock_packaging}/examples/policy.toml
-  DESTINATION ${paddock_datadir}/examples COMPONENT broker)
-# An execution host has only paddock-pool: its example config comes with it.
-install(FILES ${paddock_packaging}/examples/pool.toml ${paddock_packaging}/examples/paddock-pool.default
+set(paddock_examples ${PROJECT_SOURCE_DIR}/resources/examples)
+install(FILES ${paddock_examples}/broker.toml ${paddock_examples}/policy.toml DESTINATION ${paddock_datadir}/examples
+  COMPONENT broker)
+# An execution host has only paddock-pool: its example config (and the system unit's flags file)
+# comes with it.
+install(FILES ${paddock_examples}/pool.toml ${paddock_packaging}/examples/paddock-pool.default
   DESTINATION ${paddock_datadir}/examples COMPONENT pool)
 install(FILES ${PROJECT_SOURCE_DIR}/README.md DESTINATION ${paddock_docdir} COMPONENT broker)
 if(EXISTS ${PROJECT_SOURCE_DIR}/CHANGELOG.md)

@@ -5,8 +5,8 @@
 #   - every file of the layout is where docs/install.md says, binaries stripped, units naming
 #     /usr/bin, the package relations declared;
 #   - paddockctl and paddock --version; paddockd --check-config with the embedded default and with
-#     the shipped example broker.toml and its policy.toml (exit 0), and with a broken config
-#     (non-zero, naming the key);
+#     the shipped example broker.toml and its policy.toml, paddock-pool --check-config with the
+#     example pool.toml (exit 0), and paddockd's with a broken config (non-zero, naming the key);
 #   - the installed paddock-pool finds the installed paddock-sandbox-init, and the installed
 #     paddockd finds the installed playbooks: a pool on a free loopback port and a broker using it
 #     run a playbook that exists only in the throwaway root, whose one command checks that PID 1 of
@@ -177,6 +177,9 @@ echo "paddockd --check-config: $out"
 examples=$root/usr/share/paddock/examples
 out=$("$bin/paddockd" --check-config --config "$examples/broker.toml" 2>&1) \
   || fail "paddockd --check-config with the shipped example broker.toml exited $?: $out"
+out=$("$bin/paddock-pool" --check-config --config "$examples/pool.toml" 2>&1) \
+  || fail "paddock-pool --check-config with the shipped example pool.toml exited $?: $out"
+echo "the shipped examples pass --check-config: broker.toml (with policy.toml) and pool.toml"
 
 printf 'workers = "many"\n' >"$tmp/broken.toml"
 out=$("$bin/paddockd" --check-config --config "$tmp/broken.toml" 2>&1)
