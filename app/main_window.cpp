@@ -1,5 +1,6 @@
 #include "app/main_window.h"
 
+#include "app/broker_launcher.h"
 #include "app/client/console_client.h"
 #include "app/governance_controller.h"
 #include "models/console_format.h"
@@ -14,6 +15,7 @@
 #include "views/connection_dialog.h"
 #include "views/cost_view.h"
 #include "views/decisions_view.h"
+#include "views/first_run_banner.h"
 #include "views/review_queue_view.h"
 #include "views/debug_shell_panel.h"
 #include "views/pools_view.h"
@@ -31,6 +33,7 @@
 #include <QActionGroup>
 #include <QApplication>
 #include <QCloseEvent>
+#include <QDir>
 #include <QLabel>
 #include <QMenuBar>
 #include <QMessageBox>
@@ -39,6 +42,8 @@
 #include <QStatusBar>
 #include <QTimer>
 #include <QToolBar>
+#include <QPushButton>
+#include <QVBoxLayout>
 #include <QTableView>
 #include <QTreeView>
 
@@ -52,6 +57,7 @@ constexpr int kPoolsRefreshMs = 5000;
 // A session opens with its last events; older ones page in when the user scrolls to the top.
 constexpr qint64 kOpenTailEvents = 5000;
 constexpr int kStatusMessageMs = 8000;
+constexpr int kLaunchSummaryMs = 20'000;   // it names the log files: long enough to read them
 
 const char *const kGeometryKey = "window/geometry";
 const char *const kStateKey = "window/state";
@@ -106,7 +112,16 @@ MainWindow::MainWindow(ConsoleClient *client, Options options, QWidget *parent)
     m_pages->addWidget(m_reviewView);
     m_pages->addWidget(m_decisionsView);
     m_pages->addWidget(m_costView);
-    setCentralWidget(m_pages);
+    // The first-run offer sits above every page: whichever page was last open, it is seen.
+    m_firstRun = new FirstRunBanner(this);
+    m_launcher = new BrokerLauncher(this);
+    auto *central = new QWidget(this);
+    auto *centralLayout = new QVBoxLayout(central);
+    centralLayout->setContentsMargins(0, 0, 0, 0);
+    centralLayout->setSpacing(0);
+    centralLayout->addWidget(m_firstRun);
+    centralLayout->addWidget(m_pages, 1);
+    setCentralWidget(central);
 
     m_connectionLabel = new QLabel(this);
     m_connectionLabel->setObjectName(QStringLiteral("connectionLabel"));
@@ -139,6 +154,17 @@ MainWindow::MainWindow(ConsoleClient *client, Options options, QWidget *parent)
     connect(m_client, &ConsoleClient::poolsChanged, this, &MainWindow::onPoolsChanged);
     connect(m_client, &ConsoleClient::actionFinished, this, &MainWindow::onActionFinished);
     connect(m_client, &ConsoleClient::permissionsChanged, this, &MainWindow::onPermissionsChanged);
+
+    connect(m_firstRun, &FirstRunBanner::startRequested, this, &MainWindow::startLocalBroker);
+    connect(m_firstRun, &FirstRunBanner::connectElsewhereRequested, this, &MainWindow::chooseBroker);
+    connect(m_launcher, &BrokerLauncher::progress, m_firstRun, &FirstRunBanner::showProgress);
+    connect(m_launcher, &BrokerLauncher::failed, m_firstRun, &FirstRunBanner::showError);
+    connect(m_launcher, &BrokerLauncher::ready, this, [this](const QString &summary) {
+        m_launchSummary = summary;
+        m_firstRun->showProgress(tr("The broker answers; connecting…"));
+        // The client's backoff may be seconds long by now: try at once.
+        m_client->connectToBroker(m_client->address());
+    });
 
     connect(m_traceModel, &TraceModel::historyNeeded, this, [this](qint64 fromSeq, int count) {
         if (!m_openSessionId.isEmpty())
@@ -412,7 +438,35 @@ void MainWindow::connectToBroker(const QString &address)
         m_client->setCredentials(credentials.tlsCaPem, credentials.token);
     }
     m_brokenReported = false;
+    // Another target (or the same again): the offer is made anew if nothing answers there.
+    if (!m_launcher->isRunning() && m_firstRun->state() != FirstRunBanner::State::Starting)
+        m_firstRun->dismiss();
     m_client->connectToBroker(target);
+}
+
+void MainWindow::offerBrokerStart()
+{
+    if (m_launcher->isRunning() || m_firstRun->state() != FirstRunBanner::State::Hidden)
+        return;
+    const QString path = BrokerLauncher::localSocketPath(m_client->address());
+    // A remote broker, someone else's socket, or a socket that answers but not as a broker: no offer.
+    if (path.isEmpty() || BrokerLauncher::socketAnswers(path))
+        return;
+    m_firstRun->showOffer(
+        path == BrokerLauncher::defaultSocketPath() ? tr("No broker is running on this machine.")
+                                                    : tr("No broker is running on %1.").arg(path),
+        tr("The broker (paddockd) keeps your agents' sessions. Start it here: its systemd user unit when installed, "
+           "otherwise paddockd in the background, logging to %1. Or connect to a broker elsewhere.")
+            .arg(QDir(m_launcher->logDir()).filePath(QStringLiteral("paddockd.log"))));
+}
+
+void MainWindow::startLocalBroker()
+{
+    const QString path = BrokerLauncher::localSocketPath(m_client->address());
+    if (path.isEmpty() || m_launcher->isRunning())
+        return;
+    m_launchSummary.clear();
+    m_launcher->start(path);
 }
 
 void MainWindow::chooseBroker()
@@ -515,16 +569,26 @@ void MainWindow::onConnectionState(ConnectionState state, const QString &detail)
         if (!m_everConnected || previous == ConnectionState::Broken)
             m_client->refreshPools();
         m_everConnected = true;
+        if (m_firstRun->state() != FirstRunBanner::State::Hidden && !m_launcher->isRunning()) {
+            m_firstRun->dismiss();
+            if (!m_launchSummary.isEmpty())
+                statusBar()->showMessage(m_launchSummary, kLaunchSummaryMs);
+            m_launchSummary.clear();
+        }
         break;
     case ConnectionState::Broken:
-        setStale(true);
+        // Nothing shown yet (the first run, before any broker answered): nothing can be stale.
+        setStale(m_everConnected || m_sessionModel->rowCount() > 0);
         // Once per break: the client retries with backoff and says Connecting/Broken each time.
         if (!m_brokenReported) {
             m_brokenReported = true;
-            m_connectionLabel->setText(tr("Connection lost: %1 — reconnecting; data shown may be stale")
-                                           .arg(detail.isEmpty() ? address : detail));
+            m_connectionLabel->setText(m_everConnected
+                                           ? tr("Connection lost: %1 — reconnecting; data shown may be stale")
+                                                 .arg(detail.isEmpty() ? address : detail)
+                                           : tr("No broker answers: %1").arg(detail.isEmpty() ? address : detail));
             m_connectionLabel->setStyleSheet(QStringLiteral("color: %1;").arg(Theme::errorColor().name()));
         }
+        offerBrokerStart();
         break;
     }
     updateActions();

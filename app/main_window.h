@@ -20,10 +20,12 @@ class QTimer;
 
 namespace paddock::console {
 
+class BrokerLauncher;
 class ConsoleClient;
 class CostSeries;
 class CostView;
 class DecisionsView;
+class FirstRunBanner;
 class GovernanceController;
 class ReviewQueueView;
 class PoolsModel;
@@ -76,6 +78,10 @@ public:
     DecisionsView *decisionsView() const { return m_decisionsView; }
     CostView *costView() const { return m_costView; }
     GovernanceController *governance() const { return m_governance; }
+    // First run: the offer to start the local broker when nothing answers on its socket, and what
+    // starts it (tests set its options: where it looks for paddockd, no systemd).
+    FirstRunBanner *firstRunBanner() const { return m_firstRun; }
+    BrokerLauncher *brokerLauncher() const { return m_launcher; }
     PostMortemListModel *failuresModel() const { return m_failuresModel; }
     SnapshotFilesModel *snapshotFilesModel() const { return m_filesModel; }
     SessionTableModel *sessionModel() const { return m_sessionModel; }
@@ -115,6 +121,9 @@ private:
     void gateAction(QAction *action, const QString &method, bool enabled, const QString &tip);
     void onPermissionsChanged(const Permissions &permissions);
     void onConnectionState(ConnectionState state, const QString &detail);
+    // Shows the first-run offer when the target is this user's unix socket and nothing answers there.
+    void offerBrokerStart();
+    void startLocalBroker();
     void onSessionsChanged();
     void onEventsArrived(const QString &sessionId);
     void onPoolsChanged(const QList<PoolInfo> &pools, bool localExecution);
@@ -153,6 +162,9 @@ private:
     DecisionsView *m_decisionsView = nullptr;
     CostView *m_costView = nullptr;
     GovernanceController *m_governance = nullptr;
+    FirstRunBanner *m_firstRun = nullptr;
+    BrokerLauncher *m_launcher = nullptr;
+    QString m_launchSummary;   // what the launcher started, told once the client connects
 
     QLabel *m_connectionLabel = nullptr;
     QLabel *m_principalLabel = nullptr;   // "ada · admin" from WhoAmI
