@@ -2,11 +2,13 @@
 // down in order (stop accepting, drain, join, commit, checkpoint).
 
 #include "broker/server/broker.h"
+#include "broker/server/config_check.h"
 #include "common/log.h"
 #include "common/paths.h"
 
 #include <CLI/CLI.hpp>
 
+#include <algorithm>
 #include <csignal>
 #include <cstdio>
 #include <pthread.h>
@@ -15,6 +17,19 @@ namespace {
 
 constexpr int kExitRuntimeError = 1;
 constexpr int kExitConfigError = 3;
+
+// One line per problem, each line of a message that has several.
+void printProblems(const paddock::ConfigProblems &problems)
+{
+    for (const auto &problem : problems.all()) {
+        size_t start = 0;
+        while (start <= problem.message.size()) {
+            const size_t end = std::min(problem.message.find('\n', start), problem.message.size());
+            std::fprintf(stderr, "paddockd: %s\n", problem.message.substr(start, end - start).c_str());
+            start = end + 1;
+        }
+    }
+}
 
 } // namespace
 
@@ -32,6 +47,8 @@ int main(int argc, char **argv)
     bool allowLocal = false;
     int workers = 0;
     std::string logLevel;
+    bool checkConfig = false;
+    app.set_version_flag("--version", std::string("paddockd ") + PADDOCK_VERSION);
     app.add_option("--config", configFile,
                    "Config file (TOML). Default: $XDG_CONFIG_HOME/paddock/broker.toml if it exists, otherwise the "
                    "embedded default (one local pool on 127.0.0.1:7701, local execution allowed)");
@@ -44,21 +61,27 @@ int main(int argc, char **argv)
     app.add_option("--workers", workers, "Step workers")->check(CLI::Range(1, 256));
     app.add_option("--log-level", logLevel, "trace, debug, info, warn or error")
         ->check(CLI::IsMember({"trace", "debug", "info", "warn", "error"}));
-    app.footer("Exit codes: 0 stopped cleanly, 1 runtime error, 2 usage error, 3 configuration error.\n"
-               "Configuration keys: docs/broker.md.");
+    app.add_flag("--check-config", checkConfig,
+                 "Load the config as a start would (file or embedded default, flags applied), check it without "
+                 "starting (keys, values, pools, TLS and token files, principals, policy file, playbook dir), print "
+                 "each problem with file:line and the fix, or \"config OK\" and a summary; exit 0 or 3");
+    app.footer("Exit codes: 0 stopped cleanly (or --check-config found no problem), 1 runtime error, 2 usage error, "
+               "3 configuration error.\nConfiguration keys: docs/configuration.md.");
     CLI11_PARSE(app, argc, argv);
 
+    ConfigProblems problems;
     server::BrokerConfig config = server::defaultBrokerConfig();
     std::filesystem::path file = configFile;
     if (file.empty() && std::filesystem::exists(defaultConfigDir() / "broker.toml"))
         file = defaultConfigDir() / "broker.toml";
     if (!file.empty()) {
-        auto loaded = server::loadBrokerConfig(file, config);
-        if (!loaded) {
-            std::fprintf(stderr, "paddockd: %s\n", loaded.error().message.c_str());
+        std::error_code ec;
+        if (!std::filesystem::is_regular_file(file, ec)) {
+            std::fprintf(stderr, "paddockd: config file %s does not exist or is not a file: pass an existing file to "
+                                 "--config, or leave --config out for the embedded default\n", file.c_str());
             return kExitConfigError;
         }
-        config = std::move(*loaded);
+        config = server::loadBrokerConfig(file, config, problems);
     }
     if (!dataDir.empty())
         config.dataDir = dataDir;
@@ -76,12 +99,27 @@ int main(int argc, char **argv)
         config.pools.clear();
         for (const auto &flag : poolFlags) {
             auto pool = server::parsePoolFlag(flag);
-            if (!pool) {
-                std::fprintf(stderr, "paddockd: %s\n", pool.error().message.c_str());
-                return kExitConfigError;
-            }
-            config.pools.push_back(*pool);
+            if (!pool)
+                problems.add(pool.error());
+            else
+                config.pools.push_back(*pool);
         }
+    }
+    if (checkConfig) {
+        const std::string summary = server::checkBrokerConfig(config, problems);
+        if (!problems.empty()) {
+            printProblems(problems);
+            std::fprintf(stderr, "paddockd: %zu configuration problem%s in %s\n", problems.size(),
+                         problems.size() == 1 ? "" : "s",
+                         file.empty() ? "the embedded default" : file.c_str());
+            return kExitConfigError;
+        }
+        std::printf("config OK: %s\n", summary.c_str());
+        return 0;
+    }
+    if (!problems.empty()) {
+        printProblems(problems);
+        return kExitConfigError;
     }
     setupLogging("paddockd", config.logLevel);
 

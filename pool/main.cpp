@@ -2,6 +2,7 @@
 
 #include "common/log.h"
 #include "common/paths.h"
+#include "pool/core/pool_check.h"
 #include "pool/core/pool_config.h"
 #include "pool/core/sandbox_pool.h"
 #include "pool/server/pool_auth.h"
@@ -12,6 +13,7 @@
 #include <grpcpp/grpcpp.h>
 #include <grpcpp/health_check_service_interface.h>
 
+#include <algorithm>
 #include <chrono>
 #include <csignal>
 #include <cstdio>
@@ -25,6 +27,22 @@ volatile std::sig_atomic_t g_stop = 0;
 
 void onSignal(int) { g_stop = 1; }
 
+constexpr int kExitConfigError = 2;     // a bad config file at start
+constexpr int kExitCheckProblems = 3;   // --check-config found problems (as paddockd --check-config)
+
+// One line per problem, each line of a message that has several.
+void printProblems(const paddock::ConfigProblems &problems)
+{
+    for (const auto &problem : problems.all()) {
+        size_t start = 0;
+        while (start <= problem.message.size()) {
+            const size_t end = std::min(problem.message.find('\n', start), problem.message.size());
+            std::fprintf(stderr, "paddock-pool: %s\n", problem.message.substr(start, end - start).c_str());
+            start = end + 1;
+        }
+    }
+}
+
 } // namespace
 
 int main(int argc, char **argv)
@@ -33,7 +51,9 @@ int main(int argc, char **argv)
     CLI::App app{"paddock-pool: the Paddock pool agent (warm sandboxes, served over gRPC)"};
     std::string configFile, listen, stateDir, logLevel, initPath;
     int warm = -1;
+    bool checkConfig = false;
     pool::PoolTlsOptions tlsOptions;
+    app.set_version_flag("--version", std::string("paddock-pool ") + PADDOCK_VERSION);
     app.add_option("--config", configFile, "TOML config (default: $XDG_CONFIG_HOME/paddock/pool.toml)");
     app.add_option("--listen", listen, "address to serve on (default 127.0.0.1:7701)");
     app.add_option("--state-dir", stateDir, "where sandbox workspaces live (default $XDG_DATA_HOME/paddock/pool)");
@@ -50,19 +70,22 @@ int main(int argc, char **argv)
     app.add_option("--token-file", tlsOptions.tokenFile,
                    "require 'authorization: Bearer <token>' on every call, the token being this file's one line "
                    "(needs TLS)")->check(CLI::ExistingFile);
+    app.add_flag("--check-config", checkConfig,
+                 "Load the config as a start would (flags applied), check it without starting (keys, values, "
+                 "tiers, runtimes on PATH, the sandbox init, directories, listen address, TLS files), print each "
+                 "problem with file:line and the fix, or \"config OK\" and a summary; exit 0 or 3");
+    app.footer("Exit codes: 0 stopped cleanly (or --check-config found no problem), 1 cannot start, 2 bad config "
+               "file, 3 --check-config found problems.\nConfiguration keys: docs/configuration.md.");
     CLI11_PARSE(app, argc, argv);
-    // Before any thread: a private mount namespace, so the workspace filesystem that holds the
-    // tiers' disk limits leaves no mount behind on the host when the pool dies (workspace_fs.h).
-    const std::string mountNamespace = pool::WorkspaceFs::enterPrivateMountNamespace();
 
     const bool explicitConfig = !configFile.empty();
     const auto file = explicitConfig ? std::filesystem::path(configFile) : defaultConfigDir() / "pool.toml";
-    auto loaded = pool::loadPoolConfig(file, explicitConfig);
-    if (!loaded) {
-        std::fprintf(stderr, "paddock-pool: %s\n", loaded.error().message.c_str());
-        return 2;
+    ConfigProblems problems;
+    pool::PoolConfig config = pool::loadPoolConfig(file, explicitConfig, problems);
+    if (!problems.empty() && !checkConfig) {
+        printProblems(problems);
+        return kExitConfigError;
     }
-    pool::PoolConfig config = std::move(*loaded);
     if (!listen.empty())
         config.listen = listen;
     if (!stateDir.empty())
@@ -78,6 +101,24 @@ int main(int argc, char **argv)
             lite->maxCount = std::max(lite->maxCount, warm);
         }
     }
+    if (checkConfig) {
+        if (auto problem = pool::checkListenAddress(listen); !listen.empty() && !problem.empty())
+            problems.add(ErrorCode::InvalidArgument, "--listen: " + problem);
+        const std::string summary = pool::checkPoolConfig(config, problems);
+        if (auto credentials = pool::makePoolServerCredentials(tlsOptions); !credentials)
+            problems.add(credentials.error());
+        if (!problems.empty()) {
+            printProblems(problems);
+            std::fprintf(stderr, "paddock-pool: %zu configuration problem%s in %s\n", problems.size(),
+                         problems.size() == 1 ? "" : "s", file.c_str());
+            return kExitCheckProblems;
+        }
+        std::printf("config OK: %s\n", summary.c_str());
+        return 0;
+    }
+    // Before any thread: a private mount namespace, so the workspace filesystem that holds the
+    // tiers' disk limits leaves no mount behind on the host when the pool dies (workspace_fs.h).
+    const std::string mountNamespace = pool::WorkspaceFs::enterPrivateMountNamespace();
     setupLogging("paddock-pool", config.logLevel);
     if (!mountNamespace.empty())
         spdlog::info("no private mount namespace ({}): the workspace filesystem is mounted in the host's", mountNamespace);
@@ -85,7 +126,7 @@ int main(int argc, char **argv)
     auto credentials = pool::makePoolServerCredentials(tlsOptions);
     if (!credentials) {
         std::fprintf(stderr, "paddock-pool: %s\n", credentials.error().message.c_str());
-        return 2;
+        return kExitConfigError;
     }
 
     auto created = pool::SandboxPool::create(config);

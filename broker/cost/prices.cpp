@@ -40,33 +40,47 @@ PriceTable defaultPriceTable()
     return table;
 }
 
-Result<PriceTable> parsePrices(const toml::table &prices, const std::filesystem::path &file, PriceTable table)
+const std::vector<ConfigSection> &priceSections()
 {
-    auto number = [&](const toml::node &node, const std::string &key) -> Result<double> {
+    static const std::vector<ConfigSection> sections = {
+        {"broker.toml", "[prices]", {"storage_per_gib_month", "models"}},
+        {"broker.toml", "[prices.models.NAME]", {"input_per_million", "output_per_million", "cached_per_million"}},
+    };
+    return sections;
+}
+
+PriceTable parsePrices(const toml::table &prices, const std::filesystem::path &file, PriceTable table,
+                       ConfigProblems &problems)
+{
+    const auto &top = priceSections()[0];
+    const auto &modelKeys = priceSections()[1];
+    auto number = [&](const toml::node &node, const std::string &key, double &into) {
         auto value = node.value<double>();
         if (!value || *value < 0 || !std::isfinite(*value))
-            return fail(ErrorCode::InvalidArgument, where(file, node) + ": prices." + key
-                            + " must be a number of US dollars, 0 or more");
-        return *value;
+            problems.add(ErrorCode::InvalidArgument, where(file, node) + ": prices." + key
+                             + " must be a number of US dollars, 0 or more");
+        else
+            into = *value;
     };
     for (const auto &[key, node] : prices) {
         const std::string name(key.str());
-        if (name == "storage_per_gib_month") {
-            auto value = number(node, name);
-            if (!value)
-                return std::unexpected(value.error());
-            table.storagePerGibMonth = *value;
-        } else if (name == "models") {
-            const auto *models = node.as_table();
-            if (!models)
-                return fail(ErrorCode::InvalidArgument, where(file, node)
-                                + ": prices.models must be a table of [prices.models.NAME] tables");
+        if (!top.accepts(name)) {
+            problems.add(ErrorCode::InvalidArgument, where(file, node) + ": unknown key '" + name
+                             + "' in [prices]; use storage_per_gib_month and [prices.models.NAME]");
+        } else if (name == "storage_per_gib_month") {
+            number(node, name, table.storagePerGibMonth);
+        } else if (const auto *models = node.as_table(); !models) {
+            problems.add(ErrorCode::InvalidArgument, where(file, node)
+                             + ": prices.models must be a table of [prices.models.NAME] tables");
+        } else {
             for (const auto &[modelKey, modelNode] : *models) {
                 const std::string model(modelKey.str());
                 const auto *entry = modelNode.as_table();
-                if (!entry)
-                    return fail(ErrorCode::InvalidArgument, where(file, modelNode) + ": prices.models." + model
-                                    + " must be a table with input_per_million, output_per_million, cached_per_million");
+                if (!entry) {
+                    problems.add(ErrorCode::InvalidArgument, where(file, modelNode) + ": prices.models." + model
+                                     + " must be a table with " + modelKeys.keyList());
+                    continue;
+                }
                 ModelPrice price = table.models.count(model) ? table.models[model] : ModelPrice{};
                 for (const auto &[fieldKey, fieldNode] : *entry) {
                     const std::string field(fieldKey.str());
@@ -74,23 +88,27 @@ Result<PriceTable> parsePrices(const toml::table &prices, const std::filesystem:
                         : field == "output_per_million"         ? &price.outputPerMillion
                         : field == "cached_per_million"         ? &price.cachedPerMillion
                                                                 : nullptr;
-                    if (!into)
-                        return fail(ErrorCode::InvalidArgument, where(file, fieldNode) + ": unknown key '" + field
-                                        + "' in [prices.models." + model
-                                        + "]; use input_per_million, output_per_million, cached_per_million");
-                    auto value = number(fieldNode, "models." + model + "." + field);
-                    if (!value)
-                        return std::unexpected(value.error());
-                    *into = *value;
+                    if (!into || !modelKeys.accepts(field)) {
+                        problems.add(ErrorCode::InvalidArgument, where(file, fieldNode) + ": unknown key '" + field
+                                         + "' in [prices.models." + model + "]; use " + modelKeys.keyList());
+                        continue;
+                    }
+                    number(fieldNode, "models." + model + "." + field, *into);
                 }
                 table.models[model] = price;
             }
-        } else {
-            return fail(ErrorCode::InvalidArgument, where(file, node) + ": unknown key '" + name
-                            + "' in [prices]; use storage_per_gib_month and [prices.models.NAME]");
         }
     }
     return table;
+}
+
+Result<PriceTable> parsePrices(const toml::table &prices, const std::filesystem::path &file, PriceTable table)
+{
+    ConfigProblems problems;
+    auto parsed = parsePrices(prices, file, std::move(table), problems);
+    if (!problems.empty())
+        return std::unexpected(problems.joined());
+    return parsed;
 }
 
 int64_t modelCostMicros(const ModelPrice &price, int64_t inputTokens, int64_t outputTokens, int64_t cachedTokens)

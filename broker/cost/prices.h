@@ -6,6 +6,7 @@
 //
 // Threads: plain values and pure functions; safe anywhere.
 
+#include "common/config_problems.h"
 #include "common/result.h"
 
 #include <toml++/toml.h>
@@ -14,6 +15,7 @@
 #include <filesystem>
 #include <map>
 #include <string>
+#include <vector>
 
 namespace paddock::cost {
 
@@ -36,8 +38,14 @@ struct PriceTable {
 // The built-in table: scripted 3.00/15.00/0.30, default 2.50/10.00/1.25, storage 0.023.
 PriceTable defaultPriceTable();
 
-// Reads a [prices] table over `base`. Errors name file:line, the key and the fix.
+// Reads a [prices] table over `base`. Errors name file:line, the key and the fix; the first form
+// adds every problem to `problems` and returns what it could read, the second joins them.
+PriceTable parsePrices(const toml::table &prices, const std::filesystem::path &file, PriceTable base,
+                       ConfigProblems &problems);
 Result<PriceTable> parsePrices(const toml::table &prices, const std::filesystem::path &file, PriceTable base);
+
+// The [prices] keys the loader accepts (docs/configuration.md documents each).
+const std::vector<ConfigSection> &priceSections();
 
 // Micro-dollars, rounded to the nearest. inputTokens counts cached ones too (as the OpenAI API
 // reports prompt_tokens); they are billed at the cached price, the rest at the input price.

@@ -4,13 +4,14 @@
 //   "openai"              chat completions as configured in [models.openai]
 //   "openai:<profile>"    a profile table [models.openai.<profile>], inheriting unset keys from
 //                         [models.openai] (e.g. "openai:local" for a llama.cpp server)
-// The config format is documented in docs/playbooks.md.
+// The config format is documented in docs/playbooks.md and docs/configuration.md.
 //
 // Threads: built once at start-up on the main thread, then read-only: find() and names() may be
 // called from any thread; the adapters themselves are thread-safe.
 
 #include "broker/model/model_adapter.h"
 #include "broker/model/openai_model.h"
+#include "common/config_problems.h"
 
 #include <toml++/toml.h>
 
@@ -33,9 +34,15 @@ struct ModelsConfig {
 // defaults supplies what the file does not say (the broker sets playbookDir to the installed or
 // source-tree playbooks); a relative playbook_dir is resolved against baseDir (the config file's
 // directory). "openai" is always registered, with built-in defaults unless configured.
-// Errors: InvalidArgument naming sourceName, the key and the fix.
+// Errors: InvalidArgument naming sourceName, the key and the fix. The first form adds every
+// problem to `problems` and returns what it could read; the second joins them.
+ModelsConfig parseModelsConfig(const toml::table &models, std::string_view sourceName,
+                               const std::filesystem::path &baseDir, ModelsConfig defaults, ConfigProblems &problems);
 Result<ModelsConfig> parseModelsConfig(const toml::table &models, std::string_view sourceName,
                                        const std::filesystem::path &baseDir, ModelsConfig defaults = {});
+
+// The [models] keys the loader accepts (docs/configuration.md documents each).
+const std::vector<ConfigSection> &modelSections();
 
 class ModelRegistry {
 public:

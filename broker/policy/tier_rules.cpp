@@ -84,31 +84,40 @@ const TierRule *TierPolicy::match(const SessionFacts &facts) const
     return nullptr;
 }
 
-Result<TierPolicy> parseTierPolicy(const PolicyFile &policy)
+TierPolicy parseTierPolicy(const PolicyFile &policy, ConfigProblems &problems)
 {
+    const auto &decisionKeys = policySections()[2];
+    const auto &ruleKeys = policySections()[1];
     TierPolicy out;
+    auto problem = [&](const toml::node &node, const std::string &message) {
+        problems.add(ErrorCode::InvalidArgument, where(policy, node) + ": " + message);
+    };
     if (const auto *decisions = policy.table.get("decisions")) {
         const auto *table = decisions->as_table();
         if (!table)
-            return fail(ErrorCode::InvalidArgument, where(policy, *decisions) + ": [decisions] must be a table");
-        for (const auto &[key, node] : *table) {
-            if (key.str() != "expected_duration_minutes")
-                return fail(ErrorCode::InvalidArgument, where(policy, node) + ": unknown key '" + std::string(key.str())
-                                + "' in [decisions]; the key is expected_duration_minutes");
+            problem(*decisions, "[decisions] must be a table");
+        static const toml::table kNone;   // iterated in place: a copy of a node loses its source lines
+        for (const auto &[key, node] : table ? *table : kNone) {
+            if (!decisionKeys.accepts(key.str())) {
+                problem(node, "unknown key '" + std::string(key.str()) + "' in [decisions]; the key is "
+                            + decisionKeys.keyList());
+                continue;
+            }
             const auto minutes = node.value<double>();
             if (!minutes || *minutes <= 0)
-                return fail(ErrorCode::InvalidArgument, where(policy, node) + ": expected_duration_minutes must be a "
-                                "positive number, e.g. expected_duration_minutes = 15");
-            out.expectedDurationMs = static_cast<int64_t>(*minutes * 60000);
+                problem(node, "expected_duration_minutes must be a positive number, e.g. expected_duration_minutes = 15");
+            else
+                out.expectedDurationMs = static_cast<int64_t>(*minutes * 60000);
         }
     }
     const auto *rules = policy.table.get("tier_rule");
     if (!rules)
         return out;
     const auto *array = rules->as_array();
-    if (!array || !array->is_array_of_tables())
-        return fail(ErrorCode::InvalidArgument, where(policy, *rules) + ": tier_rule must be an array of tables: "
-                        "write each rule as [[tier_rule]]");
+    if (!array || !array->is_array_of_tables()) {
+        problem(*rules, "tier_rule must be an array of tables: write each rule as [[tier_rule]]");
+        return out;
+    }
     int index = 0;
     for (const auto &node : *array) {
         ++index;
@@ -116,11 +125,10 @@ Result<TierPolicy> parseTierPolicy(const PolicyFile &policy)
         TierRule rule;
         rule.line = static_cast<int>(node.source().begin.line);
         rule.name = "rule " + std::to_string(index);
-        auto strings = [&](const toml::node &value, const std::string &key,
-                           std::vector<std::string> &outList) -> Status {
+        auto strings = [&](const toml::node &value, const std::string &key, std::vector<std::string> &outList) {
             if (const auto *single = value.as_string()) {
                 outList.push_back(single->get());
-                return {};
+                return;
             }
             const auto *items = value.as_array();
             if (items) {
@@ -129,37 +137,48 @@ Result<TierPolicy> parseTierPolicy(const PolicyFile &policy)
                         items = nullptr;
                 }
             }
-            if (!items)
-                return fail(ErrorCode::InvalidArgument, where(policy, value) + ": " + key
-                                + " must be a list of strings, e.g. " + key + " = [\"build\"]");
-            for (const auto &item : *value.as_array())
+            if (!items) {
+                problem(value, key + " must be a list of strings, e.g. " + key + " = [\"build\"]");
+                return;
+            }
+            for (const auto &item : *items)
                 outList.push_back(item.as_string()->get());
-            return {};
         };
         for (const auto &[key, value] : table) {
             const std::string k(key.str());
+            if (!ruleKeys.accepts(k)) {
+                problem(value, "unknown key '" + k + "' in [[tier_rule]]; a rule has " + ruleKeys.keyList());
+                continue;
+            }
             if (k == "tags" || k == "goal_words") {
-                if (auto status = strings(value, k, k == "tags" ? rule.tags : rule.goalWords); !status)
-                    return std::unexpected(status.error());
+                strings(value, k, k == "tags" ? rule.tags : rule.goalWords);
                 continue;
             }
             std::string *target = k == "name" ? &rule.name : k == "agent" ? &rule.agent : k == "playbook" ? &rule.playbook
-                : k == "tier" ? &rule.tier : k == "max_tier_without_review" ? &rule.maxTierWithoutReview : nullptr;
-            if (!target)
-                return fail(ErrorCode::InvalidArgument, where(policy, value) + ": unknown key '" + k + "' in [[tier_rule]]; "
-                                "a rule has name, agent, tags, goal_words, playbook, tier, max_tier_without_review");
+                : k == "tier" ? &rule.tier : &rule.maxTierWithoutReview;
             if (!value.is_string())
-                return fail(ErrorCode::InvalidArgument, where(policy, value) + ": " + k + " must be a string");
-            *target = value.as_string()->get();
+                problem(value, k + " must be a string");
+            else
+                *target = value.as_string()->get();
         }
-        if (rule.tier.empty())
-            return fail(ErrorCode::InvalidArgument, where(policy, node) + ": [[tier_rule]] '" + rule.name
-                            + "' gives no tier: add tier = \"lite\" (a tier the pools offer)");
+        if (rule.tier.empty()) {
+            problem(node, "[[tier_rule]] '" + rule.name + "' gives no tier: add tier = \"lite\" (a tier the pools offer)");
+            continue;
+        }
         if (rule.maxTierWithoutReview.empty())
             rule.maxTierWithoutReview = rule.tier;
         out.rules.push_back(std::move(rule));
     }
     return out;
+}
+
+Result<TierPolicy> parseTierPolicy(const PolicyFile &policy)
+{
+    ConfigProblems problems;
+    auto parsed = parseTierPolicy(policy, problems);
+    if (!problems.empty())
+        return std::unexpected(problems.joined());
+    return parsed;
 }
 
 } // namespace paddock::policy

@@ -43,6 +43,9 @@ struct TierPolicy {
 };
 
 // Reads [[tier_rule]] and [decisions] from the policy. Errors name file:line, the key and the fix.
+// The first form adds every problem to `problems` (a rule with problems is left out); the second
+// joins them.
+TierPolicy parseTierPolicy(const PolicyFile &policy, ConfigProblems &problems);
 Result<TierPolicy> parseTierPolicy(const PolicyFile &policy);
 
 } // namespace paddock::policy

@@ -1,6 +1,6 @@
 #pragma once
 // The [review] table of the policy file: when a change needs a human, how risky each kind is, and
-// how long an item waits before it expires. docs/governance.md ("Review queue") lists the keys.
+// how long an item waits before it expires. docs/governance.md ("Review queue") explains them, docs/configuration.md lists them.
 //
 // Threads: a plain value, read-only once loaded.
 
@@ -9,6 +9,7 @@
 #include <cstdint>
 #include <map>
 #include <string>
+#include <vector>
 
 namespace paddock::review {
 
@@ -37,7 +38,12 @@ struct ReviewPolicy {
     std::string riskOf(const std::string &kind, int targets) const;
 };
 
-// Reads [review] (absent: the defaults above). Errors name file:line, the key and the fix.
+// Reads [review] (absent: the defaults above). Errors name file:line, the key and the fix. The
+// first form adds every problem to `problems`; the second joins them.
+ReviewPolicy parseReviewPolicy(const policy::PolicyFile &policy, ConfigProblems &problems);
 Result<ReviewPolicy> parseReviewPolicy(const policy::PolicyFile &policy);
+
+// The [review] keys the loader accepts (docs/configuration.md documents each).
+const std::vector<ConfigSection> &reviewPolicySections();
 
 } // namespace paddock::review

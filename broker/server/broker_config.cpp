@@ -39,59 +39,76 @@ std::string where(const std::filesystem::path &file, const toml::node &node)
     return file.string() + ":" + std::to_string(node.source().begin.line);
 }
 
+const ConfigSection &topSection() { return brokerConfigSections()[0]; }
+const ConfigSection &poolSection() { return brokerConfigSections()[1]; }
+const ConfigSection &principalSection() { return brokerConfigSections()[2]; }
+
 // [[principal]] name, role, unix_users = ["alice"], uids = [1001].
-Result<std::vector<auth::PrincipalConfig>> parsePrincipals(const std::filesystem::path &file, const toml::table &table)
+std::vector<auth::PrincipalConfig> parsePrincipals(const std::filesystem::path &file, const toml::table &table,
+                                                   ConfigProblems &problems)
 {
     std::vector<auth::PrincipalConfig> out;
+    auto problem = [&](const toml::node &node, const std::string &message) {
+        problems.add(ErrorCode::InvalidArgument, where(file, node) + ": " + message);
+    };
     auto node = table.get("principal");
     if (!node)
         return out;
     auto *entries = node->as_array();
-    if (!entries)
-        return fail(ErrorCode::InvalidArgument, where(file, *node) + ": principal must be an array of tables: [[principal]]");
+    if (!entries) {
+        problem(*node, "principal must be an array of tables: [[principal]]");
+        return out;
+    }
     for (const auto &entry : *entries) {
         auto *principal = entry.as_table();
         auto name = principal ? principal->get_as<std::string>("name") : nullptr;
         auto role = principal ? principal->get_as<std::string>("role") : nullptr;
-        if (!name || !role || name->get().empty())
-            return fail(ErrorCode::InvalidArgument, where(file, entry)
-                            + ": each [[principal]] needs name = \"...\" and role = \"viewer|engineer|approver|operator|admin\"");
+        if (!name || !role || name->get().empty()) {
+            problem(entry, "each [[principal]] needs name = \"...\" and role = \"viewer|engineer|approver|operator|admin\"");
+            continue;
+        }
         auth::PrincipalConfig config;
         config.name = name->get();
         config.where = where(file, entry);
         auto parsedRole = auth::parseRole(role->get());
         if (!parsedRole)
-            return fail(ErrorCode::InvalidArgument, where(file, *role) + ": principal '" + config.name + "' has role '"
-                            + role->get() + "'; a role is one of " + std::string(auth::roleNames()));
-        config.role = *parsedRole;
+            problem(*role, "principal '" + config.name + "' has role '" + role->get() + "'; a role is one of "
+                               + std::string(auth::roleNames()));
+        else
+            config.role = *parsedRole;
         for (const auto &[key, value] : *principal) {
             const std::string k(key.str());
+            if (!principalSection().accepts(k)) {
+                problem(value, "unknown key '" + k + "' in [[principal]] '" + config.name + "'; a principal takes "
+                                   + principalSection().keyList());
+                continue;
+            }
             if (k == "name" || k == "role")
                 continue;
             auto *list = value.as_array();
-            if (k != "unix_users" && k != "uids")
-                return fail(ErrorCode::InvalidArgument, where(file, value) + ": unknown key '" + k + "' in [[principal]] '"
-                                + config.name + "'; a principal takes name, role, unix_users and uids");
-            if (!list)
-                return fail(ErrorCode::InvalidArgument, where(file, value) + ": " + k + " in [[principal]] '" + config.name
-                                + "' must be a list, e.g. " + (k == "uids" ? "uids = [1001]" : "unix_users = [\"alice\"]"));
+            if (!list) {
+                problem(value, k + " in [[principal]] '" + config.name + "' must be a list, e.g. "
+                                   + (k == "uids" ? "uids = [1001]" : "unix_users = [\"alice\"]"));
+                continue;
+            }
             for (const auto &item : *list) {
                 if (k == "unix_users") {
                     auto user = item.value<std::string>();
                     if (!user || user->empty())
-                        return fail(ErrorCode::InvalidArgument, where(file, item) + ": unix_users of '" + config.name
-                                        + "' must hold user names (strings)");
-                    config.unixUsers.push_back(*user);
+                        problem(item, "unix_users of '" + config.name + "' must hold user names (strings)");
+                    else
+                        config.unixUsers.push_back(*user);
                 } else {
                     auto uid = item.value<int64_t>();
                     if (!uid || *uid < 0 || *uid > 0xfffffffe)
-                        return fail(ErrorCode::InvalidArgument, where(file, item) + ": uids of '" + config.name
-                                        + "' must hold numeric uids (0 and up)");
-                    config.uids.push_back(static_cast<uid_t>(*uid));
+                        problem(item, "uids of '" + config.name + "' must hold numeric uids (0 and up)");
+                    else
+                        config.uids.push_back(static_cast<uid_t>(*uid));
                 }
             }
         }
-        out.push_back(std::move(config));
+        if (parsedRole)
+            out.push_back(std::move(config));
     }
     return out;
 }
@@ -109,113 +126,147 @@ BrokerConfig defaultBrokerConfig()
     return config;
 }
 
-Result<BrokerConfig> loadBrokerConfig(const std::filesystem::path &file, BrokerConfig config)
+const std::vector<ConfigSection> &brokerConfigSections()
+{
+    static const std::vector<ConfigSection> sections = [] {
+        std::vector<ConfigSection> out = {
+            {"broker.toml", "",
+             {"data_dir", "socket", "workers", "lease_ms", "default_tier", "allow_local_execution", "log_level",
+              "pool_health_interval_ms", "pool_lost_after_ms", "debug_shell_idle_timeout_ms",
+              "sandbox_idle_release_ms", "listen_tcp", "tls_cert", "tls_key", "policy_file", "pool", "principal",
+              "models", "prices"}},
+            {"broker.toml", "[[pool]]", {"name", "endpoint", "tls_ca", "tls_cert", "tls_key", "tls_server_name", "token_file"}},
+            {"broker.toml", "[[principal]]", {"name", "role", "unix_users", "uids"}},
+        };
+        for (const auto &section : model::modelSections())
+            out.push_back(section);
+        for (const auto &section : cost::priceSections())
+            out.push_back(section);
+        return out;
+    }();
+    return sections;
+}
+
+bool isLogLevel(const std::string &level)
+{
+    return level == "trace" || level == "debug" || level == "info" || level == "warn" || level == "error";
+}
+
+BrokerConfig loadBrokerConfig(const std::filesystem::path &file, BrokerConfig config, ConfigProblems &problems)
 {
     toml::table table;
     try {
         table = toml::parse_file(file.string());
     } catch (const toml::parse_error &e) {
-        return fail(ErrorCode::InvalidArgument, file.string() + ":" + std::to_string(e.source().begin.line) + ": "
-                        + std::string(e.description()) + ": fix the TOML syntax there");
+        problems.add(ErrorCode::InvalidArgument, file.string() + ":" + std::to_string(e.source().begin.line) + ": "
+                         + std::string(e.description()) + ": fix the TOML syntax there");
+        return config;
     }
     config.configFile = file;
     // A config file describes the deployment: local execution must be asked for explicitly.
     config.allowLocalExecution = false;
     config.pools.clear();
+    auto problem = [&](const toml::node &node, const std::string &message) {
+        problems.add(ErrorCode::InvalidArgument, where(file, node) + ": " + message);
+    };
 
-    static const std::vector<std::string> known = {"data_dir", "socket", "workers", "lease_ms", "default_tier",
-                                                   "allow_local_execution", "log_level", "pool", "models",
-                                                   "pool_health_interval_ms", "pool_lost_after_ms",
-                                                   "debug_shell_idle_timeout_ms", "sandbox_idle_release_ms",
-                                                   "principal", "listen_tcp", "tls_cert", "tls_key",
-                                                   "policy_file", "prices"};
     for (const auto &[key, node] : table) {
-        if (std::find(known.begin(), known.end(), std::string(key.str())) == known.end())
-            return fail(ErrorCode::InvalidArgument, where(file, node) + ": unknown key '" + std::string(key.str())
-                            + "'; docs/broker.md lists the keys");
+        if (!topSection().accepts(key.str()))
+            problem(node, "unknown key '" + std::string(key.str()) + "'; docs/configuration.md lists the keys");
     }
 
-    auto stringKey = [&](const char *key, auto apply) -> Status {
+    auto stringKey = [&](const char *key, auto apply) {
         if (auto node = table.get(key)) {
             auto value = node->value<std::string>();
             if (!value)
-                return fail(ErrorCode::InvalidArgument, where(file, *node) + ": " + key + " must be a string");
-            apply(*value);
+                problem(*node, std::string(key) + " must be a string");
+            else
+                apply(*value, *node);
         }
-        return {};
     };
-    auto intKey = [&](const char *key, int64_t min, auto apply) -> Status {
+    auto intKey = [&](const char *key, int64_t min, auto apply) {
         if (auto node = table.get(key)) {
             auto value = node->value<int64_t>();
             if (!value || *value < min)
-                return fail(ErrorCode::InvalidArgument, where(file, *node) + ": " + key + " must be an integer >= "
-                                + std::to_string(min));
-            apply(*value);
+                problem(*node, std::string(key) + " must be an integer >= " + std::to_string(min));
+            else
+                apply(*value);
         }
-        return {};
     };
     const auto baseDir = file.parent_path();
     auto resolve = [&](const std::string &path) { return std::filesystem::path(path).is_absolute() ? std::filesystem::path(path) : baseDir / path; };
 
-    if (auto s = stringKey("data_dir", [&](const std::string &v) { config.dataDir = resolve(v); }); !s) return std::unexpected(s.error());
-    if (auto s = stringKey("socket", [&](const std::string &v) { config.socketPath = resolve(v); }); !s) return std::unexpected(s.error());
-    if (auto s = stringKey("default_tier", [&](const std::string &v) { config.defaultTier = v; }); !s) return std::unexpected(s.error());
-    if (auto s = stringKey("log_level", [&](const std::string &v) { config.logLevel = v; }); !s) return std::unexpected(s.error());
-    if (auto s = stringKey("listen_tcp", [&](const std::string &v) { config.listenTcp = v; }); !s) return std::unexpected(s.error());
-    if (auto s = stringKey("tls_cert", [&](const std::string &v) { config.tlsCert = resolve(v); }); !s) return std::unexpected(s.error());
-    if (auto s = stringKey("tls_key", [&](const std::string &v) { config.tlsKey = resolve(v); }); !s) return std::unexpected(s.error());
-    if (auto principals = parsePrincipals(file, table); !principals)
-        return std::unexpected(principals.error());
-    else
-        config.principals = std::move(*principals);
-    if (auto s = stringKey("policy_file", [&](const std::string &v) { config.policyFile = resolve(v); }); !s) return std::unexpected(s.error());
+    stringKey("data_dir", [&](const std::string &v, const toml::node &) { config.dataDir = resolve(v); });
+    stringKey("socket", [&](const std::string &v, const toml::node &) { config.socketPath = resolve(v); });
+    stringKey("default_tier", [&](const std::string &v, const toml::node &node) {
+        if (v.empty())
+            problem(node, "default_tier must name a tier the pools offer, e.g. default_tier = \"lite\"");
+        else
+            config.defaultTier = v;
+    });
+    stringKey("log_level", [&](const std::string &v, const toml::node &node) {
+        if (!isLogLevel(v))
+            problem(node, "log_level \"" + v + "\" is not a level: use trace, debug, info, warn or error");
+        else
+            config.logLevel = v;
+    });
+    stringKey("listen_tcp", [&](const std::string &v, const toml::node &) { config.listenTcp = v; });
+    stringKey("tls_cert", [&](const std::string &v, const toml::node &) { config.tlsCert = resolve(v); });
+    stringKey("tls_key", [&](const std::string &v, const toml::node &) { config.tlsKey = resolve(v); });
+    config.principals = parsePrincipals(file, table, problems);
+    stringKey("policy_file", [&](const std::string &v, const toml::node &node) {
+        config.policyFile = resolve(v);
+        config.policyFileWhere = where(file, node);
+    });
     if (auto *node = table.get("prices")) {
-        const auto *prices = node->as_table();
-        if (!prices)
-            return fail(ErrorCode::InvalidArgument, where(file, *node) + ": prices must be a table: [prices]");
-        auto parsed = cost::parsePrices(*prices, file, config.prices);
-        if (!parsed)
-            return std::unexpected(parsed.error());
-        config.prices = std::move(*parsed);
+        if (const auto *prices = node->as_table())
+            config.prices = cost::parsePrices(*prices, file, config.prices, problems);
+        else
+            problem(*node, "prices must be a table: [prices]");
     }
-    if (auto s = intKey("workers", 1, [&](int64_t v) { config.workers = static_cast<int>(v); }); !s) return std::unexpected(s.error());
-    if (auto s = intKey("lease_ms", 1000, [&](int64_t v) { config.leaseMs = v; }); !s) return std::unexpected(s.error());
-    if (auto s = intKey("pool_health_interval_ms", 100, [&](int64_t v) { config.poolHealthIntervalMs = v; }); !s) return std::unexpected(s.error());
-    if (auto s = intKey("pool_lost_after_ms", 500, [&](int64_t v) { config.poolLostAfterMs = v; }); !s) return std::unexpected(s.error());
-    if (auto s = intKey("debug_shell_idle_timeout_ms", 1000, [&](int64_t v) { config.debugShellIdleTimeoutMs = v; }); !s) return std::unexpected(s.error());
-    if (auto s = intKey("sandbox_idle_release_ms", 0, [&](int64_t v) { config.sandboxIdleReleaseMs = v; }); !s) return std::unexpected(s.error());
+    intKey("workers", 1, [&](int64_t v) { config.workers = static_cast<int>(v); });
+    intKey("lease_ms", 1000, [&](int64_t v) { config.leaseMs = v; });
+    intKey("pool_health_interval_ms", 100, [&](int64_t v) { config.poolHealthIntervalMs = v; });
+    intKey("pool_lost_after_ms", 500, [&](int64_t v) { config.poolLostAfterMs = v; });
+    intKey("debug_shell_idle_timeout_ms", 1000, [&](int64_t v) { config.debugShellIdleTimeoutMs = v; });
+    intKey("sandbox_idle_release_ms", 0, [&](int64_t v) { config.sandboxIdleReleaseMs = v; });
     if (auto node = table.get("allow_local_execution")) {
         auto value = node->value<bool>();
         if (!value)
-            return fail(ErrorCode::InvalidArgument, where(file, *node) + ": allow_local_execution must be true or false");
-        config.allowLocalExecution = *value;
+            problem(*node, "allow_local_execution must be true or false");
+        else
+            config.allowLocalExecution = *value;
     }
     if (auto node = table.get("pool")) {
         auto *pools = node->as_array();
         if (!pools)
-            return fail(ErrorCode::InvalidArgument, where(file, *node) + ": pool must be an array of tables: [[pool]]");
-        static const std::vector<std::string> poolKeys = {"name", "endpoint", "tls_ca", "tls_cert", "tls_key",
-                                                          "tls_server_name", "token_file"};
-        for (const auto &entry : *pools) {
+            problem(*node, "pool must be an array of tables: [[pool]]");
+        // Iterated in place: a copy of a toml node loses the source lines the messages quote.
+        static const toml::array kNone;
+        for (const auto &entry : pools ? *pools : kNone) {
             auto *pool = entry.as_table();
             auto name = pool ? pool->get_as<std::string>("name") : nullptr;
             auto endpoint = pool ? pool->get_as<std::string>("endpoint") : nullptr;
-            if (!name || !endpoint)
-                return fail(ErrorCode::InvalidArgument, where(file, entry)
-                                + ": each [[pool]] needs name = \"...\" and endpoint = \"host:port\"");
+            if (!name || !endpoint || name->get().empty() || endpoint->get().empty()) {
+                problem(entry, "each [[pool]] needs name = \"...\" and endpoint = \"host:port\"");
+                continue;
+            }
             PoolEndpoint out{name->get(), endpoint->get()};
+            out.where = where(file, entry);
             for (const auto &[key, value] : *pool) {
                 const std::string k(key.str());
-                if (std::find(poolKeys.begin(), poolKeys.end(), k) == poolKeys.end())
-                    return fail(ErrorCode::InvalidArgument, where(file, value) + ": unknown key '" + k + "' in [[pool]] '"
-                                    + out.name + "'; a pool takes name, endpoint, tls_ca, tls_cert, tls_key, "
-                                    "tls_server_name and token_file");
+                if (!poolSection().accepts(k)) {
+                    problem(value, "unknown key '" + k + "' in [[pool]] '" + out.name + "'; a pool takes "
+                                       + poolSection().keyList());
+                    continue;
+                }
                 if (k == "name" || k == "endpoint")
                     continue;
                 auto text = value.value<std::string>();
-                if (!text || text->empty())
-                    return fail(ErrorCode::InvalidArgument, where(file, value) + ": " + k + " in [[pool]] '" + out.name
-                                    + "' must be a non-empty string");
+                if (!text || text->empty()) {
+                    problem(value, k + " in [[pool]] '" + out.name + "' must be a non-empty string");
+                    continue;
+                }
                 if (k == "tls_ca") out.tlsCa = resolve(*text);
                 else if (k == "tls_cert") out.tlsCert = resolve(*text);
                 else if (k == "tls_key") out.tlsKey = resolve(*text);
@@ -223,21 +274,28 @@ Result<BrokerConfig> loadBrokerConfig(const std::filesystem::path &file, BrokerC
                 else if (k == "token_file") out.tokenFile = resolve(*text);
             }
             if (out.tlsCert.empty() != out.tlsKey.empty())
-                return fail(ErrorCode::InvalidArgument, where(file, entry) + ": [[pool]] '" + out.name
-                                + "' sets only one of tls_cert and tls_key: a client certificate needs both (or neither)");
+                problem(entry, "[[pool]] '" + out.name
+                                   + "' sets only one of tls_cert and tls_key: a client certificate needs both (or neither)");
             if (!out.tlsCert.empty() && out.tlsCa.empty())
-                return fail(ErrorCode::InvalidArgument, where(file, entry) + ": [[pool]] '" + out.name
-                                + "' has a client certificate but no tls_ca: set tls_ca to the CA that signed the "
-                                "pool's certificate");
+                problem(entry, "[[pool]] '" + out.name + "' has a client certificate but no tls_ca: set tls_ca to the CA "
+                                   "that signed the pool's certificate");
             config.pools.push_back(std::move(out));
         }
     }
     toml::table empty;
     auto *models = table.get_as<toml::table>("models");
-    auto parsed = model::parseModelsConfig(models ? *models : empty, file.string(), baseDir, config.models);
-    if (!parsed)
-        return std::unexpected(parsed.error());
-    config.models = std::move(*parsed);
+    if (auto *node = table.get("models"); node && !models)
+        problem(*node, "models must be a table: [models]");
+    config.models = model::parseModelsConfig(models ? *models : empty, file.string(), baseDir, config.models, problems);
+    return config;
+}
+
+Result<BrokerConfig> loadBrokerConfig(const std::filesystem::path &file, BrokerConfig base)
+{
+    ConfigProblems problems;
+    auto config = loadBrokerConfig(file, std::move(base), problems);
+    if (!problems.empty())
+        return std::unexpected(problems.joined());
     return config;
 }
 
@@ -398,37 +456,49 @@ Result<pools::PoolConnection> loadPoolConnection(const PoolEndpoint &pool)
     return out;
 }
 
-Status validateBrokerConfig(const BrokerConfig &config)
+void validateBrokerConfig(const BrokerConfig &config, ConfigProblems &problems)
 {
     const std::string source = config.configFile.empty() ? std::string("the embedded default") : config.configFile.string();
+    auto problem = [&](ErrorCode code, const std::string &message) { problems.add(code, message); };
     if (config.pools.empty())
-        return fail(ErrorCode::InvalidArgument, source + " lists no pools: add a [[pool]] with name and endpoint, or pass "
-                                                         "--pool NAME=HOST:PORT");
+        problem(ErrorCode::InvalidArgument, source + " lists no pools: add a [[pool]] with name and endpoint, or pass "
+                                                     "--pool NAME=HOST:PORT");
     for (size_t i = 0; i < config.pools.size(); ++i) {
         for (size_t j = 0; j < i; ++j) {
-            if (config.pools[i].name == config.pools[j].name)
-                return fail(ErrorCode::InvalidArgument, source + " names two pools '" + config.pools[i].name
-                                + "': give each [[pool]] its own name");
+            if (config.pools[i].name == config.pools[j].name) {
+                problem(ErrorCode::InvalidArgument, (config.pools[i].where.empty() ? source : config.pools[i].where)
+                            + " names two pools '" + config.pools[i].name + "': give each [[pool]] its own name");
+                break;
+            }
         }
     }
     if (!config.listenTcp.empty() && (config.tlsCert.empty() || config.tlsKey.empty()))
-        return fail(ErrorCode::InvalidArgument, source + " sets listen_tcp = \"" + config.listenTcp
-                        + "\" without TLS: a TCP listener carries bearer tokens, which must not travel in plaintext. "
-                          "Set tls_cert and tls_key (PEM files), or remove listen_tcp");
+        problem(ErrorCode::InvalidArgument, source + " sets listen_tcp = \"" + config.listenTcp
+                    + "\" without TLS: a TCP listener carries bearer tokens, which must not travel in plaintext. "
+                      "Set tls_cert and tls_key (PEM files), or remove listen_tcp");
     if (config.listenTcp.empty() && (!config.tlsCert.empty() || !config.tlsKey.empty()))
-        return fail(ErrorCode::InvalidArgument, source + " sets tls_cert/tls_key but no listen_tcp: add listen_tcp = "
-                                                         "\"host:port\", or remove them");
+        problem(ErrorCode::InvalidArgument, source + " sets tls_cert/tls_key but no listen_tcp: add listen_tcp = "
+                                                     "\"host:port\", or remove them");
     if (!config.listenTcp.empty() && config.listenTcp.rfind(':') == std::string::npos)
-        return fail(ErrorCode::InvalidArgument, source + ": listen_tcp \"" + config.listenTcp
-                        + "\" is not host:port (for example \"0.0.0.0:7700\")");
+        problem(ErrorCode::InvalidArgument, source + ": listen_tcp \"" + config.listenTcp
+                    + "\" is not host:port (for example \"0.0.0.0:7700\")");
     for (const auto &pool : config.pools) {
         if (isLocalEndpoint(pool.endpoint) && !config.allowLocalExecution)
-            return fail(ErrorCode::FailedPrecondition,
-                        "pool '" + pool.name + "' at " + pool.endpoint + " runs on this machine (a unix socket, a "
-                            "loopback address or one of this host's own addresses), so agents' commands would run "
-                            "here: point it at an execution host, or set allow_local_execution = true in "
-                            + source + " (or pass --allow-local-execution) for development");
+            problem(ErrorCode::FailedPrecondition,
+                    (pool.where.empty() ? std::string() : pool.where + ": ") + "pool '" + pool.name + "' at "
+                        + pool.endpoint + " runs on this machine (a unix socket, a loopback address or one of this "
+                        "host's own addresses), so agents' commands would run here: point it at an execution host, "
+                        "or set allow_local_execution = true in " + source
+                        + " (or pass --allow-local-execution) for development");
     }
+}
+
+Status validateBrokerConfig(const BrokerConfig &config)
+{
+    ConfigProblems problems;
+    validateBrokerConfig(config, problems);
+    if (!problems.empty())
+        return std::unexpected(problems.joined());
     return {};
 }
 

@@ -2,12 +2,13 @@
 // The broker's configuration: TOML in $XDG_CONFIG_HOME/paddock/broker.toml (or --config FILE),
 // then command-line flags on top. With no file at all, the embedded default applies: one local pool
 // on 127.0.0.1:7701 and allow_local_execution = true (a development mode the CLI and console name).
-// docs/broker.md lists every key with its default.
+// docs/configuration.md lists every key with its default.
 
 #include "broker/auth/principals.h"
 #include "broker/cost/prices.h"
 #include "broker/model/model_registry.h"
 #include "broker/pools/grpc_pool_client.h"
+#include "common/config_problems.h"
 #include "common/result.h"
 
 #include <filesystem>
@@ -25,6 +26,7 @@ struct PoolEndpoint {
     std::filesystem::path tlsKey;
     std::string tlsServerName;         // the name checked in the pool's certificate, if not the host
     std::filesystem::path tokenFile;   // holds the bearer token; the token itself is never logged
+    std::string where;                 // "file:line" of its [[pool]] entry; empty for --pool and the default
 };
 
 struct BrokerConfig {
@@ -50,14 +52,24 @@ struct BrokerConfig {
     std::filesystem::path tlsCert;
     std::filesystem::path tlsKey;
     std::filesystem::path policyFile;     // TOML policy ([review], [[tier_rule]]); empty: built-in defaults
+    std::string policyFileWhere;          // "file:line" of policy_file, for messages about it
     cost::PriceTable prices = cost::defaultPriceTable();   // [prices]: model tokens and snapshot storage
 };
 
 // The embedded default, before any file or flag.
 BrokerConfig defaultBrokerConfig();
 
-// Reads a config file over `base`. Errors name the file, the key and the fix.
+// Reads a config file over `base`. Problems name file:line, the key and the fix. The first form
+// adds every problem to `problems` and returns what it could read; the second joins them (the
+// first problem's code, one message a line).
+BrokerConfig loadBrokerConfig(const std::filesystem::path &file, BrokerConfig base, ConfigProblems &problems);
 Result<BrokerConfig> loadBrokerConfig(const std::filesystem::path &file, BrokerConfig base);
+
+// Every table of broker.toml and the keys its loader accepts, [models] and [prices] included.
+const std::vector<ConfigSection> &brokerConfigSections();
+
+// trace, debug, info, warn or error.
+bool isLogLevel(const std::string &level);
 
 // "name=host:port" from --pool.
 Result<PoolEndpoint> parsePoolFlag(const std::string &flag);
@@ -73,7 +85,9 @@ Result<pools::PoolConnection> loadPoolConnection(const PoolEndpoint &pool);
 // A PEM file of at most 1 MiB. owner names it in errors: "pool 'a'" or "the broker".
 Result<std::string> readPemFile(const std::string &owner, const char *key, const std::filesystem::path &path);
 
-// Checks the whole config: pools present, no local pool unless allowed, sane numbers.
+// Checks the whole config: pools present, no local pool unless allowed, sane numbers. The first
+// form adds every problem; the second joins them. config_check.h checks the files it names too.
+void validateBrokerConfig(const BrokerConfig &config, ConfigProblems &problems);
 Status validateBrokerConfig(const BrokerConfig &config);
 
 } // namespace paddock::server

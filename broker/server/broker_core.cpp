@@ -56,7 +56,7 @@ Result<std::unique_ptr<BrokerCore>> BrokerCore::create(const BrokerConfig &confi
     // The policy file is read once; each part takes its own tables from it.
     policy::PolicyFile policyFile;
     if (!config.policyFile.empty()) {
-        auto loaded = policy::loadPolicyFile(config.policyFile);
+        auto loaded = policy::loadPolicyFile(config.policyFile, config.policyFileWhere);
         if (!loaded)
             return std::unexpected(loaded.error());
         policyFile = std::move(*loaded);

@@ -1,10 +1,12 @@
 #include "pool/core/pool_config.h"
 
+#include "common/address_policy.h"
 #include "common/paths.h"
 
 #include <toml++/toml.h>
 
 #include <climits>
+#include <cmath>
 #include <sstream>
 #include <unistd.h>
 
@@ -19,43 +21,159 @@ TierConfig *PoolConfig::findTier(const std::string &name)
     return nullptr;
 }
 
-namespace {
-
-template <typename T>
-Status readInt(const toml::node_view<const toml::node> &node, const fs::path &file, const std::string &key, T &out,
-               int64_t min, int64_t max)
+const std::vector<ConfigSection> &poolConfigSections()
 {
-    if (!node)
-        return {};
-    auto v = node.value<int64_t>();
-    if (!v || *v < min || *v > max) {
-        return fail(ErrorCode::InvalidArgument, file.string() + ": '" + key + "' must be an integer between " +
-                                                    std::to_string(min) + " and " + std::to_string(max));
-    }
-    out = static_cast<T>(*v);
-    return {};
+    static const std::vector<ConfigSection> sections = {
+        {"pool.toml", "",
+         {"pool_id", "listen", "state_dir", "init_path", "log_level", "exec_timeout_ms", "max_exec_timeout_ms",
+          "max_output_bytes", "exec_cache_per_sandbox", "drain_timeout_ms", "snapshot_dir",
+          "post_mortem_retention_hours", "post_mortem_max_count", "snapshot_retention_hours", "tier"}},
+        {"pool.toml", "[[tier]]",
+         {"name", "runtime", "warm_count", "max_count", "cpu", "memory_mb", "pids", "disk_mb", "price_per_hour",
+          "network", "allowlist"}},
+    };
+    return sections;
 }
 
-Status readString(const toml::node_view<const toml::node> &node, const fs::path &file, const std::string &key, std::string &out)
+namespace {
+
+// Reads keys of one table, adding a problem (file:line, the key, what it must be) for each bad one.
+class TableReader {
+public:
+    TableReader(const fs::path &file, const toml::table &table, std::string prefix, ConfigProblems &problems)
+        : m_file(file), m_table(table), m_prefix(std::move(prefix)), m_problems(problems)
+    {
+    }
+
+    std::string where(const toml::node &node) const
+    {
+        return m_file.string() + ":" + std::to_string(node.source().begin.line);
+    }
+    void problem(const toml::node &node, const std::string &message) const
+    {
+        m_problems.add(ErrorCode::InvalidArgument, where(node) + ": " + message);
+    }
+    std::string name(const std::string &key) const { return "'" + m_prefix + key + "'"; }
+
+    template <typename T>
+    void integer(const char *key, T &out, int64_t min, int64_t max) const
+    {
+        const toml::node *node = m_table.get(key);
+        if (!node)
+            return;
+        auto v = node->value<int64_t>();
+        if (!v || *v < min || *v > max)
+            problem(*node, name(key) + " must be an integer between " + std::to_string(min) + " and " + std::to_string(max));
+        else
+            out = static_cast<T>(*v);
+    }
+    void string(const char *key, std::string &out) const
+    {
+        const toml::node *node = m_table.get(key);
+        if (!node)
+            return;
+        auto v = node->value<std::string>();
+        if (!v)
+            problem(*node, name(key) + " must be a string");
+        else
+            out = *v;
+    }
+    void number(const char *key, double &out, bool zeroAllowed, const std::string &what) const
+    {
+        const toml::node *node = m_table.get(key);
+        if (!node)
+            return;
+        auto v = node->value<double>();
+        if (!v || *v < 0 || (!zeroAllowed && *v == 0) || !std::isfinite(*v))
+            problem(*node, name(key) + " must be " + what);
+        else
+            out = *v;
+    }
+    void unknownKeys(const ConfigSection &section, const std::string &in) const
+    {
+        for (const auto &[key, node] : m_table) {
+            if (!section.accepts(key.str()))
+                problem(node, "unknown key '" + std::string(key.str()) + "' in " + in + "; it takes "
+                                  + section.keyList() + " (docs/configuration.md)");
+        }
+    }
+
+private:
+    const fs::path &m_file;
+    const toml::table &m_table;
+    std::string m_prefix;
+    ConfigProblems &m_problems;
+};
+
+void readTier(const fs::path &file, const toml::node &node, PoolConfig &config, ConfigProblems &problems)
 {
-    if (!node)
-        return {};
-    auto v = node.value<std::string>();
-    if (!v)
-        return fail(ErrorCode::InvalidArgument, file.string() + ": '" + key + "' must be a string");
-    out = *v;
-    return {};
+    const toml::table *t = node.as_table();
+    if (!t) {
+        problems.add(ErrorCode::InvalidArgument, file.string() + ":" + std::to_string(node.source().begin.line)
+                                                     + ": every [[tier]] entry must be a table");
+        return;
+    }
+    TableReader r(file, *t, "tier.", problems);
+    const size_t problemsBefore = problems.size();
+    r.unknownKeys(poolConfigSections()[1], "[[tier]]");
+    TierConfig tier;
+    int64_t memoryMb = tier.memoryBytes >> 20;
+    int64_t diskMb = tier.diskBytes >> 20;
+    r.string("name", tier.name);
+    r.string("runtime", tier.runtime);
+    r.integer("warm_count", tier.warmCount, 0, 10000);
+    r.integer("max_count", tier.maxCount, 1, 100000);
+    r.integer("memory_mb", memoryMb, 1, 1ll << 30);
+    r.integer("pids", tier.pids, 8, 1ll << 22);
+    r.integer("disk_mb", diskMb, 0, 1ll << 30);
+    r.string("network", tier.network);
+    r.number("price_per_hour", tier.pricePerHour, true, "a number of US dollars, 0 or more");
+    r.number("cpu", tier.cpu, false, "a positive number of cores");
+    if (tier.runtime != "bwrap" && tier.runtime != "runsc" && tier.runtime != "crun")
+        r.problem(*t->get("runtime"), "'tier.runtime' is \"" + tier.runtime
+                                          + "\"; the runtimes are bwrap (lite), runsc (gVisor) and crun (OCI)");
+    if (tier.network != "none" && tier.network != "allowlist")
+        r.problem(*t->get("network"), "'tier.network' must be \"none\" or \"allowlist\", not \"" + tier.network + "\"");
+    if (const toml::node *allow = t->get("allowlist")) {
+        const toml::array *items = allow->as_array();
+        if (!items)
+            r.problem(*allow, "'tier.allowlist' must be an array of strings, e.g. [\"example.com:443\"]");
+        static const toml::array kNone;   // iterated in place: a copy of a node loses its source lines
+        for (const auto &item : items ? *items : kNone) {
+            auto v = item.value<std::string>();
+            if (!v || v->empty())
+                r.problem(item, "every 'tier.allowlist' entry must be a non-empty string");
+            else if (auto parsed = egress::Allowlist::parse({*v}); !parsed)
+                r.problem(item, "'tier.allowlist': " + parsed.error().message);
+            else
+                tier.allowlist.push_back(*v);
+        }
+    }
+    tier.memoryBytes = memoryMb << 20;
+    tier.diskBytes = diskMb << 20;
+    if (tier.name.empty() || !t->get("name")) {
+        r.problem(node, "every [[tier]] needs a name, e.g. name = \"lite\"");
+        return;
+    }
+    if (config.findTier(tier.name)) {
+        r.problem(node, "tier '" + tier.name + "' is defined twice; give each [[tier]] its own name");
+        return;
+    }
+    if (tier.warmCount > tier.maxCount)
+        r.problem(node, "tier '" + tier.name + "' has warm_count above max_count; lower warm_count or raise max_count");
+    if (problems.size() == problemsBefore)   // a tier with problems is left out, so each is named once
+        config.tiers.push_back(tier);
 }
 
 } // namespace
 
-Result<PoolConfig> loadPoolConfig(const fs::path &file, bool mustExist)
+PoolConfig loadPoolConfig(const fs::path &file, bool mustExist, ConfigProblems &problems)
 {
     PoolConfig config;
     std::error_code ec;
     if (!fs::exists(file, ec)) {
         if (mustExist)
-            return fail(ErrorCode::NotFound, "config file " + file.string() + " does not exist; pass an existing file to --config");
+            problems.add(ErrorCode::NotFound, "config file " + file.string() + " does not exist; pass an existing file to --config");
         return config;
     }
     toml::table root;
@@ -65,26 +183,31 @@ Result<PoolConfig> loadPoolConfig(const fs::path &file, bool mustExist)
         std::ostringstream msg;
         msg << file.string() << ":" << e.source().begin.line << ":" << e.source().begin.column << ": "
             << e.description() << "; fix the file or pass another with --config";
-        return fail(ErrorCode::InvalidArgument, msg.str());
+        problems.add(ErrorCode::InvalidArgument, msg.str());
+        return config;
     }
-    const toml::node_view<const toml::node> r{static_cast<const toml::node &>(root)};
+    TableReader r(file, root, "", problems);
+    r.unknownKeys(poolConfigSections()[0], "the top level");
     std::string stateDir, initPath, snapshotDir;
-    Status st;
-    if (!(st = readString(r["pool_id"], file, "pool_id", config.poolId)) ||
-        !(st = readString(r["listen"], file, "listen", config.listen)) ||
-        !(st = readString(r["state_dir"], file, "state_dir", stateDir)) ||
-        !(st = readString(r["init_path"], file, "init_path", initPath)) ||
-        !(st = readString(r["log_level"], file, "log_level", config.logLevel)) ||
-        !(st = readInt(r["exec_timeout_ms"], file, "exec_timeout_ms", config.defaultExecTimeoutMs, 1, INT64_MAX / 2)) ||
-        !(st = readInt(r["max_exec_timeout_ms"], file, "max_exec_timeout_ms", config.maxExecTimeoutMs, 1, INT64_MAX / 2)) ||
-        !(st = readInt(r["max_output_bytes"], file, "max_output_bytes", config.maxOutputBytes, 1, 1ll << 40)) ||
-        !(st = readInt(r["exec_cache_per_sandbox"], file, "exec_cache_per_sandbox", config.execCachePerSandbox, 0, 1 << 20)) ||
-        !(st = readInt(r["drain_timeout_ms"], file, "drain_timeout_ms", config.drainTimeoutMs, 0, 3600000)) ||
-        !(st = readString(r["snapshot_dir"], file, "snapshot_dir", snapshotDir)) ||
-        !(st = readInt(r["post_mortem_retention_hours"], file, "post_mortem_retention_hours", config.postMortemRetentionHours, 0, 24 * 3650)) ||
-        !(st = readInt(r["post_mortem_max_count"], file, "post_mortem_max_count", config.postMortemMaxCount, 0, 1000000)) ||
-        !(st = readInt(r["snapshot_retention_hours"], file, "snapshot_retention_hours", config.snapshotRetentionHours, 0, 24 * 3650)))
-        return std::unexpected(st.error());
+    r.string("pool_id", config.poolId);
+    r.string("listen", config.listen);
+    r.string("state_dir", stateDir);
+    r.string("init_path", initPath);
+    r.string("log_level", config.logLevel);
+    r.integer("exec_timeout_ms", config.defaultExecTimeoutMs, 1, INT64_MAX / 2);
+    r.integer("max_exec_timeout_ms", config.maxExecTimeoutMs, 1, INT64_MAX / 2);
+    r.integer("max_output_bytes", config.maxOutputBytes, 1, 1ll << 40);
+    r.integer("exec_cache_per_sandbox", config.execCachePerSandbox, 0, 1 << 20);
+    r.integer("drain_timeout_ms", config.drainTimeoutMs, 0, 3600000);
+    r.string("snapshot_dir", snapshotDir);
+    r.integer("post_mortem_retention_hours", config.postMortemRetentionHours, 0, 24 * 3650);
+    r.integer("post_mortem_max_count", config.postMortemMaxCount, 0, 1000000);
+    r.integer("snapshot_retention_hours", config.snapshotRetentionHours, 0, 24 * 3650);
+    const std::string level = config.logLevel;
+    if (level != "trace" && level != "debug" && level != "info" && level != "warn" && level != "error")
+        r.problem(*root.get("log_level"), "'log_level' \"" + level + "\" is not a level: use trace, debug, info, warn or error");
+    if (auto *listenNode = root.get("listen"); listenNode && !checkListenAddress(config.listen).empty())
+        r.problem(*listenNode, checkListenAddress(config.listen));
     if (!stateDir.empty())
         config.stateDir = stateDir;
     if (!snapshotDir.empty())
@@ -92,66 +215,39 @@ Result<PoolConfig> loadPoolConfig(const fs::path &file, bool mustExist)
     if (!initPath.empty())
         config.initPath = initPath;
 
-    if (auto tiers = root["tier"]; tiers) {
-        const toml::array *arr = tiers.as_array();
+    if (const toml::node *tiers = root.get("tier")) {
+        const toml::array *arr = tiers->as_array();
         if (!arr)
-            return fail(ErrorCode::InvalidArgument, file.string() + ": 'tier' must be an array of tables ([[tier]])");
-        for (const auto &node : *arr) {
-            const toml::table *t = node.as_table();
-            if (!t)
-                return fail(ErrorCode::InvalidArgument, file.string() + ": every [[tier]] entry must be a table");
-            const toml::node_view<const toml::node> tv{static_cast<const toml::node &>(*t)};
-            TierConfig tier;
-            int64_t memoryMb = tier.memoryBytes >> 20;
-            int64_t diskMb = tier.diskBytes >> 20;
-            if (!(st = readString(tv["name"], file, "tier.name", tier.name)) ||
-                !(st = readString(tv["runtime"], file, "tier.runtime", tier.runtime)) ||
-                !(st = readInt(tv["warm_count"], file, "tier.warm_count", tier.warmCount, 0, 10000)) ||
-                !(st = readInt(tv["max_count"], file, "tier.max_count", tier.maxCount, 1, 100000)) ||
-                !(st = readInt(tv["memory_mb"], file, "tier.memory_mb", memoryMb, 1, 1ll << 30)) ||
-                !(st = readInt(tv["pids"], file, "tier.pids", tier.pids, 8, 1ll << 22)) ||
-                !(st = readInt(tv["disk_mb"], file, "tier.disk_mb", diskMb, 0, 1ll << 30)) ||
-                !(st = readString(tv["network"], file, "tier.network", tier.network)))
-                return std::unexpected(st.error());
-            if (tier.network != "none" && tier.network != "allowlist")
-                return fail(ErrorCode::InvalidArgument, file.string() + ": 'tier.network' must be \"none\" or \"allowlist\", not \"" +
-                                                            tier.network + "\"");
-            if (auto allow = tv["allowlist"]; allow) {
-                const toml::array *items = allow.as_array();
-                if (!items)
-                    return fail(ErrorCode::InvalidArgument, file.string() + ": 'tier.allowlist' must be an array of strings, e.g. [\"example.com:443\"]");
-                for (const auto &item : *items) {
-                    auto v = item.value<std::string>();
-                    if (!v || v->empty())
-                        return fail(ErrorCode::InvalidArgument, file.string() + ": every 'tier.allowlist' entry must be a non-empty string");
-                    tier.allowlist.push_back(*v);
-                }
-            }
-            if (auto price = tv["price_per_hour"]; price) {
-                auto v = price.value<double>();
-                if (!v || *v < 0)
-                    return fail(ErrorCode::InvalidArgument, file.string() + ": 'tier.price_per_hour' must be a number of US dollars, 0 or more");
-                tier.pricePerHour = *v;
-            }
-            if (auto cpu = tv["cpu"]; cpu) {
-                auto v = cpu.value<double>();
-                if (!v || *v <= 0)
-                    return fail(ErrorCode::InvalidArgument, file.string() + ": 'tier.cpu' must be a positive number of cores");
-                tier.cpu = *v;
-            }
-            tier.memoryBytes = memoryMb << 20;
-            tier.diskBytes = diskMb << 20;
-            if (tier.name.empty() || !tv["name"])
-                return fail(ErrorCode::InvalidArgument, file.string() + ": every [[tier]] needs a name, e.g. name = \"lite\"");
-            if (config.findTier(tier.name))
-                return fail(ErrorCode::InvalidArgument, file.string() + ": tier '" + tier.name + "' is defined twice");
-            if (tier.warmCount > tier.maxCount)
-                return fail(ErrorCode::InvalidArgument, file.string() + ": tier '" + tier.name +
-                                                            "' has warm_count above max_count; lower warm_count or raise max_count");
-            config.tiers.push_back(tier);
-        }
+            r.problem(*tiers, "'tier' must be an array of tables ([[tier]])");
+        static const toml::array kNone;
+        for (const auto &node : arr ? *arr : kNone)
+            readTier(file, node, config, problems);
     }
     return config;
+}
+
+Result<PoolConfig> loadPoolConfig(const fs::path &file, bool mustExist)
+{
+    ConfigProblems problems;
+    auto config = loadPoolConfig(file, mustExist, problems);
+    if (!problems.empty())
+        return std::unexpected(problems.joined());
+    return config;
+}
+
+std::string checkListenAddress(const std::string &listen)
+{
+    if (listen.starts_with("unix:"))
+        return listen.size() > 5 ? std::string() : "'listen' \"unix:\" names no socket path: write unix:/path/to/pool.sock";
+    const auto colon = listen.rfind(':');
+    const std::string example = " (for example \"127.0.0.1:7701\", \"0.0.0.0:7701\" or \"[::]:7701\")";
+    if (colon == std::string::npos || colon == 0)
+        return "'listen' \"" + listen + "\" is not HOST:PORT" + example;
+    const std::string port = listen.substr(colon + 1);
+    if (port.empty() || port.size() > 5 || port.find_first_not_of("0123456789") != std::string::npos
+        || std::stoi(port) > 65535)
+        return "'listen' \"" + listen + "\" has no port from 0 to 65535 after the last ':'" + example;
+    return {};
 }
 
 void applyPoolDefaults(PoolConfig &config)

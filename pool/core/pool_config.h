@@ -1,9 +1,10 @@
 #pragma once
 // paddock-pool's configuration: TOML ($XDG_CONFIG_HOME/paddock/pool.toml or --config), then
-// command-line flags on top. docs/pool.md lists every key with its default.
+// command-line flags on top. docs/configuration.md lists every key with its default.
 //
 // Threads: a plain value, built once in main() and copied into the pool.
 
+#include "common/config_problems.h"
 #include "common/result.h"
 
 #include <cstdint>
@@ -51,9 +52,17 @@ struct PoolConfig {
 };
 
 // Reads a TOML file into a config that starts from the defaults. A missing file is fine when
-// mustExist is false (the default location); a file that does not parse is an InvalidArgument
-// naming the file, line and key.
+// mustExist is false (the default location). Problems (syntax, unknown keys, types, ranges, an
+// unknown runtime or network, a bad allowlist entry) name file:line, the key and the fix. The first
+// form adds every problem and returns what it could read; the second joins them.
+PoolConfig loadPoolConfig(const std::filesystem::path &file, bool mustExist, ConfigProblems &problems);
 Result<PoolConfig> loadPoolConfig(const std::filesystem::path &file, bool mustExist);
+
+// The tables of pool.toml and the keys the loader accepts (docs/configuration.md documents each).
+const std::vector<ConfigSection> &poolConfigSections();
+
+// Empty when `listen` is HOST:PORT (or unix:PATH); otherwise what is wrong and an example.
+std::string checkListenAddress(const std::string &listen);
 
 // Fills what is still empty: pool id, state dir, init path, and the lite tier.
 void applyPoolDefaults(PoolConfig &config);

@@ -765,11 +765,12 @@ void prefaultWritablePages()
     }
 }
 
-int usage()
+int usage(std::FILE *to = stderr)
 {
-    std::fprintf(stderr, "usage: paddock-sandbox-init (--listen-fd N | --socket PATH) [--ready-fd N] [--workspace DIR] [--egress-socket PATH]\n"
-                         "Started by paddock-pool inside a sandbox; not meant to be run by hand.\n");
-    return 2;
+    std::fprintf(to, "usage: paddock-sandbox-init (--listen-fd N | --socket PATH) [--ready-fd N] [--workspace DIR] [--egress-socket PATH]\n"
+                     "Internal: the first process inside every sandbox, started by paddock-pool; not meant to be run by hand.\n"
+                     "Options: --help, --version; the protocol is in docs/pool.md (\"The init protocol\").\n");
+    return to == stderr ? 2 : 0;
 }
 
 } // namespace
@@ -778,6 +779,12 @@ int main(int argc, char **argv)
 {
     int listenFd = -1, readyFd = -1;
     std::string socketPath;
+    if (argc == 2 && (std::strcmp(argv[1], "--help") == 0 || std::strcmp(argv[1], "-h") == 0))
+        return usage(stdout);
+    if (argc == 2 && std::strcmp(argv[1], "--version") == 0) {
+        std::printf("paddock-sandbox-init %s\n", PADDOCK_VERSION);
+        return 0;
+    }
     for (int i = 1; i < argc; ++i) {
         std::string a = argv[i];
         if (i + 1 >= argc)

@@ -1,10 +1,14 @@
 // The broker's configuration: file keys, flags' shapes, and the local-execution rule.
 
 #include "broker/server/broker_config.h"
+#include "broker/server/config_check.h"
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <fstream>
+#include <regex>
+#include <set>
 
 #include <arpa/inet.h>
 #include <ifaddrs.h>
@@ -233,6 +237,105 @@ token = "inline-token"
     auto refused = validateBrokerConfig(unixPool);
     ASSERT_FALSE(refused);
     EXPECT_NE(refused.error().message.find("allow_local_execution = true"), std::string::npos);
+}
+
+// The loader reads on after a problem: one run names each, with its line, and keeps what was good.
+TEST_F(BrokerConfigTest, EveryProblemIsNamedInOneRun)
+{
+    const auto file = write("workers = 0\n"                        // 1: below 1
+                            "wokers = 3\n"                         // 2: unknown
+                            "lease_ms = 5000\n"                    // 3: fine
+                            "log_level = \"loud\"\n"             // 4: not a level
+                            "[[pool]]\n"                           // 5: no endpoint
+                            "name = \"a\"\n"
+                            "[[pool]]\n"                           // 7: a cert without its key or a CA: two
+                            "name = \"b\"\n"
+                            "endpoint = \"192.0.2.1:7701\"\n"
+                            "tls_cert = \"c.pem\"\n"
+                            "[[principal]]\n"                      // 11
+                            "name = \"p\"\n"
+                            "role = \"boss\"\n"                  // 13: not a role
+                            "[models.openai]\n"
+                            "timeout_ms = 0\n"                     // 15: below 1
+                            "[prices.models.x]\n"
+                            "input = 1.0\n");                      // 17: unknown
+    const auto at = [&](int n) { return file.string() + ":" + std::to_string(n); };
+    ConfigProblems problems;
+    const BrokerConfig config = loadBrokerConfig(file, defaultBrokerConfig(), problems);
+    std::set<int> lines;
+    const std::regex line(std::regex_replace(file.string(), std::regex(R"([.^$|()\[\]{}*+?\\])"), R"(\$&)")
+                          + ":([0-9]+): ");
+    for (const auto &problem : problems.all()) {
+        std::smatch match;
+        ASSERT_TRUE(std::regex_search(problem.message, match, line)) << problem.message;
+        lines.insert(std::stoi(match[1]));
+    }
+    EXPECT_EQ(lines, (std::set<int>{1, 2, 4, 5, 7, 13, 15, 17})) << problems.joined().message;
+    EXPECT_EQ(problems.size(), 9u) << problems.joined().message;
+    EXPECT_NE(problems.joined().message.find("models.openai.timeout_ms"), std::string::npos);
+    EXPECT_NE(problems.joined().message.find(at(17) + ": unknown key 'input'"), std::string::npos);
+    EXPECT_EQ(config.leaseMs, 5000);
+    ASSERT_EQ(config.pools.size(), 1u);
+    EXPECT_EQ(config.pools[0].name, "b");
+
+    // The Result form joins them, one a line, with the first one's code.
+    auto joined = loadBrokerConfig(file, defaultBrokerConfig());
+    ASSERT_FALSE(joined);
+    EXPECT_EQ(std::count(joined.error().message.begin(), joined.error().message.end(), '\n'), 8);
+}
+
+// --check-config's checks beyond the keys: the files a config names, and the policy file's own
+// problems with their lines.
+TEST_F(BrokerConfigTest, CheckNamesMissingFilesAndPolicyProblemsWithTheirLines)
+{
+    std::ofstream(m_dir / "policy.toml") << "[review]\nexpiry_seconds = 0\n[[tier_rule]]\nagent = \"x\"\n[budgets]\n";
+    const auto file = write("policy_file = \"policy.toml\"\n"
+                            "[[pool]]\nname = \"east\"\nendpoint = \"192.0.2.1:7701\"\ntls_ca = \"ca.pem\"\n"
+                            "[models]\nplaybook_dir = \"no-playbooks\"\n");
+    ConfigProblems loading;
+    const BrokerConfig config = loadBrokerConfig(file, defaultBrokerConfig(), loading);
+    ASSERT_TRUE(loading.empty()) << loading.joined().message;
+    ConfigProblems problems;
+    const std::string summary = checkBrokerConfig(config, problems);
+    const std::string all = problems.joined().message;
+    const std::string policy = (m_dir / "policy.toml").string();
+    EXPECT_NE(all.find(file.string() + ":2: pool 'east': cannot read tls_ca"), std::string::npos) << all;
+    EXPECT_NE(all.find("no-playbooks does not exist"), std::string::npos) << all;
+    // An unknown table stops the policy file from loading: it is the one policy problem named.
+    EXPECT_NE(all.find(policy + ":5: unknown table 'budgets'"), std::string::npos) << all;
+    EXPECT_EQ(problems.size(), 3u) << all;
+
+    // Without the unknown table the policy's own problems are each named.
+    std::ofstream(m_dir / "policy.toml") << "[review]\nexpiry_seconds = 0\n[[tier_rule]]\nagent = \"x\"\n";
+    ConfigProblems again;
+    checkBrokerConfig(config, again);
+    const std::string second = again.joined().message;
+    EXPECT_NE(second.find(policy + ":2: review.expiry_seconds must be an integer >= 1"), std::string::npos) << second;
+    EXPECT_NE(second.find(policy + ":3: [[tier_rule]] 'rule 1' gives no tier"), std::string::npos) << second;
+    EXPECT_EQ(again.size(), 4u) << second;
+
+    // A missing policy file names the line of policy_file.
+    std::filesystem::remove(m_dir / "policy.toml");
+    ConfigProblems missing;
+    checkBrokerConfig(config, missing);
+    EXPECT_NE(missing.joined().message.find(file.string() + ":1: policy file"), std::string::npos)
+        << missing.joined().message;
+}
+
+TEST_F(BrokerConfigTest, CheckOfACleanConfigSummarisesIt)
+{
+    const auto file = write("allow_local_execution = true\n"
+                            "[[pool]]\nname = \"local\"\nendpoint = \"127.0.0.1:7701\"\n");
+    BrokerConfig base = defaultBrokerConfig();
+    base.dataDir = m_dir / "data";
+    base.socketPath = m_dir / "run" / "broker.sock";
+    ConfigProblems problems;
+    const BrokerConfig config = loadBrokerConfig(file, base, problems);
+    const std::string summary = checkBrokerConfig(config, problems);
+    EXPECT_TRUE(problems.empty()) << problems.joined().message;
+    EXPECT_NE(summary.find("1 pool: local at 127.0.0.1:7701 (plaintext, local execution)"), std::string::npos) << summary;
+    EXPECT_NE(summary.find("data dir " + (m_dir / "data").string()), std::string::npos) << summary;
+    EXPECT_FALSE(std::filesystem::exists(m_dir / "data")) << "a check creates nothing";
 }
 
 } // namespace
