@@ -5,6 +5,7 @@
 // the console's PoolInfo.
 
 #include "app/client/grpc_console_client.h"
+#include "tests/support/qt_wait.h"
 
 #include "tests/support/in_process_broker.h"
 
@@ -19,18 +20,7 @@
 namespace paddock::console {
 namespace {
 
-bool waitFor(const std::function<bool()> &pred, int timeoutMs = 20'000)
-{
-    QElapsedTimer timer;
-    timer.start();
-    while (!pred()) {
-        if (timer.elapsed() > timeoutMs)
-            return false;
-        QCoreApplication::processEvents(QEventLoop::AllEvents, 20);
-        QThread::msleep(2);
-    }
-    return true;
-}
+using paddock::test::waitFor;
 
 class OperatorClientTest : public ::testing::Test {
 protected:

@@ -4,6 +4,7 @@
 // where these tests run; the direct path runs the real paddockd in tests/gui/first_run_test).
 
 #include "app/broker_launcher.h"
+#include "tests/support/qt_wait.h"
 
 #include <QCoreApplication>
 #include <QDir>
@@ -50,18 +51,7 @@ LaunchEnvironment withoutSystemd()
     return env;
 }
 
-bool waitFor(const std::function<bool()> &pred, int timeoutMs = 20'000)
-{
-    QElapsedTimer timer;
-    timer.start();
-    while (!pred()) {
-        if (timer.elapsed() > timeoutMs)
-            return false;
-        QCoreApplication::processEvents(QEventLoop::AllEvents, 20);
-        QThread::msleep(2);
-    }
-    return true;
-}
+using paddock::test::waitFor;
 
 TEST(PlanLaunch, SystemdUnitsWhenTheUserManagerKnowsTheBroker)
 {

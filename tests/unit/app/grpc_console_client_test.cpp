@@ -3,6 +3,7 @@
 // client must deliver. Waits are bounded event-loop loops; nothing asserts on wall-clock time.
 
 #include "app/client/grpc_console_client.h"
+#include "tests/support/qt_wait.h"
 
 #include "broker/core/event.h"
 #include "tests/support/in_process_broker.h"
@@ -35,18 +36,7 @@ command = "echo hello"
 )";
 
 // Runs the event loop until pred holds or timeoutMs pass (a bound for a hung test, not a budget).
-bool waitFor(const std::function<bool()> &pred, int timeoutMs = 20'000)
-{
-    QElapsedTimer timer;
-    timer.start();
-    while (!pred()) {
-        if (timer.elapsed() > timeoutMs)
-            return false;
-        QCoreApplication::processEvents(QEventLoop::AllEvents, 20);
-        QThread::msleep(2);
-    }
-    return true;
-}
+using paddock::test::waitFor;
 
 // Keeps the event loop running for a while (to let retries happen), asserting nothing about time.
 void spin(int ms)

@@ -2,6 +2,7 @@
 // Shared by the view tests: one QApplication for the process (offscreen), and sample data.
 
 #include "models/console_types.h"
+#include "tests/support/qt_wait.h"
 
 #include <QApplication>
 #include <QElapsedTimer>
@@ -26,20 +27,7 @@ inline void ensureApplication()
     Q_UNUSED(app);
 }
 
-// Runs the event loop until pred holds (true) or timeoutMs passes (false): for answers that come
-// from another thread (a real client's gRPC calls).
-inline bool waitFor(const std::function<bool()> &pred, int timeoutMs = 20'000)
-{
-    QElapsedTimer timer;
-    timer.start();
-    while (!pred()) {
-        if (timer.elapsed() > timeoutMs)
-            return false;
-        QCoreApplication::processEvents(QEventLoop::AllEvents, 20);
-        QThread::msleep(2);
-    }
-    return true;
-}
+using paddock::test::waitFor;
 
 // Base of fixtures whose members are widgets: the application must exist before they do.
 struct ApplicationGuard {
