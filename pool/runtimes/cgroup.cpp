@@ -175,6 +175,34 @@ std::string makeDirs(const fs::path &dir)
     return {};
 }
 
+// Under systemd with Delegate=yes the pool's own cgroup is handed to it, but cgroup v2 passes
+// controllers to a cgroup's children only while it holds no process itself (the root excepted).
+// So when the pool is alone in its cgroup it moves into a leaf of it, "pool-process", first: what
+// systemd's DelegateSubgroup= does from version 254 on (Debian 12 has 252). With other processes
+// beside it (a login shell's scope, not a delegated cgroup) it leaves everything as it is.
+void moveIntoOwnLeaf(const fs::path &ownCgroup)
+{
+    auto procs = readFile(ownCgroup / "cgroup.procs");
+    if (!procs)
+        return;
+    std::istringstream in(*procs);
+    std::vector<std::string> pids;
+    for (std::string pid; in >> pid;)
+        pids.push_back(pid);
+    const std::string self = std::to_string(::getpid());
+    if (pids != std::vector<std::string>{self})
+        return;
+    const fs::path leaf = ownCgroup / "pool-process";
+    std::string err = makeDirs(leaf);
+    if (err.empty())
+        err = writeFile(leaf / "cgroup.procs", self);
+    if (!err.empty())
+        spdlog::warn("cannot move the pool into {} ({}); its cgroup keeps the process and cannot pass on controllers",
+                     leaf.string(), err);
+    else
+        spdlog::info("cgroups: the pool moved into {} so that its own cgroup can hold the sandboxes'", leaf.string());
+}
+
 } // namespace
 
 CpuThrottling parseCpuStat(std::string_view text)
@@ -310,6 +338,8 @@ std::unique_ptr<CgroupManager> CgroupManager::create(const CgroupLayout &layout,
             bases.push_back(ownDir(layout.unifiedMount, "/", self));
         bases.push_back(layout.unifiedMount);
         std::string lastError;
+        if (bases.size() > 1)
+            moveIntoOwnLeaf(bases.front());
         for (const auto &base : bases) {
             const fs::path poolDir = base / "paddock" / poolDirName;
             if (auto err = makeDirs(poolDir); !err.empty()) {

@@ -7,6 +7,7 @@
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <iterator>
 #include <sstream>
 #include <thread>
 #include <unistd.h>
@@ -134,6 +135,67 @@ TEST(CgroupDetection, ReadsAV2OnlyLayout)
     EXPECT_EQ(layout.statusText(), "v2");
     std::error_code ec;
     fs::remove_all(dir, ec);
+}
+
+// A v2 hierarchy as plain files: the pool's own cgroup as systemd delegates it to a service
+// (Delegate=yes), holding `procs`. cgroupfs creates each directory's files itself; here they are
+// made up front, so what the pool writes can be read back. (This machine's controllers are bound
+// to v1, so no real v2 cgroup with controllers can be made here.)
+struct FakeV2Tree {
+    fs::path dir;
+    fs::path own;
+    pool::CgroupLayout layout;
+
+    explicit FakeV2Tree(const std::string &procs)
+    {
+        char tmpl[] = "/tmp/paddock-cgroup-v2-XXXXXX";
+        if (!::mkdtemp(tmpl))
+            std::abort();
+        dir = tmpl;
+        std::ofstream(dir / "mountinfo") << "30 23 0:26 / " << (dir / "cg").string()
+                                         << " rw,nosuid,nodev,noexec,relatime shared:4 - cgroup2 cgroup2 rw,nsdelegate\n";
+        std::ofstream(dir / "cgroup") << "0::/system.slice/paddock-pool.service\n";
+        own = dir / "cg/system.slice/paddock-pool.service";
+        for (const fs::path &d : {dir / "cg", own, own / "pool-process", own / "paddock", own / "paddock/p1"}) {
+            fs::create_directories(d);
+            std::ofstream(d / "cgroup.subtree_control");
+            std::ofstream(d / "cgroup.procs");
+        }
+        std::ofstream(dir / "cg/cgroup.controllers") << "cpu memory pids\n";
+        std::ofstream(own / "cgroup.procs") << procs;
+        layout = pool::detectCgroupLayout(dir / "mountinfo", dir / "cgroup");
+    }
+    ~FakeV2Tree()
+    {
+        std::error_code ec;
+        fs::remove_all(dir, ec);
+    }
+    std::string read(const fs::path &path) const
+    {
+        std::ifstream in(path);
+        return std::string(std::istreambuf_iterator<char>(in), {});
+    }
+};
+
+TEST(CgroupDelegation, APoolAloneInItsDelegatedV2CgroupMovesIntoALeafAndKeepsTheSandboxesInItsOwn)
+{
+    const std::string self = std::to_string(::getpid());
+    FakeV2Tree tree(self + "\n");
+    ASSERT_EQ(tree.layout.version, "v2");
+    auto manager = pool::CgroupManager::create(tree.layout, "p1");
+    ASSERT_NE(manager, nullptr);
+    EXPECT_EQ(tree.read(tree.own / "pool-process/cgroup.procs"), self)
+        << "moved out of the cgroup that passes controllers on";
+    EXPECT_EQ(manager->poolDirs(), std::vector<fs::path>{tree.own / "paddock/p1"})
+        << "the sandboxes stay inside the unit's cgroup, not the hierarchy's root";
+}
+
+TEST(CgroupDelegation, APoolBesideOtherProcessesLeavesThemWhereTheyAre)
+{
+    const std::string self = std::to_string(::getpid());
+    FakeV2Tree tree("1\n" + self + "\n");   // a login shell's scope: not handed to the pool
+    auto manager = pool::CgroupManager::create(tree.layout, "p1");
+    EXPECT_EQ(tree.read(tree.own / "pool-process/cgroup.procs"), "");
 }
 
 // cpu.stat as this machine's kernel (6.18) wrote it: v1's cpu controller with a 5 ms quota in 10 ms
