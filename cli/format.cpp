@@ -493,6 +493,7 @@ json poolsToJson(const v1::ListPoolsResponse &pools)
                         {"unhealthy_since_unix_ms", pool.unhealthy_since_unix_ms()},
                         {"history", history},
                         {"disk_limits", pool.disk_limits()},
+                        {"cgroups", pool.cgroups()},
                         {"tiers", tiers}});
     }
     return json{{"local_execution", pools.local_execution()}, {"pools", list}};
@@ -520,8 +521,11 @@ std::string formatPoolsTable(const v1::ListPoolsResponse &pools)
     std::string out = renderTable({"NAME", "ENDPOINT", "HEALTH", "EXECUTION", "TRANSPORT", "TIERS"}, rows);
     if (pools.pools().empty())
         out += "no pools configured: start paddockd with --pool NAME=HOST:PORT\n";
-    // What the tiers' disk_mb means on each pool: enforced (btrfs qgroups) or not, and why not.
+    // Whether the tiers' limits hold on each pool: memory, cpu and pids (cgroups), and disk_mb
+    // (btrfs qgroups), and why not.
     for (const auto &pool : pools.pools()) {
+        if (!pool.cgroups().empty())
+            out += pool.name() + ": cgroups: " + pool.cgroups() + "\n";
         if (!pool.disk_limits().empty())
             out += pool.name() + ": disk limits: " + pool.disk_limits() + "\n";
     }

@@ -500,6 +500,7 @@ grpc::ServerUnaryReactor *BrokerService::ListPools(grpc::CallbackServerContext *
             continue;
         }
         info->set_disk_limits(status->diskLimits);
+        info->set_cgroups(status->cgroupVersion);
         for (const auto &tier : status->tiers) {
             auto *out = info->add_tiers();
             out->mutable_tier()->set_name(tier.name);

@@ -175,6 +175,19 @@ std::string makeDirs(const fs::path &dir)
     return {};
 }
 
+// makeDirs, then proof that this process may create a cgroup inside: a directory left by a pool
+// that ran as root is of no use to one that runs as a user, though it exists.
+std::string makeUsableDir(const fs::path &dir)
+{
+    if (auto err = makeDirs(dir); !err.empty())
+        return err;
+    const fs::path probe = dir / ("probe-" + std::to_string(::getpid()));
+    if (::mkdir(probe.c_str(), 0755) != 0 && errno != EEXIST)
+        return "cannot create a cgroup in " + dir.string() + ": " + std::strerror(errno);
+    ::rmdir(probe.c_str());
+    return {};
+}
+
 // Under systemd with Delegate=yes the pool's own cgroup is handed to it, but cgroup v2 passes
 // controllers to a cgroup's children only while it holds no process itself (the root excepted).
 // So when the pool is alone in its cgroup it moves into a leaf of it, "pool-process", first: what
@@ -342,7 +355,7 @@ std::unique_ptr<CgroupManager> CgroupManager::create(const CgroupLayout &layout,
             moveIntoOwnLeaf(bases.front());
         for (const auto &base : bases) {
             const fs::path poolDir = base / "paddock" / poolDirName;
-            if (auto err = makeDirs(poolDir); !err.empty()) {
+            if (auto err = makeUsableDir(poolDir); !err.empty()) {
                 lastError = err;
                 continue;
             }
@@ -390,7 +403,7 @@ std::unique_ptr<CgroupManager> CgroupManager::create(const CgroupLayout &layout,
         std::string lastError;
         for (const auto &base : bases) {
             const fs::path poolDir = base / "paddock" / poolDirName;
-            if (auto err = makeDirs(poolDir); !err.empty()) {
+            if (auto err = makeUsableDir(poolDir); !err.empty()) {
                 lastError = err;
                 continue;
             }

@@ -152,6 +152,10 @@ TEST_F(PoolTls, RightCredentialsServeAndEachWrongOneIsNamedWithItsFix)
     EXPECT_EQ(findPool(pools, "wrongca")["disk_limits"], "") << "an unreachable pool's limits are unknown";
     const CliResult table = runCli({"--broker", address, "pools"});
     EXPECT_NE(table.out.find("good: disk limits: " + diskLimits + "\n"), std::string::npos) << table.out;
+    // And on memory, cpu and pids: the cgroup layout it enforces them with, or that it does not.
+    const std::string cgroups = findPool(pools, "good")["cgroups"];
+    EXPECT_TRUE(cgroups.starts_with("v1") || cgroups.starts_with("v2") || cgroups.starts_with("none")) << cgroups;
+    EXPECT_NE(table.out.find("good: cgroups: " + cgroups + "\n"), std::string::npos) << table.out;
 
     for (const std::string name : {"wrongca", "wrongname"}) {
         const auto pool = findPool(pools, name);

@@ -213,13 +213,16 @@ TEST(Format, PoolsTableMarksLocalExecution)
     tier->set_claimed(1);
     tier->set_max(8);
     pool->set_disk_limits("none (the pool does not run as root, and mounting the workspace filesystem needs root)");
+    pool->set_cgroups("v1 (not writable: no limits enforced)");
     const std::string table = formatPoolsTable(pools);
+    EXPECT_NE(table.find("\nlocal: cgroups: v1 (not writable: no limits enforced)\n"), std::string::npos) << table;
     EXPECT_NE(table.find("lite 2 warm/1 claimed/8 max"), std::string::npos) << table;
     EXPECT_NE(table.find("\nlocal: disk limits: none (the pool does not run as root"), std::string::npos) << table;
     EXPECT_NE(table.find("development mode"), std::string::npos);
     const json j = poolsToJson(pools);
     EXPECT_EQ(j["pools"][0]["tiers"][0]["warm"], 2);
     EXPECT_EQ(j["pools"][0]["disk_limits"], pool->disk_limits());
+    EXPECT_EQ(j["pools"][0]["cgroups"], pool->cgroups());
     EXPECT_EQ(j["local_execution"], true);
 }
 
@@ -253,6 +256,7 @@ TEST(Format, PoolsSayExecutionTransportAndHealthOverTime)
     EXPECT_NE(table.find("EXECUTION"), std::string::npos) << table;
     EXPECT_NE(table.find("dev: disk limits: btrfs qgroups\n"), std::string::npos) << table;
     EXPECT_EQ(table.find("east: disk limits"), std::string::npos) << "an unhealthy pool's limits are unknown: no line";
+    EXPECT_EQ(table.find("east: cgroups"), std::string::npos);
     EXPECT_NE(table.find("tls+token"), std::string::npos) << table;
     EXPECT_NE(table.find("remote"), std::string::npos) << table;
     EXPECT_NE(table.find("local execution"), std::string::npos) << table;

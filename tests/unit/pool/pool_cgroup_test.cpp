@@ -10,6 +10,7 @@
 #include <iterator>
 #include <sstream>
 #include <thread>
+#include <sys/wait.h>
 #include <unistd.h>
 
 namespace fs = std::filesystem;
@@ -196,6 +197,42 @@ TEST(CgroupDelegation, APoolBesideOtherProcessesLeavesThemWhereTheyAre)
     FakeV2Tree tree("1\n" + self + "\n");   // a login shell's scope: not handed to the pool
     auto manager = pool::CgroupManager::create(tree.layout, "p1");
     EXPECT_EQ(tree.read(tree.own / "pool-process/cgroup.procs"), "");
+}
+
+TEST(CgroupDelegation, AHierarchyThePoolMayNotWriteMeansNoLimitsEvenWhenItsDirectoryExists)
+{
+    // A v1 memory hierarchy as plain files whose paddock/p1 a pool run as root left behind; a pool
+    // run as a user (here: a child that drops to nobody) cannot create a cgroup in it.
+    char tmpl[] = "/tmp/paddock-cgroup-v1-XXXXXX";
+    ASSERT_NE(::mkdtemp(tmpl), nullptr);
+    const fs::path dir = tmpl;
+    fs::permissions(dir, fs::perms::owner_all | fs::perms::group_read | fs::perms::group_exec | fs::perms::others_read
+                             | fs::perms::others_exec);
+    std::ofstream(dir / "mountinfo") << "35 25 0:30 / " << (dir / "memory").string()
+                                     << " rw,nosuid,nodev,noexec,relatime shared:9 - cgroup cgroup rw,memory\n";
+    std::ofstream(dir / "cgroup") << "5:memory:/\n";
+    fs::create_directories(dir / "memory/paddock/p1");
+    const pool::CgroupLayout layout = pool::detectCgroupLayout(dir / "mountinfo", dir / "cgroup");
+    ASSERT_EQ(layout.version, "v1");
+    if (::geteuid() != 0)
+        GTEST_SKIP() << "needs root, to leave a directory the pool cannot write and drop to another user";
+
+    EXPECT_NE(pool::CgroupManager::create(layout, "p1"), nullptr) << "root may create cgroups there";
+    const pid_t child = ::fork();
+    ASSERT_GE(child, 0);
+    if (child == 0) {
+        if (::setgid(65534) != 0 || ::setuid(65534) != 0)
+            ::_exit(2);
+        ::_exit(pool::CgroupManager::create(layout, "p1") == nullptr ? 0 : 1);
+    }
+    int status = 0;
+    ASSERT_EQ(::waitpid(child, &status, 0), child);
+    ASSERT_TRUE(WIFEXITED(status));
+    EXPECT_EQ(WEXITSTATUS(status), 0) << "a pool that cannot create sandbox cgroups must say it runs without "
+                                         "limits, not fail every sandbox later (exit 1: it claimed the hierarchy; "
+                                         "2: could not drop to nobody)";
+    std::error_code ec;
+    fs::remove_all(dir, ec);
 }
 
 // cpu.stat as this machine's kernel (6.18) wrote it: v1's cpu controller with a 5 ms quota in 10 ms
