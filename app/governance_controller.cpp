@@ -191,6 +191,11 @@ void GovernanceController::setDecideAllowed(bool allowed, const QString &reason)
     m_reviewView->setDecideAllowed(allowed, reason);
 }
 
+void GovernanceController::setSelf(const QString &principal)
+{
+    m_reviewView->setSelf(principal);
+}
+
 void GovernanceController::setOverrideAllowed(bool allowed, const QString &reason)
 {
     m_overrideAllowed = allowed;

@@ -60,6 +60,8 @@ public:
     void setVisiblePage(const QString &page);
     // Whether the caller may decide reviews / override tiers, and why not (AUTH's permissions).
     void setDecideAllowed(bool allowed, const QString &reason);
+    // Who the broker knows the caller as (empty: unknown): Approve is off for their own requests.
+    void setSelf(const QString &principal);
     void setOverrideAllowed(bool allowed, const QString &reason);
     bool overrideAllowed() const { return m_overrideAllowed; }
     QString overrideWhyNot() const { return m_overrideWhyNot; }

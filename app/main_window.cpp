@@ -665,6 +665,7 @@ void MainWindow::onPermissionsChanged(const Permissions &permissions)
     m_inspector->debugShell()->setRefusal(permissions.reason(QStringLiteral("OpenDebugShell")));
     m_governance->setDecideAllowed(permissions.allows(QStringLiteral("DecideReviewItems")),
                                    permissions.reason(QStringLiteral("DecideReviewItems")));
+    m_governance->setSelf(permissions.known() ? permissions.principal() : QString());
     m_governance->setOverrideAllowed(permissions.allows(QStringLiteral("OverrideTier")),
                                      permissions.reason(QStringLiteral("OverrideTier")));
     updateActions();

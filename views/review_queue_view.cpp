@@ -5,6 +5,8 @@
 #include "models/review_queue_model.h"
 #include "views/theme.h"
 
+#include <algorithm>
+
 #include <QDateTime>
 #include <QFontDatabase>
 #include <QHBoxLayout>
@@ -417,12 +419,19 @@ void ReviewQueueView::setDecideAllowed(bool allowed, const QString &reason)
     updateButtons();
 }
 
+void ReviewQueueView::setSelf(const QString &principal)
+{
+    m_self = principal;
+    updateButtons();
+}
+
 void ReviewQueueView::updateButtons()
 {
     const QList<ReviewItemInfo> items = selectedItems();
     QString approveWhy;
     QString rejectWhy;
     const QString reason = m_reason->text().trimmed();
+    m_ownRequestSelected = false;
     if (!m_decideAllowed) {
         approveWhy = rejectWhy = m_notAllowedReason.isEmpty() ? tr("Your role may not decide review items.") : m_notAllowedReason;
     } else if (m_deciding) {
@@ -430,9 +439,16 @@ void ReviewQueueView::updateButtons()
     } else if (const QString problem = bulkProblem(items); !problem.isEmpty()) {
         approveWhy = rejectWhy = problem.left(1).toUpper() + problem.mid(1) + u'.';
     } else {
+        const auto own = std::find_if(items.begin(), items.end(), [this](const ReviewItemInfo &item) {
+            return !m_self.isEmpty() && item.requester == m_self;
+        });
+        m_ownRequestSelected = own != items.end();
         if (reason.isEmpty())
             rejectWhy = tr("Type a reason to reject: the requester reads it.");
-        if (reason.isEmpty() && reasonRequired(true, items))
+        if (m_ownRequestSelected)
+            approveWhy = tr("You requested %1: nobody approves their own request, so another approver decides it.")
+                             .arg(own->id);
+        else if (reason.isEmpty() && reasonRequired(true, items))
             approveWhy = tr("Type a reason to approve a high-risk item.");
         else if (items.size() == 1 && items.first().changeHash.isEmpty())
             approveWhy = tr("Reading the full change: the broker binds an approval to the change you read.");
@@ -460,7 +476,8 @@ void ReviewQueueView::decide(bool approve)
     if (!button->isEnabled()) {
         // Say why, and take the user where the fix is.
         m_decideHint->setText(button->toolTip());
-        if (m_reason->text().trimmed().isEmpty() && reasonRequired(approve, selectedItems()))
+        if (m_reason->text().trimmed().isEmpty() && reasonRequired(approve, selectedItems())
+            && !(approve && m_ownRequestSelected))
             m_reason->setFocus();
         return;
     }

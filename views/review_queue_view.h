@@ -57,6 +57,9 @@ public:
     void setQueueStatus(const QString &text, bool problem);
     // Whether the caller's role may decide (AUTH's permissions); reason says why not.
     void setDecideAllowed(bool allowed, const QString &reason);
+    // Who the broker knows the caller as: nobody approves their own request, so Approve is off
+    // for items this principal requested (rejecting one's own stays possible). Empty: unknown.
+    void setSelf(const QString &principal);
     // The answer to decideRequested: clears the reason on success, shows the error otherwise.
     void decisionFinished(bool approve, const QStringList &ids, const CallError &error);
 
@@ -120,6 +123,8 @@ private:
     QString m_contextSessionId;
     bool m_decideAllowed = true;
     QString m_notAllowedReason;
+    QString m_self;
+    bool m_ownRequestSelected = false;   // of the last updateButtons
     bool m_deciding = false;
 };
 

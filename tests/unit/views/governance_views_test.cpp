@@ -142,6 +142,25 @@ TEST_F(ReviewQueueViewTest, AHighRiskItemNeedsAReasonAndTheKeyTakesYouThere)
     EXPECT_EQ(decide.first().at(2).toString(), QStringLiteral("read the diff; the rename is safe"));
 }
 
+TEST_F(ReviewQueueViewTest, NobodyApprovesTheirOwnRequestButMayRejectIt)
+{
+    QSignalSpy decide(&view, &ReviewQueueView::decideRequested);
+    view.setSelf(QStringLiteral("alice"));   // every item here was requested by alice
+    view.selectItems({QStringLiteral("r1")});
+    view.tableView()->setFocus();
+    EXPECT_FALSE(view.approveButton()->isEnabled());
+    EXPECT_TRUE(view.approveButton()->toolTip().contains(QStringLiteral("You requested r1"))) << view.approveButton()->toolTip().toStdString();
+    QTest::keyClick(view.tableView(), Qt::Key_A);
+    EXPECT_EQ(decide.size(), 0);
+    EXPECT_TRUE(view.tableView()->hasFocus()) << "no reason would make it approvable: the focus stays";
+    QTest::keyClicks(view.reasonEdit(), QStringLiteral("withdrawn: wrong branch"));
+    EXPECT_FALSE(view.approveButton()->isEnabled());
+    EXPECT_TRUE(view.rejectButton()->isEnabled()) << "a requester may withdraw their own request";
+
+    view.setSelf(QStringLiteral("bob"));
+    EXPECT_TRUE(view.approveButton()->isEnabled()) << "another approver may";
+}
+
 TEST_F(ReviewQueueViewTest, ABulkRejectionIsConfirmedWithASummaryOfTheSelection)
 {
     QSignalSpy decide(&view, &ReviewQueueView::decideRequested);
