@@ -34,8 +34,12 @@ std::string checkPoolConfig(const PoolConfig &config, ConfigProblems &problems)
         summary += (i ? ", " : "") + tier.name + " (" + tier.runtime + ", warm " + std::to_string(tier.warmCount)
             + ", max " + std::to_string(tier.maxCount) + ", network " + tier.network + ")";
     }
+    const CgroupLayout layout = detectCgroupLayout();
     summary += "; state dir " + config.stateDir.string() + "; init " + config.initPath.string() + "; cgroups "
-        + detectCgroupLayout().statusText();
+        + layout.statusText();
+    // Not a problem (the pool starts, and says so at error level), but what it means is said here.
+    if (const std::string why = cgroupAccessProblem(layout, config.poolId); !why.empty())
+        summary += " (limits NOT enforced: " + why + "; run paddock-pool as root, or under systemd with Delegate=yes)";
     return summary;
 }
 

@@ -128,6 +128,18 @@ fs::path ownDir(const fs::path &mount, const std::string &mountRoot, const std::
     return rel.empty() ? mount : mount / rel;
 }
 
+// Where a pool's cgroups may go in one hierarchy, first choice first: its own cgroup there (a
+// limit put on the pool then bounds its sandboxes too), then the hierarchy's root. controller ""
+// is v2's unified hierarchy.
+std::vector<fs::path> cgroupBases(const CgroupLayout &layout, const std::string &controller, const fs::path &mount)
+{
+    const auto self = layout.selfPaths.find(controller);
+    std::vector<fs::path> bases = {ownDir(mount, "/", self == layout.selfPaths.end() ? "/" : self->second)};
+    if (bases.front() != mount)
+        bases.push_back(mount);
+    return bases;
+}
+
 std::vector<pid_t> procsOf(const fs::path &dir)
 {
     std::vector<pid_t> pids;
@@ -345,11 +357,7 @@ std::unique_ptr<CgroupManager> CgroupManager::create(const CgroupLayout &layout,
     }
     const std::string poolDirName = poolId.empty() ? std::string("pool") : poolId;
     if (layout.version == "v2") {
-        const std::string self = layout.selfPaths.count("") ? layout.selfPaths.at("") : "/";
-        std::vector<fs::path> bases;
-        if (self != "/" && !self.empty())
-            bases.push_back(ownDir(layout.unifiedMount, "/", self));
-        bases.push_back(layout.unifiedMount);
+        const std::vector<fs::path> bases = cgroupBases(layout, "", layout.unifiedMount);
         std::string lastError;
         if (bases.size() > 1)
             moveIntoOwnLeaf(bases.front());
@@ -396,10 +404,7 @@ std::unique_ptr<CgroupManager> CgroupManager::create(const CgroupLayout &layout,
     for (const auto &[controller, mount] : layout.v1Mounts) {
         if (controller != "memory" && controller != "cpu" && controller != "cpuacct" && controller != "pids")
             continue;
-        const std::string self = layout.selfPaths.count(controller) ? layout.selfPaths.at(controller) : "/";
-        std::vector<fs::path> bases = {ownDir(mount, "/", self)};
-        if (bases.front() != mount)
-            bases.push_back(mount);
+        const std::vector<fs::path> bases = cgroupBases(layout, controller, mount);
         std::string lastError;
         for (const auto &base : bases) {
             const fs::path poolDir = base / "paddock" / poolDirName;
@@ -428,6 +433,25 @@ std::unique_ptr<CgroupManager> CgroupManager::create(const CgroupLayout &layout,
                  dirs["memory"].string(), dirs.count("cpu") ? ", " + dirs["cpu"].string() + " (cpu)" : std::string(),
                  dirs.count("pids") ? ", " + dirs["pids"].string() + " (pids)" : std::string());
     return std::unique_ptr<CgroupManager>(new CgroupManager(layout, std::move(dirs)));
+}
+
+std::string cgroupAccessProblem(const CgroupLayout &layout, const std::string &poolId)
+{
+    if (layout.version == "none")
+        return "no usable cgroup hierarchy (no cgroup2 mount with the memory controller, no v1 memory hierarchy)";
+    const fs::path mount = layout.version == "v2" ? layout.unifiedMount : layout.v1Mounts.at("memory");
+    const std::vector<fs::path> bases = cgroupBases(layout, layout.version == "v2" ? "" : "memory", mount);
+    for (const auto &base : bases) {
+        // The pool's directory, or the nearest one above it that exists, must let this user create in it.
+        fs::path dir = base / "paddock" / (poolId.empty() ? std::string("pool") : poolId);
+        std::error_code ec;
+        while (!fs::exists(dir, ec) && dir.has_parent_path() && dir != dir.parent_path())
+            dir = dir.parent_path();
+        if (::access(dir.c_str(), W_OK) == 0)
+            return {};
+    }
+    return "this user may not create cgroups under " + bases.front().string()
+        + (bases.size() > 1 ? " or " + bases.back().string() : std::string());
 }
 
 Result<std::unique_ptr<SandboxCgroup>> CgroupManager::createSandbox(const std::string &sandboxId, const CgroupLimits &limits) const

@@ -115,6 +115,10 @@ private:
     bool m_removed = false;
 };
 
+// Without creating anything: "" when this process may create the sandboxes' cgroups (in the v1
+// memory hierarchy, or the v2 unified one), else why not. For paddock-pool --check-config.
+std::string cgroupAccessProblem(const CgroupLayout &layout, const std::string &poolId);
+
 class CgroupManager {
 public:
     // nullptr (after logging why, at error level) when the layout is "none" or the pool cannot

@@ -218,11 +218,15 @@ TEST(CgroupDelegation, AHierarchyThePoolMayNotWriteMeansNoLimitsEvenWhenItsDirec
         GTEST_SKIP() << "needs root, to leave a directory the pool cannot write and drop to another user";
 
     EXPECT_NE(pool::CgroupManager::create(layout, "p1"), nullptr) << "root may create cgroups there";
+    EXPECT_EQ(pool::cgroupAccessProblem(layout, "p1"), "");
     const pid_t child = ::fork();
     ASSERT_GE(child, 0);
     if (child == 0) {
         if (::setgid(65534) != 0 || ::setuid(65534) != 0)
             ::_exit(2);
+        // --check-config says so too, without creating anything.
+        if (pool::cgroupAccessProblem(layout, "p1").find("may not create cgroups under") == std::string::npos)
+            ::_exit(3);
         ::_exit(pool::CgroupManager::create(layout, "p1") == nullptr ? 0 : 1);
     }
     int status = 0;
@@ -230,7 +234,7 @@ TEST(CgroupDelegation, AHierarchyThePoolMayNotWriteMeansNoLimitsEvenWhenItsDirec
     ASSERT_TRUE(WIFEXITED(status));
     EXPECT_EQ(WEXITSTATUS(status), 0) << "a pool that cannot create sandbox cgroups must say it runs without "
                                          "limits, not fail every sandbox later (exit 1: it claimed the hierarchy; "
-                                         "2: could not drop to nobody)";
+                                         "2: could not drop to nobody; 3: the check did not say so)";
     std::error_code ec;
     fs::remove_all(dir, ec);
 }
