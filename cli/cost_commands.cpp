@@ -1,5 +1,6 @@
 #include "cli/cost_commands.h"
 
+#include "cli/auth_commands.h"
 #include "cli/exit_codes.h"
 #include "common/clock.h"
 
@@ -126,21 +127,11 @@ int runBudgets(const Invocation &inv, const BrokerCall &call, std::ostream &out,
 
 std::optional<int64_t> parseDurationMs(const std::string &text)
 {
-    if (text.size() < 2)
+    // The unit is required here: a bare number is not a duration but the start of a date.
+    if (text.empty() || text.back() < 'a' || text.back() > 'z')
         return std::nullopt;
-    const char unit = text.back();
-    const int64_t scale = unit == 's' ? 1000 : unit == 'm' ? 60'000 : unit == 'h' ? 3'600'000 : unit == 'd' ? 86'400'000 : 0;
-    if (scale == 0)
-        return std::nullopt;
-    int64_t value = 0;
-    for (size_t i = 0; i + 1 < text.size(); ++i) {
-        if (text[i] < '0' || text[i] > '9' || value > 1'000'000'000)
-            return std::nullopt;
-        value = value * 10 + (text[i] - '0');
-    }
-    if (value == 0)
-        return std::nullopt;
-    return value * scale;
+    auto seconds = parseDurationSeconds(text);
+    return seconds ? std::optional<int64_t>(*seconds * 1000) : std::nullopt;
 }
 
 std::optional<int64_t> parseSince(const std::string &text, int64_t nowUnixMs)

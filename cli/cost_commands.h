@@ -27,7 +27,8 @@ int runCostCommand(const Invocation &inv, const BrokerCall &call, std::ostream &
 // --since: a duration back from now ("30m", "24h", "7d") or a UTC date ("2026-11-30"); the start in
 // Unix ms, or nullopt when it is neither.
 std::optional<int64_t> parseSince(const std::string &text, int64_t nowUnixMs);
-// --bucket: "15m", "1h", "1d" in ms; nullopt when malformed.
+// --bucket and --since: "90s", "15m", "1h", "1d", "2w" in ms (a unit is required, parseDurationSeconds
+// reads it); nullopt when malformed.
 std::optional<int64_t> parseDurationMs(const std::string &text);
 // "$1.50" -> 1500000 micro-USD (submit --budget); nullopt when not a non-negative amount.
 std::optional<int64_t> parseDollars(const std::string &text);
