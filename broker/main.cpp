@@ -8,7 +8,6 @@
 
 #include <CLI/CLI.hpp>
 
-#include <algorithm>
 #include <csignal>
 #include <cstdio>
 #include <pthread.h>
@@ -17,19 +16,6 @@ namespace {
 
 constexpr int kExitRuntimeError = 1;
 constexpr int kExitConfigError = 3;
-
-// One line per problem, each line of a message that has several.
-void printProblems(const paddock::ConfigProblems &problems)
-{
-    for (const auto &problem : problems.all()) {
-        size_t start = 0;
-        while (start <= problem.message.size()) {
-            const size_t end = std::min(problem.message.find('\n', start), problem.message.size());
-            std::fprintf(stderr, "paddockd: %s\n", problem.message.substr(start, end - start).c_str());
-            start = end + 1;
-        }
-    }
-}
 
 } // namespace
 
@@ -108,7 +94,7 @@ int main(int argc, char **argv)
     if (checkConfig) {
         const std::string summary = server::checkBrokerConfig(config, problems);
         if (!problems.empty()) {
-            printProblems(problems);
+            printProblems(problems, "paddockd");
             std::fprintf(stderr, "paddockd: %zu configuration problem%s in %s\n", problems.size(),
                          problems.size() == 1 ? "" : "s",
                          file.empty() ? "the embedded default" : file.c_str());
@@ -118,7 +104,7 @@ int main(int argc, char **argv)
         return 0;
     }
     if (!problems.empty()) {
-        printProblems(problems);
+        printProblems(problems, "paddockd");
         return kExitConfigError;
     }
     setupLogging("paddockd", config.logLevel);

@@ -1,6 +1,7 @@
 #include "common/config_problems.h"
 
 #include <algorithm>
+#include <cstdio>
 
 #include <unistd.h>
 
@@ -50,6 +51,21 @@ void checkCreatableDirectory(const std::string &what, const std::filesystem::pat
                          + (existing == dir ? " is not writable by this user; "
                                             : " (where it would be created) is not writable by this user; ")
                          + fix);
+}
+
+void printProblems(const ConfigProblems &problems, std::string_view program)
+{
+    for (const auto &problem : problems.all()) {
+        std::string_view rest = problem.message;
+        while (true) {
+            const size_t end = std::min(rest.find('\n'), rest.size());
+            std::fprintf(stderr, "%.*s: %.*s\n", static_cast<int>(program.size()), program.data(),
+                         static_cast<int>(end), rest.data());
+            if (end == rest.size())
+                break;
+            rest.remove_prefix(end + 1);
+        }
+    }
 }
 
 } // namespace paddock

@@ -61,4 +61,7 @@ struct ConfigSection {
 void checkCreatableDirectory(const std::string &what, const std::filesystem::path &dir, const std::string &fix,
                              ConfigProblems &problems);
 
+// Prints each problem to stderr as "program: message", a line per line of a message that has several.
+void printProblems(const ConfigProblems &problems, std::string_view program);
+
 } // namespace paddock

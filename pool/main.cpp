@@ -30,19 +30,6 @@ void onSignal(int) { g_stop = 1; }
 constexpr int kExitConfigError = 2;     // a bad config file at start
 constexpr int kExitCheckProblems = 3;   // --check-config found problems (as paddockd --check-config)
 
-// One line per problem, each line of a message that has several.
-void printProblems(const paddock::ConfigProblems &problems)
-{
-    for (const auto &problem : problems.all()) {
-        size_t start = 0;
-        while (start <= problem.message.size()) {
-            const size_t end = std::min(problem.message.find('\n', start), problem.message.size());
-            std::fprintf(stderr, "paddock-pool: %s\n", problem.message.substr(start, end - start).c_str());
-            start = end + 1;
-        }
-    }
-}
-
 } // namespace
 
 int main(int argc, char **argv)
@@ -85,7 +72,7 @@ int main(int argc, char **argv)
     ConfigProblems problems;
     pool::PoolConfig config = pool::loadPoolConfig(file, explicitConfig, problems);
     if (!problems.empty() && !checkConfig) {
-        printProblems(problems);
+        printProblems(problems, "paddock-pool");
         return kExitConfigError;
     }
     if (!listen.empty())
@@ -110,7 +97,7 @@ int main(int argc, char **argv)
         if (auto credentials = pool::makePoolServerCredentials(tlsOptions); !credentials)
             problems.add(credentials.error());
         if (!problems.empty()) {
-            printProblems(problems);
+            printProblems(problems, "paddock-pool");
             std::fprintf(stderr, "paddock-pool: %zu configuration problem%s in %s\n", problems.size(),
                          problems.size() == 1 ? "" : "s", file.c_str());
             return kExitCheckProblems;
