@@ -46,7 +46,7 @@ int main(int argc, char **argv)
                  "Allow pools on this machine (development only: agents' commands then run here)");
     app.add_option("--workers", workers, "Step workers")->check(CLI::Range(1, 256));
     app.add_option("--log-level", logLevel, "trace, debug, info, warn or error")
-        ->check(CLI::IsMember({"trace", "debug", "info", "warn", "error"}));
+        ->check(CLI::IsMember(logLevels()));
     app.add_flag("--check-config", checkConfig,
                  "Load the config as a start would (file or embedded default, flags applied), check it without "
                  "starting (keys, values, pools, TLS and token files, principals, policy file, playbook dir), print "

@@ -49,7 +49,7 @@ int main(int argc, char **argv)
                    "paddock-sandbox-init binary (default: ../libexec/paddock/ from paddock-pool when installed, else "
                    "next to it)");
     app.add_option("--log-level", logLevel, "trace, debug, info, warn or error (default info)")
-        ->check(CLI::IsMember({"trace", "debug", "info", "warn", "error"}));
+        ->check(CLI::IsMember(logLevels()));
     app.add_option("--tls-cert", tlsOptions.certFile,
                    "serve TLS with this PEM certificate chain (its subjectAltName must name the address the broker "
                    "dials); needs --tls-key")->check(CLI::ExistingFile);

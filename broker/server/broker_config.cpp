@@ -1,6 +1,7 @@
 #include "broker/server/broker_config.h"
 
 #include "common/install_paths.h"
+#include "common/log.h"
 #include "common/paths.h"
 
 #include <toml++/toml.h>
@@ -138,11 +139,6 @@ const std::vector<ConfigSection> &brokerConfigSections()
         return out;
     }();
     return sections;
-}
-
-bool isLogLevel(const std::string &level)
-{
-    return level == "trace" || level == "debug" || level == "info" || level == "warn" || level == "error";
 }
 
 BrokerConfig loadBrokerConfig(const std::filesystem::path &file, BrokerConfig config, ConfigProblems &problems)

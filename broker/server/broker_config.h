@@ -68,9 +68,6 @@ Result<BrokerConfig> loadBrokerConfig(const std::filesystem::path &file, BrokerC
 // Every table of broker.toml and the keys its loader accepts, [models] and [prices] included.
 const std::vector<ConfigSection> &brokerConfigSections();
 
-// trace, debug, info, warn or error.
-bool isLogLevel(const std::string &level);
-
 // "name=host:port" from --pool.
 Result<PoolEndpoint> parsePoolFlag(const std::string &flag);
 

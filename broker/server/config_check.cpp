@@ -62,9 +62,6 @@ std::string checkBrokerConfig(const BrokerConfig &config, ConfigProblems &proble
                      "the playbook directory " + config.models.playbookDir.string()
                          + " does not exist: set [models] playbook_dir (or pass --playbook-dir) to the directory that "
                            "holds the playbooks");
-    if (!isLogLevel(config.logLevel))
-        problems.add(ErrorCode::InvalidArgument, "log level \"" + config.logLevel
-                                                     + "\" is not a level: use trace, debug, info, warn or error");
     checkCreatableDirectory("data_dir", config.dataDir, "set data_dir (or pass --data-dir) to a directory this user "
                                                         "may write", problems);
     checkCreatableDirectory("socket", config.socketPath.parent_path(), "set socket (or pass --socket) to a path in a "

@@ -2,6 +2,7 @@
 
 #include "common/address_policy.h"
 #include "common/install_paths.h"
+#include "common/log.h"
 #include "common/paths.h"
 
 #include <toml++/toml.h>
@@ -204,9 +205,9 @@ PoolConfig loadPoolConfig(const fs::path &file, bool mustExist, ConfigProblems &
     r.integer("post_mortem_retention_hours", config.postMortemRetentionHours, 0, 24 * 3650);
     r.integer("post_mortem_max_count", config.postMortemMaxCount, 0, 1000000);
     r.integer("snapshot_retention_hours", config.snapshotRetentionHours, 0, 24 * 3650);
-    const std::string level = config.logLevel;
-    if (level != "trace" && level != "debug" && level != "info" && level != "warn" && level != "error")
-        r.problem(*root.get("log_level"), "'log_level' \"" + level + "\" is not a level: use trace, debug, info, warn or error");
+    if (!isLogLevel(config.logLevel))
+        r.problem(*root.get("log_level"), "'log_level' \"" + config.logLevel
+                                              + "\" is not a level: use trace, debug, info, warn or error");
     if (auto *listenNode = root.get("listen"); listenNode && !checkListenAddress(config.listen).empty())
         r.problem(*listenNode, checkListenAddress(config.listen));
     if (!stateDir.empty())
