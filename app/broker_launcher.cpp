@@ -204,11 +204,7 @@ QString BrokerLauncher::logDir() const
 {
     if (!m_options.logDir.isEmpty())
         return m_options.logDir;
-    // The XDG base directory spec: a relative $XDG_STATE_HOME is invalid and ignored.
-    QString state = qEnvironmentVariable("XDG_STATE_HOME");
-    if (!state.startsWith(u'/'))
-        state = QDir::homePath() + QStringLiteral("/.local/state");
-    return state + QStringLiteral("/paddock");
+    return QString::fromStdString((paddock::xdgStateHome() / "paddock").string());
 }
 
 QString BrokerLauncher::findBinary(const QString &name) const

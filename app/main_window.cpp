@@ -42,7 +42,6 @@
 #include <QStatusBar>
 #include <QTimer>
 #include <QToolBar>
-#include <QPushButton>
 #include <QVBoxLayout>
 #include <QTableView>
 #include <QTreeView>

@@ -196,9 +196,12 @@ std::string formatCost(int64_t costMicros)
 
 std::string formatAge(int64_t sinceUnixMs, int64_t nowUnixMs)
 {
-    if (sinceUnixMs <= 0)
-        return "-";
-    const int64_t seconds = std::max<int64_t>(0, (nowUnixMs - sinceUnixMs) / 1000);
+    return sinceUnixMs <= 0 ? "-" : formatSpan(nowUnixMs - sinceUnixMs);
+}
+
+std::string formatSpan(int64_t ms)
+{
+    const int64_t seconds = std::max<int64_t>(0, ms / 1000);
     if (seconds < 60)
         return std::to_string(seconds) + "s";
     if (seconds < 3600)

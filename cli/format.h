@@ -25,7 +25,8 @@ std::optional<paddock::v1::SessionStatus> statusFromName(std::string_view name);
 bool isFinal(paddock::v1::SessionStatus status);
 
 std::string formatCost(int64_t costMicros);              // "$0.0012": dollars with 4 decimals
-std::string formatAge(int64_t sinceUnixMs, int64_t nowUnixMs);  // "42s", "5m", "3h", "2d"
+std::string formatAge(int64_t sinceUnixMs, int64_t nowUnixMs);  // "42s", "5m", "3h", "2d"; "-" for no time (0)
+std::string formatSpan(int64_t ms);                                // the same units, for a length of time
 // "HH:MM:SS.mmm", local time unless utc.
 std::string formatClock(int64_t unixMs, bool utc = false);
 std::string formatIsoTime(int64_t unixMs);                // "2024-05-01T12:00:00.123Z"

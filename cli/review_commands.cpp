@@ -220,8 +220,7 @@ int runStats(const Invocation &inv, const BrokerCall &call, std::ostream &out, s
     for (const auto &a : response.approvers()) {
         char rate[16];
         std::snprintf(rate, sizeof rate, "%.0f%%", a.approval_rate() * 100);
-        // formatAge measures from a point in time and shows "-" for none (0); the median is a span.
-        const std::string median = a.decided() > 0 ? formatAge(1, 1 + a.median_decide_ms()) : "-";
+        const std::string median = a.decided() > 0 ? formatSpan(a.median_decide_ms()) : "-";
         rows.push_back({a.principal(), std::to_string(a.decided()), std::to_string(a.approved()),
                         std::to_string(a.rejected()), rate, median});
     }

@@ -32,6 +32,7 @@ std::filesystem::path fromEnv(const char *name, const std::filesystem::path &fal
 
 std::filesystem::path xdgConfigHome() { return fromEnv("XDG_CONFIG_HOME", homeDir() / ".config"); }
 std::filesystem::path xdgDataHome() { return fromEnv("XDG_DATA_HOME", homeDir() / ".local/share"); }
+std::filesystem::path xdgStateHome() { return fromEnv("XDG_STATE_HOME", homeDir() / ".local/state"); }
 
 std::filesystem::path xdgRuntimeDir()
 {

@@ -8,6 +8,7 @@ namespace paddock {
 
 std::filesystem::path xdgConfigHome();   // $XDG_CONFIG_HOME or ~/.config
 std::filesystem::path xdgDataHome();     // $XDG_DATA_HOME or ~/.local/share
+std::filesystem::path xdgStateHome();    // $XDG_STATE_HOME or ~/.local/state
 std::filesystem::path xdgRuntimeDir();   // $XDG_RUNTIME_DIR, or /tmp/paddock-<uid> when unset
 
 // Default locations of Paddock's own files.

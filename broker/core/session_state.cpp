@@ -36,9 +36,9 @@ int64_t intField(const nlohmann::json &j, const char *key)
 }
 
 // approval.decided: the session leaves waiting_approval. An approved budget extension raises the
-// budget, a granted secret joins the session's grants and an approved host its approved hosts; a rejected budget extension ends the
-// session (docs/governance.md, "Cost and budgets"), any other rejection resumes it with the
-// rejection as the tool's result.
+// budget, a granted secret joins the session's grants and an approved host its approved hosts; a
+// rejected budget extension ends the session (docs/governance.md, "Cost and budgets"), any other
+// rejection resumes it with the rejection as the tool's result.
 void applyDecision(SessionState &state, const nlohmann::json &payload)
 {
     const std::string reviewId = stringField(payload, "review_id");

@@ -738,12 +738,11 @@ StepOutcome StepEngine::runTool(const Action &action)
         // result would outlive the only copy of what it did to the workspace (a move restores the
         // snapshot before it and goes on after it). Not recorded, the step is retried: on this
         // pool its result comes from the exec's idempotency record; once the pool is lost it is
-        // the one call repeated on another (tests/integration/multi_host_test.cpp).
-        if (auto checkpointed = addCheckpoint(action, *pool, egressEvents); !checkpointed) {
-            if (checkpointed.error().code == ErrorCode::Unavailable)
-                m_pools.reportUnavailable(pool->name(), checkpointed.error().message);
-            return {action.kind, false, m_options.retryAfterUnavailableMs, checkpointed.error().message};
-        }
+        // the one call repeated on another (tests/integration/multi_host_test.cpp). poolTrouble
+        // decides which, as for the exec itself (addCheckpoint fails only with its codes).
+        if (auto checkpointed = addCheckpoint(action, *pool, egressEvents); !checkpointed)
+            if (auto outcome = poolTrouble(action, *pool, checkpointed.error()))
+                return *outcome;
     }
     return appendResult(action, std::move(egressEvents));
 }

@@ -295,11 +295,13 @@ TEST_F(SystemdLauncherTest, AUnitThatStopsBeforeTheSocketAnswersIsReported)
 
 TEST_F(SystemdLauncherTest, NoUserManagerMeansDirect)
 {
-    // systemctl that cannot reach a user manager, as here: "Failed to connect to bus".
+    // systemctl that cannot reach a user manager, as here: "Failed to connect to bus". Its stdout
+    // names the broker's unit as loaded all the same: the exit code alone must rule systemd out.
     const QString script = m_dir.filePath(QStringLiteral("systemctl"));
     QFile file(script);
     ASSERT_TRUE(file.open(QIODevice::WriteOnly));
-    file.write("#!/bin/sh\necho 'Failed to connect to bus: No medium found' >&2\nexit 1\n");
+    file.write("#!/bin/sh\nprintf 'Id=paddockd.service\\nLoadState=loaded\\n'\n"
+               "echo 'Failed to connect to bus: No medium found' >&2\nexit 1\n");
     file.close();
     file.setPermissions(QFileDevice::ReadOwner | QFileDevice::WriteOwner | QFileDevice::ExeOwner);
 

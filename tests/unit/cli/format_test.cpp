@@ -63,6 +63,14 @@ TEST(Format, AgeUsesTheLargestWholeUnit)
     EXPECT_EQ(formatAge(kNowMs + 5'000, kNowMs), "0s");   // clock skew is not negative age
 }
 
+TEST(Format, ASpanIsNotAnAge)
+{
+    EXPECT_EQ(formatSpan(549), "0s");
+    EXPECT_EQ(formatSpan(0), "0s") << "a span of nothing is a length, not 'no time'";
+    EXPECT_EQ(formatSpan(125'000), "2m");
+    EXPECT_EQ(formatSpan(2 * 86'400'000LL), "2d");
+}
+
 TEST(Format, TruncateCountsCharactersNotBytes)
 {
     EXPECT_EQ(truncateText("short", 10), "short");
