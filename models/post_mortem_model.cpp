@@ -20,6 +20,8 @@ QString postMortemReasonLabel(const QString &reason)
         return QStringLiteral("Pool lost");
     if (reason == u"disk_full")
         return QStringLiteral("Workspace full");
+    if (reason == u"seccomp_killed")
+        return QStringLiteral("Killed by seccomp");
     return reason.isEmpty() ? QStringLiteral("Unknown") : reason;
 }
 
@@ -27,7 +29,7 @@ QString postMortemExitText(const PostMortemInfo &pm)
 {
     if (pm.signal > 0) {
         const char *name = pm.signal == 9 ? "SIGKILL" : pm.signal == 15 ? "SIGTERM" : pm.signal == 11 ? "SIGSEGV"
-                         : pm.signal == 6 ? "SIGABRT" : nullptr;
+                         : pm.signal == 6 ? "SIGABRT" : pm.signal == 31 ? "SIGSYS" : nullptr;
         return name ? QStringLiteral("signal %1 (%2)").arg(pm.signal).arg(QLatin1String(name))
                     : QStringLiteral("signal %1").arg(pm.signal);
     }

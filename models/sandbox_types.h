@@ -36,7 +36,7 @@ struct PostMortemInfo {
     QString sessionId;
     QString tier;
     QString runtime;
-    QString reason;          // oom_killed, timeout, nonzero_exit, crashed, pool_lost
+    QString reason;          // oom_killed, timeout, nonzero_exit, seccomp_killed, crashed, pool_lost
     QString detail;          // one line for lists
     int exitCode = 0;
     int signal = 0;

@@ -37,7 +37,7 @@ struct PostMortemInfo {
     std::string sessionId;
     std::string tier;
     std::string runtime;
-    std::string reason;           // oom_killed, timeout, nonzero_exit, crashed
+    std::string reason;           // oom_killed, timeout, nonzero_exit, seccomp_killed, crashed
     std::string detail;
     int exitCode = 0;
     int signal = 0;

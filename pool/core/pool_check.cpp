@@ -1,5 +1,6 @@
 #include "pool/core/pool_check.h"
 
+#include "pool/core/sandbox_hardening.h"
 #include "pool/runtimes/cgroup.h"
 #include "pool/runtimes/runtime.h"
 
@@ -27,6 +28,10 @@ std::string checkPoolConfig(const PoolConfig &config, ConfigProblems &problems)
     checkCreatableDirectory("snapshot_dir", config.snapshotDir,
                             "set snapshot_dir to a directory this user may write", problems);
 
+    std::vector<std::string> warnings;
+    for (const auto &problem : checkSandboxHardening(config, warnings))
+        problems.add(ErrorCode::FailedPrecondition, problem);
+
     std::string summary = "pool '" + config.poolId + "' on " + config.listen + "; "
         + std::to_string(config.tiers.size()) + (config.tiers.size() == 1 ? " tier: " : " tiers: ");
     for (size_t i = 0; i < config.tiers.size(); ++i) {
@@ -40,6 +45,12 @@ std::string checkPoolConfig(const PoolConfig &config, ConfigProblems &problems)
     // Not a problem (the pool starts, and says so at error level), but what it means is said here.
     if (const std::string why = cgroupAccessProblem(layout, config.poolId); !why.empty())
         summary += " (limits NOT enforced: " + why + "; run paddock-pool as root, or under systemd with Delegate=yes)";
+    if (canMapIdentities())
+        summary += "; sandbox identity: " + IdentityAllocator(config.identity).describe();
+    else
+        summary += "; sandbox identity: this user (uid " + std::to_string(::geteuid()) + ", not root), capabilities dropped";
+    for (const auto &warning : warnings)
+        summary += "\nwarning: " + warning;
     return summary;
 }
 

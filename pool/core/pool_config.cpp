@@ -4,6 +4,7 @@
 #include "common/install_paths.h"
 #include "common/log.h"
 #include "common/paths.h"
+#include "pool/runtimes/minimal_etc.h"
 
 #include <toml++/toml.h>
 
@@ -29,10 +30,12 @@ const std::vector<ConfigSection> &poolConfigSections()
         {"pool.toml", "",
          {"pool_id", "listen", "state_dir", "init_path", "log_level", "exec_timeout_ms", "max_exec_timeout_ms",
           "max_output_bytes", "exec_cache_per_sandbox", "drain_timeout_ms", "snapshot_dir",
-          "post_mortem_retention_hours", "post_mortem_max_count", "snapshot_retention_hours", "tier"}},
+          "post_mortem_retention_hours", "post_mortem_max_count", "snapshot_retention_hours", "etc_extra",
+          "sandbox_identity", "tier"}},
         {"pool.toml", "[[tier]]",
          {"name", "runtime", "warm_count", "max_count", "cpu", "memory_mb", "pids", "disk_mb", "price_per_hour",
           "network", "allowlist"}},
+        {"pool.toml", "[sandbox_identity]", {"first_id", "count", "ids_per_sandbox"}},
     };
     return sections;
 }
@@ -216,6 +219,33 @@ PoolConfig loadPoolConfig(const fs::path &file, bool mustExist, ConfigProblems &
         config.snapshotDir = snapshotDir;
     if (!initPath.empty())
         config.initPath = initPath;
+
+    if (const toml::node *extra = root.get("etc_extra")) {
+        const toml::array *items = extra->as_array();
+        if (!items)
+            r.problem(*extra, "'etc_extra' must be an array of host paths under /etc, e.g. [\"/etc/gitconfig\"]");
+        static const toml::array kNone;
+        for (const auto &item : items ? *items : kNone) {
+            auto v = item.value<std::string>();
+            if (!v)
+                r.problem(item, "every 'etc_extra' entry must be a string naming a host path under /etc");
+            else if (auto check = checkEtcExtra(*v); !check.error.empty())
+                r.problem(item, check.error);
+            else
+                config.etcExtra.push_back(*v);
+        }
+    }
+    if (const toml::node *identity = root.get("sandbox_identity")) {
+        if (const toml::table *t = identity->as_table()) {
+            TableReader ir(file, *t, "sandbox_identity.", problems);
+            ir.unknownKeys(poolConfigSections()[2], "[sandbox_identity]");
+            ir.integer("first_id", config.identity.firstId, 1, 4294967294ll);
+            ir.integer("count", config.identity.count, 1, 4294967294ll);
+            ir.integer("ids_per_sandbox", config.identity.idsPerSandbox, 1, 4294967294ll);
+        } else {
+            r.problem(*identity, "'sandbox_identity' must be a table: [sandbox_identity] with first_id, count, ids_per_sandbox");
+        }
+    }
 
     if (const toml::node *tiers = root.get("tier")) {
         const toml::array *arr = tiers->as_array();

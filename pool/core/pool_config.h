@@ -6,6 +6,7 @@
 
 #include "common/config_problems.h"
 #include "common/result.h"
+#include "pool/runtimes/sandbox_identity.h"
 
 #include <cstdint>
 #include <filesystem>
@@ -47,6 +48,13 @@ struct PoolConfig {
     int postMortemMaxCount = 1000;           // and at most this many, oldest dropped first
     int64_t snapshotRetentionHours = 72;     // other snapshots (Snapshot RPC) are deleted after this; 0: never
     std::vector<TierConfig> tiers;           // default: one lite tier
+    // [sandbox_identity]: the host uids and gids sandboxes get, a block each (root pools only).
+    IdentityRange identity;
+    // Host paths under /etc copied into every sandbox's /etc, beside the pool's own list.
+    std::vector<std::string> etcExtra;
+    // Not a pool.toml key: pool_exec_bench turns it off, in the same run, to measure what the
+    // identity mapping, the minimal /etc and the seccomp filter cost.
+    bool hardenSandboxes = true;
 
     TierConfig *findTier(const std::string &name);
 };

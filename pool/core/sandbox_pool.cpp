@@ -2,6 +2,7 @@
 
 #include "common/clock.h"
 #include "common/paths.h"
+#include "pool/runtimes/minimal_etc.h"
 
 #include <spdlog/spdlog.h>
 
@@ -9,12 +10,14 @@
 #include <cerrno>
 #include <chrono>
 #include <climits>
+#include <csignal>
 #include <fstream>
 #include <poll.h>
 #include <random>
 #include <fcntl.h>
 #include <sys/eventfd.h>
 #include <sys/file.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 namespace paddock::pool {
@@ -75,6 +78,7 @@ struct SandboxPool::Sandbox {
     std::unique_ptr<SandboxCgroup> cgroup;   // null: no limits
     WorkspaceFs *workspaceFs = nullptr;      // null: no disk limit; then qgroupId is 0
     uint64_t qgroupId = 0;
+    SandboxIdentity identity;                // its block of host ids; given back by destroy()
     mutable std::mutex sampleMutex;
     std::deque<CgroupSample> samples;        // guarded by sampleMutex
     // Guarded by the pool's m_mutex.
@@ -128,6 +132,8 @@ struct SandboxPool::Tier {
     int total() const { return static_cast<int>(warm.size()) + claimed + starting; }
 };
 
+OwnerMap SandboxPool::ownerMap(const Sandbox &sandbox) { return OwnerMap{sandbox.identity.hostId, sandbox.identity.count}; }
+
 Result<std::unique_ptr<SandboxPool>> SandboxPool::create(PoolConfig config)
 {
     applyPoolDefaults(config);
@@ -159,6 +165,17 @@ Result<std::unique_ptr<SandboxPool>> SandboxPool::create(PoolConfig config)
         return fail(ErrorCode::FailedPrecondition, "another paddock-pool is already using the state directory " +
                                                        config.stateDir.string() + "; stop it or pass a different --state-dir");
     }
+    auto hardening = prepareSandboxHardening(config);
+    if (!hardening) {
+        ::close(lockFd);
+        return std::unexpected(hardening.error());
+    }
+    // Sandbox ids pass through (not list) the state directory to their workspaces and bundles.
+    const unsigned passThrough = passThroughMode(*hardening);
+    if (auto err = ensurePrivateDirectory(config.stateDir, passThrough); !err.empty()) {
+        ::close(lockFd);
+        return fail(ErrorCode::FailedPrecondition, err + "; pass a writable --state-dir");
+    }
     CgroupLayout layout = detectCgroupLayout();
     auto cgroups = CgroupManager::create(layout, config.poolId);
     const fs::path sandboxes = config.stateDir / "sandboxes";
@@ -177,7 +194,11 @@ Result<std::unique_ptr<SandboxPool>> SandboxPool::create(PoolConfig config)
         for (const auto &entry : fs::directory_iterator(sandboxes, ec))
             fs::remove_all(entry.path(), ec);
     }
-    if (auto err = ensurePrivateDirectory(sandboxes, 0700); !err.empty())
+    if (auto err = ensurePrivateDirectory(sandboxes, passThrough); !err.empty())
+        return fail(ErrorCode::FailedPrecondition, err + "; pass a writable --state-dir");
+    // The OCI runtimes' bundles and state, per sandbox; an earlier run's are stale.
+    fs::remove_all(config.stateDir / "runtime", ec);
+    if (auto err = ensurePrivateDirectory(config.stateDir / "runtime", passThrough); !err.empty())
         return fail(ErrorCode::FailedPrecondition, err + "; pass a writable --state-dir");
     // Disk limits: one btrfs for every sandbox directory (workspace_fs.h), sized for every tier
     // at max_count. The image is sparse: only what sandboxes write takes host disk.
@@ -192,12 +213,13 @@ Result<std::unique_ptr<SandboxPool>> SandboxPool::create(PoolConfig config)
         if (mounted) {
             workspaceFs = std::move(*mounted);
             diskLimits = "btrfs qgroups";
+            ::chmod(sandboxes.c_str(), passThrough);   // the new filesystem's root
         } else {
             // The documented rule (docs/pool.md): run, loudly, like a pool without cgroups.
             diskLimits = "none (" + mounted.error().message + ")";
             spdlog::error("disk limits NOT enforced: {}; a sandbox can fill this host's disk through /workspace. "
                           "Give tiers disk_mb = 0 to silence this, or fix the cause", mounted.error().message);
-            if (auto err = ensurePrivateDirectory(sandboxes, 0700); !err.empty())
+            if (auto err = ensurePrivateDirectory(sandboxes, passThrough); !err.empty())
                 return fail(ErrorCode::FailedPrecondition, err + "; pass a writable --state-dir");
         }
     }
@@ -228,6 +250,7 @@ Result<std::unique_ptr<SandboxPool>> SandboxPool::create(PoolConfig config)
     pool->m_cgroups = std::move(cgroups);
     pool->m_workspaceFs = std::move(workspaceFs);
     pool->m_diskLimits = std::move(diskLimits);
+    pool->m_hardening = std::move(*hardening);
     pool->m_allowlists = std::move(*allowlists);
     if (!pool->m_allowlists.empty())
         pool->m_egress = std::make_unique<egress::EgressProxy>();
@@ -322,10 +345,30 @@ Result<std::shared_ptr<SandboxPool::Sandbox>> SandboxPool::startSandbox(Tier &ti
     spec.workspaceDir = dir / "workspace";
     spec.controlDir = dir / "ctl";
     spec.initPath = m_config.initPath;
-    spec.runtimeDir = dir / "runtime";
+    // Not on the workspace filesystem (mounted nosuid,nodev): runsc, in the sandbox's user
+    // namespace, cannot remount a bundle there read-only without those locked flags.
+    spec.runtimeDir = m_config.stateDir / "runtime" / id;
     spec.cpu = tier.config.cpu;
     spec.memoryBytes = tier.config.memoryBytes;
     spec.pids = tier.config.pids;
+    spec.seccomp = m_hardening.seccomp;
+    if (!m_hardening.etcDir.empty())
+        spec.etcDir = minimalEtcFor(m_hardening.etcDir, tier.config.network == "allowlist");
+    if (m_hardening.identities) {
+        auto identity = m_hardening.identities->acquire();
+        if (!identity)
+            return std::unexpected(identity.error());
+        spec.identity = *identity;
+    }
+    struct IdentityGuard {   // given back unless the sandbox starts and takes it
+        IdentityAllocator *allocator;
+        SandboxIdentity identity;
+        ~IdentityGuard()
+        {
+            if (allocator)
+                allocator->release(identity);
+        }
+    } identityGuard{m_hardening.identities.get(), spec.identity};
     std::error_code ec;
     std::unique_ptr<SandboxCgroup> cgroup;
     if (m_cgroups) {
@@ -340,6 +383,7 @@ Result<std::shared_ptr<SandboxPool::Sandbox>> SandboxPool::startSandbox(Tier &ti
     uint64_t qgroupId = 0;
     WorkspaceFs *workspaceFs = tier.config.diskBytes > 0 ? m_workspaceFs.get() : nullptr;
     auto removeDir = [&] {
+        fs::remove_all(spec.runtimeDir, ec);
         if (workspaceFs)
             workspaceFs->remove(id);
         else
@@ -365,6 +409,19 @@ Result<std::shared_ptr<SandboxPool::Sandbox>> SandboxPool::startSandbox(Tier &ti
                                                        "; check that the pool's --state-dir is writable and has space");
     }
     fs::permissions(spec.controlDir, fs::perms::owner_all, ec);
+    Status given;
+    if (spec.identity.mapped()) {
+        // The sandbox's root owns its workspace (0700: no other host user reads it); the path to
+        // it only lets the sandbox's runtime pass.
+        ::chmod(dir.c_str(), passThroughMode(m_hardening));
+        given = giveToSandbox(spec.workspaceDir, spec.identity, 0700);
+    }
+    if (!given) {
+        if (cgroup)
+            cgroup->remove();
+        removeDir();
+        return std::unexpected(given.error());
+    }
     if (auto st = startEgress(tier.config, id, dir, spec); !st) {
         if (cgroup)
             cgroup->remove();
@@ -394,6 +451,8 @@ Result<std::shared_ptr<SandboxPool::Sandbox>> SandboxPool::startSandbox(Tier &ti
     auto sandbox = std::make_shared<Sandbox>(id, &tier, dir, std::move(*running), std::move(cgroup));
     sandbox->workspaceFs = workspaceFs;
     sandbox->qgroupId = qgroupId;
+    sandbox->identity = spec.identity;
+    identityGuard.allocator = nullptr;   // destroy() gives it back
     return sandbox;
 }
 
@@ -407,6 +466,19 @@ void SandboxPool::destroy(const std::shared_ptr<Sandbox> &sandbox)
     }
     if (sandbox->cgroup)
         sandbox->cgroup->remove();   // kills what outlived bwrap, then rmdir
+    // Every process of the sandbox is gone (the cgroup is empty): its ids may serve another
+    // sandbox once its files below are deleted.
+    struct GiveBack {
+        SandboxPool *pool;
+        const SandboxIdentity &identity;
+        ~GiveBack()
+        {
+            if (pool->m_hardening.identities)
+                pool->m_hardening.identities->release(identity);
+        }
+    } giveBack{this, sandbox->identity};
+    std::error_code runtimeEc;
+    fs::remove_all(m_config.stateDir / "runtime" / sandbox->id, runtimeEc);
     // The sandbox is dead: nothing inside can race the removal. Neither a subvolume's deletion
     // nor remove_all follows symlinks, so a link the agent planted is removed, not its target.
     // Deleting the subvolume also drops its qgroup: the next sandbox starts with a fresh limit.
@@ -1218,7 +1290,7 @@ Result<SnapshotInfo> SandboxPool::snapshot(const std::string &sandboxId)
     auto sandbox = findClaimed(sandboxId);
     if (!sandbox)
         return std::unexpected(sandbox.error());
-    auto info = m_snapshots->create((*sandbox)->dir / "workspace", sandboxId);
+    auto info = m_snapshots->create((*sandbox)->dir / "workspace", sandboxId, ownerMap(**sandbox));
     if (info)
         spdlog::info("snapshot {} of {}: {} entries, {} bytes, {:.1f} ms", info->ref, sandboxId, info->fileCount,
                      info->sizeBytes, info->durationMs);
@@ -1231,7 +1303,7 @@ Result<SnapshotInfo> SandboxPool::restore(const std::string &sandboxId, const st
     auto sandbox = findClaimed(sandboxId);
     if (!sandbox)
         return std::unexpected(sandbox.error());
-    auto info = m_snapshots->restore(ref, (*sandbox)->dir / "workspace", (*sandbox)->dir / "scratch");
+    auto info = m_snapshots->restore(ref, (*sandbox)->dir / "workspace", (*sandbox)->dir / "scratch", ownerMap(**sandbox));
     if (info)
         spdlog::info("restored {} into {}: {} entries, {:.1f} ms", ref, sandboxId, info->fileCount, info->durationMs);
     else
@@ -1264,7 +1336,7 @@ std::optional<PostMortemRecord> SandboxPool::execFailure(const Sandbox &sandbox,
     if (exit.reason.empty() && exit.exitCode == 0 && exit.signal == 0)
         return std::nullopt;
     PostMortemRecord pm = baseRecord(sandbox);
-    pm.reason = exit.reason.empty() ? "nonzero_exit" : exit.reason;
+    pm.reason = exit.reason.empty() ? (exit.signal == SIGSYS ? "seccomp_killed" : "nonzero_exit") : exit.reason;
     pm.exitCode = exit.exitCode;
     pm.signal = exit.signal;
     pm.durationMs = exit.durationMs;
@@ -1281,6 +1353,9 @@ std::optional<PostMortemRecord> SandboxPool::execFailure(const Sandbox &sandbox,
                     " is used up (delete files in /workspace or use a tier with more disk_mb)";
     else if (pm.reason == "timeout")
         pm.detail = cmd + " timed out after " + std::to_string(static_cast<int64_t>(exit.durationMs)) + " ms and was killed";
+    else if (pm.reason == "seccomp_killed")
+        pm.detail = cmd + " was killed by SIGSYS: a seccomp filter refused a system call (the sandbox's own filter answers "
+                          "EPERM, so the program or a library it loaded installed one that kills; docs/security.md)";
     else if (exit.signal != 0)
         pm.detail = cmd + " was killed by signal " + std::to_string(exit.signal);
     else
@@ -1327,7 +1402,7 @@ void SandboxPool::capturePostMortem(const std::shared_ptr<Sandbox> &sandbox, Pos
             last.unixMs = pm.timeUnixMs;
             pm.samples.push_back(last);
         }
-        auto snap = m_snapshots->create(sandbox->dir / "workspace", sandbox->id);
+        auto snap = m_snapshots->create(sandbox->dir / "workspace", sandbox->id, ownerMap(*sandbox));
         if (snap) {
             pm.snapshotRef = snap->ref;
             pm.snapshotSizeBytes = snap->sizeBytes;

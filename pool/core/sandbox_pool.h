@@ -14,6 +14,7 @@
 #include "pool/core/pool_config.h"
 #include "pool/core/post_mortem_capture.h"
 #include "pool/core/post_mortem_store.h"
+#include "pool/core/sandbox_hardening.h"
 #include "pool/init/init_client.h"
 #include "pool/init/init_exec_loop.h"
 #include "pool/runtimes/cgroup.h"
@@ -188,6 +189,8 @@ private:
     // failed with the sandbox directory at its disk limit.
     static void nameExit(const Sandbox &sandbox, int64_t oomBefore, Result<InitExecResult> &r);
     static bool workspaceFull(const Sandbox &sandbox);
+    // How its snapshots keep owners: ids as seen inside the sandbox.
+    static OwnerMap ownerMap(const Sandbox &sandbox);
     static constexpr int64_t kDiskFullMarginBytes = 64 << 10;
     void wakeMonitor();
     // Builds, snapshots and stores a post-mortem (blocking: call it on the capture thread or a
@@ -215,6 +218,7 @@ private:
     std::unique_ptr<CgroupManager> m_cgroups;   // null: no limits
     std::unique_ptr<WorkspaceFs> m_workspaceFs; // null: no disk limits
     std::string m_diskLimits;
+    SandboxHardening m_hardening;   // fixed after create()
 
     mutable std::mutex m_mutex;
     std::condition_variable m_cv;   // warm sandbox added, slot freed, claim key resolved, stopping

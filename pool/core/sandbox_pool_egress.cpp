@@ -45,6 +45,16 @@ Status SandboxPool::startEgress(const TierConfig &tier, const std::string &sandb
     spec.egressSocket = egressDir / "egress.sock";
     if (auto st = m_egress->addSandbox(sandboxId, spec.egressSocket, it->second); !st)
         return st;
+    // The sandbox's root connects to the socket (and its runtime binds it in through the directory).
+    if (spec.identity.mapped()) {
+        Status given = giveToSandbox(egressDir, spec.identity, 0700);
+        if (given)
+            given = giveToSandbox(spec.egressSocket, spec.identity, 0600);
+        if (!given) {
+            m_egress->removeSandbox(sandboxId);
+            return given;
+        }
+    }
     std::lock_guard lock(m_egressMutex);
     m_egressSandboxes.insert(sandboxId);
     return {};

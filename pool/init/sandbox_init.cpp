@@ -10,7 +10,9 @@
 // exec until the sandbox is released; output beyond max_output_bytes is dropped (reported as
 // truncated).
 
+#include "pool/init/capabilities.h"
 #include "pool/init/egress_forwarder.h"
+#include "pool/init/seccomp_policy.h"
 #include "pool/init/init_protocol.h"
 
 #include <nlohmann/json.hpp>
@@ -768,6 +770,7 @@ void prefaultWritablePages()
 int usage(std::FILE *to = stderr)
 {
     std::fprintf(to, "usage: paddock-sandbox-init (--listen-fd N | --socket PATH) [--ready-fd N] [--workspace DIR] [--egress-socket PATH]\n"
+                     "                            [--seccomp]\n"
                      "Internal: the first process inside every sandbox, started by paddock-pool; not meant to be run by hand.\n"
                      "Options: --help, --version; the protocol is in docs/pool.md (\"The init protocol\").\n");
     return to == stderr ? 2 : 0;
@@ -785,8 +788,13 @@ int main(int argc, char **argv)
         std::printf("paddock-sandbox-init %s\n", PADDOCK_VERSION);
         return 0;
     }
+    bool seccomp = false;
     for (int i = 1; i < argc; ++i) {
         std::string a = argv[i];
+        if (a == "--seccomp") {
+            seccomp = true;
+            continue;
+        }
         if (i + 1 >= argc)
             return usage();
         if (a == "--listen-fd")
@@ -831,6 +839,18 @@ int main(int argc, char **argv)
     for (int fd = 3; fd < 1024; ++fd)
         if (fd != listenFd && fd != readyFd)
             ::close(fd);
+    // Before anything of the agent's can run: every handler, command and the forwarder inherit
+    // no capabilities and the filter. Either failing is a sandbox that does not start (fail closed).
+    if (const std::string err = paddock::pool::init::dropAllCapabilities(); !err.empty()) {
+        std::fprintf(stderr, "paddock-sandbox-init: %s\n", err.c_str());
+        return 1;
+    }
+    if (seccomp) {
+        if (const std::string err = paddock::pool::init::loadSeccompFilter(); !err.empty()) {
+            std::fprintf(stderr, "paddock-sandbox-init: cannot load the seccomp filter: %s\n", err.c_str());
+            return 1;
+        }
+    }
 
     sigset_t mask;
     sigemptyset(&mask);

@@ -30,15 +30,27 @@ Result<std::unique_ptr<BwrapRuntime>> BwrapRuntime::create()
 
 std::vector<std::string> BwrapRuntime::commandLine(const SandboxSpec &spec, const std::vector<std::string> &command) const
 {
-    std::vector<std::string> args = {
-        m_bwrap, "--unshare-all", "--new-session", "--die-with-parent", "--as-pid-1",
-        // Run as (host) root, bwrap gives the sandbox a user namespace mapping 0 -> 0 with every
-        // capability in it, enough to `mount -o remount,rw /usr` and write to the host. No
-        // capabilities at all: the bounding set is emptied too, so no exec gets them back.
-        "--cap-drop", "ALL",
+    std::vector<std::string> args = {m_bwrap};
+    if (spec.identity.mapped()) {
+        // bwrap starts inside the sandbox's user namespace, as its root (spawnSandboxProcess
+        // joins it): every namespace but that one is new, and no further user namespace is made.
+        args.insert(args.end(), {"--unshare-ipc", "--unshare-pid", "--unshare-net", "--unshare-uts", "--unshare-cgroup-try"});
+    } else {
+        // bwrap makes the user namespace. Run by an ordinary user, it maps that user alone, as
+        // sandbox root (uid 0 inside, no capabilities), as the OCI runtimes do.
+        args.push_back("--unshare-all");
+        if (::geteuid() != 0)
+            args.insert(args.end(), {"--uid", "0", "--gid", "0"});
+    }
+    args.insert(args.end(), {
+        "--new-session", "--die-with-parent", "--as-pid-1",
+        // No capabilities, but CAP_SETPCAP for the init alone: bwrap empties the bounding set only
+        // when it makes the user namespace, so the init empties it, then drops that one too
+        // (pool/init/capabilities.h). No exec ever gets a capability back.
+        "--cap-drop", "ALL", "--cap-add", "CAP_SETPCAP",
         "--clearenv", "--setenv", "PATH", "/usr/local/bin:/usr/bin:/bin", "--setenv", "HOME", "/workspace",
         "--setenv", "LANG", "C.UTF-8",
-        "--ro-bind", "/usr", "/usr"};
+        "--ro-bind", "/usr", "/usr"});
     // Mirror the host's top-level system directories: symlinks on a merged-/usr system, read-only
     // binds otherwise.
     for (const char *dir : {"bin", "sbin", "lib", "lib32", "lib64", "libx32"}) {
@@ -53,17 +65,22 @@ std::vector<std::string> BwrapRuntime::commandLine(const SandboxSpec &spec, cons
             args.insert(args.end(), {"--ro-bind", host.string(), host.string()});
         }
     }
-    args.insert(args.end(), {"--ro-bind", "/etc", "/etc"});
-    // /etc is shared read-only, but uid 0 inside still owns its files: hide the host's secrets.
-    for (const char *secret : {"/etc/shadow", "/etc/gshadow", "/etc/shadow-", "/etc/gshadow-"}) {
+    // The pool's minimal /etc, never the host's.
+    if (!spec.etcDir.empty())
+        args.insert(args.end(), {"--ro-bind", spec.etcDir.string(), "/etc"});
+    args.insert(args.end(), {"--proc", "/proc"});
+    for (const char *path : kMaskedProcPaths) {
         std::error_code ec;
-        if (fs::exists(secret, ec))
-            args.insert(args.end(), {"--ro-bind", "/dev/null", secret});
+        const auto st = fs::status(path, ec);
+        if (ec)
+            continue;
+        if (fs::is_directory(st))
+            args.insert(args.end(), {"--tmpfs", path, "--remount-ro", path});
+        else
+            args.insert(args.end(), {"--ro-bind", "/dev/null", path});
     }
-    if (std::error_code ec; fs::is_directory("/etc/ssh", ec))
-        args.insert(args.end(), {"--tmpfs", "/etc/ssh"});
     args.insert(args.end(), {
-                             "--proc", "/proc", "--dev", "/dev", "--tmpfs", "/tmp",
+                             "--dev", "/dev", "--tmpfs", "/tmp",
                              "--bind", spec.workspaceDir.string(), "/workspace",
                              "--ro-bind", spec.initPath.string(), kInitInsidePath});
     if (!spec.egressSocket.empty())
@@ -91,7 +108,10 @@ Result<std::unique_ptr<RunningSandbox>> BwrapRuntime::start(const SandboxSpec &s
                                          std::to_string(kReadyFdInside)};
     if (!spec.egressSocket.empty())
         initArgs.insert(initArgs.end(), {"--egress-socket", kEgressSocketInside});
+    if (spec.seccomp)
+        initArgs.push_back("--seccomp");
     SpawnSpec spawn;
+    spawn.userNsFd = spec.identity.userNsFd;
     spawn.argv = commandLine(spec, initArgs);
     spawn.cgroupProcsFds = spec.cgroupProcsFds;
     spawn.fdMap = {{*listenFd, kListenFdInside}, {ready->second, kReadyFdInside}};

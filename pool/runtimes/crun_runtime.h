@@ -1,6 +1,6 @@
 #pragma once
-// The OCI tier through crun: `crun --root <sandbox>/runtime/state --cgroup-manager=disabled run
-// --preserve-fds 2 --bundle <sandbox>/runtime/bundle <id>` of an OCI bundle (oci_bundle.h).
+// The OCI tier through crun: `crun --root <state>/runtime/<id>/state --cgroup-manager=disabled run
+// --preserve-fds 2 --bundle <state>/runtime/<id>/bundle <id>` of an OCI bundle (oci_bundle.h).
 // Linux namespaces like bwrap, but no user namespace: uid 0 inside is host root with no
 // capabilities, noNewPrivileges, and /proc/sys and friends read-only or masked.
 //

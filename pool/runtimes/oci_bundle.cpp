@@ -5,6 +5,7 @@
 #include <nlohmann/json.hpp>
 
 #include <fstream>
+#include <unistd.h>
 #include <system_error>
 
 namespace paddock::pool {
@@ -52,15 +53,8 @@ std::string ociConfigJson(const OciBundleOptions &o)
         if (!ec && fs::is_directory(st))
             mounts.push_back(bindMount(host, host.string(), true));
     }
-    mounts.push_back(bindMount("/etc", "/etc", true));
-    // /etc is shared read-only, but uid 0 inside still owns its files: hide the host's secrets.
-    for (const char *secret : {"/etc/shadow", "/etc/gshadow", "/etc/shadow-", "/etc/gshadow-"}) {
-        std::error_code ec;
-        if (fs::exists(secret, ec))
-            mounts.push_back(bindMount("/dev/null", secret, true));
-    }
-    if (std::error_code ec; fs::is_directory("/etc/ssh", ec))
-        mounts.push_back({{"destination", "/etc/ssh"}, {"type", "tmpfs"}, {"source", "tmpfs"}, {"options", {"ro", "size=4k"}}});
+    if (!o.etcDir.empty())
+        mounts.push_back(bindMount(o.etcDir, "/etc", true));
     mounts.push_back(bindMount(o.workspaceDir, "/workspace", false));
     mounts.push_back(bindMount(o.initPath, kOciInitInsidePath, true));
     if (!o.controlDir.empty())
@@ -75,6 +69,22 @@ std::string ociConfigJson(const OciBundleOptions &o)
         resources["cpu"] = {{"period", 10000}, {"quota", static_cast<int64_t>(o.cpu * 10000)}};
     if (o.pids > 0)
         resources["pids"] = {{"limit", o.pids}};
+
+    json namespaces = {{{"type", "pid"}}, {{"type", "network"}}, {{"type", "ipc"}}, {{"type", "uts"}}, {{"type", "mount"}}};
+    json uidMappings = json::array(), gidMappings = json::array();
+    if (o.identity.mapped()) {
+        uidMappings.push_back({{"containerID", 0}, {"hostID", o.identity.hostId}, {"size", o.identity.count}});
+        gidMappings = uidMappings;
+    } else if (::geteuid() != 0) {
+        uidMappings.push_back({{"containerID", 0}, {"hostID", ::geteuid()}, {"size", 1}});
+        gidMappings.push_back({{"containerID", 0}, {"hostID", ::getegid()}, {"size", 1}});
+    }
+    if (!uidMappings.empty())
+        namespaces.push_back({{"type", "user"}});
+    json masked = json::array();
+    for (const char *path : kMaskedProcPaths)
+        masked.push_back(path);
+    masked.push_back("/sys/firmware");
 
     const json noCaps = json::array();
     json config = {
@@ -93,15 +103,16 @@ std::string ociConfigJson(const OciBundleOptions &o)
         {"hostname", "sandbox"},
         {"mounts", mounts},
         {"linux",
-         {{"namespaces", {{{"type", "pid"}}, {{"type", "network"}}, {{"type", "ipc"}}, {{"type", "uts"}}, {{"type", "mount"}}}},
+         {{"namespaces", namespaces},
           {"resources", resources},
-          // uid 0 without capabilities still owns /proc/sys and friends: keep them read-only or hidden.
-          {"maskedPaths",
-           {"/proc/acpi", "/proc/asound", "/proc/kcore", "/proc/keys", "/proc/latency_stats", "/proc/timer_list",
-            "/proc/timer_stats", "/proc/sched_debug", "/proc/scsi", "/sys/firmware"}},
+          {"maskedPaths", masked},
           {"readonlyPaths",
            {"/proc/bus", "/proc/fs", "/proc/irq", "/proc/sys", "/proc/sysrq-trigger"}}}},
     };
+    if (!uidMappings.empty()) {
+        config["linux"]["uidMappings"] = uidMappings;
+        config["linux"]["gidMappings"] = gidMappings;
+    }
     return config.dump(1);
 }
 

@@ -1,14 +1,16 @@
 #pragma once
 // OCI bundles for the runsc and crun tiers: a config.json and a rootfs skeleton (empty mount
 // points and the host's /bin, /lib... symlinks), written per sandbox into a directory only the
-// pool sees. The sandbox gets the same filesystem as the bubblewrap tier: read-only /usr and /etc
-// (minus /etc/shadow, /etc/gshadow and /etc/ssh), private /proc, /dev and /tmp, a writable
-// /workspace, the init at /run/paddock/paddock-sandbox-init, no capabilities, an environment of
-// PATH, HOME and LANG only, and new pid, network, ipc, uts and mount namespaces (no network).
+// pool sees. The sandbox gets the same filesystem as the bubblewrap tier: read-only /usr, the
+// pool's minimal /etc (minimal_etc.h), private /proc (host details masked), /dev and /tmp, a
+// writable /workspace, the init at /run/paddock/paddock-sandbox-init, no capabilities, an
+// environment of PATH, HOME and LANG only, and new pid, network, ipc, uts and mount namespaces
+// (no network), plus a user namespace mapping the sandbox's own host ids (sandbox_identity.h).
 //
 // Threads: plain functions.
 
 #include "common/result.h"
+#include "pool/runtimes/sandbox_identity.h"
 
 #include <cstdint>
 #include <filesystem>
@@ -33,6 +35,11 @@ struct OciBundleOptions {
     double cpu = 0;
     int64_t memoryBytes = 0;
     int64_t pids = 0;
+    // Mapped: a user namespace with uidMappings and gidMappings of the sandbox's block.
+    // Unmapped: none when the pool is root (host root, used only by benchmarks), else the pool's
+    // own uid alone.
+    SandboxIdentity identity;
+    std::filesystem::path etcDir;          // bound read-only at /etc; empty: /etc is empty
 };
 
 inline constexpr const char *kOciInitInsidePath = "/run/paddock/paddock-sandbox-init";

@@ -49,7 +49,10 @@ Result<std::unique_ptr<RunningSandbox>> OciRuntime::start(const SandboxSpec &spe
     std::error_code ec;
     fs::create_directories(stateDir, ec);
     fs::create_directories(bundleDir, ec);
-    fs::permissions(runtimeDir, fs::perms::owner_all, ec);
+    // Private to the pool; with a mapped identity the runtime's sandbox and gofer (runsc) run as
+    // the sandbox's uid and must pass through to the bundle, not list it.
+    fs::permissions(runtimeDir, spec.identity.mapped() ? fs::perms::owner_all | fs::perms::others_exec | fs::perms::group_exec
+                                                       : fs::perms::owner_all, ec);
 
     OciBundleOptions bundle;
     bundle.bundleDir = bundleDir;
@@ -59,6 +62,8 @@ Result<std::unique_ptr<RunningSandbox>> OciRuntime::start(const SandboxSpec &spe
     bundle.memoryBytes = spec.memoryBytes;
     bundle.pids = spec.pids;
     bundle.egressSocket = spec.egressSocket;
+    bundle.identity = spec.identity;
+    bundle.etcDir = spec.etcDir;
 
     // The init says it listens by writing one byte: EOF first means the runtime or the init died.
     auto ready = readyPipe();
@@ -87,11 +92,18 @@ Result<std::unique_ptr<RunningSandbox>> OciRuntime::start(const SandboxSpec &spe
         bundle.args = {kOciInitInsidePath, "--listen-fd", "3", "--ready-fd", "4"};
     } else {
         bundle.controlDir = spec.controlDir;
+        // The init creates its socket there as the sandbox's root.
+        if (spec.identity.mapped() && ::chown(spec.controlDir.c_str(), spec.identity.hostId, spec.identity.hostId) != 0) {
+            closeAll(-1);
+            return fail(ErrorCode::Internal, "cannot give " + spec.controlDir.string() + " to the sandbox's uid: " + std::strerror(errno));
+        }
         fdMap = {{ready->second, 1}};
         bundle.args = {kOciInitInsidePath, "--socket", std::string(kOciControlInsideDir) + "/init.sock", "--ready-fd", "1"};
     }
     if (!spec.egressSocket.empty())
         bundle.args.insert(bundle.args.end(), {"--egress-socket", kEgressSocketInside});
+    if (spec.seccomp)
+        bundle.args.push_back("--seccomp");
     if (auto written = writeOciBundle(bundle); !written) {
         closeAll(listenFd);
         return std::unexpected(written.error());
@@ -148,6 +160,8 @@ Result<int> OciRuntime::runToCompletion(const SandboxSpec &spec, const std::vect
     bundle.workspaceDir = spec.workspaceDir;
     bundle.initPath = spec.initPath;
     bundle.args = command;
+    bundle.identity = spec.identity;
+    bundle.etcDir = spec.etcDir;
     if (m_mode == SocketMode::BoundDirectory)
         bundle.controlDir = spec.controlDir;
     if (auto written = writeOciBundle(bundle); !written)

@@ -1,7 +1,7 @@
 #pragma once
 // The standard and heavy tiers' runtime: gVisor. Every sandbox is a foreground
-//   runsc --root <sandbox>/runtime/state --network=none --host-uds=create --ignore-cgroups
-//         run --bundle <sandbox>/runtime/bundle <id>
+//   runsc --root <state>/runtime/<id>/state --network=none --host-uds=create --ignore-cgroups
+//         run --bundle <state>/runtime/<id>/bundle <id>
 // of an OCI bundle (oci_bundle.h): the init runs as PID 1 on gVisor's user-space kernel, with
 // no network device but loopback.
 //
@@ -12,6 +12,11 @@
 // that the pool connects to. The init signals readiness on its stdout (a pipe to the pool). The
 // pool then holds an O_PATH descriptor of that socket and connects through /proc/self/fd/N, so
 // an agent that unlinks the name and listens in its place reaches nobody.
+//
+// Identity: the bundle's uidMappings give the sandbox its block of host ids; gVisor's own
+// /proc/self/uid_map shows its emulated "0 0 4294967295", but what its gofer writes to
+// /workspace belongs to the block's first uid on the host, and runsc's sandbox and gofer need the
+// bundle reachable by that uid (the pool makes the path to it traversable: sandbox_pool.cpp).
 //
 // Threads: as OciRuntime.
 

@@ -8,6 +8,7 @@
 // from any thread.
 
 #include "common/result.h"
+#include "pool/runtimes/sandbox_identity.h"
 
 #include <cstdint>
 #include <filesystem>
@@ -42,7 +43,24 @@ struct SandboxSpec {
     // The sandbox keeps no other network: an empty network namespace (bwrap), --network=none
     // (runsc), no network in the OCI spec (crun).
     std::filesystem::path egressSocket;
+    // Who the sandbox is on the host (sandbox_identity.h). Mapped: sandbox root is
+    // identity.hostId, the workspace belongs to it, and the runtime puts every process of the
+    // sandbox in a user namespace with that mapping. Unmapped: the pool's own user.
+    SandboxIdentity identity;
+    // The minimal /etc (minimal_etc.h), bound read-only at /etc. Empty: /etc is empty.
+    std::filesystem::path etcDir;
+    // The init loads the seccomp filter (seccomp_policy.h): on the host's kernel under bwrap and
+    // crun, on gVisor's (which implements seccomp) under runsc, beside runsc's own host filter.
+    bool seccomp = false;
 };
+
+// What the kernel's /proc tells of the host beyond a sandbox's own processes: masked (an empty
+// file or directory) in every runtime's /proc. /proc/sys, sysrq-trigger, irq and bus are
+// read-only on top (bwrap does that itself; the OCI spec says readonlyPaths).
+inline constexpr const char *kMaskedProcPaths[] = {
+    "/proc/kcore",       "/proc/keys",       "/proc/key-users", "/proc/sysrq-trigger", "/proc/timer_list",
+    "/proc/sched_debug", "/proc/latency_stats", "/proc/kallsyms", "/proc/kmsg",        "/proc/acpi",
+    "/proc/asound",      "/proc/scsi"};
 
 // Where the egress socket appears inside a sandbox (SandboxSpec::egressSocket).
 inline constexpr const char *kEgressSocketInside = "/run/paddock/egress.sock";

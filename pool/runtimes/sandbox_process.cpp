@@ -139,6 +139,7 @@ Spawned spawnSandboxProcess(SpawnerThread &spawner, const SpawnSpec &spec)
     // config.json for the OCI runtimes).
     char *emptyEnv[] = {nullptr};
     const char *detachPath = spec.detachMount.empty() ? nullptr : spec.detachMount.c_str();
+    const int userNsFd = spec.userNsFd;
 
     Spawned out;
     int errPipe[2];
@@ -185,13 +186,22 @@ Spawned spawnSandboxProcess(SpawnerThread &spawner, const SpawnSpec &spec)
             // terminal reaches the pool, which then releases the sandboxes in order.
             if (spec.newSession ? ::setsid() < 0 : ::setpgid(0, 0) != 0)
                 die(errno);
-            if (spec.dieWithPool && ::prctl(PR_SET_PDEATHSIG, SIGKILL) != 0)
-                die(errno);
             if (detachPath) {
                 if (::unshare(CLONE_NEWNS) != 0 || ::mount(nullptr, "/", nullptr, MS_REC | MS_PRIVATE, nullptr) != 0 ||
                     ::umount2(detachPath, MNT_DETACH) != 0)
                     die(errno);
             }
+            // Become the sandbox's root: host uid identity.hostId, every capability inside its
+            // namespace, none outside it. Raw system calls: glibc's setresuid would try to
+            // change the credentials of every thread of the pool, whose memory we share.
+            if (userNsFd >= 0) {
+                if (::setns(userNsFd, CLONE_NEWUSER) != 0 || ::syscall(SYS_setgroups, 0, nullptr) != 0 ||
+                    ::syscall(SYS_setresgid, 0, 0, 0) != 0 || ::syscall(SYS_setresuid, 0, 0, 0) != 0)
+                    die(errno);
+            }
+            // After the credentials change, which clears it.
+            if (spec.dieWithPool && ::prctl(PR_SET_PDEATHSIG, SIGKILL) != 0)
+                die(errno);
             int devNullIn = ::open("/dev/null", O_RDONLY);
             int devNullOut = ::open("/dev/null", O_WRONLY);
             if (devNullIn < 0 || devNullOut < 0 || ::dup2(devNullIn, 0) < 0 || ::dup2(devNullOut, 1) < 0)

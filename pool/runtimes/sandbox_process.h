@@ -59,6 +59,9 @@ struct SpawnSpec {
     bool newSession = false;                     // setsid(); otherwise a process group of its own
     bool dieWithPool = false;                    // PR_SET_PDEATHSIG(SIGKILL)
     std::string detachMount;                     // a mount to detach in a private mount namespace; empty: none
+    // A user namespace to join (SandboxIdentity::userNsFd) as its root before the exec, so the
+    // runtime and all it starts are the sandbox's host uid; -1: stay the pool's user.
+    int userNsFd = -1;
 };
 
 struct Spawned {
@@ -67,7 +70,8 @@ struct Spawned {
 };
 
 // vfork, then in the child: SCHED_OTHER, join the cgroups, default signal dispositions, new
-// session or process group, the fd map, exec with an empty environment. Failures before the exec
+// session or process group, the mount to detach, the user namespace to join, the fd map, exec
+// with an empty environment. Failures before the exec
 // come back in Spawned::err (the child is reaped).
 Spawned spawnSandboxProcess(SpawnerThread &spawner, const SpawnSpec &spec);
 

@@ -126,7 +126,18 @@ la_ssize_t sinkWrite(struct archive *a, void *client, const void *buf, size_t n)
     return static_cast<la_ssize_t>(n);
 }
 
+// Nobody, inside: what a file of a host id outside the sandbox's block is archived as.
+constexpr uint32_t kOverflowId = 65534;
+
+uint32_t insideId(const OwnerMap &map, uint32_t host)
+{
+    if (map.count == 0)
+        return 0;
+    return host >= map.hostId && host - map.hostId < map.count ? host - map.hostId : kOverflowId;
+}
+
 struct Walk {
+    OwnerMap owners;
     struct archive *out = nullptr;
     int64_t files = 0;
     int64_t skipped = 0;
@@ -181,8 +192,8 @@ bool walkDir(Walk &w, int dirfd, const std::string &rel, int depth)
             if (!S_ISREG(st.st_mode))
                 continue;   // swapped meanwhile
             archive_entry_copy_stat(entry.get(), &st);
-            archive_entry_set_uid(entry.get(), 0);
-            archive_entry_set_gid(entry.get(), 0);
+            archive_entry_set_uid(entry.get(), insideId(w.owners, st.st_uid));
+            archive_entry_set_gid(entry.get(), insideId(w.owners, st.st_gid));
             if (!writeHeader(w, entry.get()))
                 return false;
             int64_t left = st.st_size;
@@ -204,8 +215,8 @@ bool walkDir(Walk &w, int dirfd, const std::string &rel, int depth)
             w.skipped++;   // device, fifo, socket
             continue;
         }
-        archive_entry_set_uid(entry.get(), 0);
-        archive_entry_set_gid(entry.get(), 0);
+        archive_entry_set_uid(entry.get(), insideId(w.owners, st.st_uid));
+        archive_entry_set_gid(entry.get(), insideId(w.owners, st.st_gid));
         if (!writeHeader(w, entry.get()))
             return false;
         w.files++;
@@ -361,7 +372,7 @@ Result<int64_t> SnapshotStore::sizeOf(const std::string &ref) const
     return static_cast<int64_t>(n);
 }
 
-Result<SnapshotInfo> SnapshotStore::create(const fs::path &workspaceDir, const std::string &refPrefix)
+Result<SnapshotInfo> SnapshotStore::create(const fs::path &workspaceDir, const std::string &refPrefix, OwnerMap owners)
 {
     const int64_t t0 = monotonicUs();
     Fd ws(::open(workspaceDir.c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC));
@@ -374,6 +385,7 @@ Result<SnapshotInfo> SnapshotStore::create(const fs::path &workspaceDir, const s
         return fail(ErrorCode::FailedPrecondition, sysError("cannot create " + tmp.string()) +
                                                        "; check that snapshot_dir is writable and has space");
     Walk w;
+    w.owners = owners;
     w.out = archive_write_new();
     archive_write_add_filter_zstd(w.out);
     archive_write_set_format_pax_restricted(w.out);
@@ -432,7 +444,8 @@ Result<SnapshotInfo> SnapshotStore::create(const fs::path &workspaceDir, const s
     return info;
 }
 
-Result<SnapshotInfo> SnapshotStore::restore(const std::string &ref, const fs::path &workspaceDir, const fs::path &scratchDir)
+Result<SnapshotInfo> SnapshotStore::restore(const std::string &ref, const fs::path &workspaceDir, const fs::path &scratchDir,
+                                            OwnerMap owners)
 {
     const int64_t t0 = monotonicUs();
     auto path = archivePath(ref);
@@ -482,7 +495,17 @@ Result<SnapshotInfo> SnapshotStore::restore(const std::string &ref, const fs::pa
     struct archive *ext = archive_write_disk_new();
     std::unique_ptr<struct archive, int (*)(struct archive *)> extGuard(ext, archive_write_free);
     archive_write_disk_set_options(ext, ARCHIVE_EXTRACT_TIME | ARCHIVE_EXTRACT_PERM | ARCHIVE_EXTRACT_SECURE_SYMLINKS |
-                                            ARCHIVE_EXTRACT_SECURE_NODOTDOT | ARCHIVE_EXTRACT_NO_OVERWRITE);
+                                            ARCHIVE_EXTRACT_SECURE_NODOTDOT | ARCHIVE_EXTRACT_NO_OVERWRITE |
+                                            (owners.count ? ARCHIVE_EXTRACT_OWNER : 0));
+    // An id inside the archive becomes the same id inside the restoring sandbox; one beyond its
+    // block becomes its nobody (or its root, for a block too small to have one).
+    auto hostOf = [&](la_int64_t inside, uint32_t poolId) -> uint32_t {
+        if (owners.count == 0)
+            return poolId;
+        if (inside >= 0 && inside < owners.count)
+            return owners.hostId + static_cast<uint32_t>(inside);
+        return owners.hostId + (kOverflowId < owners.count ? kOverflowId : 0);
+    };
     SnapshotInfo info;
     info.ref = ref;
     for (;;) {
@@ -505,8 +528,8 @@ Result<SnapshotInfo> SnapshotStore::restore(const std::string &ref, const fs::pa
         if (const char *hl = archive_entry_hardlink(entry))
             archive_entry_set_hardlink(entry, (staging / normalizeEntryPath(hl)).c_str());
         archive_entry_set_perm(entry, archive_entry_perm(entry) & 01777);   // no setuid or setgid bits
-        archive_entry_set_uid(entry, ::geteuid());
-        archive_entry_set_gid(entry, ::getegid());
+        archive_entry_set_uid(entry, hostOf(archive_entry_uid(entry), ::geteuid()));
+        archive_entry_set_gid(entry, hostOf(archive_entry_gid(entry), ::getegid()));
         if (archive_write_header(ext, entry) < ARCHIVE_WARN)
             return fail(ErrorCode::FailedPrecondition, "snapshot '" + ref + "' cannot be restored: " + name + ": " +
                                                            archive_error_string(ext) + "; the workspace was not changed");

@@ -12,9 +12,13 @@
 // ARCHIVE_EXTRACT_SECURE_* flags on top), and only when the whole archive decoded cleanly swaps
 // the staged content in; a corrupt or truncated archive leaves the workspace as it was.
 //
+// Owners: with an OwnerMap (a sandbox with host ids of its own), files are archived with the ids
+// they have inside the sandbox and restored as the same ids inside the restoring sandbox, whatever
+// its host ids; without one, owners are archived as 0 and restored as the pool's user.
+//
 // Known limits: devices, fifos and sockets in a workspace are skipped (counted in `skipped`);
-// owners are not kept (restored files belong to the pool's user); a restore into a sandbox whose
-// processes are writing /workspace at that moment may interleave with their writes.
+// a restore into a sandbox whose processes are writing /workspace at that moment may interleave
+// with their writes.
 //
 // Threads: all methods may be called from any thread; refs are allocated under a mutex.
 
@@ -55,6 +59,13 @@ struct SnapshotChunk {
     bool eof = false;
 };
 
+// A sandbox's block of host ids (pool/runtimes/sandbox_identity.h): inside id i is host id
+// hostId + i for i < count. count == 0: no mapping.
+struct OwnerMap {
+    uint32_t hostId = 0;
+    uint32_t count = 0;
+};
+
 class SnapshotStore {
 public:
     static constexpr int64_t kMaxReadBytes = 4ll << 20;
@@ -65,13 +76,13 @@ public:
     const std::filesystem::path &dir() const { return m_dir; }
 
     // Archives workspaceDir under a new ref "<refPrefix>-<n>".
-    Result<SnapshotInfo> create(const std::filesystem::path &workspaceDir, const std::string &refPrefix);
+    Result<SnapshotInfo> create(const std::filesystem::path &workspaceDir, const std::string &refPrefix, OwnerMap owners = {});
     // Replaces workspaceDir's content with the snapshot's. scratchDir (same filesystem as
     // workspaceDir, not visible inside the sandbox) holds the staging and the old content while
     // they are swapped. NotFound for an unknown ref; FailedPrecondition naming the ref for a
     // damaged archive or a refused entry (nothing in workspaceDir changed then).
     Result<SnapshotInfo> restore(const std::string &ref, const std::filesystem::path &workspaceDir,
-                                 const std::filesystem::path &scratchDir);
+                                 const std::filesystem::path &scratchDir, OwnerMap owners = {});
     Result<std::vector<SnapshotEntry>> list(const std::string &ref, const std::string &pathPrefix);
     Result<SnapshotChunk> read(const std::string &ref, const std::string &path, int64_t offset, int64_t maxBytes);
     Result<int64_t> sizeOf(const std::string &ref) const;

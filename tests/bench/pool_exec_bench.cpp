@@ -40,6 +40,7 @@
 #include <spawn.h>
 #include <sys/resource.h>
 #include <sys/wait.h>
+#include <sys/stat.h>
 #include <unistd.h>
 #include <vector>
 
@@ -282,6 +283,7 @@ int main(int argc, char **argv)
     char tmpl[] = "/tmp/paddock-pool-bench-XXXXXX";
     if (!::mkdtemp(tmpl))
         die("cannot create a temporary directory");
+    ::chmod(tmpl, 0711);   // sandbox uids pass through to their workspaces
     const fs::path dir = tmpl;
 
     pool::PoolConfig config;

@@ -22,6 +22,7 @@
 #include <cstdlib>
 #include <filesystem>
 #include <vector>
+#include <sys/stat.h>
 #include <unistd.h>
 
 namespace fs = std::filesystem;
@@ -107,6 +108,7 @@ int main(int argc, char **argv)
     char tmpl[] = "/tmp/paddock-refill-bench-XXXXXX";
     if (!::mkdtemp(tmpl))
         die("cannot create a temporary directory");
+    ::chmod(tmpl, 0711);   // sandbox uids pass through to their workspaces
     const fs::path dir = tmpl;
     std::printf("pool_refill_bench: %d rounds; refill = a fresh pool filling its warm slots with 2 parallel starts\n", rounds);
     for (const std::string runtimeName : {"bwrap", "runsc", "crun"}) {

@@ -20,6 +20,7 @@
 #include <sys/syscall.h>
 #include <sys/wait.h>
 #include <thread>
+#include <sys/stat.h>
 #include <unistd.h>
 
 extern char **environ;
@@ -124,6 +125,9 @@ TempDir::TempDir(std::string_view prefix)
                         + std::string(prefix) + "-XXXXXX";
     if (!::mkdtemp(pattern.data()))
         throw std::runtime_error("cannot create a temporary directory from " + pattern + ": " + std::strerror(errno));
+    // Not listable, but passable: a root pool's sandboxes run as host uids of their own, which
+    // must pass through to their workspaces (the pool refuses a state_dir they cannot reach).
+    ::chmod(pattern.c_str(), 0711);
     m_path = pattern;
 }
 

@@ -28,6 +28,7 @@ done
 [ -f "$build/CPackConfig.cmake" ] || skip "$build/CPackConfig.cmake is missing: configure with cmake first"
 
 tmp=$(mktemp -d /tmp/paddock-package-test.XXXXXX)
+chmod 0711 "$tmp"   # the pool's sandbox uids pass through to their workspaces (docs/security.md)
 pool_pid='' broker_pid=''
 pool_id="pkgtest-$$"
 cleanup() {

@@ -82,7 +82,7 @@ TEST(PostMortemListModelTest, SameListUpdatesInPlaceANewOneResets)
 
 TEST(PostMortemListModelTest, EveryReasonThePoolNamesHasALabel)
 {
-    for (const char *reason : {"oom_killed", "timeout", "nonzero_exit", "crashed", "pool_lost", "disk_full"}) {
+    for (const char *reason : {"oom_killed", "timeout", "nonzero_exit", "crashed", "pool_lost", "disk_full", "seccomp_killed"}) {
         const QString raw = QString::fromLatin1(reason);
         EXPECT_NE(postMortemReasonLabel(raw), raw) << reason;
     }

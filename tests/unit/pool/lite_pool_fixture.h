@@ -16,6 +16,7 @@
 #include <chrono>
 #include <filesystem>
 #include <stdlib.h>
+#include <sys/stat.h>
 
 namespace paddock {
 
@@ -27,6 +28,7 @@ protected:
     {
         char tmpl[] = "/tmp/paddock-lite-pool-test-XXXXXX";
         ASSERT_NE(::mkdtemp(tmpl), nullptr);
+        ::chmod(tmpl, 0711);   // sandbox uids pass through to their workspaces
         m_dir = tmpl;
         config.stateDir = m_dir / "state";
         config.initPath = PADDOCK_SANDBOX_INIT;

@@ -11,6 +11,7 @@
 #include <sstream>
 #include <thread>
 #include <sys/wait.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 namespace fs = std::filesystem;
@@ -122,6 +123,7 @@ TEST(CgroupDetection, ReadsAV2OnlyLayout)
 {
     char tmpl[] = "/tmp/paddock-cgroup-detect-XXXXXX";
     ASSERT_NE(::mkdtemp(tmpl), nullptr);
+    ::chmod(tmpl, 0711);   // sandbox uids pass through to their workspaces
     const fs::path dir = tmpl;
     std::ofstream(dir / "mountinfo") << "30 23 0:26 / " << (dir / "cg").string()
                                      << " rw,nosuid,nodev,noexec,relatime shared:4 - cgroup2 cgroup2 rw,nsdelegate\n";
@@ -152,6 +154,7 @@ struct FakeV2Tree {
         char tmpl[] = "/tmp/paddock-cgroup-v2-XXXXXX";
         if (!::mkdtemp(tmpl))
             std::abort();
+        ::chmod(tmpl, 0711);   // sandbox uids pass through to their workspaces
         dir = tmpl;
         std::ofstream(dir / "mountinfo") << "30 23 0:26 / " << (dir / "cg").string()
                                          << " rw,nosuid,nodev,noexec,relatime shared:4 - cgroup2 cgroup2 rw,nsdelegate\n";
@@ -205,6 +208,7 @@ TEST(CgroupDelegation, AHierarchyThePoolMayNotWriteMeansNoLimitsEvenWhenItsDirec
     // run as a user (here: a child that drops to nobody) cannot create a cgroup in it.
     char tmpl[] = "/tmp/paddock-cgroup-v1-XXXXXX";
     ASSERT_NE(::mkdtemp(tmpl), nullptr);
+    ::chmod(tmpl, 0711);   // sandbox uids pass through to their workspaces
     const fs::path dir = tmpl;
     fs::permissions(dir, fs::perms::owner_all | fs::perms::group_read | fs::perms::group_exec | fs::perms::others_read
                              | fs::perms::others_exec);
@@ -510,6 +514,7 @@ TEST(PoolConfigTiers, LimitsNetworkAllowlistAndPriceAreReadAndChecked)
 {
     char tmpl[] = "/tmp/paddock-cgroup-config-XXXXXX";
     ASSERT_NE(::mkdtemp(tmpl), nullptr);
+    ::chmod(tmpl, 0711);   // sandbox uids pass through to their workspaces
     const fs::path dir = tmpl;
     std::ofstream(dir / "ok.toml") << "[[tier]]\nname = \"lite\"\nmemory_mb = 64\npids = 100\n"
                                    << "[[tier]]\nname = \"plain\"\n";

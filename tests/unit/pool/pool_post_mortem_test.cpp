@@ -159,6 +159,19 @@ TEST_F(PoolPostMortem, NonZeroExitAndADeadInitAreNamed)
     EXPECT_EQ(m_pool->postMortems().list("", 0).front().sandboxId, crashed);
 }
 
+TEST_F(PoolPostMortem, ACommandKilledBySigsysIsNamedASeccompKill)
+{
+    // The sandbox's own filter answers EPERM; a program that loads a killing filter of its own
+    // dies by SIGSYS, which the post-mortem names (here the shell sends it to itself).
+    const std::string id = claim("s-sigsys");
+    auto r = run(id, {"/bin/sh", "-c", "kill -SYS $$"});
+    EXPECT_EQ(r.exit.signal, SIGSYS);
+    auto pm = m_pool->postMortems().get(id);
+    ASSERT_TRUE(pm);
+    EXPECT_EQ(pm->reason, "seccomp_killed");
+    EXPECT_NE(pm->detail.find("SIGSYS: a seccomp filter refused a system call"), std::string::npos) << pm->detail;
+}
+
 TEST_F(PoolPostMortem, SnapshotRestoresIntoAnotherSandboxAndACorruptOneIsDataLoss)
 {
     auto stub = serve();

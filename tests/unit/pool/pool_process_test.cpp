@@ -15,6 +15,7 @@
 #include <sys/socket.h>
 #include <sys/wait.h>
 #include <thread>
+#include <sys/stat.h>
 #include <unistd.h>
 
 namespace fs = std::filesystem;
@@ -59,6 +60,7 @@ protected:
     {
         char tmpl[] = "/tmp/paddock-pool-proc-XXXXXX";
         ASSERT_NE(::mkdtemp(tmpl), nullptr);
+        ::chmod(tmpl, 0711);   // sandbox uids pass through to their workspaces
         m_dir = tmpl;
         fs::create_directories(m_dir / "config/paddock");
         std::ofstream(m_dir / "config/paddock/pool.toml") << "log_level = \"warn\"\n[[tier]]\nname = \"lite\"\nwarm_count = 1\nmax_count = 4\n";

@@ -30,6 +30,7 @@
 #include <sys/socket.h>
 #include <sys/wait.h>
 #include <thread>
+#include <sys/stat.h>
 #include <unistd.h>
 
 namespace fs = std::filesystem;
@@ -69,6 +70,7 @@ struct Harness {
         char tmpl[] = "/tmp/paddock-rt-test-XXXXXX";
         if (!::mkdtemp(tmpl))
             std::abort();
+        ::chmod(tmpl, 0711);   // sandbox uids pass through to their workspaces
         dir = tmpl;
         pool::PoolConfig config;
         config.stateDir = dir / "state";
@@ -515,6 +517,7 @@ TEST_P(TierEgress, RequestsGoThroughTheProxyWhichRefusesTheHostsLoopback)
     ASSERT_GE(listenFd, 0);
     char tmpl[] = "/tmp/paddock-rt-egress-XXXXXX";
     ASSERT_NE(::mkdtemp(tmpl), nullptr);
+    ::chmod(tmpl, 0711);   // sandbox uids pass through to their workspaces
     const fs::path dir = tmpl;
     pool::PoolConfig config;
     config.stateDir = dir / "state";
@@ -634,6 +637,7 @@ TEST(PoolKilled, NoSandboxOfAnyRuntimeOutlivesAKillNineOfThePool)
             tiers += "[[tier]]\nname = \"t-" + runtime + "\"\nruntime = \"" + runtime + "\"\nwarm_count = 1\n";
     char tmpl[] = "/tmp/paddock-rt-kill-XXXXXX";
     ASSERT_NE(::mkdtemp(tmpl), nullptr);
+    ::chmod(tmpl, 0711);   // sandbox uids pass through to their workspaces
     const fs::path dir = tmpl;
     std::ofstream(dir / "pool.toml") << "log_level = \"warn\"\n" << tiers;
     auto startPool = [&] {
@@ -717,6 +721,7 @@ TEST(SpawnPriority, SandboxesOfARealTimePoolRunAtNormalPriority)
             continue;
         char tmpl[] = "/tmp/paddock-rt-prio-XXXXXX";
         ASSERT_NE(::mkdtemp(tmpl), nullptr);
+        ::chmod(tmpl, 0711);   // sandbox uids pass through to their workspaces
         const fs::path dir = tmpl;
         pool::SandboxSpec spec;
         spec.id = "prio-" + std::to_string(::getpid());

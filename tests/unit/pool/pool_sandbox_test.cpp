@@ -18,6 +18,7 @@
 #include <sstream>
 #include <sys/socket.h>
 #include <thread>
+#include <sys/stat.h>
 #include <unistd.h>
 
 namespace fs = std::filesystem;
@@ -40,6 +41,7 @@ struct PoolHarness {
         char tmpl[] = "/tmp/paddock-pool-test-XXXXXX";
         if (!::mkdtemp(tmpl))
             std::abort();
+        ::chmod(tmpl, 0711);   // sandbox uids pass through to their workspaces
         dir = tmpl;
         pool::PoolConfig config;
         config.stateDir = dir / "state";

@@ -13,6 +13,7 @@
 #include <fstream>
 #include <string>
 #include <sys/wait.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 namespace fs = std::filesystem;
@@ -59,6 +60,7 @@ protected:
     {
         char tmpl[] = "/tmp/paddock-wsfs-test-XXXXXX";
         ASSERT_NE(::mkdtemp(tmpl), nullptr);
+        ::chmod(tmpl, 0711);   // sandbox uids pass through to their workspaces
         m_dir = tmpl;
         m_mount = m_dir / "sandboxes";
         fs::create_directories(m_mount);
@@ -136,6 +138,7 @@ TEST(WorkspaceFsUnavailable, NotRootIsAClearError)
         GTEST_SKIP() << "not root: the refusal is what every mount here gets";
     char tmpl[] = "/tmp/paddock-wsfs-noroot-XXXXXX";
     ASSERT_NE(::mkdtemp(tmpl), nullptr);
+    ::chmod(tmpl, 0711);   // sandbox uids pass through to their workspaces
     const fs::path dir = tmpl;
     fs::permissions(dir, fs::perms::all);
     int pipeFds[2];
