@@ -34,6 +34,7 @@
 #include <sched.h>
 #include <sys/mount.h>
 #include <sys/socket.h>
+#include <sys/prctl.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -44,6 +45,7 @@
 #include <fstream>
 #include <mutex>
 #include <set>
+#include <chrono>
 #include <thread>
 
 namespace paddock::test {
@@ -154,8 +156,65 @@ private:
 
 InternetServer g_server;
 
+// The fake internet's HTTPS server: openssl s_server -WWW on 198.51.100.2:8443 in <ns>i, serving
+// the file "tls" of g_tlsDir, with a self-signed certificate for allowed.test (g_tlsCertPem) that
+// a sandbox trusts only when told to.
+fs::path g_tlsDir;
+pid_t g_tlsServer = -1;
+std::string g_tlsCertPem;
+constexpr const char *kTlsBody = "hello over tls from allowed.test";
+
+void stopTlsServer()
+{
+    if (g_tlsServer > 0) {
+        ::kill(g_tlsServer, SIGKILL);
+        ::waitpid(g_tlsServer, nullptr, 0);
+        g_tlsServer = -1;
+    }
+    std::error_code ec;
+    if (!g_tlsDir.empty())
+        fs::remove_all(g_tlsDir, ec);
+}
+
+std::string startTlsServer(const std::string &tag)
+{
+    g_tlsDir = fs::temp_directory_path() / (tag + "-tls");
+    fs::create_directories(g_tlsDir);
+    const std::string cert = (g_tlsDir / "cert.pem").string(), key = (g_tlsDir / "key.pem").string();
+    if (run("openssl req -x509 -newkey rsa:2048 -nodes -days 2 -subj /CN=allowed.test -addext "
+            "subjectAltName=DNS:allowed.test -keyout " + key + " -out " + cert) != 0)
+        return "cannot make a test certificate with openssl";
+    std::ifstream in(cert);
+    g_tlsCertPem.assign(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
+    std::ofstream(g_tlsDir / "tls") << kTlsBody << "\n";
+    g_tlsServer = ::fork();
+    if (g_tlsServer == 0) {
+        ::prctl(PR_SET_PDEATHSIG, SIGKILL);
+        if (::chdir(g_tlsDir.c_str()) != 0)
+            _exit(126);
+        ::execlp("ip", "ip", "netns", "exec", g_inetNs.c_str(), "openssl", "s_server", "-WWW", "-quiet", "-accept",
+                 "198.51.100.2:8443", "-cert", cert.c_str(), "-key", key.c_str(), nullptr);
+        _exit(127);
+    }
+    // Serving once a connection from the pool's namespace (this process's) is accepted.
+    for (int i = 0; i < 200; ++i) {
+        int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+        sockaddr_in addr {};
+        addr.sin_family = AF_INET;
+        addr.sin_port = htons(8443);
+        ::inet_pton(AF_INET, "198.51.100.2", &addr.sin_addr);
+        const bool ok = ::connect(fd, reinterpret_cast<sockaddr *>(&addr), sizeof addr) == 0;
+        ::close(fd);
+        if (ok)
+            return {};
+        std::this_thread::sleep_for(std::chrono::milliseconds(25));
+    }
+    return "openssl s_server did not start on 198.51.100.2:8443";
+}
+
 void tearDownNetwork()
 {
+    stopTlsServer();
     g_server.stop();
     if (!g_poolNs.empty())
         run("ip netns delete " + g_poolNs);
@@ -226,6 +285,8 @@ void setUpNetwork()
     }
     ::close(nsFd);
     g_server.start(g_inetNs);
+    if (const std::string why = startTlsServer(tag); !why.empty())
+        g_skipReason = why;
 }
 
 struct TierCase {
@@ -519,6 +580,37 @@ expect_stdout = "hello from 10.77.0.2 GET /internal"
             EXPECT_TRUE(events[i + 1].value("kind", "") == "tool.result" ||
                         events[i + 1].value("kind", "") == "egress.allowed");
         }
+    }
+}
+
+// What an agent really downloads: HTTPS through the proxy (CONNECT), verified against a CA the
+// agent names, with curl and with Python; and without that CA the same download fails on the
+// certificate, so verification really ran (the sandbox's CA bundle, the minimal /etc's copy of
+// the host's, does not hold the test's certificate).
+TEST_P(EgressNetnsTest, HttpsDownloadsThroughTheProxyAreVerified)
+{
+    const std::string tier = GetParam().name;
+    auto events = runPlaybook(tier, "goal = \"download over https\"\n[[step]]\ntool = \"write_file\"\npath = \"ca.pem\"\n"
+                                    "content = \"\"\"\n" + g_tlsCertPem + "\"\"\"\n" + R"([[step]]
+tool = "run_command"
+command = "curl -sS -f --max-time 20 --cacert ca.pem -o got https://allowed.test:8443/tls && cat got"
+expect_stdout = "hello over tls from allowed.test"
+[[step]]
+tool = "run_command"
+command = "python3 -c 'import ssl, urllib.request; c = ssl.create_default_context(cafile=\"ca.pem\"); print(urllib.request.urlopen(\"https://allowed.test:8443/tls\", context=c, timeout=20).read().decode())'"
+expect_stdout = "hello over tls from allowed.test"
+[[step]]
+tool = "run_command"
+command = "test -s /etc/ssl/certs/ca-certificates.crt && curl -sS --max-time 20 https://allowed.test:8443/tls; echo rc=$?"
+expect_stdout = "rc=60"
+)");
+    EXPECT_NE(stdoutOf(events, "--cacert").find(kTlsBody), std::string::npos) << stdoutOf(events, "--cacert");
+    EXPECT_NE(stdoutOf(events, "rc=").find("rc=60"), std::string::npos) << "no CA of ours, no download: " << stdoutOf(events, "rc=");
+    auto allowed = ofKind(events, "egress.allowed");
+    ASSERT_EQ(allowed.size(), 3u);
+    for (const auto &a : allowed) {
+        EXPECT_EQ(a.value("method", ""), "CONNECT") << a.dump();
+        EXPECT_EQ(a.value("port", 0), 8443) << a.dump();
     }
 }
 

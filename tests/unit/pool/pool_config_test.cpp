@@ -3,6 +3,8 @@
 
 #include "pool/core/pool_check.h"
 #include "pool/core/pool_config.h"
+#include "pool/runtimes/minimal_etc.h"
+#include "pool/runtimes/sandbox_identity.h"
 
 #include <gtest/gtest.h>
 
@@ -112,6 +114,96 @@ TEST_F(PoolConfigTest, CheckFindsAMissingRuntimeAndInitAndCreatesNothing)
     checkPoolConfig(config, blocked);
     EXPECT_NE(blocked.joined().message.find("state_dir " + config.stateDir.string()), std::string::npos)
         << blocked.joined().message;
+}
+
+TEST_F(PoolConfigTest, SandboxIdentityAndEtcExtraAreReadAndBadValuesNamed)
+{
+    const auto file = write("etc_extra = [\"/etc/hostname\", 7, \"relative/path\", \"/var/lib/x\"]\n"   // 1
+                            "[sandbox_identity]\n"                                                        // 2
+                            "first_id = 2000000000\n"                                                     // 3
+                            "count = 131072\n"                                                            // 4
+                            "ids_per_sandbox = 0\n"                                                       // 5
+                            "colour = \"blue\"\n");                                                       // 6
+    ConfigProblems problems;
+    const PoolConfig config = loadPoolConfig(file, true, problems);
+    const std::string all = problems.joined().message;
+    EXPECT_EQ(config.identity.firstId, 2000000000u);
+    EXPECT_EQ(config.identity.count, 131072u);
+    EXPECT_EQ(config.identity.idsPerSandbox, 65536u) << "a refused value keeps the default";
+    EXPECT_EQ(config.etcExtra, std::vector<std::string>{"/etc/hostname"});
+    EXPECT_NE(all.find(at(1) + "every 'etc_extra' entry must be a string"), std::string::npos) << all;
+    EXPECT_NE(all.find(at(1) + "etc_extra: 'relative/path' is not a path under /etc"), std::string::npos) << all;
+    EXPECT_NE(all.find(at(1) + "etc_extra: '/var/lib/x' is not a path under /etc"), std::string::npos) << all;
+    EXPECT_NE(all.find(at(5) + "'sandbox_identity.ids_per_sandbox' must be an integer between 1"), std::string::npos) << all;
+    EXPECT_NE(all.find(at(6) + "unknown key 'colour' in [sandbox_identity]"), std::string::npos) << all;
+}
+
+TEST_F(PoolConfigTest, AnIdentityRangeOverRealUsersOrTooSmallIsRefusedWithTheFix)
+{
+    // Every host has root and daemon (uid 1) or the like: a range from 1 holds real users.
+    IdentityRange overUsers;
+    overUsers.firstId = 1;
+    overUsers.count = 65536;
+    auto problems = checkIdentityRange(overUsers, 1);
+    ASSERT_FALSE(problems.empty());
+    EXPECT_NE(problems[0].find("[sandbox_identity] the range 1-65536 holds user '"), std::string::npos) << problems[0];
+    EXPECT_NE(problems[0].find("move first_id past"), std::string::npos) << problems[0];
+
+    IdentityRange small;   // the default start, room for 2 sandboxes
+    small.count = 2 * 65536;
+    problems = checkIdentityRange(small, 32);
+    ASSERT_EQ(problems.size(), 1u);
+    EXPECT_NE(problems[0].find("holds 2 sandboxes of ids_per_sandbox = 65536, but the tiers' max_count add up to 32; "
+                               "raise count to at least 2097152"),
+              std::string::npos)
+        << problems[0];
+    EXPECT_TRUE(checkIdentityRange(IdentityRange{}, 1024).empty()) << "the documented default is clear on this host";
+
+    IdentityRange root;
+    root.firstId = 0;
+    EXPECT_NE(checkIdentityRange(root, 1).at(0).find("first_id is 0, host root"), std::string::npos);
+}
+
+TEST_F(PoolConfigTest, EtcExtraMissingIsAnErrorAndUnreadableAWarning)
+{
+    const EtcExtraCheck missing = checkEtcExtra("/etc/paddock-no-such-file-" + std::to_string(::getpid()));
+    EXPECT_NE(missing.error.find("does not exist on this host; create it or remove it from etc_extra"), std::string::npos)
+        << missing.error;
+    EXPECT_TRUE(checkEtcExtra("/etc/hostname").error.empty());
+    EXPECT_TRUE(checkEtcExtra("/etc/hostname").warning.empty());
+    if (::geteuid() != 0)
+        GTEST_SKIP() << "the unreadable case needs a root-owned 0600 file under /etc (root only)";
+    const fs::path secret = "/etc/paddock-etc-extra-test-" + std::to_string(::getpid());
+    std::ofstream(secret) << "x";
+    fs::permissions(secret, fs::perms::owner_read | fs::perms::owner_write);
+    const EtcExtraCheck unreadable = checkEtcExtra(secret.string());
+    fs::remove(secret);
+    EXPECT_TRUE(unreadable.error.empty()) << unreadable.error;
+    EXPECT_NE(unreadable.warning.find("is not world-readable (mode 0600), yet every sandbox of this pool will read its copy"),
+              std::string::npos)
+        << unreadable.warning;
+}
+
+TEST_F(PoolConfigTest, CheckConfigRefusesABadRangeAndAMissingEtcPathAndSaysWhatSandboxesAre)
+{
+    PoolConfig config;
+    config.stateDir = m_dir / "state";
+    config.initPath = m_dir / "no-init";
+    config.identity.firstId = 1;
+    config.etcExtra = {"/etc/paddock-missing-" + std::to_string(::getpid())};
+    applyPoolDefaults(config);
+    ConfigProblems problems;
+    const std::string summary = checkPoolConfig(config, problems);
+    const std::string all = problems.joined().message;
+    EXPECT_NE(all.find("etc_extra: /etc/paddock-missing-"), std::string::npos) << all;
+    if (::geteuid() == 0) {
+        EXPECT_NE(all.find("[sandbox_identity] the range 1-"), std::string::npos) << all;
+        EXPECT_NE(summary.find("sandbox identity: uids and gids 1-"), std::string::npos) << summary;
+    } else {
+        EXPECT_NE(summary.find("sandbox identity: this user (uid " + std::to_string(::geteuid()) + ", not root)"),
+                  std::string::npos)
+            << summary;
+    }
 }
 
 } // namespace

@@ -11,10 +11,13 @@
 #include <filesystem>
 #include <fstream>
 #include <netinet/in.h>
+#include <grp.h>
+#include <sstream>
 #include <sys/prctl.h>
 #include <sys/socket.h>
 #include <sys/wait.h>
 #include <thread>
+#include <vector>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -172,4 +175,90 @@ TEST_F(PoolProcess, MissingBwrapIsAClearError)
     EXPECT_NE(waitExit(pid), 0);
     const std::string err = stderrOf(pid);
     EXPECT_NE(err.find("bubblewrap"), std::string::npos) << err;
+}
+
+// Bad sandbox-hardening input stops a root pool at start, naming the key and the fix, and leaves
+// nothing running.
+TEST_F(PoolProcess, ABadIdentityRangeOrAMissingEtcPathIsRefusedAtStart)
+{
+    if (::geteuid() != 0)
+        GTEST_SKIP() << "the identity range is checked by root pools only";
+    const std::string missing = "/etc/paddock-missing-" + std::to_string(::getpid());
+    struct Case {
+        std::string toml, expected;
+    };
+    const std::vector<Case> cases = {
+        {"[sandbox_identity]\nfirst_id = 1\n", "[sandbox_identity] the range 1-67108864 holds user '"},
+        {"[sandbox_identity]\ncount = 65536\n[[tier]]\nname = \"lite\"\nmax_count = 4\n",
+         "raise count to at least 262144"},
+        {"etc_extra = [\"" + missing + "\"]\n", "etc_extra: " + missing + " does not exist on this host"},
+    };
+    for (const auto &c : cases) {
+        std::ofstream(m_dir / "config/paddock/pool.toml") << "log_level = \"warn\"\n" << c.toml;
+        pid_t pid = start(freePort());
+        EXPECT_NE(waitExit(pid), 0) << c.toml;
+        const std::string err = stderrOf(pid);
+        EXPECT_NE(err.find(c.expected), std::string::npos) << c.toml << "\n" << err;
+        std::error_code ec;
+        EXPECT_FALSE(fs::exists(m_dir / "state/sandboxes", ec)) << "nothing started: " << c.toml;
+    }
+}
+
+// A pool run as an ordinary user (the user unit beside a desktop) cannot give sandboxes ids of
+// their own: what holds then (docs/security.md) is that every sandbox is that user, as sandbox
+// root with no capabilities, no_new_privs and the seccomp filter, seeing the pool's minimal /etc.
+TEST_F(PoolProcess, AnUnprivilegedPoolsSandboxesAreItsUserWithNoCapabilities)
+{
+    if (::geteuid() != 0)
+        GTEST_SKIP() << "needs root to start the pool as another, ordinary user";
+    constexpr uid_t kUser = 65534;   // nobody
+    const fs::path state = m_dir / "user-state";
+    fs::create_directories(state);
+    ASSERT_EQ(::chown(state.c_str(), kUser, kUser), 0);
+    std::ofstream(m_dir / "config/paddock/pool.toml")
+        << "log_level = \"warn\"\n[[tier]]\nname = \"lite\"\nwarm_count = 0\nmax_count = 2\ndisk_mb = 0\n";
+    const int port = freePort();
+    const std::string errPath = (m_dir / "stderr-user").string();
+    pid_t pid = ::fork();
+    if (pid == 0) {
+        ::prctl(PR_SET_PDEATHSIG, SIGTERM);
+        ::setenv("XDG_CONFIG_HOME", (m_dir / "config").c_str(), 1);
+        std::freopen(errPath.c_str(), "w", stderr);
+        if (::setgroups(0, nullptr) != 0 || ::setgid(kUser) != 0 || ::setuid(kUser) != 0)
+            _exit(126);
+        const std::string listen = "127.0.0.1:" + std::to_string(port);
+        ::execl(PADDOCK_POOL_BIN, "paddock-pool", "--listen", listen.c_str(), "--state-dir", state.c_str(), nullptr);
+        _exit(127);
+    }
+    auto stderrText = [&] {
+        std::ifstream in(errPath);
+        return std::string(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
+    };
+    ASSERT_TRUE(waitForPort(port)) << stderrText();
+    auto client = pools::makeGrpcPoolClient("user", "127.0.0.1:" + std::to_string(port));
+    auto claimed = client->claim("lite", "s", "");
+    ASSERT_TRUE(claimed) << claimed.error().message << "\n" << stderrText();
+    pools::ExecSpec spec;
+    spec.sandboxId = claimed->sandboxId;
+    spec.argv = {"/bin/sh", "-c",
+                 "cat /proc/self/uid_map; id -u; grep -E '^(CapPrm|CapEff|CapBnd|NoNewPrivs|Seccomp):' /proc/self/status; "
+                 "cat /etc/shadow 2>&1 >/dev/null | wc -l; echo x > /workspace/w && echo wrote"};
+    auto r = client->exec(spec);
+    ASSERT_TRUE(r) << r.error().message;
+    std::istringstream fields(r->stdoutData);
+    uint64_t inside = 1, host = 0, count = 0;
+    fields >> inside >> host >> count;
+    EXPECT_EQ(inside, 0u) << r->stdoutData;
+    EXPECT_EQ(host, kUser) << "sandbox root is the pool's own user: " << r->stdoutData;
+    EXPECT_EQ(count, 1u) << "and only that user is mapped";
+    EXPECT_NE(r->stdoutData.find("\n0\nCapPrm:\t0000000000000000\nCapEff:\t0000000000000000\nCapBnd:\t0000000000000000\n"
+                                 "NoNewPrivs:\t1\nSeccomp:\t2\n"),
+              std::string::npos)
+        << r->stdoutData;
+    EXPECT_NE(r->stdoutData.find("1\nwrote\n"), std::string::npos) << "no /etc/shadow, and the workspace is writable: " << r->stdoutData;
+    struct stat st {};
+    ASSERT_EQ(::stat((state / "sandboxes" / claimed->sandboxId / "workspace" / "w").c_str(), &st), 0);
+    EXPECT_EQ(st.st_uid, kUser);
+    ::kill(pid, SIGTERM);
+    EXPECT_EQ(waitExit(pid), 0) << stderrText();
 }
