@@ -473,7 +473,11 @@ json poolsToJson(const v1::ListPoolsResponse &pools)
                              {"claimed", tier.claimed()},
                              {"max", tier.max()},
                              {"hit_rate", tier.hit_rate()},
-                             {"cold_fallbacks", tier.cold_fallbacks()}});
+                             {"cold_fallbacks", tier.cold_fallbacks()},
+                             {"isolation",
+                              {{"identity", tier.isolation_identity()},
+                               {"seccomp", tier.isolation_seccomp()},
+                               {"etc", tier.isolation_etc()}}}});
         }
         json history = json::array();
         for (const auto &sample : pool.history()) {
@@ -531,6 +535,13 @@ std::string formatPoolsTable(const v1::ListPoolsResponse &pools)
             out += pool.name() + ": cgroups: " + pool.cgroups() + "\n";
         if (!pool.disk_limits().empty())
             out += pool.name() + ": disk limits: " + pool.disk_limits() + "\n";
+        // What each tier promises about its host (docs/security.md).
+        for (const auto &tier : pool.tiers()) {
+            if (tier.isolation_identity().empty())
+                continue;   // a pool from before the report
+            out += pool.name() + "/" + tier.tier().name() + ": identity: " + tier.isolation_identity() +
+                   "; seccomp: " + tier.isolation_seccomp() + "; /etc: " + tier.isolation_etc() + "\n";
+        }
     }
     if (pools.local_execution())
         out += "local execution: agents' commands run on the broker's own machine (development mode; "

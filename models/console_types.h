@@ -65,6 +65,11 @@ struct TierInfo {
     double cpu = 0;
     qint64 memoryBytes = 0;
     QString network = {};        // "none" or "allowlist"
+    // What the tier promises about its host, in the pool's words (docs/security.md): identity
+    // mapping, seccomp filter, /etc. Empty from a pool older than the report.
+    QString isolationIdentity = {};
+    QString isolationSeccomp = {};
+    QString isolationEtc = {};
 };
 
 // One look at a pool's health: from the broker's history when it keeps one, else from the

@@ -221,6 +221,22 @@ QVariant PoolsModel::poolData(const PoolInfo &pool, int column, int role) const
     }
 }
 
+QString PoolsModel::isolationSummary(const TierInfo &tier)
+{
+    if (tier.isolationIdentity.isEmpty())
+        return QStringLiteral("not reported");
+    QStringList parts;
+    if (tier.isolationIdentity.startsWith(u"own host ids"))
+        parts << QStringLiteral("own ids");
+    else if (tier.isolationIdentity.startsWith(u"the pool's user"))
+        parts << QStringLiteral("pool's user");
+    else
+        parts << QStringLiteral("HOST ROOT");
+    parts << (tier.isolationSeccomp.startsWith(u"on") ? QStringLiteral("seccomp") : QStringLiteral("NO seccomp"));
+    parts << (tier.isolationEtc.startsWith(u"minimal") ? QStringLiteral("minimal /etc") : tier.isolationEtc + QStringLiteral(" /etc"));
+    return parts.join(QStringLiteral(", "));
+}
+
 QVariant PoolsModel::tierData(const PoolInfo &pool, const TierInfo &tier, int column, int role) const
 {
     switch (role) {
@@ -236,6 +252,7 @@ QVariant PoolsModel::tierData(const PoolInfo &pool, const TierInfo &tier, int co
         case RefillRate: return perSecond(tier.refillPerSecond);
         case ColdFallbacks: return tier.coldFallbacks;
         case IdleCost: return dollarsPerHour(idleCostPerHour(tier));
+        case Isolation: return isolationSummary(tier);
         default: return {};
         }
     case SortRole:
@@ -250,9 +267,15 @@ QVariant PoolsModel::tierData(const PoolInfo &pool, const TierInfo &tier, int co
         case RefillRate: return tier.refillPerSecond;
         case ColdFallbacks: return tier.coldFallbacks;
         case IdleCost: return idleCostPerHour(tier);
+        case Isolation: return isolationSummary(tier);
         default: return {};
         }
     case Qt::ToolTipRole:
+        if (column == Isolation)
+            return tier.isolationIdentity.isEmpty()
+                       ? QStringLiteral("The pool does not report what this tier promises (an older paddock-pool).")
+                       : QStringLiteral("What tier %1 promises about its host (docs/security.md):\nIdentity: %2\nSeccomp: %3\n/etc: %4")
+                             .arg(tier.name, tier.isolationIdentity, tier.isolationSeccomp, tier.isolationEtc);
         return QStringLiteral("Tier %1 (%2) in pool %3: %4 warm, %5 claimed of %6; %7 of claims found a warm "
                               "sandbox; %8 cold starts; refills %9 sandboxes a second.\nIdle warm capacity costs "
                               "%10 (%11 warm x $%12 an hour).")
@@ -310,6 +333,7 @@ QVariant PoolsModel::headerData(int section, Qt::Orientation orientation, int ro
     case RefillRate: return QStringLiteral("Refill");
     case ColdFallbacks: return QStringLiteral("Cold starts");
     case IdleCost: return QStringLiteral("Idle warm cost");
+    case Isolation: return QStringLiteral("Isolation");
     case Endpoint: return QStringLiteral("Endpoint");
     default: return {};
     }

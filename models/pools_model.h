@@ -35,7 +35,7 @@ class PoolsModel : public QAbstractItemModel {
 public:
     enum Column {
         Name, Health, Runtime, Warm, Claimed, Max, HitRate, ClaimLatency, RefillRate, ColdFallbacks, IdleCost,
-        Endpoint, ColumnCount
+        Isolation, Endpoint, ColumnCount
     };
     enum Role {
         SortRole = Qt::UserRole + 1,   // raw value
@@ -51,6 +51,10 @@ public:
     };
     static constexpr int kMaxHistoryPoints = 720;   // an hour of 5 s polls
     Q_ENUM(Column)
+
+    // What a tier promises about its host, in a few words for its Isolation cell ("own ids, seccomp,
+    // minimal /etc"); the tooltip has the pool's full sentences.
+    static QString isolationSummary(const TierInfo &tier);
 
     explicit PoolsModel(QObject *parent = nullptr);
 

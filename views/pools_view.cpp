@@ -178,9 +178,10 @@ void PoolsView::setModel(PoolsModel *model)
     QHeaderView *h = m_tree->header();
     h->setStretchLastSection(true);
     const QList<QPair<int, int>> widths = {
-        {PoolsModel::Name, 130},     {PoolsModel::Health, 130},       {PoolsModel::Runtime, 70},
-        {PoolsModel::Max, 300},      {PoolsModel::HitRate, 95},       {PoolsModel::ClaimLatency, 200},
-        {PoolsModel::RefillRate, 60}, {PoolsModel::ColdFallbacks, 80}, {PoolsModel::IdleCost, 105},
+        {PoolsModel::Name, 110},     {PoolsModel::Health, 95},        {PoolsModel::Runtime, 65},
+        {PoolsModel::Max, 265},      {PoolsModel::HitRate, 90},       {PoolsModel::ClaimLatency, 180},
+        {PoolsModel::RefillRate, 60}, {PoolsModel::ColdFallbacks, 75}, {PoolsModel::IdleCost, 100},
+        {PoolsModel::Isolation, 200},
     };
     for (const auto &[column, width] : widths)
         h->resizeSection(column, width);

@@ -95,6 +95,9 @@ PoolInfo toPoolInfo(const v1::PoolInfo &p)
         tier.cpu = t.tier().limits().cpu();
         tier.memoryBytes = t.tier().limits().memory_bytes();
         tier.network = t.tier().network() == v1::NETWORK_POLICY_ALLOWLIST ? QStringLiteral("allowlist") : QStringLiteral("none");
+        tier.isolationIdentity = qs(t.isolation_identity());
+        tier.isolationSeccomp = qs(t.isolation_seccomp());
+        tier.isolationEtc = qs(t.isolation_etc());
         info.tiers.append(tier);
     }
     for (const auto &h : p.history())

@@ -244,6 +244,9 @@ public:
             ts.claimLatencyCounts.assign(t.claim_latency_counts().begin(), t.claim_latency_counts().end());
             ts.refillPerSecond = t.refill_per_second();
             ts.pricePerHourUsd = t.tier().price_per_hour_usd();
+            ts.isolationIdentity = t.isolation_identity();
+            ts.isolationSeccomp = t.isolation_seccomp();
+            ts.isolationEtc = t.isolation_etc();
             ts.cpu = t.tier().limits().cpu();
             ts.memoryBytes = t.tier().limits().memory_bytes();
             ts.pids = t.tier().limits().pids();

@@ -93,6 +93,10 @@ struct TierStatus {
     std::vector<int64_t> claimLatencyCounts;      // one count per bucket
     double refillPerSecond = 0;
     double pricePerHourUsd = 0;
+    // What the tier promises, in the pool's words (pool.proto TierStatus.isolation_*).
+    std::string isolationIdentity;
+    std::string isolationSeccomp;
+    std::string isolationEtc;
     double cpu = 0;                               // limits: cores
     int64_t memoryBytes = 0;
     int64_t pids = 0;

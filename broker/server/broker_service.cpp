@@ -510,6 +510,9 @@ grpc::ServerUnaryReactor *BrokerService::ListPools(grpc::CallbackServerContext *
             out->set_max(tier.max);
             out->set_hit_rate(tier.hitRate);
             out->set_cold_fallbacks(tier.coldFallbacks);
+            out->set_isolation_identity(tier.isolationIdentity);
+            out->set_isolation_seccomp(tier.isolationSeccomp);
+            out->set_isolation_etc(tier.isolationEtc);
             for (int64_t bound : tier.claimLatencyUsBuckets)
                 out->add_claim_latency_us_buckets(bound);
             for (int64_t count : tier.claimLatencyCounts)

@@ -999,6 +999,7 @@ PoolStats SandboxPool::stats() const
             t.refillPerSecond = kRefillThreadsPerTier * 1e6 * static_cast<double>(tier->starts) / static_cast<double>(tier->startUsTotal);
         t.latencyBucketsUs = kLatencyBucketsUs;
         t.latencyCounts = tier->latencyCounts;
+        t.isolation = m_hardening.describe(tier->config);
         s.tiers.push_back(std::move(t));
     }
     return s;

@@ -78,6 +78,7 @@ struct TierStats {
     double refillPerSecond = 0;
     std::vector<int64_t> latencyBucketsUs;   // upper bounds
     std::vector<int64_t> latencyCounts;
+    TierIsolation isolation;                 // what the tier promises (sandbox_hardening.h)
 };
 
 struct PoolStats {

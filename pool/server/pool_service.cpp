@@ -360,6 +360,9 @@ grpc::ServerUnaryReactor *PoolService::Status(grpc::CallbackServerContext *ctx, 
         out->set_hit_rate(t.hitRate);
         out->set_refill_per_second(t.refillPerSecond);
         out->set_cold_fallbacks(t.coldFallbacks);
+        out->set_isolation_identity(t.isolation.identity);
+        out->set_isolation_seccomp(t.isolation.seccomp);
+        out->set_isolation_etc(t.isolation.etc);
         for (auto b : t.latencyBucketsUs)
             out->add_claim_latency_us_buckets(b);
         for (auto c : t.latencyCounts)

@@ -156,6 +156,20 @@ TEST_F(PoolTls, RightCredentialsServeAndEachWrongOneIsNamedWithItsFix)
     const std::string cgroups = findPool(pools, "good")["cgroups"];
     EXPECT_TRUE(cgroups.starts_with("v1") || cgroups.starts_with("v2") || cgroups.starts_with("none")) << cgroups;
     EXPECT_NE(table.out.find("good: cgroups: " + cgroups + "\n"), std::string::npos) << table.out;
+    // What each tier promises about its host (docs/security.md), from the pool through the broker.
+    const nlohmann::json goodPool = findPool(pools, "good");
+    const nlohmann::json isolation = goodPool["tiers"].at(0)["isolation"];
+    const std::string identity = isolation.value("identity", "");
+    if (::geteuid() == 0)
+        EXPECT_TRUE(identity.starts_with("own host ids (uids and gids 1000000000-")) << isolation.dump();
+    else
+        EXPECT_TRUE(identity.starts_with("the pool's user (uid ")) << isolation.dump();
+    EXPECT_TRUE(isolation.value("seccomp", "").starts_with("on (EPERM for ")) << isolation.dump();
+    EXPECT_TRUE(isolation.value("etc", "").starts_with("minimal (")) << isolation.dump();
+    EXPECT_NE(table.out.find("good/" + goodPool["tiers"].at(0)["name"].get<std::string>() + ": identity: " + identity +
+                             "; seccomp: on (EPERM for "),
+              std::string::npos)
+        << table.out;
 
     for (const std::string name : {"wrongca", "wrongname"}) {
         const auto pool = findPool(pools, name);

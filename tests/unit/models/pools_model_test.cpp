@@ -130,5 +130,27 @@ TEST(PoolsModelTest, RefillIdleCostAndHealthHistory)
     EXPECT_EQ(model.healthHistory(QStringLiteral("local")).first().timeUnixMs, 500);
 }
 
+TEST(PoolsModelTest, EachTierSaysWhatItPromisesAboutItsHost)
+{
+    PoolsModel model;
+    QAbstractItemModelTester tester(&model, QAbstractItemModelTester::FailureReportingMode::Fatal);
+    PoolInfo p = pool(QStringLiteral("exec-1"), true, 2);
+    p.tiers[0].isolationIdentity = QStringLiteral("own host ids (uids and gids 1000000000-1067108863, 65536 per sandbox); "
+                                                  "sandbox root is never host root");
+    p.tiers[0].isolationSeccomp = QStringLiteral("on (EPERM for 9 groups and 3 argument rules)");
+    p.tiers[0].isolationEtc = QStringLiteral("minimal (16 entries)");
+    p.tiers[1].isolationIdentity = QStringLiteral("the pool's user (uid 1000), capabilities dropped");
+    p.tiers[1].isolationSeccomp = QStringLiteral("off");
+    p.tiers[1].isolationEtc = QStringLiteral("empty");
+    model.setPools({p, pool(QStringLiteral("old"), true, 1)}, false);
+    const QModelIndex exec = model.index(0, 0);
+    const QModelIndex lite = model.index(0, PoolsModel::Isolation, exec);
+    EXPECT_EQ(lite.data().toString(), QStringLiteral("own ids, seccomp, minimal /etc"));
+    EXPECT_NE(lite.data(Qt::ToolTipRole).toString().indexOf(QStringLiteral("Identity: own host ids (uids and gids 1000000000")), -1);
+    EXPECT_EQ(model.index(1, PoolsModel::Isolation, exec).data().toString(), QStringLiteral("pool's user, NO seccomp, empty /etc"));
+    EXPECT_EQ(model.index(0, PoolsModel::Isolation, model.index(1, 0)).data().toString(), QStringLiteral("not reported"));
+    EXPECT_EQ(model.headerData(PoolsModel::Isolation, Qt::Horizontal).toString(), QStringLiteral("Isolation"));
+}
+
 } // namespace
 } // namespace paddock::console
