@@ -152,8 +152,10 @@ IdentityAllocator::~IdentityAllocator()
 Result<SandboxIdentity> IdentityAllocator::acquire()
 {
     std::lock_guard lock(m_mutex);
-    for (size_t i = 0; i < m_inUse.size(); ++i) {
-        const size_t block = (m_next + i) % m_inUse.size();
+    // The lowest free block: its user namespace is made once and then reused, so a sandbox start
+    // only joins one. A block is given back only once every process of its last sandbox is dead
+    // and its files are deleted (SandboxPool::destroy), so reusing it at once is safe.
+    for (size_t block = 0; block < m_inUse.size(); ++block) {
         if (m_inUse[block])
             continue;
         SandboxIdentity id;
@@ -167,8 +169,6 @@ Result<SandboxIdentity> IdentityAllocator::acquire()
         }
         id.userNsFd = m_userNs[block];
         m_inUse[block] = true;
-        // Round robin: a block just given back is the last to be reused.
-        m_next = block + 1;
         return id;
     }
     return fail(ErrorCode::ResourceExhausted, "every block of [sandbox_identity] (" + describe() + ") is in use; raise count");

@@ -45,8 +45,8 @@ struct IdentityRange {
 // key to change and how.
 std::vector<std::string> checkIdentityRange(const IdentityRange &range, int64_t sandboxes);
 
-// Hands out blocks of a range; each block's user namespace is made on first use and kept, so a
-// sandbox start only joins it.
+// Hands out blocks of a range, lowest free first; each block's user namespace is made on first use
+// and kept, so a sandbox start only joins it.
 class IdentityAllocator {
 public:
     explicit IdentityAllocator(IdentityRange range);
@@ -67,7 +67,6 @@ private:
     std::mutex m_mutex;
     std::vector<int> m_userNs;     // per block: its namespace's fd, -1 until first used; guarded by m_mutex
     std::vector<bool> m_inUse;     // guarded by m_mutex
-    size_t m_next = 0;             // where the search for a free block starts; guarded by m_mutex
 };
 
 // A new user namespace mapping ids 0..count-1 inside to hostId.. outside, for uids and gids; its fd

@@ -12,7 +12,7 @@
 #include "pool/core/sandbox_pool.h"
 #include "pool/init/seccomp_policy.h"
 #include "pool/runtimes/minimal_etc.h"
-#include "tests/support/pool_cgroups.h"
+#include "tests/support/started_pool.h"
 
 #include <gtest/gtest.h>
 
@@ -71,10 +71,10 @@ struct HostBait {
 };
 
 struct Harness {
-    fs::path dir;
-    std::unique_ptr<pool::SandboxPool> sandboxPool;
+    std::unique_ptr<HostBait> bait;   // before the pool, which builds its /etc at start
+    std::unique_ptr<test::StartedPool> started;
+    pool::SandboxPool *sandboxPool = nullptr;
     std::string skipReason;
-    std::unique_ptr<HostBait> bait;
 
     explicit Harness(const TierCase &c)
     {
@@ -86,14 +86,8 @@ struct Harness {
             skipReason = "runtime '" + c.runtime + "' is not usable here (" + rt.error().message + ")";
             return;
         }
-        bait = std::make_unique<HostBait>();   // before the pool builds its /etc
-        char tmpl[] = "/tmp/paddock-host-iso-XXXXXX";
-        if (!::mkdtemp(tmpl))
-            std::abort();
-        dir = tmpl;
-        ::chmod(dir.c_str(), 0711);   // sandbox ids pass through to their workspaces
+        bait = std::make_unique<HostBait>();
         pool::PoolConfig config;
-        config.stateDir = dir / "state";
         config.initPath = PADDOCK_SANDBOX_INIT;
         config.poolId = "host-iso-" + std::to_string(::getpid());
         pool::TierConfig tier;
@@ -104,20 +98,8 @@ struct Harness {
         tier.memoryBytes = 512ll << 20;
         tier.diskBytes = 64ll << 20;
         config.tiers.push_back(tier);
-        auto created = pool::SandboxPool::create(config);
-        if (!created) {
-            std::fprintf(stderr, "cannot create the pool: %s\n", created.error().message.c_str());
-            std::abort();
-        }
-        sandboxPool = std::move(*created);
-        sandboxPool->start();
-    }
-    ~Harness()
-    {
-        test::endPoolAndItsCgroups(sandboxPool);
-        std::error_code ec;
-        if (!dir.empty())
-            fs::remove_all(dir, ec);
+        started = std::make_unique<test::StartedPool>("paddock-host-iso", config);
+        sandboxPool = &started->pool();
     }
 };
 
@@ -161,7 +143,7 @@ protected:
         m_claimed.push_back(c->sandboxId);
         return c->sandboxId;
     }
-    fs::path workspaceOf(const std::string &id) { return m_harness->dir / "state" / "sandboxes" / id / "workspace"; }
+    fs::path workspaceOf(const std::string &id) { return m_harness->started->sandboxDir(id) / "workspace"; }
 
     struct Run {
         int exitCode = -1;

@@ -9,6 +9,7 @@
 #include "pool/runtimes/oci_runtime.h"
 #include "tests/support/cpu_weight.h"
 #include "tests/support/pool_cgroups.h"
+#include "tests/support/started_pool.h"
 
 #include <gtest/gtest.h>
 
@@ -54,8 +55,8 @@ void PrintTo(const TierCase &c, std::ostream *os) { *os << c.tier << " (" << c.r
 std::string halfTier(const TierCase &c) { return c.tier + "-half"; }
 
 struct Harness {
-    fs::path dir;
-    std::unique_ptr<pool::SandboxPool> sandboxPool;
+    std::unique_ptr<test::StartedPool> started;
+    pool::SandboxPool *sandboxPool = nullptr;
     std::string skipReason;
 
     explicit Harness(const TierCase &c)
@@ -67,13 +68,7 @@ struct Harness {
                          "); scripts/setup-deps installs it";
             return;
         }
-        char tmpl[] = "/tmp/paddock-rt-test-XXXXXX";
-        if (!::mkdtemp(tmpl))
-            std::abort();
-        ::chmod(tmpl, 0711);   // sandbox uids pass through to their workspaces
-        dir = tmpl;
         pool::PoolConfig config;
-        config.stateDir = dir / "state";
         config.initPath = PADDOCK_SANDBOX_INIT;
         config.poolId = "rt-test-" + std::to_string(::getpid());
         pool::TierConfig tier;
@@ -92,21 +87,8 @@ struct Harness {
         tier.warmCount = 0;
         tier.maxCount = 1;
         config.tiers.push_back(tier);
-        auto created = pool::SandboxPool::create(config);
-        if (!created) {
-            std::fprintf(stderr, "cannot create the pool: %s\n", created.error().message.c_str());
-            std::abort();
-        }
-        sandboxPool = std::move(*created);
-        sandboxPool->start();
-    }
-
-    ~Harness()
-    {
-        test::endPoolAndItsCgroups(sandboxPool);
-        std::error_code ec;
-        if (!dir.empty())
-            fs::remove_all(dir, ec);
+        started = std::make_unique<test::StartedPool>("paddock-rt-test", config);
+        sandboxPool = &started->pool();
     }
 };
 
@@ -381,7 +363,7 @@ TEST_P(TierIsolation, SamplesAreTakenAndReleaseLeavesNothingBehind)
     EXPECT_TRUE(processesMentioning(id).empty()) << "a process of " << id << " outlived its release";
     for (const auto &dir : cgroupDirs)
         EXPECT_FALSE(fs::exists(dir)) << dir.string();
-    EXPECT_FALSE(fs::exists(m_harness->dir / "state" / "sandboxes" / id)) << "its directory (and the runtime's state) is gone";
+    EXPECT_FALSE(fs::exists(m_harness->started->sandboxDir(id))) << "its directory (and the runtime's state) is gone";
 }
 
 // Half a core on every runtime (whose processes all run in the sandbox's cgroup): samples read
