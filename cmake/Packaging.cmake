@@ -46,6 +46,13 @@ endif()
 install(DIRECTORY ${PROJECT_SOURCE_DIR}/docs/ DESTINATION ${paddock_docdir}/docs COMPONENT broker
   FILES_MATCHING PATTERN "*.md" PATTERN "*.png")
 
+# --- copyright (Debian's machine-readable format), one per package, where Debian keeps it -------
+install(FILES ${paddock_packaging}/debian/copyright DESTINATION ${CMAKE_INSTALL_DATAROOTDIR}/doc/paddock-broker COMPONENT broker)
+install(FILES ${paddock_packaging}/debian/copyright DESTINATION ${CMAKE_INSTALL_DATAROOTDIR}/doc/paddock-pool COMPONENT pool)
+if(TARGET paddock)
+  install(FILES ${paddock_packaging}/debian/copyright DESTINATION ${CMAKE_INSTALL_DATAROOTDIR}/doc/paddock COMPONENT console)
+endif()
+
 # --- desktop integration (the console) ---------------------------------------------------------
 if(TARGET paddock)
   install(FILES ${paddock_packaging}/desktop/dev.paddock.Paddock.desktop

@@ -72,6 +72,7 @@ expect_field paddock-broker Recommends "paddock-pool (= $deb_version)"
 expect_field paddock-broker Depends "libc6"          # from dpkg-shlibdeps
 expect_field paddock-pool Depends "bubblewrap"
 expect_field paddock-pool Depends "libc6"
+expect_field paddock-pool Depends "libseccomp2"      # the sandbox init loads its filter with it
 for r in runsc crun btrfs-progs; do expect_field paddock-pool Recommends "$r"; done
 if [ "$with_console" = ON ]; then
   expect_field paddock Depends "paddock-broker (= $deb_version)"
@@ -106,11 +107,13 @@ layout=(
   usr/share/paddock/examples/pool.toml usr/share/paddock/examples/paddock-pool.default
   usr/lib/systemd/user/paddockd.service usr/lib/systemd/user/paddock-pool.service
   usr/lib/systemd/system/paddock-pool.service
-  usr/share/doc/paddock/README.md usr/share/doc/paddock/docs/install.md
+  usr/share/doc/paddock/README.md usr/share/doc/paddock/docs/install.md usr/share/doc/paddock/docs/security.md
+  usr/share/doc/paddock-broker/copyright usr/share/doc/paddock-pool/copyright
 )
 if [ "$with_console" = ON ]; then
   layout+=(
     usr/bin/paddock
+    usr/share/doc/paddock/copyright
     usr/share/applications/dev.paddock.Paddock.desktop
     usr/share/metainfo/dev.paddock.Paddock.metainfo.xml
     usr/share/icons/hicolor/scalable/apps/dev.paddock.Paddock.svg
