@@ -22,7 +22,7 @@ set(paddock_docdir share/doc/paddock)
 set(paddock_packaging ${PROJECT_SOURCE_DIR}/packaging)
 
 # --- programs ---------------------------------------------------------------------------------
-if(TARGET paddock)
+if(PADDOCK_BUILD_CONSOLE)
   install(TARGETS paddock RUNTIME DESTINATION ${paddock_bindir} COMPONENT console)
 endif()
 install(TARGETS paddockd paddockctl RUNTIME DESTINATION ${paddock_bindir} COMPONENT broker)
@@ -49,12 +49,12 @@ install(DIRECTORY ${PROJECT_SOURCE_DIR}/docs/ DESTINATION ${paddock_docdir}/docs
 # --- copyright (Debian's machine-readable format), one per package, where Debian keeps it -------
 install(FILES ${paddock_packaging}/debian/copyright DESTINATION ${CMAKE_INSTALL_DATAROOTDIR}/doc/paddock-broker COMPONENT broker)
 install(FILES ${paddock_packaging}/debian/copyright DESTINATION ${CMAKE_INSTALL_DATAROOTDIR}/doc/paddock-pool COMPONENT pool)
-if(TARGET paddock)
+if(PADDOCK_BUILD_CONSOLE)
   install(FILES ${paddock_packaging}/debian/copyright DESTINATION ${CMAKE_INSTALL_DATAROOTDIR}/doc/paddock COMPONENT console)
 endif()
 
 # --- desktop integration (the console) ---------------------------------------------------------
-if(TARGET paddock)
+if(PADDOCK_BUILD_CONSOLE)
   install(FILES ${paddock_packaging}/desktop/dev.paddock.Paddock.desktop
     DESTINATION ${CMAKE_INSTALL_DATAROOTDIR}/applications COMPONENT console)
   install(FILES ${paddock_packaging}/desktop/dev.paddock.Paddock.metainfo.xml
@@ -100,7 +100,7 @@ set(CPACK_DEB_COMPONENT_INSTALL ON)
 # (CPackDeb indents it). CPACK_PACKAGE_DESCRIPTION_SUMMARY stays unset, or CPack would put it above
 # every package's own synopsis.
 set(CPACK_COMPONENTS_ALL broker pool)
-if(TARGET paddock)
+if(PADDOCK_BUILD_CONSOLE)
   list(PREPEND CPACK_COMPONENTS_ALL console)
 endif()
 

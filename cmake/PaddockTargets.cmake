@@ -16,13 +16,14 @@ function(paddock_target target)
   target_include_directories(${target} PUBLIC ${PROJECT_SOURCE_DIR})
 endfunction()
 
-# Adds each listed subdirectory that has a CMakeLists.txt, so a folder joins the build when it
-# gets code.
+# Adds each listed subdirectory. A folder named here without its CMakeLists.txt is a configure
+# error, never skipped: a library that is missing or broken must fail the build, not vanish from it.
 function(paddock_add_subdirectories)
   foreach(dir ${ARGN})
-    if(EXISTS ${CMAKE_CURRENT_SOURCE_DIR}/${dir}/CMakeLists.txt)
-      add_subdirectory(${dir})
+    if(NOT EXISTS ${CMAKE_CURRENT_SOURCE_DIR}/${dir}/CMakeLists.txt)
+      message(FATAL_ERROR "${CMAKE_CURRENT_SOURCE_DIR}/${dir} has no CMakeLists.txt; add one or remove the folder from this list")
     endif()
+    add_subdirectory(${dir})
   endforeach()
 endfunction()
 
