@@ -644,4 +644,37 @@ QHash<int, QByteArray> TraceModel::roleNames() const
     return names;
 }
 
+int TraceModel::resultRowOf(int callRow) const
+{
+    if (callRow < 0 || callRow >= rowCount() || m_kinds.value(m_rows[static_cast<size_t>(callRow)].kind) != u"tool.call")
+        return -1;
+    const QString callId =
+        QJsonDocument::fromJson(m_rows[static_cast<size_t>(callRow)].payload).object().value(u"call_id").toString();
+    const int last = qMin(rowCount(), callRow + kResultSearchRows);
+    for (int r = callRow + 1; r < last; ++r) {
+        const Row &candidate = m_rows[static_cast<size_t>(r)];
+        if (m_kinds.value(candidate.kind) == u"tool.result" &&
+            QJsonDocument::fromJson(candidate.payload).object().value(u"call_id").toString() == callId)
+            return r;
+    }
+    return -1;
+}
+
+QString TraceModel::detailsWithResult(int row) const
+{
+    const QModelIndex index = this->index(row, 0);
+    if (index.data(KindRole).toString() != u"tool.call")
+        return index.data(DetailsRole).toString();
+    const QJsonObject payload = QJsonDocument::fromJson(index.data(PayloadRole).toByteArray()).object();
+    const QString text = tr("%1 (call %2, seq %3)\narguments: %4")
+                             .arg(index.data(SummaryRole).toString(), payload.value(u"call_id").toString(),
+                                  QString::number(index.data(SeqRole).toLongLong()),
+                                  QString::fromUtf8(QJsonDocument(payload.value(u"arguments").toObject()).toJson(QJsonDocument::Compact)));
+    const int resultRow = resultRowOf(row);
+    if (resultRow < 0)
+        return text + tr("\n\n── no result yet ──");
+    const QModelIndex result = this->index(resultRow, 0);
+    return text + QStringLiteral("\n\n── result (seq %1) ──\n").arg(result.data(SeqRole).toLongLong()) + result.data(DetailsRole).toString();
+}
+
 } // namespace paddock::console

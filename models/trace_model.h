@@ -86,6 +86,15 @@ public:
     int rowOfSeq(qint64 seq) const;
     EventRecord eventAt(int row) const;
 
+    // A tool call and its result: the row of the tool.result with the same call_id as the
+    // tool.call at callRow, searched in the next kResultSearchRows rows (results follow their call
+    // within a step); -1 when none (yet).
+    static constexpr int kResultSearchRows = 256;
+    int resultRowOf(int callRow) const;
+    // What the details pane shows for a row: a tool call in one line with its arguments, then its
+    // result's details (or that there is none yet); any other row, its DetailsRole.
+    QString detailsWithResult(int row) const;
+
 signals:
     void historyNeeded(qint64 fromSeq, int count);
     void gapDetected(qint64 expectedSeq);

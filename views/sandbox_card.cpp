@@ -4,8 +4,6 @@
 #include "views/theme.h"
 
 #include <QFormLayout>
-#include <QJsonDocument>
-#include <QJsonObject>
 #include <QLabel>
 #include <QVBoxLayout>
 
@@ -57,8 +55,8 @@ SandboxCard::SandboxCard(QWidget *parent)
     clear();
 }
 
-QString SandboxCard::poolName() const { return m_pool.isEmpty() ? m_session.pool : m_pool; }
-QString SandboxCard::sandboxId() const { return m_sandboxId.isEmpty() ? m_session.sandboxId : m_sandboxId; }
+QString SandboxCard::poolName() const { return m_state.poolText(m_session); }
+QString SandboxCard::sandboxId() const { return m_state.sandboxText(m_session); }
 
 void SandboxCard::addSamples(const QString &sandboxId, const QList<ResourcePoint> &samples)
 {
@@ -85,16 +83,7 @@ void SandboxCard::setSamplesUnavailable(const QString &why)
 void SandboxCard::clear()
 {
     m_session = {};
-    m_pool.clear();
-    m_tier.clear();
-    m_sandboxId.clear();
-    m_runtime.clear();
-    m_host.clear();
-    m_state.clear();
-    m_failed = false;
-    m_claimMs = -1;
-    m_warm = false;
-    m_claims = 0;
+    m_state = {};
     m_series.clear();
     m_seriesSandbox.clear();
     refresh();
@@ -109,32 +98,8 @@ void SandboxCard::setSession(const SessionInfo &session)
 void SandboxCard::addEvents(const QList<EventRecord> &events)
 {
     bool changed = false;
-    for (const EventRecord &event : events) {
-        if (!event.kind.startsWith(u"sandbox."))
-            continue;
-        const QJsonObject payload = QJsonDocument::fromJson(event.payloadJson).object();
-        changed = true;
-        if (event.kind == u"sandbox.claimed") {
-            ++m_claims;
-            m_pool = payload.value(u"pool").toString();
-            m_sandboxId = payload.value(u"sandbox_id").toString();
-            m_tier = payload.value(u"tier").toString();
-            m_runtime = payload.value(u"runtime").toString();
-            m_host = payload.value(u"host").toString();
-            m_warm = payload.value(u"warm").toBool();
-            m_claimMs = payload.value(u"claim_ms").toDouble(-1);
-            m_failed = false;
-            m_state = tr("claimed");
-        } else if (event.kind == u"sandbox.failed") {
-            m_failed = true;
-            const QString reason = payload.value(u"reason").toString();
-            const QString error = payload.value(u"error").toString();
-            m_state = tr("failed: %1").arg(error.isEmpty() ? reason : reason + QStringLiteral(" (") + error + u')');
-        } else if (event.kind == u"sandbox.released") {
-            m_failed = false;
-            m_state = tr("released");
-        }
-    }
+    for (const EventRecord &event : events)
+        changed |= m_state.apply(event);
     if (changed)
         refresh();
 }
@@ -144,33 +109,15 @@ QString SandboxCard::stateText() const { return m_stateLabel->text(); }
 void SandboxCard::refresh()
 {
     auto orDash = [](const QString &s) { return s.isEmpty() ? QStringLiteral("–") : s; };
-    m_poolLabel->setText(orDash(m_pool.isEmpty() ? m_session.pool : m_pool));
-    m_tierLabel->setText(orDash(m_tier.isEmpty() ? m_session.tier : m_tier));
-    m_sandboxLabel->setText(orDash(m_sandboxId.isEmpty() ? m_session.sandboxId : m_sandboxId));
-    QString runtime = m_runtime;
-    if (!m_host.isEmpty())
-        runtime += (runtime.isEmpty() ? QString() : QStringLiteral(" on ")) + m_host;
-    m_runtimeLabel->setText(orDash(runtime));
-    if (m_claimMs >= 0) {
-        // Warm claims take microseconds to a few milliseconds; cold ones, hundreds.
-        const QString latency = m_claimMs < 1 ? tr("%1 µs").arg(m_claimMs * 1000, 0, 'f', 0)
-                                : tr("%1 ms").arg(m_claimMs, 0, 'f', m_claimMs < 10 ? 1 : 0);
-        QString claim = tr("%1, %2").arg(latency, m_warm ? tr("warm sandbox") : tr("cold start"));
-        if (m_claims > 1)
-            claim += tr(" (claim %1)").arg(m_claims);
-        m_claimLabel->setText(claim);
-    } else {
-        m_claimLabel->setText(QStringLiteral("–"));
-    }
-    QString state = m_state;
-    if (isTerminal(m_session.status) && !m_failed && m_state != tr("released") && !m_state.isEmpty())
-        state = tr("released (session %1)").arg(statusName(m_session.status));
-    if (state.isEmpty())
-        state = m_session.status == SessionStatus::Queued ? tr("not claimed yet") : tr("none");
-    m_stateLabel->setText(state);
-    Theme::setTextRole(m_stateLabel, m_failed ? TextRole::Error : TextRole::Normal);
+    m_poolLabel->setText(orDash(m_state.poolText(m_session)));
+    m_tierLabel->setText(orDash(m_state.tierText(m_session)));
+    m_sandboxLabel->setText(orDash(m_state.sandboxText(m_session)));
+    m_runtimeLabel->setText(orDash(m_state.runtimeText()));
+    m_claimLabel->setText(orDash(m_state.claimText()));
+    m_stateLabel->setText(m_state.stateText(m_session));
+    Theme::setTextRole(m_stateLabel, m_state.failed() ? TextRole::Error : TextRole::Normal);
 
-    const bool live = !sandboxId().isEmpty() && !m_failed && m_state != tr("released") && !isTerminal(m_session.status);
+    const bool live = m_state.live(m_session);
     if (!m_unavailable.isEmpty())
         m_plot->setEmptyText(m_unavailable);
     else if (sandboxId().isEmpty())

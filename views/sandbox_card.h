@@ -1,13 +1,14 @@
 #pragma once
 // The sandbox a session works in: pool, tier, sandbox id, runtime and host, claim latency (warm or
-// cold), and its state (claimed, failed: reason, released). Filled from the session's row and from
-// the sandbox.* events of its trace; under them, live CPU and memory plots from the sandbox's
-// samples (when the client can stream them; otherwise a line says why not).
+// cold), and its state (claimed, failed: reason, released), as models/sandbox_state.h folds them
+// from the session's row and the sandbox.* events of its trace; under them, live CPU and memory
+// plots from the sandbox's samples (when the client can stream them; otherwise a line says why).
 //
 // Threads: GUI thread only.
 
 #include "models/console_types.h"
 #include "models/resource_series.h"
+#include "models/sandbox_state.h"
 
 #include <QFrame>
 
@@ -49,16 +50,7 @@ private:
     void refresh();
 
     SessionInfo m_session;
-    QString m_pool;
-    QString m_tier;
-    QString m_sandboxId;
-    QString m_runtime;
-    QString m_host;
-    QString m_state;
-    bool m_failed = false;
-    double m_claimMs = -1;
-    bool m_warm = false;
-    int m_claims = 0;
+    SandboxState m_state;   // from the sandbox.* events (models/sandbox_state.h)
 
     QLabel *m_poolLabel = nullptr;
     QLabel *m_tierLabel = nullptr;

@@ -11,8 +11,6 @@
 #include <QDataStream>
 #include <QFontDatabase>
 #include <QHBoxLayout>
-#include <QJsonDocument>
-#include <QJsonObject>
 #include <QKeyEvent>
 #include <QLabel>
 #include <QPlainTextEdit>
@@ -24,8 +22,6 @@
 namespace paddock::console {
 
 namespace {
-// How far below a tool call its result is looked for; results follow their call within a step.
-constexpr int kResultSearchRows = 256;
 constexpr quint32 kLayoutVersion = 1;
 } // namespace
 
@@ -255,29 +251,7 @@ void SessionView::showDetailsFor(const QModelIndex &index)
 
 QString SessionView::detailsFor(int row) const
 {
-    const QModelIndex index = m_traceModel->index(row, 0);   // rows are the same in the view's proxy
-    const QString kind = index.data(TraceModel::KindRole).toString();
-    if (kind != u"tool.call")
-        return index.data(TraceModel::DetailsRole).toString();
-    // A call's output is in its result, a few rows below: show the call in one line, then the result.
-    const QJsonObject payload = QJsonDocument::fromJson(index.data(TraceModel::PayloadRole).toByteArray()).object();
-    const QString callId = payload.value(u"call_id").toString();
-    QString text = tr("%1 (call %2, seq %3)\narguments: %4")
-                       .arg(index.data(TraceModel::SummaryRole).toString(), callId,
-                            QString::number(index.data(TraceModel::SeqRole).toLongLong()),
-                            QString::fromUtf8(QJsonDocument(payload.value(u"arguments").toObject()).toJson(QJsonDocument::Compact)));
-    const int last = qMin(m_traceModel->rowCount(), row + kResultSearchRows);
-    for (int r = row + 1; r < last; ++r) {
-        const QModelIndex candidate = m_traceModel->index(r, 0);
-        if (candidate.data(TraceModel::KindRole).toString() != u"tool.result")
-            continue;
-        const QString resultCallId = QJsonDocument::fromJson(candidate.data(TraceModel::PayloadRole).toByteArray())
-                                         .object().value(u"call_id").toString();
-        if (resultCallId == callId)
-            return text + QStringLiteral("\n\n── result (seq %1) ──\n").arg(candidate.data(TraceModel::SeqRole).toLongLong())
-                + candidate.data(TraceModel::DetailsRole).toString();
-    }
-    return text + tr("\n\n── no result yet ──");
+    return m_traceModel->detailsWithResult(row);   // rows are the same in the view's proxy
 }
 
 void SessionView::changeEvent(QEvent *event)
