@@ -2,7 +2,7 @@
 // down in order (stop accepting, drain, join, commit, checkpoint).
 
 #include "broker/server/broker.h"
-#include "broker/server/config_check.h"
+#include "broker/config/config_check.h"
 #include "common/log.h"
 #include "common/paths.h"
 

@@ -6,7 +6,7 @@
 // Threads: start() and stop() from the main thread. Everything else runs on the threads of its
 // parts (store writer, step workers, stream pump, gRPC).
 
-#include "broker/server/broker_config.h"
+#include "broker/config/broker_config.h"
 
 #include <memory>
 

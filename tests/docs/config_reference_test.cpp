@@ -4,7 +4,7 @@
 
 #include "broker/policy/policy_file.h"
 #include "broker/review/review_policy.h"
-#include "broker/server/broker_config.h"
+#include "broker/config/broker_config.h"
 #include "pool/core/pool_config.h"
 
 #include <gtest/gtest.h>

@@ -13,7 +13,7 @@
 
 #include "broker/auth/principals.h"
 #include "broker/pools/pool_set.h"
-#include "broker/server/broker_config.h"
+#include "broker/config/broker_config.h"
 #include "broker/store/event_store.h"
 #include "common/result.h"
 

@@ -1,4 +1,4 @@
-#include "broker/server/config_check.h"
+#include "broker/config/config_check.h"
 
 #include "broker/auth/principals.h"
 #include "broker/policy/policy_file.h"

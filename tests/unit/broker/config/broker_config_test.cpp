@@ -1,7 +1,7 @@
 // The broker's configuration: file keys, flags' shapes, and the local-execution rule.
 
-#include "broker/server/broker_config.h"
-#include "broker/server/config_check.h"
+#include "broker/config/broker_config.h"
+#include "broker/config/config_check.h"
 
 #include <gtest/gtest.h>
 

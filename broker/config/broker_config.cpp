@@ -1,4 +1,4 @@
-#include "broker/server/broker_config.h"
+#include "broker/config/broker_config.h"
 
 #include "common/install_paths.h"
 #include "common/log.h"

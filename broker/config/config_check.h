@@ -9,7 +9,7 @@
 //
 // Threads: plain functions; call from one thread.
 
-#include "broker/server/broker_config.h"
+#include "broker/config/broker_config.h"
 #include "common/config_problems.h"
 
 #include <string>
