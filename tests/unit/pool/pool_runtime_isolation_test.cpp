@@ -9,6 +9,7 @@
 #include "pool/runtimes/oci_runtime.h"
 #include "tests/support/cpu_weight.h"
 #include "tests/support/pool_cgroups.h"
+#include "tests/support/proc_file.h"
 #include "tests/support/started_pool.h"
 
 #include <gtest/gtest.h>
@@ -172,8 +173,7 @@ std::vector<pid_t> processesMentioning(const std::string &needle)
         const pid_t pid = std::atoi(e->d_name);
         if (pid <= 0 || pid == ::getpid())
             continue;
-        std::ifstream in(std::string("/proc/") + e->d_name + "/cmdline");
-        std::string cmdline((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+        const std::string cmdline = test::readProcFile(std::string("/proc/") + e->d_name + "/cmdline");
         if (cmdline.find(needle) != std::string::npos)
             out.push_back(pid);
     }

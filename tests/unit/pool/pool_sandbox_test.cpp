@@ -4,6 +4,7 @@
 #include "broker/pools/grpc_pool_client.h"
 #include "pool/core/sandbox_pool.h"
 #include "pool/server/pool_service.h"
+#include "tests/support/proc_file.h"
 
 #include <grpcpp/grpcpp.h>
 #include <gtest/gtest.h>
@@ -397,8 +398,7 @@ TEST_F(LiteSandbox, AKilledSandboxIsReportedAsDead)
     const std::string ws = (g_harness->dir / "state/sandboxes" / m_id / "workspace").string();
     int killed = 0;
     for (const auto &entry : fs::directory_iterator("/proc")) {
-        std::ifstream in(entry.path() / "cmdline");
-        std::string cmdline((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+        const std::string cmdline = test::readProcFile(entry.path() / "cmdline");   // the process may be exiting
         if (cmdline.rfind("/usr/bin/bwrap", 0) == 0 && cmdline.find(ws) != std::string::npos)
             killed += ::kill(std::stoi(entry.path().filename().string()), SIGKILL) == 0;
     }
