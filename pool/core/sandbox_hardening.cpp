@@ -134,6 +134,6 @@ Status giveToSandbox(const fs::path &path, const SandboxIdentity &identity, unsi
     return {};
 }
 
-unsigned passThroughMode(const SandboxHardening &hardening) { return hardening.identities ? 0711 : 0700; }
+unsigned passThroughMode(const PoolConfig &config) { return config.hardenSandboxes && canMapIdentities() ? 0711 : 0700; }
 
 } // namespace paddock::pool

@@ -51,7 +51,7 @@ std::vector<std::string> checkSandboxHardening(const PoolConfig &config, std::ve
 Status giveToSandbox(const std::filesystem::path &path, const SandboxIdentity &identity, unsigned mode);
 
 // The mode for directories on the way from the state directory to a sandbox's files: 0711 when
-// sandbox ids must pass through, 0700 otherwise.
-unsigned passThroughMode(const SandboxHardening &hardening);
+// sandboxes get ids of their own (which must pass through), 0700 otherwise.
+unsigned passThroughMode(const PoolConfig &config);
 
 } // namespace paddock::pool

@@ -78,7 +78,7 @@ struct SandboxPool::Sandbox {
     std::unique_ptr<SandboxCgroup> cgroup;   // null: no limits
     WorkspaceFs *workspaceFs = nullptr;      // null: no disk limit; then qgroupId is 0
     uint64_t qgroupId = 0;
-    SandboxIdentity identity;                // its block of host ids; given back by destroy()
+    IdentityLease identity;                  // its block of host ids; destroy() gives it back
     mutable std::mutex sampleMutex;
     std::deque<CgroupSample> samples;        // guarded by sampleMutex
     // Guarded by the pool's m_mutex.
@@ -129,10 +129,17 @@ struct SandboxPool::Tier {
     int64_t lastClaimUs = 0;
     std::vector<int64_t> latencyCounts = std::vector<int64_t>(kLatencyBucketsUs.size(), 0);
 
+    TierIsolation isolation;   // what the tier promises, in words; set once by create()
+
     int total() const { return static_cast<int>(warm.size()) + claimed + starting; }
 };
 
-OwnerMap SandboxPool::ownerMap(const Sandbox &sandbox) { return OwnerMap{sandbox.identity.hostId, sandbox.identity.count}; }
+OwnerMap SandboxPool::ownerMap(const Sandbox &sandbox)
+{
+    return OwnerMap{sandbox.identity.identity().hostId, sandbox.identity.identity().count};
+}
+
+fs::path SandboxPool::runtimeDirOf(const std::string &sandboxId) const { return m_config.stateDir / "runtime" / sandboxId; }
 
 Result<std::unique_ptr<SandboxPool>> SandboxPool::create(PoolConfig config)
 {
@@ -154,7 +161,9 @@ Result<std::unique_ptr<SandboxPool>> SandboxPool::create(PoolConfig config)
                     "the sandbox init is not at " + config.initPath.string() +
                         "; install the paddock-pool package (which puts it in <prefix>/libexec/paddock/), build the "
                         "paddock-sandbox-init target next to paddock-pool, or set init_path in pool.toml");
-    if (auto err = ensurePrivateDirectory(config.stateDir, 0700); !err.empty())
+    // Sandbox ids pass through (not list) the state directory to their workspaces and bundles.
+    const unsigned passThrough = passThroughMode(config);
+    if (auto err = ensurePrivateDirectory(config.stateDir, passThrough); !err.empty())
         return fail(ErrorCode::FailedPrecondition, err + "; pass a writable --state-dir");
     // One pool per state directory: a second one would delete the first one's sandboxes below.
     const fs::path lockPath = config.stateDir / "pool.lock";
@@ -169,12 +178,6 @@ Result<std::unique_ptr<SandboxPool>> SandboxPool::create(PoolConfig config)
     if (!hardening) {
         ::close(lockFd);
         return std::unexpected(hardening.error());
-    }
-    // Sandbox ids pass through (not list) the state directory to their workspaces and bundles.
-    const unsigned passThrough = passThroughMode(*hardening);
-    if (auto err = ensurePrivateDirectory(config.stateDir, passThrough); !err.empty()) {
-        ::close(lockFd);
-        return fail(ErrorCode::FailedPrecondition, err + "; pass a writable --state-dir");
     }
     CgroupLayout layout = detectCgroupLayout();
     auto cgroups = CgroupManager::create(layout, config.poolId);
@@ -251,6 +254,8 @@ Result<std::unique_ptr<SandboxPool>> SandboxPool::create(PoolConfig config)
     pool->m_workspaceFs = std::move(workspaceFs);
     pool->m_diskLimits = std::move(diskLimits);
     pool->m_hardening = std::move(*hardening);
+    for (auto &tier : pool->m_tiers)
+        tier->isolation = pool->m_hardening.describe(tier->config);   // fixed for the pool's life
     pool->m_allowlists = std::move(*allowlists);
     if (!pool->m_allowlists.empty())
         pool->m_egress = std::make_unique<egress::EgressProxy>();
@@ -347,28 +352,21 @@ Result<std::shared_ptr<SandboxPool::Sandbox>> SandboxPool::startSandbox(Tier &ti
     spec.initPath = m_config.initPath;
     // Not on the workspace filesystem (mounted nosuid,nodev): runsc, in the sandbox's user
     // namespace, cannot remount a bundle there read-only without those locked flags.
-    spec.runtimeDir = m_config.stateDir / "runtime" / id;
+    spec.runtimeDir = runtimeDirOf(id);
     spec.cpu = tier.config.cpu;
     spec.memoryBytes = tier.config.memoryBytes;
     spec.pids = tier.config.pids;
     spec.seccomp = m_hardening.seccomp;
     if (!m_hardening.etcDir.empty())
         spec.etcDir = minimalEtcFor(m_hardening.etcDir, tier.config.network == "allowlist");
+    IdentityLease identity;   // given back on any failure below
     if (m_hardening.identities) {
-        auto identity = m_hardening.identities->acquire();
-        if (!identity)
-            return std::unexpected(identity.error());
-        spec.identity = *identity;
+        auto acquired = m_hardening.identities->acquire();
+        if (!acquired)
+            return std::unexpected(acquired.error());
+        identity = std::move(*acquired);
+        spec.identity = identity.identity();
     }
-    struct IdentityGuard {   // given back unless the sandbox starts and takes it
-        IdentityAllocator *allocator;
-        SandboxIdentity identity;
-        ~IdentityGuard()
-        {
-            if (allocator)
-                allocator->release(identity);
-        }
-    } identityGuard{m_hardening.identities.get(), spec.identity};
     std::error_code ec;
     std::unique_ptr<SandboxCgroup> cgroup;
     if (m_cgroups) {
@@ -413,7 +411,7 @@ Result<std::shared_ptr<SandboxPool::Sandbox>> SandboxPool::startSandbox(Tier &ti
     if (spec.identity.mapped()) {
         // The sandbox's root owns its workspace (0700: no other host user reads it); the path to
         // it only lets the sandbox's runtime pass.
-        ::chmod(dir.c_str(), passThroughMode(m_hardening));
+        ::chmod(dir.c_str(), passThroughMode(m_config));
         given = giveToSandbox(spec.workspaceDir, spec.identity, 0700);
     }
     if (!given) {
@@ -451,8 +449,7 @@ Result<std::shared_ptr<SandboxPool::Sandbox>> SandboxPool::startSandbox(Tier &ti
     auto sandbox = std::make_shared<Sandbox>(id, &tier, dir, std::move(*running), std::move(cgroup));
     sandbox->workspaceFs = workspaceFs;
     sandbox->qgroupId = qgroupId;
-    sandbox->identity = spec.identity;
-    identityGuard.allocator = nullptr;   // destroy() gives it back
+    sandbox->identity = std::move(identity);
     return sandbox;
 }
 
@@ -466,30 +463,20 @@ void SandboxPool::destroy(const std::shared_ptr<Sandbox> &sandbox)
     }
     if (sandbox->cgroup)
         sandbox->cgroup->remove();   // kills what outlived bwrap, then rmdir
-    // Every process of the sandbox is gone (the cgroup is empty): its ids may serve another
-    // sandbox once its files below are deleted.
-    struct GiveBack {
-        SandboxPool *pool;
-        const SandboxIdentity &identity;
-        ~GiveBack()
-        {
-            if (pool->m_hardening.identities)
-                pool->m_hardening.identities->release(identity);
-        }
-    } giveBack{this, sandbox->identity};
-    std::error_code runtimeEc;
-    fs::remove_all(m_config.stateDir / "runtime" / sandbox->id, runtimeEc);
+    std::error_code ec;
+    fs::remove_all(runtimeDirOf(sandbox->id), ec);
     // The sandbox is dead: nothing inside can race the removal. Neither a subvolume's deletion
     // nor remove_all follows symlinks, so a link the agent planted is removed, not its target.
     // Deleting the subvolume also drops its qgroup: the next sandbox starts with a fresh limit.
     if (sandbox->workspaceFs) {
         sandbox->workspaceFs->remove(sandbox->id);
-        return;
+    } else {
+        fs::remove_all(sandbox->dir, ec);
+        if (ec)
+            spdlog::warn("could not delete {}: {}", sandbox->dir.string(), ec.message());
     }
-    std::error_code ec;
-    fs::remove_all(sandbox->dir, ec);
-    if (ec)
-        spdlog::warn("could not delete {}: {}", sandbox->dir.string(), ec.message());
+    // Its processes are gone (the cgroup is empty) and its files deleted: its ids may serve another.
+    sandbox->identity.release();
 }
 
 void SandboxPool::recordClaimLatency(Tier &tier, int64_t us)
@@ -999,7 +986,7 @@ PoolStats SandboxPool::stats() const
             t.refillPerSecond = kRefillThreadsPerTier * 1e6 * static_cast<double>(tier->starts) / static_cast<double>(tier->startUsTotal);
         t.latencyBucketsUs = kLatencyBucketsUs;
         t.latencyCounts = tier->latencyCounts;
-        t.isolation = m_hardening.describe(tier->config);
+        t.isolation = tier->isolation;
         s.tiers.push_back(std::move(t));
     }
     return s;

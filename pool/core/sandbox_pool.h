@@ -192,6 +192,8 @@ private:
     static bool workspaceFull(const Sandbox &sandbox);
     // How its snapshots keep owners: ids as seen inside the sandbox.
     static OwnerMap ownerMap(const Sandbox &sandbox);
+    // Its OCI bundle and runtime state: <state>/runtime/<id>, off the workspace filesystem.
+    std::filesystem::path runtimeDirOf(const std::string &sandboxId) const;
     static constexpr int64_t kDiskFullMarginBytes = 64 << 10;
     void wakeMonitor();
     // Builds, snapshots and stores a post-mortem (blocking: call it on the capture thread or a

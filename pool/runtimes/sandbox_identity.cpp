@@ -10,6 +10,7 @@
 #include <signal.h>
 #include <sys/wait.h>
 #include <unistd.h>
+#include <utility>
 
 namespace paddock::pool {
 namespace {
@@ -80,18 +81,20 @@ Status writeMap(pid_t pid, const char *file, const std::string &map)
 
 } // namespace
 
-std::optional<uint32_t> SandboxIdentity::toHost(uint32_t inside) const
+IdentityLease &IdentityLease::operator=(IdentityLease &&other) noexcept
 {
-    if (inside >= count)
-        return std::nullopt;
-    return hostId + inside;
+    if (this != &other) {
+        release();
+        m_allocator = std::exchange(other.m_allocator, nullptr);
+        m_identity = other.m_identity;
+    }
+    return *this;
 }
 
-std::optional<uint32_t> SandboxIdentity::toInside(uint32_t host) const
+void IdentityLease::release()
 {
-    if (host < hostId || host - hostId >= count)
-        return std::nullopt;
-    return host - hostId;
+    if (m_allocator)
+        std::exchange(m_allocator, nullptr)->release(m_identity);
 }
 
 std::vector<std::string> checkIdentityRange(const IdentityRange &range, int64_t sandboxes)
@@ -149,7 +152,7 @@ IdentityAllocator::~IdentityAllocator()
             ::close(fd);
 }
 
-Result<SandboxIdentity> IdentityAllocator::acquire()
+Result<IdentityLease> IdentityAllocator::acquire()
 {
     std::lock_guard lock(m_mutex);
     // The lowest free block: its user namespace is made once and then reused, so a sandbox start
@@ -169,7 +172,7 @@ Result<SandboxIdentity> IdentityAllocator::acquire()
         }
         id.userNsFd = m_userNs[block];
         m_inUse[block] = true;
-        return id;
+        return IdentityLease(this, id);
     }
     return fail(ErrorCode::ResourceExhausted, "every block of [sandbox_identity] (" + describe() + ") is in use; raise count");
 }

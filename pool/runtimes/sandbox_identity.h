@@ -13,7 +13,6 @@
 
 #include <cstdint>
 #include <mutex>
-#include <optional>
 #include <string>
 #include <vector>
 
@@ -27,10 +26,26 @@ struct SandboxIdentity {
     int userNsFd = -1;      // a user namespace with that mapping (bwrap joins it); -1: none
 
     bool mapped() const { return count > 0; }
-    // Host id of an id seen inside, nullopt if it is outside the block.
-    std::optional<uint32_t> toHost(uint32_t inside) const;
-    // Id seen inside of a host id; nullopt if the host id is not in the block.
-    std::optional<uint32_t> toInside(uint32_t host) const;
+};
+
+class IdentityAllocator;
+
+// A block held by one sandbox: given back to its allocator when the lease is released or
+// destroyed (an empty lease, from no allocator, gives nothing back). Move-only.
+class IdentityLease {
+public:
+    IdentityLease() = default;
+    IdentityLease(IdentityAllocator *allocator, SandboxIdentity identity) : m_allocator(allocator), m_identity(identity) {}
+    IdentityLease(IdentityLease &&other) noexcept { *this = std::move(other); }
+    IdentityLease &operator=(IdentityLease &&other) noexcept;
+    ~IdentityLease() { release(); }
+
+    const SandboxIdentity &identity() const { return m_identity; }
+    void release();
+
+private:
+    IdentityAllocator *m_allocator = nullptr;
+    SandboxIdentity m_identity;
 };
 
 // The [sandbox_identity] table of pool.toml.
@@ -54,15 +69,17 @@ public:
     IdentityAllocator(const IdentityAllocator &) = delete;
     IdentityAllocator &operator=(const IdentityAllocator &) = delete;
 
-    // A free block (ResourceExhausted when every block is in use).
-    Result<SandboxIdentity> acquire();
-    void release(const SandboxIdentity &identity);
+    // A free block (ResourceExhausted when every block is in use), held until the lease goes.
+    Result<IdentityLease> acquire();
 
     const IdentityRange &range() const { return m_range; }
     // "uids 1000000000-1067108863, 65536 per sandbox"
     std::string describe() const;
 
 private:
+    friend class IdentityLease;
+    void release(const SandboxIdentity &identity);
+
     IdentityRange m_range;
     std::mutex m_mutex;
     std::vector<int> m_userNs;     // per block: its namespace's fd, -1 until first used; guarded by m_mutex
