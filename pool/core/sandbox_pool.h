@@ -178,9 +178,24 @@ private:
 
     SandboxPool(PoolConfig config, std::map<std::string, std::unique_ptr<Runtime>> runtimes);
     Result<std::shared_ptr<Sandbox>> startSandbox(Tier &tier);
+    // startSandbox's steps: the spec of a new sandbox of the tier, and its directory with its
+    // qgroup (0 without disk limits); when that fails, the cgroup is removed and no directory is left.
+    SandboxSpec sandboxSpec(const TierConfig &tier, const std::string &id, const std::filesystem::path &dir) const;
+    Result<uint64_t> makeSandboxDir(const TierConfig &tier, const SandboxSpec &spec, const std::filesystem::path &dir,
+                                    WorkspaceFs *workspaceFs, SandboxCgroup *cgroup) const;
     Result<std::shared_ptr<Sandbox>> findClaimed(const std::string &sandboxId) const;
     // The claimed sandbox an exec runs in, once the request names a command.
     Result<std::shared_ptr<Sandbox>> execTarget(const ExecRequest &request) const;
+    // execAsync's steps (sandbox_pool_exec.cpp). A keyed run's record answers a repeat once it is
+    // done: true/false as execAsync returns, nullopt when the key has no record (lock is released
+    // when it answers). submitExec hands the request to the exec loop on fd; answerExec calls done
+    // with the result, after a post-mortem when the command failed.
+    static std::optional<bool> replayFinished(Sandbox &sandbox, const std::string &key, std::unique_lock<std::mutex> &lock,
+                                              const ChunkSink &sink, const ExecDone &done);
+    bool submitExec(const std::shared_ptr<Sandbox> &sandbox, const ExecRequest &request, bool keyed, int fd,
+                    const std::shared_ptr<const egress::Grants> &grants, ChunkSink sink, ExecDone done);
+    void answerExec(const std::shared_ptr<Sandbox> &sandbox, const std::vector<std::string> &argv, const OutputTail &tail,
+                    const std::shared_ptr<DeadlineWatcher::Watch> &watch, Result<InitExecResult> r, const ExecDone &done);
     void destroy(const std::shared_ptr<Sandbox> &sandbox);
     void refillLoop(Tier *tier);
     void monitorLoop();
