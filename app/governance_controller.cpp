@@ -52,6 +52,25 @@ GovernanceController::GovernanceController(ConsoleClient *client, SessionTableMo
     m_reviewView->setModel(m_reviewModel);
     m_decisionsView->setModel(m_decisionModel);
 
+    createTimers();
+    wireViews();
+
+    connect(m_client, &ConsoleClient::connectionStateChanged, this,
+            [this](ConnectionState state, const QString &) { onConnectionState(state); });
+
+    if (!m_governance) {
+        m_reviewView->setQueueStatus(kNoGovernance, true);
+        m_decisionsView->setStatus(kNoGovernance, true);
+        m_costView->setSpendStatus(kNoGovernance, true);
+        return;
+    }
+    wireGovernanceClient();
+
+    onConnectionState(m_client->connectionState());
+}
+
+void GovernanceController::createTimers()
+{
     m_reviewTimer = new QTimer(this);
     m_reviewTimer->setInterval(kReviewPollMs);
     connect(m_reviewTimer, &QTimer::timeout, this, &GovernanceController::pollReviews);
@@ -62,7 +81,11 @@ GovernanceController::GovernanceController(ConsoleClient *client, SessionTableMo
         m_reviewModel->refreshAges();
         refreshPage();
     });
+}
 
+// The views' requests, and the sessions' changes for the review item's context.
+void GovernanceController::wireViews()
+{
     connect(m_reviewView, &ReviewQueueView::itemRequested, this, [this](const QString &id) {
         const auto fetched = m_fetched.constFind(id);
         if (fetched != m_fetched.constEnd())
@@ -78,16 +101,11 @@ GovernanceController::GovernanceController(ConsoleClient *client, SessionTableMo
     connect(m_decisionsView, &DecisionsView::openSessionRequested, this, &GovernanceController::openSessionRequested);
     connect(m_costView, &CostView::queryChanged, this, [this] { refreshPage(); });
     connect(m_sessions, &QAbstractItemModel::dataChanged, this, &GovernanceController::updateSessionContext);
+}
 
-    connect(m_client, &ConsoleClient::connectionStateChanged, this,
-            [this](ConnectionState state, const QString &) { onConnectionState(state); });
-
-    if (!m_governance) {
-        m_reviewView->setQueueStatus(kNoGovernance, true);
-        m_decisionsView->setStatus(kNoGovernance, true);
-        m_costView->setSpendStatus(kNoGovernance, true);
-        return;
-    }
+// The governance client's answers, into the models and views.
+void GovernanceController::wireGovernanceClient()
+{
     connect(m_governance, &GovernanceClient::reviewItemsListed, this, &GovernanceController::onReviewItemsListed);
     connect(m_governance, &GovernanceClient::reviewItemArrived, this, &GovernanceController::onReviewItemArrived);
     connect(m_governance, &GovernanceClient::reviewItemsDecided, this, &GovernanceController::onDecided);
@@ -151,8 +169,6 @@ GovernanceController::GovernanceController(ConsoleClient *client, SessionTableMo
                                  .arg(sessionId, decision.chosenTier, decision.id, decision.chooser));
                 refreshPage();
             });
-
-    onConnectionState(m_client->connectionState());
 }
 
 GovernanceController::~GovernanceController()

@@ -82,6 +82,10 @@ signals:
     void openSessionRequested(const QString &sessionId);
 
 private:
+    // The constructor's set-up, in its order; wireGovernanceClient() only when the client has the calls.
+    void createTimers();
+    void wireViews();
+    void wireGovernanceClient();
     void onConnectionState(ConnectionState state);
     void pollReviews();
     void refreshPage();

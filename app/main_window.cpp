@@ -1,9 +1,14 @@
+// MainWindow: its construction, settings, the connection to the broker and the sessions it shows.
+// Its actions and menus are in main_window_actions.cpp, the sandbox inspector page in
+// main_window_inspector.cpp.
+//
+// Threads: GUI thread only (see main_window.h).
+
 #include "app/main_window.h"
 
 #include "app/broker_launcher.h"
 #include "app/client/console_client.h"
 #include "app/governance_controller.h"
-#include "models/console_format.h"
 #include "models/cost_series.h"
 #include "models/pools_model.h"
 #include "models/post_mortem_model.h"
@@ -19,10 +24,7 @@
 #include "views/review_queue_view.h"
 #include "views/debug_shell_panel.h"
 #include "views/pools_view.h"
-#include "views/resource_curve_plot.h"
-#include "views/sandbox_card.h"
 #include "views/sandbox_inspector.h"
-#include "views/snapshot_browser.h"
 #include "views/session_view.h"
 #include "views/sessions_view.h"
 #include "views/submit_dialog.h"
@@ -31,20 +33,14 @@
 
 #include <QAction>
 #include <QActionGroup>
-#include <QApplication>
 #include <QCloseEvent>
 #include <QDir>
 #include <QLabel>
-#include <QMenuBar>
-#include <QMessageBox>
 #include <QSettings>
 #include <QStackedWidget>
 #include <QStatusBar>
 #include <QTimer>
-#include <QToolBar>
 #include <QVBoxLayout>
-#include <QTableView>
-#include <QTreeView>
 
 // Q_INIT_RESOURCE must be called outside any namespace; the .qrc is in a static library.
 static void initConsoleResources() { Q_INIT_RESOURCE(console); }
@@ -55,7 +51,6 @@ namespace {
 constexpr int kPoolsRefreshMs = 5000;
 // A session opens with its last events; older ones page in when the user scrolls to the top.
 constexpr qint64 kOpenTailEvents = 5000;
-constexpr int kStatusMessageMs = 8000;
 constexpr int kLaunchSummaryMs = 20'000;   // it names the log files: long enough to read them
 
 const char *const kGeometryKey = "window/geometry";
@@ -81,6 +76,28 @@ MainWindow::MainWindow(ConsoleClient *client, Options options, QWidget *parent)
     setWindowIcon(QIcon(QStringLiteral(":/paddock/icons/paddock-256.png")));
     setObjectName(QStringLiteral("paddockMainWindow"));
 
+    createModels();
+    createPages();
+    createStatusBar();
+
+    m_governance = new GovernanceController(m_client, m_sessionModel, m_reviewView, m_decisionsView, m_costView, this);
+    createActions();
+    createMenus();
+    wireGovernance();
+
+    wireClient();
+    wireViews();
+    wireInspector();
+    startPoolsRefresh();
+
+    resize(1280, 800);
+    restoreSettings();
+    onConnectionState(m_client->connectionState(), QString());
+    updateActions();
+}
+
+void MainWindow::createModels()
+{
     m_sessionModel = new SessionTableModel(this);
     m_sessionProxy = new SessionFilterProxy(this);
     m_sessionProxy->setSourceModel(m_sessionModel);
@@ -91,7 +108,10 @@ MainWindow::MainWindow(ConsoleClient *client, Options options, QWidget *parent)
     m_poolsModel = new PoolsModel(this);
     m_failuresModel = new PostMortemListModel(this);
     m_filesModel = new SnapshotFilesModel(this);
+}
 
+void MainWindow::createPages()
+{
     m_pages = new QStackedWidget(this);
     m_sessionsView = new SessionsView(m_pages);
     m_sessionsView->setModels(m_sessionModel, m_sessionProxy, m_groupModel);
@@ -121,7 +141,10 @@ MainWindow::MainWindow(ConsoleClient *client, Options options, QWidget *parent)
     centralLayout->addWidget(m_firstRun);
     centralLayout->addWidget(m_pages, 1);
     setCentralWidget(central);
+}
 
+void MainWindow::createStatusBar()
+{
     m_connectionLabel = new QLabel(this);
     m_connectionLabel->setObjectName(QStringLiteral("connectionLabel"));
     m_localLabel = new QLabel(tr("local execution (development mode)"), this);
@@ -135,12 +158,11 @@ MainWindow::MainWindow(ConsoleClient *client, Options options, QWidget *parent)
     statusBar()->addPermanentWidget(m_localLabel);
     statusBar()->addPermanentWidget(m_principalLabel);
     statusBar()->addPermanentWidget(m_connectionLabel);
+}
 
-    m_governance = new GovernanceController(m_client, m_sessionModel, m_reviewView, m_decisionsView, m_costView, this);
-    createActions();
-    createMenus();
-    wireGovernance();
-
+// The client's notifications, and the first-run offer with the launcher that starts a local broker.
+void MainWindow::wireClient()
+{
     connect(m_client, &ConsoleClient::connectionStateChanged, this, &MainWindow::onConnectionState);
     connect(m_client, &ConsoleClient::sessionsChanged, this, &MainWindow::onSessionsChanged);
     connect(m_client, &ConsoleClient::eventsArrived, this, &MainWindow::onEventsArrived);
@@ -164,7 +186,11 @@ MainWindow::MainWindow(ConsoleClient *client, Options options, QWidget *parent)
         // The client's backoff may be seconds long by now: try at once.
         m_client->connectToBroker(m_client->address());
     });
+}
 
+// The trace asks for history and re-follows after a gap; the views' requests and the page switch.
+void MainWindow::wireViews()
+{
     connect(m_traceModel, &TraceModel::historyNeeded, this, [this](qint64 fromSeq, int count) {
         if (!m_openSessionId.isEmpty())
             m_client->fetchHistory(m_openSessionId, fromSeq, count);
@@ -194,8 +220,10 @@ MainWindow::MainWindow(ConsoleClient *client, Options options, QWidget *parent)
                                      : Page(page) == Page::Cost      ? QStringLiteral("cost")
                                                                      : QString());
     });
-    wireInspector();
+}
 
+void MainWindow::startPoolsRefresh()
+{
     // Pools change without notice (warm counts, health); ask while the page is shown.
     m_poolsTimer = new QTimer(this);
     m_poolsTimer->setInterval(kPoolsRefreshMs);
@@ -204,11 +232,6 @@ MainWindow::MainWindow(ConsoleClient *client, Options options, QWidget *parent)
             m_client->refreshPools();
     });
     m_poolsTimer->start();
-
-    resize(1280, 800);
-    restoreSettings();
-    onConnectionState(m_client->connectionState(), QString());
-    updateActions();
 }
 
 MainWindow::~MainWindow()
@@ -218,149 +241,6 @@ MainWindow::~MainWindow()
     if (!m_openSessionId.isEmpty())
         m_client->unfollowSession(m_openSessionId);
     delete m_costSeries;
-}
-
-void MainWindow::createActions()
-{
-    auto make = [this](const QString &text, const QKeySequence &shortcut, auto slot) {
-        auto *action = new QAction(text, this);
-        if (!shortcut.isEmpty())
-            action->setShortcut(shortcut);
-        action->setShortcutContext(Qt::WindowShortcut);
-        connect(action, &QAction::triggered, this, slot);
-        addAction(action);
-        return action;
-    };
-    m_submitAction = make(tr("&Submit session…"), QKeySequence(Qt::CTRL | Qt::Key_N), &MainWindow::submitSession);
-    m_submitAction->setToolTip(tr("Submit a session from a playbook or a goal (Ctrl+N)"));
-    m_connectAction = make(tr("&Connect to broker…"), QKeySequence(Qt::CTRL | Qt::SHIFT | Qt::Key_O), &MainWindow::chooseBroker);
-    m_quitAction = make(tr("&Quit"), QKeySequence::Quit, &MainWindow::close);
-    m_quitAction->setMenuRole(QAction::QuitRole);
-
-    m_openAction = make(tr("&Open session"), QKeySequence(Qt::CTRL | Qt::Key_O), [this] {
-        const QString id = m_sessionsView->currentSessionId();
-        if (!id.isEmpty())
-            openSession(id);
-    });
-    m_openAction->setToolTip(tr("Open the selected session (Enter or Ctrl+O)"));
-    m_pauseResumeAction = make(tr("&Pause"), QKeySequence(Qt::CTRL | Qt::Key_P), &MainWindow::pauseOrResumeCurrentSession);
-    m_cancelAction = make(tr("&Cancel session"), QKeySequence(Qt::CTRL | Qt::Key_Period), &MainWindow::cancelCurrentSession);
-    m_cancelAction->setToolTip(tr("Cancel the session (Ctrl+.)"));
-    m_inspectAction = make(tr("&Inspect sandbox"), QKeySequence(Qt::CTRL | Qt::Key_I), [this] {
-        const QString id = currentSessionId();
-        if (!id.isEmpty())
-            inspectSession(id);
-    });
-    m_inspectAction->setToolTip(tr("Open the sandbox inspector on this session's failure: post-mortem, resources, "
-                                   "snapshot files, debug shell (Ctrl+I)"));
-    m_overrideAction = make(tr("Override &tier…"), QKeySequence(Qt::CTRL | Qt::Key_T), [this] {
-        m_governance->overrideTier(currentSessionId());
-    });
-    m_overrideAction->setToolTip(tr("Move the session to another tier at its next step, with a reason (Ctrl+T)"));
-    m_backAction = make(tr("&Back to sessions"), QKeySequence(Qt::ALT | Qt::Key_Left), [this] { showPage(Page::Sessions); });
-
-    m_searchAction = make(tr("&Find session…"), QKeySequence::Find, [this] {
-        showPage(Page::Sessions);
-        m_sessionsView->focusSearch();
-    });
-    m_groupAction = make(tr("&Group by status"), QKeySequence(Qt::CTRL | Qt::Key_G), [this](bool checked) {
-        m_sessionsView->setGrouped(checked);
-    });
-    m_groupAction->setCheckable(true);
-    m_followAction = make(tr("&Follow tail"), QKeySequence(Qt::CTRL | Qt::Key_End), [this](bool checked) {
-        m_sessionView->traceView()->setFollowing(checked);
-    });
-    m_followAction->setCheckable(true);
-    m_followAction->setChecked(true);
-    m_detailsAction = make(tr("Show &details"), QKeySequence(Qt::CTRL | Qt::Key_D), [this] {
-        m_sessionView->setDetailsExpanded(!m_sessionView->isDetailsExpanded());
-    });
-    m_refreshAction = make(tr("&Refresh"), QKeySequence::Refresh, &MainWindow::refresh);
-    if (m_refreshAction->shortcut() != QKeySequence(Qt::Key_F5))
-        m_refreshAction->setShortcuts({QKeySequence(Qt::Key_F5), m_refreshAction->shortcut()});
-
-    auto *pageGroup = new QActionGroup(this);
-    const QString names[kPageCount] = {tr("&Sessions"), tr("S&ession"),    tr("&Pools"), tr("Sandbox &inspector"),
-                                       tr("Review &queue"), tr("&Decisions"), tr("&Cost")};
-    for (int i = 0; i < kPageCount; ++i) {
-        m_pageActions[i] = make(names[i], QKeySequence(Qt::CTRL | (Qt::Key_1 + i)), [this, i] { showPage(Page(i)); });
-        m_pageActions[i]->setCheckable(true);
-        pageGroup->addAction(m_pageActions[i]);
-    }
-    m_pageActions[0]->setChecked(true);
-
-    m_themeGroup = new QActionGroup(this);
-    const QList<QPair<ThemeMode, QString>> themes = {
-        {ThemeMode::System, tr("&System")}, {ThemeMode::Light, tr("&Light")}, {ThemeMode::Dark, tr("&Dark")}};
-    for (const auto &[mode, text] : themes) {
-        auto *action = new QAction(text, m_themeGroup);
-        action->setCheckable(true);
-        action->setData(int(mode));
-        connect(action, &QAction::triggered, this, [this, mode] { applyTheme(int(mode)); });
-    }
-    m_themeGroup->actions().first()->setChecked(true);
-
-    m_sessionsView->toolBar()->addAction(m_submitAction);
-    m_sessionsView->toolBar()->addAction(m_openAction);
-    m_sessionsView->toolBar()->addAction(m_pauseResumeAction);
-    m_sessionsView->toolBar()->addAction(m_cancelAction);
-    m_sessionsView->toolBar()->addAction(m_inspectAction);
-    m_sessionsView->toolBar()->addAction(m_overrideAction);
-    m_sessionView->toolBar()->addAction(m_backAction);
-    m_sessionView->toolBar()->addAction(m_pauseResumeAction);
-    m_sessionView->toolBar()->addAction(m_cancelAction);
-    m_sessionView->toolBar()->addAction(m_inspectAction);
-    m_sessionView->toolBar()->addAction(m_overrideAction);
-
-    // Right-click on a session: the same actions, so a failed one is one click from its sandbox.
-    for (QAbstractItemView *view : {static_cast<QAbstractItemView *>(m_sessionsView->tableView()),
-                                    static_cast<QAbstractItemView *>(m_sessionsView->treeView())}) {
-        view->setContextMenuPolicy(Qt::ActionsContextMenu);
-        view->addAction(m_openAction);
-        view->addAction(m_inspectAction);
-        view->addAction(m_overrideAction);
-        view->addAction(m_pauseResumeAction);
-        view->addAction(m_cancelAction);
-    }
-}
-
-void MainWindow::createMenus()
-{
-    QMenu *file = menuBar()->addMenu(tr("&File"));
-    file->addAction(m_submitAction);
-    file->addAction(m_connectAction);
-    file->addSeparator();
-    file->addAction(m_quitAction);
-
-    QMenu *session = menuBar()->addMenu(tr("&Session"));
-    session->addAction(m_openAction);
-    session->addAction(m_pauseResumeAction);
-    session->addAction(m_cancelAction);
-    session->addAction(m_inspectAction);
-    session->addAction(m_overrideAction);
-    session->addSeparator();
-    session->addAction(m_followAction);
-    session->addAction(m_detailsAction);
-    session->addAction(m_backAction);
-
-    QMenu *view = menuBar()->addMenu(tr("&View"));
-    for (QAction *page : m_pageActions)
-        view->addAction(page);
-    view->addSeparator();
-    view->addAction(m_searchAction);
-    view->addAction(m_groupAction);
-    view->addAction(m_refreshAction);
-    view->addSeparator();
-    QMenu *theme = view->addMenu(tr("&Theme"));
-    theme->addActions(m_themeGroup->actions());
-
-    QMenu *help = menuBar()->addMenu(tr("&Help"));
-    help->addAction(tr("&About Paddock"), this, [this] {
-        QMessageBox::about(this, tr("About Paddock"),
-                           tr("<h3>Paddock %1</h3><p>A console for fleets of AI agents: sessions live, their traces, "
-                              "costs and sandboxes.</p><p>Broker: %2</p>")
-                               .arg(QApplication::applicationVersion(), m_client->address().toHtmlEscaped()));
-    });
 }
 
 void MainWindow::restoreSettings()
@@ -670,38 +550,6 @@ void MainWindow::onPermissionsChanged(const Permissions &permissions)
     updateActions();
 }
 
-void MainWindow::gateAction(QAction *action, const QString &method, bool enabled, const QString &tip)
-{
-    const QString refused = m_client->permissions().reason(method);
-    action->setEnabled(enabled && refused.isEmpty());
-    action->setToolTip(refused.isEmpty() ? tip : refused);
-}
-
-void MainWindow::updateActions()
-{
-    const QString id = currentSessionId();
-    const int row = id.isEmpty() ? -1 : m_sessionModel->rowOf(id);
-    const SessionStatus status = row >= 0 ? m_sessionModel->sessionAt(row).status : SessionStatus::Unknown;
-    const bool connected = m_connectionState == ConnectionState::Connected;
-    const bool live = row >= 0 && !isTerminal(status);
-    m_openAction->setEnabled(row >= 0 && currentPage() != Page::Session);
-    gateAction(m_cancelAction, QStringLiteral("CancelSession"), connected && live, tr("Cancel the session (Ctrl+.)"));
-    const bool paused = status == SessionStatus::Paused;
-    m_pauseResumeAction->setText(paused ? tr("&Resume") : tr("&Pause"));
-    gateAction(m_pauseResumeAction, paused ? QStringLiteral("ResumeSession") : QStringLiteral("PauseSession"),
-               connected && live, paused ? tr("Resume the session (Ctrl+P)") : tr("Pause the session (Ctrl+P)"));
-    gateAction(m_submitAction, QStringLiteral("SubmitSession"), connected,
-               tr("Submit a session from a playbook or a goal (Ctrl+N)"));
-    m_pageActions[int(Page::Session)]->setEnabled(!m_openSessionId.isEmpty());
-    m_inspectAction->setEnabled(row >= 0 && connected);
-    m_inspectAction->setText(status == SessionStatus::Failed ? tr("&Inspect failed sandbox") : tr("&Inspect sandbox"));
-    gateAction(m_overrideAction, QStringLiteral("OverrideTier"), connected && live,
-               tr("Move the session to another tier at its next step, with a reason (Ctrl+T)"));
-    m_followAction->setEnabled(currentPage() == Page::Session);
-    m_detailsAction->setEnabled(currentPage() == Page::Session);
-    m_backAction->setEnabled(currentPage() != Page::Sessions);
-}
-
 void MainWindow::submitSession()
 {
     SubmitDialog dialog(this);
@@ -749,97 +597,6 @@ void MainWindow::refresh()
 
 QString MainWindow::connectionText() const { return m_connectionLabel->text(); }
 
-// ---- The sandbox inspector: the client's operator calls in, the views' requests out ----
-
-void MainWindow::wireInspector()
-{
-    SnapshotBrowser *browser = m_inspector->snapshotBrowser();
-    DebugShellPanel *shell = m_inspector->debugShell();
-
-    connect(m_inspector, &SandboxInspector::refreshRequested, this, [this] { m_client->listPostMortems(QString()); });
-    connect(m_inspector, &SandboxInspector::postMortemRequested, this, &MainWindow::inspectPostMortem);
-    connect(m_inspector, &SandboxInspector::openSessionRequested, this, &MainWindow::openSession);
-    connect(m_inspector, &SandboxInspector::retryRequested, this, &MainWindow::retryOnTier);
-    connect(m_client, &ConsoleClient::postMortemsListed, this, &MainWindow::onPostMortemsListed);
-    connect(m_client, &ConsoleClient::postMortemArrived, this, &MainWindow::onPostMortemArrived);
-
-    connect(m_client, &ConsoleClient::snapshotFilesListed, this,
-            [this, browser](const QString &pool, const QString &ref, const QList<SnapshotEntry> &files, const QString &error) {
-                const PostMortemInfo current = m_inspector->postMortem();
-                if (pool != current.pool || ref != current.snapshotRef)
-                    return;   // an answer for a failure no longer shown
-                if (!error.isEmpty()) {
-                    m_filesModel->clear();
-                    browser->setStatusText(error, true);
-                    return;
-                }
-                m_filesModel->setFiles(pool, ref, files);
-                browser->setStatusText(tr("Snapshot %1 of /workspace at the failure: %n file(s), %2", nullptr,
-                                          m_filesModel->fileCount())
-                                           .arg(ref, formatBytes(m_filesModel->totalBytes())));
-            });
-    connect(browser, &SnapshotBrowser::fileRequested, this, [this](const QString &path) {
-        m_client->readSnapshotFile(m_filesModel->pool(), m_filesModel->snapshotRef(), path, SnapshotBrowser::kViewerMaxBytes);
-    });
-    connect(m_client, &ConsoleClient::snapshotFileRead, this,
-            [this, browser](const QString &pool, const QString &ref, const QString &path, const QByteArray &content,
-                            qint64 size, const QString &error) {
-                if (pool == m_filesModel->pool() && ref == m_filesModel->snapshotRef())
-                    browser->showFile(path, content, size, error);
-            });
-    connect(browser, &SnapshotBrowser::downloadRequested, this, [this, browser](const QString &path, const QString &local) {
-        const int id = m_client->downloadSnapshotFile(m_filesModel->pool(), m_filesModel->snapshotRef(), path, local);
-        browser->downloadStarted(id, path, local);
-    });
-    connect(browser, &SnapshotBrowser::cancelDownloadRequested, m_client, &ConsoleClient::cancelDownload);
-    connect(m_client, &ConsoleClient::downloadProgress, browser, &SnapshotBrowser::setDownloadProgress);
-    connect(m_client, &ConsoleClient::downloadFinished, this, [this, browser](int id, bool ok, const QString &message) {
-        browser->downloadFinished(id, ok, message);
-        statusBar()->showMessage(message, kStatusMessageMs);
-        Q_UNUSED(ok);
-    });
-
-    connect(shell, &DebugShellPanel::openRequested, this, [this](const QString &tier) {
-        const PostMortemInfo current = m_inspector->postMortem();
-        m_client->openDebugShell(current.pool, current.sandboxId, tier);
-    });
-    connect(m_client, &ConsoleClient::debugShellOpened, shell, &DebugShellPanel::shellOpened);
-    connect(shell, &DebugShellPanel::execRequested, m_client, &ConsoleClient::debugExec);
-    connect(shell, &DebugShellPanel::closeRequested, m_client, &ConsoleClient::closeDebugShell);
-    connect(m_client, &ConsoleClient::debugOutput, this,
-            [shell](const QString &shellId, const QByteArray &out, const QByteArray &err) {
-                if (shellId == shell->shellId())
-                    shell->appendOutput(out, err);
-            });
-    connect(m_client, &ConsoleClient::debugExecFinished, this,
-            [shell](const QString &shellId, int exitCode, int signal, const QString &error) {
-                if (shellId == shell->shellId())
-                    shell->execFinished(exitCode, signal, error);
-            });
-    connect(m_client, &ConsoleClient::debugShellClosed, this, [shell](const QString &shellId, const QString &error) {
-        if (shellId == shell->shellId())
-            shell->shellClosed(error);
-    });
-
-    // The session's sandbox card: live samples while it has a claimed sandbox.
-    SandboxCard *card = m_sessionView->sandboxCard();
-    if (!m_client->canWatchSandboxSamples())
-    {
-        card->setSamplesUnavailable(tr("no sample stream from this broker"));
-        card->samplePlot()->setToolTip(tr("No live samples: this broker has no sample stream yet. The post-mortem of a "
-                                          "failed sandbox has its curve (Sandbox inspector)."));
-    }
-    connect(card, &SandboxCard::sandboxChanged, this, [this, card](const QString &pool, const QString &sandboxId) {
-        m_client->watchSandboxSamples(pool, sandboxId);
-        for (const TierInfo &tier : std::as_const(m_offeredTiers)) {
-            const int row = m_sessionModel->rowOf(m_openSessionId);
-            if (row >= 0 && tier.name == m_sessionModel->sessionAt(row).tier)
-                card->setLimits(tier.memoryBytes, tier.cpu);
-        }
-    });
-    connect(m_client, &ConsoleClient::sandboxSamplesArrived, card, &SandboxCard::addSamples);
-}
-
 // ---- Governance: the review queue, decisions and cost pages ----
 
 void MainWindow::wireGovernance()
@@ -856,127 +613,6 @@ void MainWindow::updateReviewBadge(int pending)
     QAction *action = m_pageActions[int(Page::Reviews)];
     action->setText(pending > 0 ? tr("Review &queue (%1)").arg(pending) : tr("Review &queue"));
     action->setToolTip(pending > 0 ? tr("%n review item(s) pending (Ctrl+5)", nullptr, pending) : tr("Review queue (Ctrl+5)"));
-}
-
-void MainWindow::updateInspectorTiers()
-{
-    QStringList names;
-    for (const TierInfo &tier : std::as_const(m_offeredTiers)) {
-        if (!names.contains(tier.name))
-            names << tier.name;
-    }
-    m_inspector->setTiers(names);
-}
-
-void MainWindow::inspectSession(const QString &id)
-{
-    if (id.isEmpty())
-        return;
-    showPage(Page::Inspector);
-    // The trace names the post-mortem of a failed command (tool.result's post_mortem): the newest wins.
-    if (id == m_openSessionId) {
-        for (int row = m_traceModel->rowCount() - 1; row >= 0; --row) {
-            const QStringList ref = m_traceModel->index(row, 0).data(TraceModel::PostMortemRefRole).toStringList();
-            if (ref.size() == 2 && !ref.at(1).isEmpty()) {
-                inspectPostMortem(ref.at(0), ref.at(1));
-                return;
-            }
-        }
-    }
-    m_pendingInspectSession = id;
-    m_requestedPool.clear();
-    m_requestedSandbox.clear();
-    m_inspector->showPostMortem({});
-    m_inspector->showError(tr("Looking for the post-mortems of session %1…").arg(id));
-    m_client->listPostMortems(id);
-}
-
-void MainWindow::inspectPostMortem(const QString &pool, const QString &sandboxId)
-{
-    if (currentPage() != Page::Inspector)
-        showPage(Page::Inspector);
-    m_pendingInspectSession.clear();
-    m_requestedPool = pool;
-    m_requestedSandbox = sandboxId;
-    m_filesModel->clear();
-    m_inspector->showLoading(pool, sandboxId);
-    m_client->getPostMortem(pool, sandboxId);
-}
-
-void MainWindow::onPostMortemsListed(const QString &sessionId, const QList<PostMortemInfo> &list,
-                                     const QStringList &poolErrors, const QString &error)
-{
-    if (sessionId.isEmpty()) {
-        if (!error.isEmpty()) {
-            m_inspector->setListStatus(error, true);
-            return;
-        }
-        m_failuresModel->setPostMortems(list);
-        QString status = list.isEmpty() ? tr("No failures kept: the pools keep a post-mortem of every sandbox or command "
-                                             "that ended abnormally, for their retention period.")
-                                        : tr("%n failure(s), newest first", nullptr, int(list.size()));
-        if (!poolErrors.isEmpty())
-            status += u'\n' + tr("Not answering: %1").arg(poolErrors.join(QStringLiteral("; ")));
-        m_inspector->setListStatus(status, !poolErrors.isEmpty());
-        return;
-    }
-    if (sessionId != m_pendingInspectSession)
-        return;
-    m_pendingInspectSession.clear();
-    if (!error.isEmpty()) {
-        m_inspector->showError(error);
-        return;
-    }
-    if (list.isEmpty()) {
-        m_inspector->showError(tr("Session %1 left no post-mortem: none of its sandboxes or commands ended abnormally "
-                                  "(or the pools' retention period is over).")
-                                   .arg(sessionId));
-        return;
-    }
-    const PostMortemInfo *newest = &list.first();
-    for (const PostMortemInfo &pm : list) {
-        if (pm.timeUnixMs > newest->timeUnixMs)
-            newest = &pm;
-    }
-    if (m_failuresModel->rowOf(newest->pool, newest->sandboxId) < 0)
-        m_client->listPostMortems(QString());   // the list is older than this failure
-    inspectPostMortem(newest->pool, newest->sandboxId);
-}
-
-void MainWindow::onPostMortemArrived(const PostMortemInfo &postMortem, const QString &error)
-{
-    if (postMortem.pool != m_requestedPool || postMortem.sandboxId != m_requestedSandbox)
-        return;   // an answer to an earlier choice
-    if (!error.isEmpty()) {
-        m_inspector->showError(error);
-        return;
-    }
-    m_inspector->showPostMortem(postMortem);
-    m_inspector->selectInList(postMortem.pool, postMortem.sandboxId);
-    const int row = m_sessionModel->rowOf(postMortem.sessionId);
-    m_inspector->setRetrySession(row >= 0 ? m_sessionModel->sessionAt(row) : SessionInfo{}, row >= 0);
-    updateInspectorTiers();
-    if (!postMortem.snapshotRef.isEmpty())
-        m_client->listSnapshotFiles(postMortem.pool, postMortem.snapshotRef, QString());
-}
-
-void MainWindow::retryOnTier(const QString &tier)
-{
-    const PostMortemInfo pm = m_inspector->postMortem();
-    const int row = m_sessionModel->rowOf(pm.sessionId);
-    if (row < 0 || tier.isEmpty())
-        return;
-    const SessionInfo &session = m_sessionModel->sessionAt(row);
-    SubmitRequest request;
-    request.playbook = session.playbook;
-    request.goal = session.goal;
-    request.model = session.model;
-    request.agent = session.agent;
-    request.tier = tier;
-    request.tags = session.tags;
-    request.tags << QStringLiteral("retry-of:") + session.id;
-    m_client->submitSession(request);
-    statusBar()->showMessage(tr("Retrying session %1 on tier %2…").arg(session.id, tier), kStatusMessageMs);
 }
 
 } // namespace paddock::console

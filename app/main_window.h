@@ -1,6 +1,8 @@
 #pragma once
 // The console's window: wires a ConsoleClient to the models and the models to the views, and owns
-// every action (with its shortcut, shown in the menus) so each has exactly one.
+// every action (with its shortcut, shown in the menus) so each has exactly one. It is defined in
+// main_window.cpp, main_window_actions.cpp (actions and menus) and main_window_inspector.cpp (the
+// sandbox inspector page).
 //
 // Threads: GUI thread only. The client does its I/O on its own threads and hands data over as
 // "notify, then pull"; everything here runs in the GUI thread's event loop.
@@ -111,8 +113,20 @@ protected:
     void changeEvent(QEvent *event) override;
 
 private:
+    static constexpr int kStatusMessageMs = 8000;
+
+    // The constructor's set-up, in its order. createActions() ends with createThemeActions() and
+    // addActionsToViews(); wireGovernance() and wireInspector() are declared with their pages below.
+    void createModels();
+    void createPages();   // the stacked pages under the first-run banner
+    void createStatusBar();
     void createActions();
+    void createThemeActions();
+    void addActionsToViews();   // the views' toolbars and the sessions' context menus
     void createMenus();
+    void wireClient();
+    void wireViews();
+    void startPoolsRefresh();
     void restoreSettings();
     void saveSettings();
     void updateActions();

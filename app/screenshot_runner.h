@@ -44,6 +44,28 @@ private:
         Reviews, ReviewItem, Decisions, Cost, Dialogs, Done
     };
     void tick();
+    // One function per Step, called by tick() on every tick while that step is current: each waits
+    // for what its view needs (returning to be called again), saves its shot and moves on with next().
+    void stepConnect();
+    void stepSessions();
+    void stepGrouped();
+    void stepOpenSession();
+    void stepSession();
+    void stepSessionDark();
+    void stepPools();
+    void stepPoolsDark();
+    void stepInspector();
+    void stepInspectorLoaded();
+    void stepInspectorFiles();
+    void stepInspectorFile();
+    void stepInspectorShell();
+    void stepInspectorShellRan();
+    void stepInspectorDark();
+    void stepReviews();
+    void stepReviewItem();
+    void stepDecisions();
+    void stepCost();
+    void stepDialogs();
     bool waitFor(bool ready, const char *what);
     // Like waitFor, for views whose data the broker may not offer (an older broker): giving up
     // says so on stderr without counting as missing data when the broker refused the call.

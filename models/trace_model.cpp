@@ -299,17 +299,50 @@ EventRecord TraceModel::eventAt(int row) const
     return EventRecord{m_firstSeq + row, r.timeMs, m_kinds.at(r.kind), r.payload, r.costMicros};
 }
 
-TraceModel::Derived TraceModel::derive(const Row &row) const
-{
-    Derived d;
-    const QString &kind = m_kinds.at(row.kind);
-    const QJsonObject p = QJsonDocument::fromJson(row.payload).object();
+// One function per event kind, each filling in what the trace shows for a row of that kind: the
+// summary line and, where the kind has them, tokens, latency, the error flag and whether there are
+// details to show. forKind() looks a kind up by name first, then by category (snapshots, restores,
+// moves and debug shells come in several spellings), and falls back to the payload as compact JSON.
+struct TraceModel::KindDerivers {
+    using Deriver = void (*)(const QString &kind, const QJsonObject &p, const QByteArray &payload, Derived &d);
 
-    if (kind == QLatin1String("tool.call")) {
+    static Deriver forKind(const QString &kind)
+    {
+        static const QHash<QString, Deriver> byName = {
+            {QStringLiteral("tool.call"), &toolCall},
+            {QStringLiteral("tool.result"), &toolResult},
+            {QStringLiteral("model.response"), &modelResponse},
+            {QStringLiteral("model.error"), &modelError},
+            {QStringLiteral("sandbox.claimed"), &sandboxClaimed},
+            {QStringLiteral("sandbox.failed"), &sandboxFailed},
+            {QStringLiteral("sandbox.released"), &sandboxReleased},
+            {QStringLiteral("sandbox.lost"), &sandboxLost},
+            {QStringLiteral("state.changed"), &stateChanged},
+            {QStringLiteral("session.created"), &sessionCreated},
+            {QStringLiteral("egress.allowed"), &egress},
+            {QStringLiteral("egress.refused"), &egress},
+        };
+        const auto found = byName.constFind(kind);
+        if (found != byName.constEnd())
+            return *found;
+        switch (eventCategory(kind)) {
+        case EventCategory::Snapshot:
+        case EventCategory::Restore: return &snapshotOrRestore;
+        case EventCategory::Move: return &move;
+        case EventCategory::DebugShell: return &debugShell;
+        default: return &other;
+        }
+    }
+
+    static void toolCall(const QString &, const QJsonObject &p, const QByteArray &, Derived &d)
+    {
         const QString name = str(p, "name");
         const QString arg = mainArgument(arguments(p));
         d.summary = arg.isEmpty() ? name : name + QStringLiteral(": ") + arg;
-    } else if (kind == QLatin1String("tool.result")) {
+    }
+
+    static void toolResult(const QString &, const QJsonObject &p, const QByteArray &payload, Derived &d)
+    {
         const QString name = str(p, "name");
         const QString error = str(p, "error");
         d.latencyMs = num(p, "duration_ms", -1);
@@ -317,23 +350,7 @@ TraceModel::Derived TraceModel::derive(const Row &row) const
             d.summary = QStringLiteral("%1 error: %2").arg(name, error);
             d.isError = true;
         } else if (p.contains(QLatin1String("exit_code")) || p.contains(QLatin1String("command"))) {
-            QStringList parts;
-            const qint64 exitCode = num(p, "exit_code");
-            const qint64 signal = num(p, "signal");
-            if (p.value(QLatin1String("timed_out")).toBool())
-                parts << QStringLiteral("timed out");
-            else if (signal > 0)
-                parts << QStringLiteral("killed by signal %1").arg(signal);
-            else
-                parts << QStringLiteral("exit %1").arg(exitCode);
-            d.isError = exitCode != 0 || signal > 0 || p.value(QLatin1String("timed_out")).toBool();
-            if (d.latencyMs >= 0)
-                parts << formatLatency(d.latencyMs);
-            if (p.value(QLatin1String("replayed")).toBool())
-                parts << QStringLiteral("replayed");
-            parts << str(p, "command");
-            d.summary = parts.join(QStringLiteral(" · "));
-            d.hasDetails = !str(p, "stdout").isEmpty() || !str(p, "stderr").isEmpty();
+            commandResult(p, d);
         } else if (name == QLatin1String("write_file")) {
             d.summary = QStringLiteral("wrote %1 bytes to %2").arg(num(p, "bytes")).arg(str(p, "path"));
         } else if (name == QLatin1String("read_file")) {
@@ -343,9 +360,34 @@ TraceModel::Derived TraceModel::derive(const Row &row) const
         } else if (p.value(QLatin1String("ok")).toBool()) {
             d.summary = name + QStringLiteral(" ok");
         } else {
-            d.summary = name + QStringLiteral(": ") + compactJson(row.payload);
+            d.summary = name + QStringLiteral(": ") + compactJson(payload);
         }
-    } else if (kind == QLatin1String("model.response")) {
+    }
+
+    // A tool.result of a command: how it ended, how long it took, the command line.
+    static void commandResult(const QJsonObject &p, Derived &d)
+    {
+        QStringList parts;
+        const qint64 exitCode = num(p, "exit_code");
+        const qint64 signal = num(p, "signal");
+        if (p.value(QLatin1String("timed_out")).toBool())
+            parts << QStringLiteral("timed out");
+        else if (signal > 0)
+            parts << QStringLiteral("killed by signal %1").arg(signal);
+        else
+            parts << QStringLiteral("exit %1").arg(exitCode);
+        d.isError = exitCode != 0 || signal > 0 || p.value(QLatin1String("timed_out")).toBool();
+        if (d.latencyMs >= 0)
+            parts << formatLatency(d.latencyMs);
+        if (p.value(QLatin1String("replayed")).toBool())
+            parts << QStringLiteral("replayed");
+        parts << str(p, "command");
+        d.summary = parts.join(QStringLiteral(" · "));
+        d.hasDetails = !str(p, "stdout").isEmpty() || !str(p, "stderr").isEmpty();
+    }
+
+    static void modelResponse(const QString &, const QJsonObject &p, const QByteArray &, Derived &d)
+    {
         const QJsonObject usage = p.value(QLatin1String("usage")).toObject();
         const qint64 in = num(usage, "input_tokens");
         const qint64 out = num(usage, "output_tokens");
@@ -363,10 +405,16 @@ TraceModel::Derived TraceModel::derive(const Row &row) const
             parts << text;
         d.summary = parts.join(QStringLiteral(" · "));
         d.hasDetails = !text.isEmpty() || calls > 0;
-    } else if (kind == QLatin1String("model.error")) {
+    }
+
+    static void modelError(const QString &, const QJsonObject &p, const QByteArray &, Derived &d)
+    {
         d.summary = QStringLiteral("model error: ") + str(p, "error");
         d.isError = true;
-    } else if (kind == QLatin1String("sandbox.claimed")) {
+    }
+
+    static void sandboxClaimed(const QString &, const QJsonObject &p, const QByteArray &, Derived &d)
+    {
         d.latencyMs = num(p, "claim_ms", -1);
         QStringList parts;
         parts << QStringLiteral("pool ") + str(p, "pool") << str(p, "tier");
@@ -377,23 +425,52 @@ TraceModel::Derived TraceModel::derive(const Row &row) const
         if (!sandbox.isEmpty())
             parts << sandbox;
         d.summary = parts.join(QStringLiteral(" · "));
-    } else if (kind == QLatin1String("sandbox.failed")) {
+    }
+
+    static void sandboxFailed(const QString &, const QJsonObject &p, const QByteArray &, Derived &d)
+    {
         d.summary = QStringLiteral("sandbox %1 failed: %2").arg(str(p, "sandbox_id"), str(p, "reason"));
         const QString error = str(p, "error");
         if (!error.isEmpty())
             d.summary += QStringLiteral(" (") + error + QLatin1Char(')');
         d.isError = true;
-    } else if (kind == QLatin1String("sandbox.released")) {
+    }
+
+    static void sandboxReleased(const QString &, const QJsonObject &p, const QByteArray &, Derived &d)
+    {
         d.summary = QStringLiteral("released %1").arg(str(p, "sandbox_id"));
         const QString note = str(p, "note");
         if (!note.isEmpty())
             d.summary += QStringLiteral(" (") + note + QLatin1Char(')');
-    } else if (kind == QLatin1String("state.changed")) {
+    }
+
+    static void sandboxLost(const QString &, const QJsonObject &p, const QByteArray &, Derived &d)
+    {
+        QStringList parts;
+        parts << QStringLiteral("lost pool %1").arg(str(p, "pool").isEmpty() ? str(p, "old_pool") : str(p, "pool"));
+        const QString sandbox = str(p, "sandbox_id");
+        if (!sandbox.isEmpty())
+            parts << sandbox;
+        const QString call = p.value(QLatin1String("interrupted_call")).isString() ? str(p, "interrupted_call") : QString();
+        if (!call.isEmpty())
+            parts << QStringLiteral("interrupted ") + call;
+        const QString reason = str(p, "error").isEmpty() ? str(p, "reason") : str(p, "error");
+        if (!reason.isEmpty())
+            parts << reason;
+        d.summary = parts.join(QStringLiteral(" · "));
+        d.isError = true;
+    }
+
+    static void stateChanged(const QString &, const QJsonObject &p, const QByteArray &, Derived &d)
+    {
         const QString status = str(p, "status");
         const QString reason = str(p, "reason");
         d.summary = reason.isEmpty() ? status : status + QStringLiteral(": ") + reason;
         d.isError = status == QLatin1String("failed");
-    } else if (kind == QLatin1String("session.created")) {
+    }
+
+    static void sessionCreated(const QString &, const QJsonObject &p, const QByteArray &, Derived &d)
+    {
         QString summary = str(p, "goal");
         const QString playbook = str(p, "playbook");
         if (!playbook.isEmpty())
@@ -402,7 +479,11 @@ TraceModel::Derived TraceModel::derive(const Row &row) const
         if (!tier.isEmpty())
             summary += QStringLiteral(" · tier ") + tier;
         d.summary = summary;
-    } else if (kind == QLatin1String("egress.allowed") || kind == QLatin1String("egress.refused")) {
+    }
+
+    // egress.allowed and egress.refused.
+    static void egress(const QString &kind, const QJsonObject &p, const QByteArray &, Derived &d)
+    {
         const bool allowed = kind == QLatin1String("egress.allowed");
         QStringList parts;
         parts << (allowed ? QStringLiteral("allowed ") : QStringLiteral("refused ")) + hostPort(p);
@@ -420,7 +501,11 @@ TraceModel::Derived TraceModel::derive(const Row &row) const
         if (allowed && (sent > 0 || received > 0))
             parts << QStringLiteral("%1 B out / %2 B in").arg(sent).arg(received);
         d.summary = parts.join(QStringLiteral(" · "));
-    } else if (eventCategory(kind) == EventCategory::Snapshot || eventCategory(kind) == EventCategory::Restore) {
+    }
+
+    // Every kind of EventCategory::Snapshot or EventCategory::Restore.
+    static void snapshotOrRestore(const QString &kind, const QJsonObject &p, const QByteArray &, Derived &d)
+    {
         const bool restore = eventCategory(kind) == EventCategory::Restore;
         const QString ref = str(p, "snapshot_ref").isEmpty() ? str(p, "snapshot") : str(p, "snapshot_ref");
         QStringList parts;
@@ -439,21 +524,11 @@ TraceModel::Derived TraceModel::derive(const Row &row) const
             d.isError = true;
         }
         d.summary = parts.join(QStringLiteral(" · "));
-    } else if (kind == QLatin1String("sandbox.lost")) {
-        QStringList parts;
-        parts << QStringLiteral("lost pool %1").arg(str(p, "pool").isEmpty() ? str(p, "old_pool") : str(p, "pool"));
-        const QString sandbox = str(p, "sandbox_id");
-        if (!sandbox.isEmpty())
-            parts << sandbox;
-        const QString call = p.value(QLatin1String("interrupted_call")).isString() ? str(p, "interrupted_call") : QString();
-        if (!call.isEmpty())
-            parts << QStringLiteral("interrupted ") + call;
-        const QString reason = str(p, "error").isEmpty() ? str(p, "reason") : str(p, "error");
-        if (!reason.isEmpty())
-            parts << reason;
-        d.summary = parts.join(QStringLiteral(" · "));
-        d.isError = true;
-    } else if (eventCategory(kind) == EventCategory::Move) {
+    }
+
+    // Every kind of EventCategory::Move but sandbox.lost, which has its own.
+    static void move(const QString &kind, const QJsonObject &p, const QByteArray &, Derived &d)
+    {
         const QString from = str(p, "from_pool").isEmpty() ? str(p, "old_pool") : str(p, "from_pool");
         const QString to = str(p, "to_pool").isEmpty() ? str(p, "new_pool") : str(p, "to_pool");
         QStringList parts;
@@ -471,7 +546,12 @@ TraceModel::Derived TraceModel::derive(const Row &row) const
             parts << reason;
         d.summary = parts.join(QStringLiteral(" · "));
         d.isError = kind == QLatin1String("sandbox.lost");
-    } else if (eventCategory(kind) == EventCategory::DebugShell) {
+    }
+
+    // Every debug_shell.* kind: the command and its exit for debug_shell.exec, else what happened
+    // to which shell.
+    static void debugShell(const QString &kind, const QJsonObject &p, const QByteArray &, Derived &d)
+    {
         const QString who = str(p, "by").isEmpty() ? str(p, "user") : str(p, "by");
         if (kind == QLatin1String("debug_shell.exec")) {
             QString command = str(p, "command");
@@ -491,9 +571,21 @@ TraceModel::Derived TraceModel::derive(const Row &row) const
         }
         if (!who.isEmpty())
             d.summary += QStringLiteral(" · by ") + who;
-    } else {
-        d.summary = compactJson(row.payload);
     }
+
+    // A kind the console has no words for: its payload.
+    static void other(const QString &, const QJsonObject &, const QByteArray &payload, Derived &d)
+    {
+        d.summary = compactJson(payload);
+    }
+};
+
+TraceModel::Derived TraceModel::derive(const Row &row) const
+{
+    Derived d;
+    const QString &kind = m_kinds.at(row.kind);
+    const QJsonObject p = QJsonDocument::fromJson(row.payload).object();
+    KindDerivers::forKind(kind)(kind, p, row.payload, d);
     const QJsonObject postMortem = p.value(QLatin1String("post_mortem")).toObject();
     if (!postMortem.isEmpty()) {
         d.postMortem = {str(postMortem, "pool"), str(postMortem, "sandbox_id")};

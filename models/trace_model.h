@@ -119,6 +119,9 @@ private:
 
     quint16 internKind(const QString &kind);
     Row toRow(const EventRecord &event);
+    // One function per event kind for derive(), in trace_model.cpp.
+    struct KindDerivers;
+
     const Derived &derived(int row) const;
     Derived derive(const Row &row) const;
     QString details(const Row &row) const;

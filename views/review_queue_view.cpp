@@ -76,6 +76,26 @@ ReviewQueueView::ReviewQueueView(QWidget *parent) : QWidget(parent)
     setObjectName(QStringLiteral("reviewQueueView"));
     m_queueStatus = wrapLabel(this, QStringLiteral("reviewQueueStatus"));
 
+    createQueueTable();
+    QWidget *detail = createDetailPane();
+    QWidget *left = createQueueSide();
+
+    auto *splitter = new QSplitter(Qt::Horizontal, this);
+    splitter->addWidget(left);
+    splitter->addWidget(detail);
+    splitter->setStretchFactor(0, 3);
+    splitter->setStretchFactor(1, 2);
+
+    auto *layout = new QVBoxLayout(this);
+    layout->addWidget(m_queueStatus);
+    layout->addWidget(splitter, 1);
+
+    showDetail({});
+    updateButtons();
+}
+
+void ReviewQueueView::createQueueTable()
+{
     m_table = new QTableView(this);
     m_table->setObjectName(QStringLiteral("reviewTable"));
     m_table->setSelectionBehavior(QAbstractItemView::SelectRows);
@@ -93,8 +113,11 @@ ReviewQueueView::ReviewQueueView(QWidget *parent) : QWidget(parent)
 
     m_proxy = new QSortFilterProxyModel(this);
     m_proxy->setSortRole(ReviewQueueModel::SortRole);
+}
 
-    // The detail pane.
+// The detail pane.
+QWidget *ReviewQueueView::createDetailPane()
+{
     m_header = wrapLabel(this, QStringLiteral("reviewHeader"));
     m_header->setTextFormat(Qt::RichText);
     m_context = wrapLabel(this, QStringLiteral("reviewContext"));
@@ -155,7 +178,12 @@ ReviewQueueView::ReviewQueueView(QWidget *parent) : QWidget(parent)
     detailLayout->addWidget(m_changePages, 1);
     detailLayout->addLayout(decideRow);
     detailLayout->addWidget(m_decideHint);
+    return detail;
+}
 
+// The queue table over the per-approver stats.
+QWidget *ReviewQueueView::createQueueSide()
+{
     // Per-approver stats under the table.
     m_stats = new QTableWidget(this);
     m_stats->setObjectName(QStringLiteral("approverStats"));
@@ -177,19 +205,7 @@ ReviewQueueView::ReviewQueueView(QWidget *parent) : QWidget(parent)
     leftLayout->addWidget(statsTitle);
     leftLayout->addWidget(m_stats, 1);
     leftLayout->addWidget(m_statsStatus);
-
-    auto *splitter = new QSplitter(Qt::Horizontal, this);
-    splitter->addWidget(left);
-    splitter->addWidget(detail);
-    splitter->setStretchFactor(0, 3);
-    splitter->setStretchFactor(1, 2);
-
-    auto *layout = new QVBoxLayout(this);
-    layout->addWidget(m_queueStatus);
-    layout->addWidget(splitter, 1);
-
-    showDetail({});
-    updateButtons();
+    return left;
 }
 
 void ReviewQueueView::setModel(ReviewQueueModel *model)

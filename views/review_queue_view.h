@@ -93,6 +93,10 @@ protected:
     bool eventFilter(QObject *watched, QEvent *event) override;
 
 private:
+    // The constructor's widgets, in the order it creates them.
+    void createQueueTable();
+    QWidget *createDetailPane();
+    QWidget *createQueueSide();
     void onCurrentChanged();
     void updateButtons();
     void showDetail(const ReviewItemInfo &item);

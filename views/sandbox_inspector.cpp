@@ -57,7 +57,33 @@ SandboxInspector::SandboxInspector(QWidget *parent)
     auto *splitter = new QSplitter(Qt::Horizontal, this);
     splitter->setObjectName(QStringLiteral("inspectorSplitter"));
 
-    // Left: recent failures.
+    QWidget *left = createFailureList(splitter);
+    QWidget *right = createFailureDetails(splitter);
+
+    splitter->addWidget(left);
+    splitter->addWidget(right);
+    splitter->setStretchFactor(0, 2);
+    splitter->setStretchFactor(1, 5);
+    splitter->setSizes({400, 860});
+    layout->addWidget(splitter, 1);
+
+    connect(m_refresh, &QToolButton::clicked, this, &SandboxInspector::refreshRequested);
+    connect(m_retry, &QPushButton::clicked, this, [this] {
+        const QString tier = m_retryTier->currentData().toString();
+        if (m_retryKnown && !tier.isEmpty())
+            emit retryRequested(tier);
+    });
+    connect(m_retryTier, &QComboBox::currentIndexChanged, this, &SandboxInspector::updateRetry);
+    connect(m_openSession, &QPushButton::clicked, this, [this] {
+        if (!m_current.sessionId.isEmpty())
+            emit openSessionRequested(m_current.sessionId);
+    });
+    showPostMortem({});
+}
+
+// Left: recent failures.
+QWidget *SandboxInspector::createFailureList(QWidget *splitter)
+{
     auto *left = new QWidget(splitter);
     auto *leftLayout = new QVBoxLayout(left);
     leftLayout->setContentsMargins(0, 0, 0, 0);
@@ -86,8 +112,12 @@ SandboxInspector::SandboxInspector(QWidget *parent)
     m_listStatus->setWordWrap(true);
     Theme::setTextRole(m_listStatus, TextRole::Muted);
     leftLayout->addWidget(m_listStatus);
+    return left;
+}
 
-    // Right: the chosen failure.
+// Right: the chosen failure, what happened and how to retry it, over the tabs.
+QWidget *SandboxInspector::createFailureDetails(QWidget *splitter)
+{
     auto *right = new QWidget(splitter);
     auto *rightLayout = new QVBoxLayout(right);
     rightLayout->setContentsMargins(8, 0, 0, 0);
@@ -137,6 +167,19 @@ SandboxInspector::SandboxInspector(QWidget *parent)
     m_plot = new ResourceCurvePlot(m_tabs);
     m_tabs->addTab(m_plot, tr("Resources"));
 
+    m_tabs->addTab(createOutputTab(), tr("Output"));
+    m_tabs->addTab(createProcessesTab(), tr("Processes"));
+
+    m_browser = new SnapshotBrowser(m_tabs);
+    m_tabs->addTab(m_browser, tr("Snapshot files"));
+    m_shell = new DebugShellPanel(m_tabs);
+    m_tabs->addTab(m_shell, tr("Debug shell"));
+    rightLayout->addWidget(m_tabs, 1);
+    return right;
+}
+
+QWidget *SandboxInspector::createOutputTab()
+{
     auto *output = new QWidget(m_tabs);
     auto *outputLayout = new QVBoxLayout(output);
     outputLayout->setContentsMargins(0, 4, 0, 0);
@@ -157,8 +200,11 @@ SandboxInspector::SandboxInspector(QWidget *parent)
     m_stderr = outputPane(stderrBox, QStringLiteral("postMortemStderr"));
     stderrLayout->addWidget(m_stderr);
     outputLayout->addWidget(outputSplit, 1);
-    m_tabs->addTab(output, tr("Output"));
+    return output;
+}
 
+QWidget *SandboxInspector::createProcessesTab()
+{
     auto *processes = new QWidget(m_tabs);
     auto *processesLayout = new QVBoxLayout(processes);
     processesLayout->setContentsMargins(0, 4, 0, 0);
@@ -174,33 +220,7 @@ SandboxInspector::SandboxInspector(QWidget *parent)
     m_processes->setEditTriggers(QAbstractItemView::NoEditTriggers);
     m_processes->setShowGrid(false);
     processesLayout->addWidget(m_processes, 1);
-    m_tabs->addTab(processes, tr("Processes"));
-
-    m_browser = new SnapshotBrowser(m_tabs);
-    m_tabs->addTab(m_browser, tr("Snapshot files"));
-    m_shell = new DebugShellPanel(m_tabs);
-    m_tabs->addTab(m_shell, tr("Debug shell"));
-    rightLayout->addWidget(m_tabs, 1);
-
-    splitter->addWidget(left);
-    splitter->addWidget(right);
-    splitter->setStretchFactor(0, 2);
-    splitter->setStretchFactor(1, 5);
-    splitter->setSizes({400, 860});
-    layout->addWidget(splitter, 1);
-
-    connect(m_refresh, &QToolButton::clicked, this, &SandboxInspector::refreshRequested);
-    connect(m_retry, &QPushButton::clicked, this, [this] {
-        const QString tier = m_retryTier->currentData().toString();
-        if (m_retryKnown && !tier.isEmpty())
-            emit retryRequested(tier);
-    });
-    connect(m_retryTier, &QComboBox::currentIndexChanged, this, &SandboxInspector::updateRetry);
-    connect(m_openSession, &QPushButton::clicked, this, [this] {
-        if (!m_current.sessionId.isEmpty())
-            emit openSessionRequested(m_current.sessionId);
-    });
-    showPostMortem({});
+    return processes;
 }
 
 void SandboxInspector::setModels(PostMortemListModel *failures, SnapshotFilesModel *files)

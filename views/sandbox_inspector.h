@@ -81,6 +81,11 @@ protected:
     void changeEvent(QEvent *event) override;
 
 private:
+    // The constructor's widgets, in the order it creates them.
+    QWidget *createFailureList(QWidget *splitter);
+    QWidget *createFailureDetails(QWidget *splitter);
+    QWidget *createOutputTab();
+    QWidget *createProcessesTab();
     void updateRetry();
     void refreshHeaderColors();
 

@@ -32,6 +32,40 @@ SessionView::SessionView(QWidget *parent)
     layout->setContentsMargins(8, 8, 8, 8);
     layout->setSpacing(6);
 
+    layout->addLayout(createHeaderRow());
+
+    m_staleBanner = new QLabel(tr("The connection to the broker is lost: the trace shows the events received so far "
+                                  "and may be stale. Paddock reconnects by itself."),
+                               this);
+    m_staleBanner->setWordWrap(true);
+    Theme::setTextRole(m_staleBanner, TextRole::Error);
+    m_staleBanner->setVisible(false);
+    layout->addWidget(m_staleBanner);
+
+    createTraceSplitter();
+    QWidget *side = createSidePane();
+    m_mainSplitter->addWidget(m_traceSplitter);
+    m_mainSplitter->addWidget(side);
+    m_mainSplitter->setStretchFactor(0, 3);
+    m_mainSplitter->setStretchFactor(1, 1);
+    m_mainSplitter->setSizes({880, 380});
+    layout->addWidget(m_mainSplitter, 1);
+
+    auto updateFollow = [this](bool following) {
+        m_followButton->setChecked(following);
+        m_followButton->setText(following ? tr("Following tail") : tr("Follow tail (End)"));
+    };
+    connect(m_trace, &TraceView::followingChanged, this, updateFollow);
+    connect(m_followButton, &QToolButton::clicked, m_trace, &TraceView::setFollowing);
+    updateFollow(true);
+
+    connect(m_trace, &QAbstractItemView::activated, this, &SessionView::toggleDetails);
+    m_trace->installEventFilter(this);
+}
+
+// The title, status and reason beside the follow button and the toolbar.
+QLayout *SessionView::createHeaderRow()
+{
     auto *headerRow = new QHBoxLayout;
     auto *titles = new QVBoxLayout;
     titles->setSpacing(2);
@@ -71,16 +105,12 @@ SessionView::SessionView(QWidget *parent)
     m_toolBar->setToolButtonStyle(Qt::ToolButtonTextOnly);
     headerRow->addWidget(m_followButton, 0, Qt::AlignBottom);
     headerRow->addWidget(m_toolBar, 0, Qt::AlignBottom);
-    layout->addLayout(headerRow);
+    return headerRow;
+}
 
-    m_staleBanner = new QLabel(tr("The connection to the broker is lost: the trace shows the events received so far "
-                                  "and may be stale. Paddock reconnects by itself."),
-                               this);
-    m_staleBanner->setWordWrap(true);
-    Theme::setTextRole(m_staleBanner, TextRole::Error);
-    m_staleBanner->setVisible(false);
-    layout->addWidget(m_staleBanner);
-
+// The trace over its details pane, in the main splitter.
+void SessionView::createTraceSplitter()
+{
     m_mainSplitter = new QSplitter(Qt::Horizontal, this);
     m_mainSplitter->setObjectName(QStringLiteral("sessionMainSplitter"));
     m_traceSplitter = new QSplitter(Qt::Vertical, m_mainSplitter);
@@ -98,7 +128,11 @@ SessionView::SessionView(QWidget *parent)
     m_traceSplitter->setStretchFactor(0, 2);
     m_traceSplitter->setStretchFactor(1, 1);
     m_traceSplitter->setCollapsible(0, false);
+}
 
+// Beside the trace: the sandbox card over the cost split and plot.
+QWidget *SessionView::createSidePane()
+{
     auto *side = new QWidget(m_mainSplitter);
     auto *sideLayout = new QVBoxLayout(side);
     sideLayout->setContentsMargins(0, 0, 0, 0);
@@ -116,23 +150,7 @@ SessionView::SessionView(QWidget *parent)
     sideLayout->addWidget(costTitle);
     sideLayout->addWidget(m_costSplit);
     sideLayout->addWidget(m_costPlot, 1);
-    m_mainSplitter->addWidget(m_traceSplitter);
-    m_mainSplitter->addWidget(side);
-    m_mainSplitter->setStretchFactor(0, 3);
-    m_mainSplitter->setStretchFactor(1, 1);
-    m_mainSplitter->setSizes({880, 380});
-    layout->addWidget(m_mainSplitter, 1);
-
-    auto updateFollow = [this](bool following) {
-        m_followButton->setChecked(following);
-        m_followButton->setText(following ? tr("Following tail") : tr("Follow tail (End)"));
-    };
-    connect(m_trace, &TraceView::followingChanged, this, updateFollow);
-    connect(m_followButton, &QToolButton::clicked, m_trace, &TraceView::setFollowing);
-    updateFollow(true);
-
-    connect(m_trace, &QAbstractItemView::activated, this, &SessionView::toggleDetails);
-    m_trace->installEventFilter(this);
+    return side;
 }
 
 void SessionView::setModels(TraceModel *trace, CostSeries *cost)

@@ -10,6 +10,7 @@
 #include <QWidget>
 
 class QLabel;
+class QLayout;
 class QModelIndex;
 class QPlainTextEdit;
 class QSplitter;
@@ -62,6 +63,10 @@ protected:
     bool eventFilter(QObject *watched, QEvent *event) override;
 
 private:
+    // The constructor's widgets, in the order it creates them.
+    QLayout *createHeaderRow();
+    void createTraceSplitter();
+    QWidget *createSidePane();
     void refreshHeader();
     void showDetailsFor(const QModelIndex &index);
     QString detailsFor(int row) const;
