@@ -1,7 +1,7 @@
 // paddockd: the Paddock broker. Reads its config, starts serving, and on SIGTERM or SIGINT shuts
 // down in order (stop accepting, drain, join, commit, checkpoint).
 
-#include "broker/server/broker.h"
+#include "broker/daemon/broker.h"
 #include "broker/config/config_check.h"
 #include "common/log.h"
 #include "common/paths.h"
@@ -118,7 +118,7 @@ int main(int argc, char **argv)
     pthread_sigmask(SIG_BLOCK, &signals, nullptr);
     std::signal(SIGPIPE, SIG_IGN);
 
-    server::Broker broker(std::move(config));
+    daemon::Broker broker(std::move(config));
     if (auto started = broker.start(); !started) {
         spdlog::error("{}", started.error().message);
         const bool configProblem = started.error().code == ErrorCode::InvalidArgument

@@ -195,12 +195,12 @@ int runAgentsCommand(const Invocation &inv, const BrokerCall &call, std::ostream
         request.set_name(inv.agentName);
         grpc::ClientContext context;
         call.setDeadline(context);
-        return call.stub.GetAgent(&context, request, &agent);
+        return call.stubs.governance->GetAgent(&context, request, &agent);
     };
     auto update = [&](const v1::Agent &agent, v1::Agent &updated) {
         grpc::ClientContext context;
         call.setDeadline(context);
-        return call.stub.UpdateAgent(&context, agent, &updated);
+        return call.stubs.governance->UpdateAgent(&context, agent, &updated);
     };
 
     switch (inv.command) {
@@ -211,7 +211,7 @@ int runAgentsCommand(const Invocation &inv, const BrokerCall &call, std::ostream
         v1::Agent created;
         grpc::ClientContext context;
         call.setDeadline(context);
-        const grpc::Status status = call.stub.CreateAgent(&context, agent, &created);
+        const grpc::Status status = call.stubs.governance->CreateAgent(&context, agent, &created);
         if (!status.ok())
             return call.fail(err, "cannot create agent " + inv.agentName, status);
         printAgent(inv, created, out);
@@ -226,7 +226,7 @@ int runAgentsCommand(const Invocation &inv, const BrokerCall &call, std::ostream
             v1::ListAgentsResponse response;
             grpc::ClientContext context;
             call.setDeadline(context);
-            const grpc::Status status = call.stub.ListAgents(&context, request, &response);
+            const grpc::Status status = call.stubs.governance->ListAgents(&context, request, &response);
             if (!status.ok())
                 return call.fail(err, "cannot list agents", status);
             agents.insert(agents.end(), response.agents().begin(), response.agents().end());

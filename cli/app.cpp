@@ -11,7 +11,7 @@
 #include "cli/review_commands.h"
 #include "cli/secrets_commands.h"
 #include "common/clock.h"
-#include "paddock/v1/broker.grpc.pb.h"
+#include "rpc/broker_stubs.h"
 
 #include <CLI/CLI.hpp>
 #include <grpcpp/grpcpp.h>
@@ -49,11 +49,11 @@ public:
         , m_shown(std::move(shown))
         , m_timeoutS(timeoutS)
         , m_channel(grpc::CreateChannel(m_address.target, std::move(credentials)))
-        , m_stub(v1::BrokerService::NewStub(m_channel))
+        , m_stubs(std::make_unique<rpc::BrokerStubs>(m_channel))
     {
     }
 
-    v1::BrokerService::Stub &stub() { return *m_stub; }
+    rpc::BrokerStubs &stubs() { return *m_stubs; }
     const std::string &shown() const { return m_shown; }
 
     // Every call that is not a follow gets a deadline: a broker that hangs must not hang scripts.
@@ -72,7 +72,7 @@ private:
     std::string m_shown;
     double m_timeoutS;
     std::shared_ptr<grpc::Channel> m_channel;
-    std::unique_ptr<v1::BrokerService::Stub> m_stub;
+    std::unique_ptr<rpc::BrokerStubs> m_stubs;
 };
 
 struct CommandContext {
@@ -186,7 +186,7 @@ int streamEvents(const CommandContext &c, const std::string &id, int64_t fromSeq
         });
     }
 
-    auto reader = c.broker.stub().StreamEvents(&context, request);
+    auto reader = c.broker.stubs().sessions->StreamEvents(&context, request);
     v1::EventBatch batch;
     bool endOfSession = false;
     int64_t lastSeq = request.from_seq() - 1;
@@ -239,7 +239,7 @@ int streamEvents(const CommandContext &c, const std::string &id, int64_t fromSeq
     v1::Session session;
     grpc::ClientContext getContext;
     c.broker.setDeadline(getContext);
-    if (const auto got = c.broker.stub().GetSession(&getContext, getRequest, &session); !got.ok())
+    if (const auto got = c.broker.stubs().sessions->GetSession(&getContext, getRequest, &session); !got.ok())
         return c.fail("cannot read the outcome of session " + id, got, sessionHint(got, Command::Show, id));
     if (!isFinal(session.status())) {
         return c.failWith(ExitCode::Error,
@@ -312,7 +312,7 @@ int runSubmit(const CommandContext &c)
     v1::Session session;
     grpc::ClientContext context;
     c.broker.setDeadline(context);
-    const grpc::Status status = c.broker.stub().SubmitSession(&context, request, &session);
+    const grpc::Status status = c.broker.stubs().sessions->SubmitSession(&context, request, &session);
     if (!status.ok()) {
         bool named = false;
         const grpc::Status shown = nameThePlaybookFile(status, playbookFile, &named);
@@ -360,7 +360,7 @@ int runList(const CommandContext &c)
         v1::ListSessionsResponse response;
         grpc::ClientContext context;
         c.broker.setDeadline(context);
-        const grpc::Status status = c.broker.stub().ListSessions(&context, request, &response);
+        const grpc::Status status = c.broker.stubs().sessions->ListSessions(&context, request, &response);
         if (!status.ok())
             return c.fail("cannot list sessions", status);
         for (auto &session : *response.mutable_sessions())
@@ -394,7 +394,7 @@ int runShow(const CommandContext &c)
     v1::Session session;
     grpc::ClientContext context;
     c.broker.setDeadline(context);
-    const grpc::Status status = c.broker.stub().GetSession(&context, request, &session);
+    const grpc::Status status = c.broker.stubs().sessions->GetSession(&context, request, &session);
     if (!status.ok())
         return c.fail("cannot show session " + c.inv.sessionId, status, sessionHint(status, Command::Show, c.inv.sessionId));
     printSession(c, session);
@@ -414,15 +414,15 @@ int runAction(const CommandContext &c)
     switch (c.inv.command) {
     case Command::Cancel:
         verb = "cancel";
-        status = c.broker.stub().CancelSession(&context, request, &session);
+        status = c.broker.stubs().sessions->CancelSession(&context, request, &session);
         break;
     case Command::Pause:
         verb = "pause";
-        status = c.broker.stub().PauseSession(&context, request, &session);
+        status = c.broker.stubs().sessions->PauseSession(&context, request, &session);
         break;
     default:
         verb = "resume";
-        status = c.broker.stub().ResumeSession(&context, request, &session);
+        status = c.broker.stubs().sessions->ResumeSession(&context, request, &session);
         break;
     }
     if (!status.ok())
@@ -440,7 +440,7 @@ int runPools(const CommandContext &c)
     v1::ListPoolsResponse response;
     grpc::ClientContext context;
     c.broker.setDeadline(context);
-    const grpc::Status status = c.broker.stub().ListPools(&context, v1::ListPoolsRequest{}, &response);
+    const grpc::Status status = c.broker.stubs().operations->ListPools(&context, v1::ListPoolsRequest{}, &response);
     if (!status.ok())
         return c.fail("cannot list pools", status);
     if (c.inv.output == OutputFormat::Json)
@@ -711,7 +711,7 @@ int runInvocation(const Invocation &inv, const Environment &env, std::ostream &o
     }
     BrokerConnection broker(*address, shown, inv.timeoutS, *credentials);
     const CommandContext context{inv, env, broker, out, err};
-    const BrokerCall call{broker.stub(), [&](grpc::ClientContext &c) { broker.setDeadline(c); },
+    const BrokerCall call{broker.stubs(), [&](grpc::ClientContext &c) { broker.setDeadline(c); },
                           [&] { return broker.connected(); }, shown, env.interrupted};
     switch (inv.command) {
     case Command::Submit: return runSubmit(context);

@@ -31,7 +31,7 @@ int runWhoami(const Invocation &inv, const BrokerCall &call, std::ostream &out, 
     grpc::ClientContext context;
     call.setDeadline(context);
     v1::Principal me;
-    if (auto status = call.stub.WhoAmI(&context, {}, &me); !status.ok())
+    if (auto status = call.stubs.access->WhoAmI(&context, {}, &me); !status.ok())
         return call.fail(err, "cannot ask the broker who you are", status);
     if (inv.output == OutputFormat::Json) {
         out << nlohmann::json{{"name", me.name()},
@@ -68,7 +68,7 @@ int runTokensCreate(const Invocation &inv, const BrokerCall &call, std::ostream 
     grpc::ClientContext context;
     call.setDeadline(context);
     v1::CreatedToken created;
-    if (auto status = call.stub.CreateToken(&context, request, &created); !status.ok())
+    if (auto status = call.stubs.access->CreateToken(&context, request, &created); !status.ok())
         return call.fail(err, "cannot create a token for " + inv.tokenPrincipal, status);
     if (inv.output == OutputFormat::Json) {
         out << nlohmann::json{{"token", created.token()}, {"info", tokenToJson(created.info())}}.dump(2) << "\n";
@@ -89,7 +89,7 @@ int runTokensList(const Invocation &inv, const BrokerCall &call, std::ostream &o
     grpc::ClientContext context;
     call.setDeadline(context);
     v1::ListTokensResponse response;
-    if (auto status = call.stub.ListTokens(&context, {}, &response); !status.ok())
+    if (auto status = call.stubs.access->ListTokens(&context, {}, &response); !status.ok())
         return call.fail(err, "cannot list tokens", status);
     if (inv.output == OutputFormat::Json) {
         nlohmann::json list = nlohmann::json::array();
@@ -120,7 +120,7 @@ int runTokensRevoke(const Invocation &inv, const BrokerCall &call, std::ostream 
     grpc::ClientContext context;
     call.setDeadline(context);
     v1::TokenInfo info;
-    if (auto status = call.stub.RevokeToken(&context, request, &info); !status.ok())
+    if (auto status = call.stubs.access->RevokeToken(&context, request, &info); !status.ok())
         return call.fail(err, "cannot revoke token " + inv.tokenId, status);
     if (inv.output == OutputFormat::Json)
         out << tokenToJson(info).dump(2) << "\n";
@@ -146,7 +146,7 @@ int runAudit(const Invocation &inv, const BrokerCall &call, std::ostream &out, s
     grpc::ClientContext context;
     call.setDeadline(context);
     v1::ListAuditResponse response;
-    if (auto status = call.stub.ListAudit(&context, request, &response); !status.ok())
+    if (auto status = call.stubs.access->ListAudit(&context, request, &response); !status.ok())
         return call.fail(err, "cannot read the audit log", status);
     if (inv.output == OutputFormat::Json) {
         nlohmann::json list = nlohmann::json::array();

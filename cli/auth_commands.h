@@ -7,7 +7,7 @@
 #include "cli/app.h"
 #include "cli/broker_call.h"
 #include "common/result.h"
-#include "paddock/v1/broker.grpc.pb.h"
+#include "rpc/broker_stubs.h"
 
 #include <CLI/CLI.hpp>
 

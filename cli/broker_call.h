@@ -1,12 +1,12 @@
 #pragma once
 // The broker connection as every command family gets it (secrets, post-mortems and debug shells,
-// override, agents, decisions, reviews, cost, tokens, audit): the stub, the deadline each call
+// override, agents, decisions, reviews, cost, tokens, audit): the stubs, the deadline each call
 // carries, whether calls reach the broker (for the exit code), the address to name in messages,
 // and one way to report a failed call.
 //
 // Threads: everything runs on the caller's thread, like the rest of paddockctl.
 
-#include "paddock/v1/broker.grpc.pb.h"
+#include "rpc/broker_stubs.h"
 
 #include <functional>
 #include <ostream>
@@ -16,7 +16,7 @@
 namespace paddock::cli {
 
 struct BrokerCall {
-    v1::BrokerService::Stub &stub;
+    rpc::BrokerStubs &stubs;   // one per service (rpc/broker_stubs.h)
     std::function<void(grpc::ClientContext &)> setDeadline;
     std::function<bool()> connected;   // whether calls reach the broker (for the exit code)
     std::string shownAddress;          // the broker address as the user gave it

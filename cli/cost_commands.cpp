@@ -45,7 +45,7 @@ int runCost(const Invocation &inv, const BrokerCall &call, std::ostream &out, st
     v1::CostSummary response;
     grpc::ClientContext context;
     call.setDeadline(context);
-    const grpc::Status status = call.stub.GetCostSummary(&context, request, &response);
+    const grpc::Status status = call.stubs.governance->GetCostSummary(&context, request, &response);
     if (!status.ok())
         return call.fail(err, "cannot read costs", status);
     if (inv.output == OutputFormat::Json) {
@@ -90,7 +90,7 @@ int runBudgets(const Invocation &inv, const BrokerCall &call, std::ostream &out,
     v1::ListBudgetsResponse response;
     grpc::ClientContext context;
     call.setDeadline(context);
-    const grpc::Status status = call.stub.ListBudgets(&context, v1::ListBudgetsRequest{}, &response);
+    const grpc::Status status = call.stubs.governance->ListBudgets(&context, v1::ListBudgetsRequest{}, &response);
     if (!status.ok())
         return call.fail(err, "cannot list budgets", status);
     if (inv.output == OutputFormat::Json) {

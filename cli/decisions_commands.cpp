@@ -83,7 +83,7 @@ int runDecisionsCommand(const Invocation &inv, const BrokerCall &call, std::ostr
         v1::DecisionStats stats;
         grpc::ClientContext context;
         call.setDeadline(context);
-        const grpc::Status status = call.stub.GetDecisionStats(&context, request, &stats);
+        const grpc::Status status = call.stubs.governance->GetDecisionStats(&context, request, &stats);
         if (!status.ok())
             return call.fail(err, "cannot count decisions", status);
         const std::string by = inv.decisionGroupBy.empty() ? "tier" : inv.decisionGroupBy;
@@ -126,7 +126,7 @@ int runDecisionsCommand(const Invocation &inv, const BrokerCall &call, std::ostr
         v1::ListDecisionsResponse response;
         grpc::ClientContext context;
         call.setDeadline(context);
-        const grpc::Status status = call.stub.ListDecisions(&context, request, &response);
+        const grpc::Status status = call.stubs.governance->ListDecisions(&context, request, &response);
         if (!status.ok())
             return call.fail(err, "cannot list decisions", status);
         decisions.insert(decisions.end(), response.decisions().begin(), response.decisions().end());

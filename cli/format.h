@@ -4,7 +4,10 @@
 //
 // Threads: free functions over values; call from anywhere.
 
-#include "paddock/v1/broker.pb.h"
+#include "paddock/v1/access.pb.h"
+#include "paddock/v1/governance.pb.h"
+#include "paddock/v1/operations.pb.h"
+#include "paddock/v1/sessions.pb.h"
 
 #include <nlohmann/json.hpp>
 

@@ -110,7 +110,7 @@ struct Runner {
             v1::ListPoolPostMortemsResponse resp;
             grpc::ClientContext ctx;
             prepare(ctx);
-            if (auto st = call.stub.ListPostMortems(&ctx, req, &resp); !st.ok()) {
+            if (auto st = call.stubs.operations->ListPostMortems(&ctx, req, &resp); !st.ok()) {
                 *exitCode = fail("cannot find post-mortem " + id, st);
                 return std::nullopt;
             }
@@ -144,7 +144,7 @@ struct Runner {
         v1::PostMortem pm;
         grpc::ClientContext ctx;
         prepare(ctx);
-        if (auto st = call.stub.GetPostMortem(&ctx, req, &pm); !st.ok()) {
+        if (auto st = call.stubs.operations->GetPostMortem(&ctx, req, &pm); !st.ok()) {
             *exitCode = fail("cannot read post-mortem " + id, st,
                              st.error_code() == grpc::StatusCode::NOT_FOUND ? "`paddockctl postmortems ls` lists the kept ones"
                                                                             : "");
@@ -165,7 +165,7 @@ struct Runner {
         v1::ListPoolPostMortemsResponse resp;
         grpc::ClientContext ctx;
         prepare(ctx);
-        if (auto st = call.stub.ListPostMortems(&ctx, req, &resp); !st.ok())
+        if (auto st = call.stubs.operations->ListPostMortems(&ctx, req, &resp); !st.ok())
             return fail("cannot list post-mortems", st);
         if (inv.output == OutputFormat::Json) {
             json j = {{"post_mortems", json::array()}, {"pool_errors", json::array()}};
@@ -211,7 +211,7 @@ struct Runner {
         v1::ListSnapshotFilesResponse resp;
         grpc::ClientContext ctx;
         prepare(ctx);
-        if (auto st = call.stub.ListSnapshotFiles(&ctx, req, &resp); !st.ok())
+        if (auto st = call.stubs.operations->ListSnapshotFiles(&ctx, req, &resp); !st.ok())
             return fail("cannot list the files of " + what, st);
         if (inv.output == OutputFormat::Json) {
             json list = json::array();
@@ -264,7 +264,7 @@ struct Runner {
         req.set_path(inv.path);
         grpc::ClientContext ctx;
         prepare(ctx, false);   // a large download may take longer than --timeout
-        auto reader = call.stub.ReadSnapshotFile(&ctx, req);
+        auto reader = call.stubs.operations->ReadSnapshotFile(&ctx, req);
         v1::FileChunk chunk;
         *total = 0;
         while (reader->Read(&chunk)) {
@@ -339,7 +339,7 @@ struct Runner {
         req.add_argv(line);
         grpc::ClientContext ctx;
         prepare(ctx, false);
-        auto reader = call.stub.DebugExec(&ctx, req);
+        auto reader = call.stubs.operations->DebugExec(&ctx, req);
         v1::ExecResponse msg;
         std::string stdoutData, stderrData;
         std::optional<v1::ExecExit> exit;
@@ -381,7 +381,7 @@ struct Runner {
             grpc::ClientContext ctx;
             prepare(ctx, false);
             ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::minutes(5));   // claim + restore
-            if (auto st = call.stub.OpenDebugShell(&ctx, oreq, &shell); !st.ok())
+            if (auto st = call.stubs.operations->OpenDebugShell(&ctx, oreq, &shell); !st.ok())
                 return fail("cannot open a debug shell on " + pm->pool() + "/" + pm->sandbox_id(), st);
         }
         auto close = [&] {
@@ -390,7 +390,7 @@ struct Runner {
             v1::CloseDebugShellResponse cresp;
             grpc::ClientContext ctx;
             prepare(ctx);
-            return call.stub.CloseDebugShell(&ctx, creq, &cresp);
+            return call.stubs.operations->CloseDebugShell(&ctx, creq, &cresp);
         };
         if (inv.output != OutputFormat::Json)
             err << "debug shell " << shell.shell_id() << ": sandbox " << shell.sandbox_id() << " (" << shell.tier() << ") on "

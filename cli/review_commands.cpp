@@ -55,7 +55,7 @@ grpc::Status listAll(const BrokerCall &call, const std::string &state, const std
         v1::ListReviewItemsResponse response;
         grpc::ClientContext context;
         call.setDeadline(context);
-        const grpc::Status status = call.stub.ListReviewItems(&context, request, &response);
+        const grpc::Status status = call.stubs.governance->ListReviewItems(&context, request, &response);
         if (!status.ok())
             return status;
         items.insert(items.end(), response.items().begin(), response.items().end());
@@ -102,7 +102,7 @@ int runShow(const Invocation &inv, const BrokerCall &call, std::ostream &out, st
     v1::ReviewItem item;
     grpc::ClientContext context;
     call.setDeadline(context);
-    const grpc::Status status = call.stub.GetReviewItem(&context, request, &item);
+    const grpc::Status status = call.stubs.governance->GetReviewItem(&context, request, &item);
     if (!status.ok())
         return call.fail(err, "cannot show review item " + id, status, "`paddockctl reviews ls` lists them");
     if (inv.output == OutputFormat::Json) {
@@ -180,7 +180,7 @@ int runDecide(const Invocation &inv, const BrokerCall &call, std::ostream &out, 
     v1::DecideReviewItemsResponse response;
     grpc::ClientContext context;
     call.setDeadline(context);
-    const grpc::Status status = call.stub.DecideReviewItems(&context, request, &response);
+    const grpc::Status status = call.stubs.governance->DecideReviewItems(&context, request, &response);
     if (!status.ok())
         return call.fail(err, "cannot " + verb + " review items", status);
     if (inv.output == OutputFormat::Json) {
@@ -200,7 +200,7 @@ int runStats(const Invocation &inv, const BrokerCall &call, std::ostream &out, s
     v1::ApproverStats response;
     grpc::ClientContext context;
     call.setDeadline(context);
-    const grpc::Status status = call.stub.GetApproverStats(&context, v1::GetApproverStatsRequest{}, &response);
+    const grpc::Status status = call.stubs.governance->GetApproverStats(&context, v1::GetApproverStatsRequest{}, &response);
     if (!status.ok())
         return call.fail(err, "cannot read approver stats", status);
     if (inv.output == OutputFormat::Json) {

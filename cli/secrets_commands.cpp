@@ -88,7 +88,7 @@ int runSecretsCommand(const Invocation &inv, const BrokerCall &call, std::istrea
         v1::SetSecretResponse response;
         grpc::ClientContext context;
         call.setDeadline(context);
-        const grpc::Status status = call.stub.SetSecret(&context, request, &response);
+        const grpc::Status status = call.stubs.access->SetSecret(&context, request, &response);
         if (!status.ok())
             return call.fail(err, action, status,
                           "give the value on stdin: `paddockctl secrets set " + name + " < FILE`");
@@ -110,7 +110,7 @@ int runSecretsCommand(const Invocation &inv, const BrokerCall &call, std::istrea
         v1::DeleteSecretResponse response;
         grpc::ClientContext context;
         call.setDeadline(context);
-        const grpc::Status status = call.stub.DeleteSecret(&context, request, &response);
+        const grpc::Status status = call.stubs.access->DeleteSecret(&context, request, &response);
         if (!status.ok())
             return call.fail(err, "cannot remove secret " + name, status,
                           "`paddockctl secrets ls` lists the secrets");
@@ -124,7 +124,7 @@ int runSecretsCommand(const Invocation &inv, const BrokerCall &call, std::istrea
     v1::ListSecretsResponse response;
     grpc::ClientContext context;
     call.setDeadline(context);
-    const grpc::Status status = call.stub.ListSecrets(&context, v1::ListSecretsRequest{}, &response);
+    const grpc::Status status = call.stubs.access->ListSecrets(&context, v1::ListSecretsRequest{}, &response);
     if (!status.ok())
         return call.fail(err, "cannot list secrets", status);
     if (inv.output == OutputFormat::Json) {

@@ -19,7 +19,7 @@ set(paddock_bindir bin)
 set(paddock_libexecdir libexec/paddock)
 set(paddock_datadir share/paddock)
 set(paddock_docdir share/doc/paddock)
-set(paddock_packaging ${PROJECT_SOURCE_DIR}/packaging)
+set(paddock_packaging ${PROJECT_SOURCE_DIR}/installers)
 
 # --- programs ---------------------------------------------------------------------------------
 if(PADDOCK_BUILD_CONSOLE)

@@ -1,6 +1,6 @@
 #pragma once
 // paddock::ErrorCode <-> gRPC status codes, one to one, for every gRPC edge (broker/server,
-// broker/pools, pool/server, cli, app/client).
+// broker/pool_client, pool/server, cli, app/client).
 
 #include "common/result.h"
 

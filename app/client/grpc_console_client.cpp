@@ -5,7 +5,7 @@
 
 #include "common/paths.h"
 
-#include "paddock/v1/broker.grpc.pb.h"
+#include "rpc/broker_stubs.h"
 
 #include <grpcpp/grpcpp.h>
 
@@ -324,12 +324,12 @@ class WatchCall final : public StreamCall<v1::SessionChanges> {
 public:
     using StreamCall::StreamCall;
 
-    static std::shared_ptr<WatchCall> start(const std::shared_ptr<Shared> &shared, v1::BrokerService::Stub &stub,
+    static std::shared_ptr<WatchCall> start(const std::shared_ptr<Shared> &shared, rpc::BrokerStubs &stubs,
                                             quint64 serial)
     {
         auto call = std::make_shared<WatchCall>(shared, serial);
         call->keepAlive(call);
-        stub.async()->WatchSessions(&call->m_context, &call->m_request, call.get());
+        stubs.sessions->async()->WatchSessions(&call->m_context, &call->m_request, call.get());
         call->StartRead(&call->m_response);
         call->StartCall();
         return call;
@@ -379,7 +379,7 @@ public:
     {
     }
 
-    static std::shared_ptr<FollowCall> start(const std::shared_ptr<Shared> &shared, v1::BrokerService::Stub &stub,
+    static std::shared_ptr<FollowCall> start(const std::shared_ptr<Shared> &shared, rpc::BrokerStubs &stubs,
                                              quint64 serial, const QString &id, qint64 fromSeq)
     {
         auto call = std::make_shared<FollowCall>(shared, serial, id);
@@ -387,7 +387,7 @@ public:
         call->m_request.set_session_id(ss(id));
         call->m_request.set_from_seq(fromSeq);
         call->m_request.set_follow(true);
-        stub.async()->StreamEvents(&call->m_context, &call->m_request, call.get());
+        stubs.sessions->async()->StreamEvents(&call->m_context, &call->m_request, call.get());
         call->StartRead(&call->m_response);
         call->StartCall();
         return call;
@@ -448,7 +448,7 @@ public:
     {
     }
 
-    static std::shared_ptr<HistoryCall> start(const std::shared_ptr<Shared> &shared, v1::BrokerService::Stub &stub,
+    static std::shared_ptr<HistoryCall> start(const std::shared_ptr<Shared> &shared, rpc::BrokerStubs &stubs,
                                               const QString &id, qint64 fromSeq, int count)
     {
         auto call = std::make_shared<HistoryCall>(shared, id, count);
@@ -459,7 +459,7 @@ public:
         call->m_context.set_deadline(deadlineIn(kHistoryDeadlineMs));
         call->m_events.reserve(count);
         call->keepAlive(call);
-        stub.async()->StreamEvents(&call->m_context, &call->m_request, call.get());
+        stubs.sessions->async()->StreamEvents(&call->m_context, &call->m_request, call.get());
         call->StartRead(&call->m_response);
         call->StartCall();
         return call;
@@ -510,8 +510,10 @@ private:
 template <typename Request, typename Response>
 class CallbackStream final : public StreamCall<Response> {
 public:
-    using Method = void (v1::BrokerService::StubInterface::async_interface::*)(grpc::ClientContext *, const Request *,
-                                                                              grpc::ClientReadReactor<Response> *);
+    // A server-streaming method of one of the broker's services, e.g.
+    // &v1::OperationsService::StubInterface::async_interface::DebugExec.
+    template <typename Interface>
+    using Method = void (Interface::*)(grpc::ClientContext *, const Request *, grpc::ClientReadReactor<Response> *);
     using OnRead = std::function<bool(const Response &)>;
     using OnDoneFn = std::function<void(const grpc::Status &, bool cancelledByUs)>;
 
@@ -520,15 +522,16 @@ public:
     {
     }
 
-    static std::shared_ptr<CallbackStream> start(const std::shared_ptr<Shared> &shared, v1::BrokerService::Stub &stub,
-                                                 Method method, Request request, int deadlineMs, OnRead onRead,
-                                                 OnDoneFn onDone)
+    template <typename Interface>
+    static std::shared_ptr<CallbackStream> start(const std::shared_ptr<Shared> &shared, rpc::BrokerStubs &stubs,
+                                                 Method<Interface> method, Request request, int deadlineMs,
+                                                 OnRead onRead, OnDoneFn onDone)
     {
         auto call = std::make_shared<CallbackStream>(shared, std::move(onRead), std::move(onDone));
         call->m_request = std::move(request);
         call->m_context.set_deadline(deadlineIn(deadlineMs));
         call->keepAlive(call);
-        (stub.async()->*method)(&call->m_context, &call->m_request, call.get());
+        (stubs.async<Interface>()->*method)(&call->m_context, &call->m_request, call.get());
         call->StartRead(&call->m_response);
         call->StartCall();
         return call;
@@ -557,8 +560,9 @@ private:
     OnDoneFn m_onDone;
 };
 
-template <typename Request, typename Response>
-using AsyncMethod = void (v1::BrokerService::StubInterface::async_interface::*)(
+// A unary method of one of the broker's services, e.g. &v1::SessionService::StubInterface::async_interface::GetSession.
+template <typename Interface, typename Request, typename Response>
+using AsyncMethod = void (Interface::*)(
     grpc::ClientContext *, const Request *, Response *, std::function<void(grpc::Status)>);
 
 } // namespace
@@ -620,10 +624,10 @@ public:
         shared->actions.append({action, ok, message, sessionId});
         shared->wakeLocked();
     }
-    template <typename Request, typename Response, typename Done>
-    void unary(AsyncMethod<Request, Response> method, Request request, int deadlineMs, Done done);
+    template <typename Request, typename Response, typename Interface, typename Done>
+    void unary(AsyncMethod<Interface, Request, Response> method, Request request, int deadlineMs, Done done);
     void sessionAction(const QString &action, const QString &id,
-                       AsyncMethod<v1::SessionActionRequest, v1::Session> method);
+                       AsyncMethod<v1::SessionService::StubInterface::async_interface, v1::SessionActionRequest, v1::Session> method);
     // Calls that are not watch or follow streams, for cancelling at shutdown.
     void track(std::weak_ptr<grpc::ClientContext> context);
 
@@ -638,7 +642,7 @@ public:
     bool wanted = false;   // connectToBroker() was called and disconnectFromBroker() was not
 
     std::shared_ptr<grpc::Channel> channel;
-    std::shared_ptr<v1::BrokerService::Stub> stub;
+    std::shared_ptr<rpc::BrokerStubs> stubs;
     quint64 nextSerial = 1;
     std::shared_ptr<WatchCall> watch;
     QHash<QString, Follow> follows;
@@ -672,8 +676,8 @@ void GrpcConsoleClient::Private::startAttempt()
     args.SetInt(GRPC_ARG_KEEPALIVE_TIME_MS, 30'000);
     args.SetInt(GRPC_ARG_KEEPALIVE_TIMEOUT_MS, 10'000);
     channel = grpc::CreateCustomChannel(target, channelCredentials(), args);
-    stub = v1::BrokerService::NewStub(channel);
-    watch = WatchCall::start(shared, *stub, nextSerial++);
+    stubs = std::make_shared<rpc::BrokerStubs>(channel);
+    watch = WatchCall::start(shared, *stubs, nextSerial++);
 }
 
 void GrpcConsoleClient::Private::stopCalls()
@@ -708,7 +712,7 @@ void GrpcConsoleClient::Private::startFollow(const QString &id, Follow &follow)
             next = shared->followNext.insert(id, from);
         from = *next;
     }
-    follow.call = FollowCall::start(shared, *stub, nextSerial++, id, from);
+    follow.call = FollowCall::start(shared, *stubs, nextSerial++, id, from);
 }
 
 void GrpcConsoleClient::Private::connectionLost(const QString &why)
@@ -818,23 +822,24 @@ void GrpcConsoleClient::Private::track(std::weak_ptr<grpc::ClientContext> contex
     others.push_back(std::move(context));
 }
 
-template <typename Request, typename Response, typename Done>
-void GrpcConsoleClient::Private::unary(AsyncMethod<Request, Response> method, Request request, int deadlineMs, Done done)
+template <typename Request, typename Response, typename Interface, typename Done>
+void GrpcConsoleClient::Private::unary(AsyncMethod<Interface, Request, Response> method, Request request, int deadlineMs,
+                                       Done done)
 {
     struct Call {
         grpc::ClientContext context;
         Request request;
         Response response;
-        std::shared_ptr<v1::BrokerService::Stub> stub;   // keeps the channel while in flight
+        std::shared_ptr<rpc::BrokerStubs> stubs;   // keeps the channel while in flight
     };
     auto call = std::make_shared<Call>();
     call->request = std::move(request);
-    call->stub = stub;
+    call->stubs = stubs;
     call->context.set_deadline(deadlineIn(deadlineMs));
     track(std::shared_ptr<grpc::ClientContext>(call, &call->context));
     shared->callStarted();
     auto sharedState = shared;
-    (stub->async()->*method)(&call->context, &call->request, &call->response,
+    (stubs->async<Interface>()->*method)(&call->context, &call->request, &call->response,
                              [call, sharedState, done = std::move(done)](grpc::Status status) mutable {
                                  done(status, call->response);
                                  sharedState->callDone();
@@ -842,9 +847,9 @@ void GrpcConsoleClient::Private::unary(AsyncMethod<Request, Response> method, Re
 }
 
 void GrpcConsoleClient::Private::sessionAction(const QString &action, const QString &id,
-                                               AsyncMethod<v1::SessionActionRequest, v1::Session> method)
+                                               AsyncMethod<v1::SessionService::StubInterface::async_interface, v1::SessionActionRequest, v1::Session> method)
 {
-    if (!stub) {
+    if (!stubs) {
         finishAction(action, false, QStringLiteral("not connected to a broker: connect first"), id);
         return;
     }
@@ -951,7 +956,7 @@ void GrpcConsoleClient::connectToBroker(const QString &address)
 void GrpcConsoleClient::Private::refreshPermissions()
 {
     unary<v1::WhoAmIRequest, v1::Principal>(
-        &v1::BrokerService::StubInterface::async_interface::WhoAmI, v1::WhoAmIRequest(), kPoolsDeadlineMs,
+        &v1::AccessService::StubInterface::async_interface::WhoAmI, v1::WhoAmIRequest(), kPoolsDeadlineMs,
         [shared = shared](const grpc::Status &status, const v1::Principal &me) {
             if (!status.ok()) {
                 // An older broker without WhoAmI: nothing is disabled, the broker still checks.
@@ -1016,7 +1021,7 @@ void GrpcConsoleClient::followSession(const QString &id, qint64 fromSeq)
         d->shared->followNext.insert(id, follow.fromSeq);
         d->shared->events.remove(id);
     }
-    if (d->state == ConnectionState::Connected && d->stub)
+    if (d->state == ConnectionState::Connected && d->stubs)
         d->startFollow(id, follow);
     else if (follow.call) {
         follow.call->cancel();
@@ -1048,24 +1053,24 @@ QList<EventRecord> GrpcConsoleClient::takeEvents(const QString &id)
 
 void GrpcConsoleClient::fetchHistory(const QString &id, qint64 fromSeq, int count)
 {
-    if (!d->stub || d->state != ConnectionState::Connected || count <= 0) {
+    if (!d->stubs || d->state != ConnectionState::Connected || count <= 0) {
         // Always answered, so the trace's page-in-flight flag clears.
         std::lock_guard lock(d->shared->mutex);
         d->shared->histories.append({id, {}});
         d->shared->wakeLocked();
         return;
     }
-    auto call = HistoryCall::start(d->shared, *d->stub, id, std::max<qint64>(1, fromSeq), count);
+    auto call = HistoryCall::start(d->shared, *d->stubs, id, std::max<qint64>(1, fromSeq), count);
     d->track(call->contextRef(call));
 }
 
 void GrpcConsoleClient::refreshPools()
 {
-    if (!d->stub)
+    if (!d->stubs)
         return;
     auto sharedState = d->shared;
     d->unary<v1::ListPoolsRequest, v1::ListPoolsResponse>(
-        &v1::BrokerService::StubInterface::async_interface::ListPools, v1::ListPoolsRequest(), kPoolsDeadlineMs,
+        &v1::OperationsService::StubInterface::async_interface::ListPools, v1::ListPoolsRequest(), kPoolsDeadlineMs,
         [sharedState](const grpc::Status &status, const v1::ListPoolsResponse &response) {
             if (!status.ok()) {
                 qCWarning(lcClient).noquote() << "listing pools failed:" << describe(status);
@@ -1084,7 +1089,7 @@ void GrpcConsoleClient::refreshPools()
 
 void GrpcConsoleClient::submitSession(const SubmitRequest &request)
 {
-    if (!d->stub) {
+    if (!d->stubs) {
         d->finishAction(QStringLiteral("submit"), false, QStringLiteral("not connected to a broker: connect first"));
         return;
     }
@@ -1099,7 +1104,7 @@ void GrpcConsoleClient::submitSession(const SubmitRequest &request)
         out.add_tags(ss(tag));
     auto sharedState = d->shared;
     d->unary<v1::SubmitSessionRequest, v1::Session>(
-        &v1::BrokerService::StubInterface::async_interface::SubmitSession, std::move(out), kUnaryDeadlineMs,
+        &v1::SessionService::StubInterface::async_interface::SubmitSession, std::move(out), kUnaryDeadlineMs,
         [sharedState](const grpc::Status &status, const v1::Session &session) {
             Shared::Action result{QStringLiteral("submit"), status.ok(), {}, {}};
             if (status.ok()) {
@@ -1116,17 +1121,17 @@ void GrpcConsoleClient::submitSession(const SubmitRequest &request)
 
 void GrpcConsoleClient::cancelSession(const QString &id)
 {
-    d->sessionAction(QStringLiteral("cancel"), id, &v1::BrokerService::StubInterface::async_interface::CancelSession);
+    d->sessionAction(QStringLiteral("cancel"), id, &v1::SessionService::StubInterface::async_interface::CancelSession);
 }
 
 void GrpcConsoleClient::pauseSession(const QString &id)
 {
-    d->sessionAction(QStringLiteral("pause"), id, &v1::BrokerService::StubInterface::async_interface::PauseSession);
+    d->sessionAction(QStringLiteral("pause"), id, &v1::SessionService::StubInterface::async_interface::PauseSession);
 }
 
 void GrpcConsoleClient::resumeSession(const QString &id)
 {
-    d->sessionAction(QStringLiteral("resume"), id, &v1::BrokerService::StubInterface::async_interface::ResumeSession);
+    d->sessionAction(QStringLiteral("resume"), id, &v1::SessionService::StubInterface::async_interface::ResumeSession);
 }
 
 void GrpcConsoleClient::setReconnectBackoff(int initialMs, int maxMs)
@@ -1162,7 +1167,7 @@ const QString kNotConnected = QStringLiteral("not connected to a broker: connect
 
 void GrpcConsoleClient::listPostMortems(const QString &sessionId)
 {
-    if (!d->stub) {
+    if (!d->stubs) {
         d->shared->post([sessionId](GrpcConsoleClient *c) { emit c->postMortemsListed(sessionId, {}, {}, kNotConnected); });
         return;
     }
@@ -1170,7 +1175,7 @@ void GrpcConsoleClient::listPostMortems(const QString &sessionId)
     request.set_session_id(ss(sessionId));
     auto shared = d->shared;
     d->unary<v1::ListPoolPostMortemsRequest, v1::ListPoolPostMortemsResponse>(
-        &v1::BrokerService::StubInterface::async_interface::ListPostMortems, std::move(request), kUnaryDeadlineMs,
+        &v1::OperationsService::StubInterface::async_interface::ListPostMortems, std::move(request), kUnaryDeadlineMs,
         [shared, sessionId](const grpc::Status &status, const v1::ListPoolPostMortemsResponse &response) {
             QList<PostMortemInfo> list;
             QStringList poolErrors;
@@ -1194,7 +1199,7 @@ void GrpcConsoleClient::getPostMortem(const QString &pool, const QString &sandbo
     PostMortemInfo asked;
     asked.pool = pool;
     asked.sandboxId = sandboxId;
-    if (!d->stub) {
+    if (!d->stubs) {
         d->shared->post([asked](GrpcConsoleClient *c) { emit c->postMortemArrived(asked, kNotConnected); });
         return;
     }
@@ -1203,7 +1208,7 @@ void GrpcConsoleClient::getPostMortem(const QString &pool, const QString &sandbo
     request.set_sandbox_id(ss(sandboxId));
     auto shared = d->shared;
     d->unary<v1::GetPoolPostMortemRequest, v1::PostMortem>(
-        &v1::BrokerService::StubInterface::async_interface::GetPostMortem, std::move(request), kUnaryDeadlineMs,
+        &v1::OperationsService::StubInterface::async_interface::GetPostMortem, std::move(request), kUnaryDeadlineMs,
         [shared, asked](const grpc::Status &status, const v1::PostMortem &response) {
             PostMortemInfo pm = asked;
             QString error;
@@ -1221,7 +1226,7 @@ void GrpcConsoleClient::getPostMortem(const QString &pool, const QString &sandbo
 
 void GrpcConsoleClient::listSnapshotFiles(const QString &pool, const QString &snapshotRef, const QString &pathPrefix)
 {
-    if (!d->stub) {
+    if (!d->stubs) {
         d->shared->post([pool, snapshotRef](GrpcConsoleClient *c) {
             emit c->snapshotFilesListed(pool, snapshotRef, {}, kNotConnected);
         });
@@ -1233,7 +1238,7 @@ void GrpcConsoleClient::listSnapshotFiles(const QString &pool, const QString &sn
     request.set_path_prefix(ss(pathPrefix));
     auto shared = d->shared;
     d->unary<v1::ListPoolSnapshotFilesRequest, v1::ListSnapshotFilesResponse>(
-        &v1::BrokerService::StubInterface::async_interface::ListSnapshotFiles, std::move(request), kUnaryDeadlineMs,
+        &v1::OperationsService::StubInterface::async_interface::ListSnapshotFiles, std::move(request), kUnaryDeadlineMs,
         [shared, pool, snapshotRef](const grpc::Status &status, const v1::ListSnapshotFilesResponse &response) {
             QList<SnapshotEntry> files;
             QString error;
@@ -1253,7 +1258,7 @@ void GrpcConsoleClient::listSnapshotFiles(const QString &pool, const QString &sn
 void GrpcConsoleClient::readSnapshotFile(const QString &pool, const QString &snapshotRef, const QString &path,
                                          qint64 maxBytes)
 {
-    if (!d->stub) {
+    if (!d->stubs) {
         d->shared->post([pool, snapshotRef, path](GrpcConsoleClient *c) {
             emit c->snapshotFileRead(pool, snapshotRef, path, {}, 0, kNotConnected);
         });
@@ -1271,7 +1276,7 @@ void GrpcConsoleClient::readSnapshotFile(const QString &pool, const QString &sna
     auto read = std::make_shared<Read>();
     auto shared = d->shared;
     auto call = CallbackStream<v1::ReadPoolSnapshotFileRequest, v1::FileChunk>::start(
-        shared, *d->stub, &v1::BrokerService::StubInterface::async_interface::ReadSnapshotFile, std::move(request),
+        shared, *d->stubs, &v1::OperationsService::StubInterface::async_interface::ReadSnapshotFile, std::move(request),
         kSnapshotReadDeadlineMs,
         [read, maxBytes](const v1::FileChunk &chunk) {
             read->size = std::max<qint64>(read->size, chunk.size());
@@ -1296,7 +1301,7 @@ int GrpcConsoleClient::downloadSnapshotFile(const QString &pool, const QString &
                                             const QString &localFile)
 {
     const int id = ++d->nextDownload;
-    if (!d->stub) {
+    if (!d->stubs) {
         d->shared->post([id](GrpcConsoleClient *c) { emit c->downloadFinished(id, false, kNotConnected); });
         return id;
     }
@@ -1325,7 +1330,7 @@ int GrpcConsoleClient::downloadSnapshotFile(const QString &pool, const QString &
     sink->part = sink->target + ".part";
     auto shared = d->shared;
     auto call = CallbackStream<v1::ReadPoolSnapshotFileRequest, v1::FileChunk>::start(
-        shared, *d->stub, &v1::BrokerService::StubInterface::async_interface::ReadSnapshotFile, std::move(request),
+        shared, *d->stubs, &v1::OperationsService::StubInterface::async_interface::ReadSnapshotFile, std::move(request),
         kDownloadDeadlineMs,
         [sink, shared, id](const v1::FileChunk &chunk) {
             if (!sink->file) {
@@ -1399,7 +1404,7 @@ void GrpcConsoleClient::cancelDownload(int downloadId)
 
 void GrpcConsoleClient::openDebugShell(const QString &pool, const QString &sandboxId, const QString &tier)
 {
-    if (!d->stub) {
+    if (!d->stubs) {
         d->shared->post([](GrpcConsoleClient *c) { emit c->debugShellOpened({}, kNotConnected); });
         return;
     }
@@ -1410,7 +1415,7 @@ void GrpcConsoleClient::openDebugShell(const QString &pool, const QString &sandb
     auto shared = d->shared;
     // Claiming and restoring can take a cold start: a minute.
     d->unary<v1::OpenDebugShellRequest, v1::DebugShell>(
-        &v1::BrokerService::StubInterface::async_interface::OpenDebugShell, std::move(request), 60'000,
+        &v1::OperationsService::StubInterface::async_interface::OpenDebugShell, std::move(request), 60'000,
         [shared, sandboxId](const grpc::Status &status, const v1::DebugShell &response) {
             DebugShellInfo shell;
             QString error;
@@ -1424,7 +1429,7 @@ void GrpcConsoleClient::openDebugShell(const QString &pool, const QString &sandb
 
 void GrpcConsoleClient::debugExec(const QString &shellId, const QString &commandLine)
 {
-    if (!d->stub) {
+    if (!d->stubs) {
         d->shared->post([shellId](GrpcConsoleClient *c) { emit c->debugExecFinished(shellId, -1, 0, kNotConnected); });
         return;
     }
@@ -1442,7 +1447,7 @@ void GrpcConsoleClient::debugExec(const QString &shellId, const QString &command
     auto exit = std::make_shared<Exit>();
     auto shared = d->shared;
     auto call = CallbackStream<v1::DebugExecRequest, v1::ExecResponse>::start(
-        shared, *d->stub, &v1::BrokerService::StubInterface::async_interface::DebugExec, std::move(request),
+        shared, *d->stubs, &v1::OperationsService::StubInterface::async_interface::DebugExec, std::move(request),
         kDebugExecDeadlineMs,
         [shared, shellId, exit](const v1::ExecResponse &response) {
             if (!response.stdout().empty() || !response.stderr().empty()) {
@@ -1477,7 +1482,7 @@ void GrpcConsoleClient::debugExec(const QString &shellId, const QString &command
 
 void GrpcConsoleClient::closeDebugShell(const QString &shellId)
 {
-    if (!d->stub) {
+    if (!d->stubs) {
         d->shared->post([shellId](GrpcConsoleClient *c) { emit c->debugShellClosed(shellId, kNotConnected); });
         return;
     }
@@ -1485,7 +1490,7 @@ void GrpcConsoleClient::closeDebugShell(const QString &shellId)
     request.set_shell_id(ss(shellId));
     auto shared = d->shared;
     d->unary<v1::CloseDebugShellRequest, v1::CloseDebugShellResponse>(
-        &v1::BrokerService::StubInterface::async_interface::CloseDebugShell, std::move(request), kUnaryDeadlineMs,
+        &v1::OperationsService::StubInterface::async_interface::CloseDebugShell, std::move(request), kUnaryDeadlineMs,
         [shared, shellId](const grpc::Status &status, const v1::CloseDebugShellResponse &) {
             const QString error = status.ok() ? QString()
                                               : QStringLiteral("could not close debug shell %1: %2").arg(shellId, describe(status));
@@ -1499,14 +1504,14 @@ void GrpcConsoleClient::watchSandboxSamples(const QString &pool, const QString &
         d->samplesCall->cancel();
         d->samplesCall.reset();
     }
-    if (sandboxId.isEmpty() || !d->stub)
+    if (sandboxId.isEmpty() || !d->stubs)
         return;
     v1::WatchSandboxSamplesRequest request;
     request.set_pool(ss(pool));
     request.set_sandbox_id(ss(sandboxId));
     auto shared = d->shared;
     d->samplesCall = CallbackStream<v1::WatchSandboxSamplesRequest, v1::SandboxSamples>::start(
-        shared, *d->stub, &v1::BrokerService::StubInterface::async_interface::WatchSandboxSamples, std::move(request),
+        shared, *d->stubs, &v1::OperationsService::StubInterface::async_interface::WatchSandboxSamples, std::move(request),
         kSampleWatchDeadlineMs,
         [shared, sandboxId](const v1::SandboxSamples &batch) {
             QList<ResourcePoint> points;

@@ -1,7 +1,7 @@
 #include "app/client/grpc_governance_client.h"
 #include "app/client/grpc_text.h"
 
-#include "paddock/v1/broker.grpc.pb.h"
+#include "paddock/v1/governance.grpc.pb.h"
 
 #include <grpcpp/grpcpp.h>
 
@@ -103,8 +103,9 @@ DecisionInfo toDecision(const v1::EnvironmentDecision &e)
     return d;
 }
 
+// Every call of this client is one of the GovernanceService's.
 template <typename Request, typename Response>
-using AsyncMethod = void (v1::BrokerService::StubInterface::async_interface::*)(
+using AsyncMethod = void (v1::GovernanceService::StubInterface::async_interface::*)(
     grpc::ClientContext *, const Request *, Response *, std::function<void(grpc::Status)>);
 
 } // namespace
@@ -146,11 +147,11 @@ public:
             grpc::ClientContext context;
             Request request;
             Response response;
-            std::unique_ptr<v1::BrokerService::Stub> stub;   // keeps the channel while in flight
+            std::unique_ptr<v1::GovernanceService::Stub> stub;   // keeps the channel while in flight
         };
         auto call = std::make_shared<Call>();
         call->request = std::move(request);
-        call->stub = v1::BrokerService::NewStub(current);
+        call->stub = v1::GovernanceService::NewStub(current);
         call->context.set_deadline(deadlineIn(kDeadlineMs));
         {
             std::lock_guard lock(shared->mutex);
@@ -200,7 +201,7 @@ void GrpcGovernanceClient::listReviewItems(const QString &state)
     request.set_page_size(1000);
     auto shared = d->shared;
     const bool started = d->unary<v1::ListReviewItemsRequest, v1::ListReviewItemsResponse>(
-        &v1::BrokerService::StubInterface::async_interface::ListReviewItems, std::move(request),
+        &v1::GovernanceService::StubInterface::async_interface::ListReviewItems, std::move(request),
         [shared](const grpc::Status &status, const v1::ListReviewItemsResponse &response) {
             QList<ReviewItemInfo> items;
             for (const auto &r : response.items())
@@ -220,7 +221,7 @@ void GrpcGovernanceClient::getReviewItem(const QString &id)
     request.set_id(ss(id));
     auto shared = d->shared;
     const bool started = d->unary<v1::GetReviewItemRequest, v1::ReviewItem>(
-        &v1::BrokerService::StubInterface::async_interface::GetReviewItem, std::move(request),
+        &v1::GovernanceService::StubInterface::async_interface::GetReviewItem, std::move(request),
         [shared, asked](const grpc::Status &status, const v1::ReviewItem &response) {
             const ReviewItemInfo item = status.ok() ? toReviewItem(response) : asked;
             const CallError error = callError(status, QStringLiteral("read review item %1").arg(asked.id));
@@ -244,7 +245,7 @@ void GrpcGovernanceClient::decideReviewItems(const QStringList &ids, bool approv
     const QString what = approve ? QStringLiteral("approve %1").arg(ids.join(QStringLiteral(", ")))
                                  : QStringLiteral("reject %1").arg(ids.join(QStringLiteral(", ")));
     const bool started = d->unary<v1::DecideReviewItemsRequest, v1::DecideReviewItemsResponse>(
-        &v1::BrokerService::StubInterface::async_interface::DecideReviewItems, std::move(request),
+        &v1::GovernanceService::StubInterface::async_interface::DecideReviewItems, std::move(request),
         [shared, ids, approve, what](const grpc::Status &status, const v1::DecideReviewItemsResponse &response) {
             QList<ReviewItemInfo> items;
             for (const auto &r : response.items())
@@ -262,7 +263,7 @@ void GrpcGovernanceClient::getApproverStats()
 {
     auto shared = d->shared;
     const bool started = d->unary<v1::GetApproverStatsRequest, v1::ApproverStats>(
-        &v1::BrokerService::StubInterface::async_interface::GetApproverStats, v1::GetApproverStatsRequest{},
+        &v1::GovernanceService::StubInterface::async_interface::GetApproverStats, v1::GetApproverStatsRequest{},
         [shared](const grpc::Status &status, const v1::ApproverStats &response) {
             QList<ApproverStatInfo> stats;
             for (const auto &a : response.approvers())
@@ -286,7 +287,7 @@ void GrpcGovernanceClient::listDecisions(const DecisionFilter &filter)
     request.set_page_size(filter.pageSize);
     auto shared = d->shared;
     const bool started = d->unary<v1::ListDecisionsRequest, v1::ListDecisionsResponse>(
-        &v1::BrokerService::StubInterface::async_interface::ListDecisions, std::move(request),
+        &v1::GovernanceService::StubInterface::async_interface::ListDecisions, std::move(request),
         [shared](const grpc::Status &status, const v1::ListDecisionsResponse &response) {
             QList<DecisionInfo> decisions;
             for (const auto &e : response.decisions())
@@ -304,7 +305,7 @@ void GrpcGovernanceClient::getDecisionStats(const QString &groupBy)
     request.set_group_by(ss(groupBy));
     auto shared = d->shared;
     const bool started = d->unary<v1::GetDecisionStatsRequest, v1::DecisionStats>(
-        &v1::BrokerService::StubInterface::async_interface::GetDecisionStats, std::move(request),
+        &v1::GovernanceService::StubInterface::async_interface::GetDecisionStats, std::move(request),
         [shared, groupBy](const grpc::Status &status, const v1::DecisionStats &response) {
             QList<DecisionStatsLineInfo> lines;
             for (const auto &l : response.lines())
@@ -325,7 +326,7 @@ void GrpcGovernanceClient::overrideTier(const QString &sessionId, const QString 
     request.set_reason(ss(reason));
     auto shared = d->shared;
     const bool started = d->unary<v1::OverrideTierRequest, v1::EnvironmentDecision>(
-        &v1::BrokerService::StubInterface::async_interface::OverrideTier, std::move(request),
+        &v1::GovernanceService::StubInterface::async_interface::OverrideTier, std::move(request),
         [shared, sessionId, tier](const grpc::Status &status, const v1::EnvironmentDecision &response) {
             const DecisionInfo decision = status.ok() ? toDecision(response) : DecisionInfo{};
             const CallError error =
@@ -349,7 +350,7 @@ void GrpcGovernanceClient::getCostSummary(const CostQuery &query)
     request.set_bucket_ms(query.bucketMs);
     auto shared = d->shared;
     const bool started = d->unary<v1::GetCostSummaryRequest, v1::CostSummary>(
-        &v1::BrokerService::StubInterface::async_interface::GetCostSummary, std::move(request),
+        &v1::GovernanceService::StubInterface::async_interface::GetCostSummary, std::move(request),
         [shared, query](const grpc::Status &status, const v1::CostSummary &response) {
             QList<CostLineInfo> lines;
             for (const auto &l : response.lines())
@@ -368,7 +369,7 @@ void GrpcGovernanceClient::listBudgets()
 {
     auto shared = d->shared;
     const bool started = d->unary<v1::ListBudgetsRequest, v1::ListBudgetsResponse>(
-        &v1::BrokerService::StubInterface::async_interface::ListBudgets, v1::ListBudgetsRequest{},
+        &v1::GovernanceService::StubInterface::async_interface::ListBudgets, v1::ListBudgetsRequest{},
         [shared](const grpc::Status &status, const v1::ListBudgetsResponse &response) {
             QList<BudgetInfo> budgets;
             for (const auto &b : response.budgets())

@@ -17,6 +17,7 @@
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
+#include <optional>
 
 namespace paddock::server {
 
@@ -107,63 +108,14 @@ std::vector<auth::PrincipalConfig> parsePrincipals(const std::filesystem::path &
     return out;
 }
 
-} // namespace
-
-BrokerConfig defaultBrokerConfig()
+// The top-level settings (paths relative to the file's folder), [[principal]] and [prices], in the
+// order their problems are reported.
+void parseBrokerSettings(const std::filesystem::path &file, const toml::table &table, BrokerConfig &config,
+                         ConfigProblems &problems)
 {
-    BrokerConfig config;
-    config.dataDir = defaultDataDir();
-    config.socketPath = defaultBrokerSocketPath();
-    config.allowLocalExecution = true;
-    config.pools = {{"local", "127.0.0.1:7701"}};
-    config.models.playbookDir = defaultPlaybookDir();
-    return config;
-}
-
-const std::vector<ConfigSection> &brokerConfigSections()
-{
-    static const std::vector<ConfigSection> sections = [] {
-        std::vector<ConfigSection> out = {
-            {"broker.toml", "",
-             {"data_dir", "socket", "workers", "lease_ms", "default_tier", "allow_local_execution", "log_level",
-              "pool_health_interval_ms", "pool_lost_after_ms", "debug_shell_idle_timeout_ms",
-              "sandbox_idle_release_ms", "listen_tcp", "tls_cert", "tls_key", "policy_file", "pool", "principal",
-              "models", "prices"}},
-            {"broker.toml", "[[pool]]", {"name", "endpoint", "tls_ca", "tls_cert", "tls_key", "tls_server_name", "token_file"}},
-            {"broker.toml", "[[principal]]", {"name", "role", "unix_users", "uids"}},
-        };
-        for (const auto &section : model::modelSections())
-            out.push_back(section);
-        for (const auto &section : cost::priceSections())
-            out.push_back(section);
-        return out;
-    }();
-    return sections;
-}
-
-BrokerConfig loadBrokerConfig(const std::filesystem::path &file, BrokerConfig config, ConfigProblems &problems)
-{
-    toml::table table;
-    try {
-        table = toml::parse_file(file.string());
-    } catch (const toml::parse_error &e) {
-        problems.add(ErrorCode::InvalidArgument, file.string() + ":" + std::to_string(e.source().begin.line) + ": "
-                         + std::string(e.description()) + ": fix the TOML syntax there");
-        return config;
-    }
-    config.configFile = file;
-    // A config file describes the deployment: local execution must be asked for explicitly.
-    config.allowLocalExecution = false;
-    config.pools.clear();
     auto problem = [&](const toml::node &node, const std::string &message) {
         problems.add(ErrorCode::InvalidArgument, where(file, node) + ": " + message);
     };
-
-    for (const auto &[key, node] : table) {
-        if (!topSection().accepts(key.str()))
-            problem(node, "unknown key '" + std::string(key.str()) + "'; docs/configuration.md lists the keys");
-    }
-
     auto stringKey = [&](const char *key, auto apply) {
         if (auto node = table.get(key)) {
             auto value = node->value<std::string>();
@@ -226,56 +178,140 @@ BrokerConfig loadBrokerConfig(const std::filesystem::path &file, BrokerConfig co
         else
             config.allowLocalExecution = *value;
     }
+}
+
+// One [[pool]] entry: name, endpoint and the TLS settings of the broker's connection to it.
+// nullopt (with the problem) when it lacks a name or an endpoint.
+std::optional<PoolEndpoint> parsePool(const std::filesystem::path &file, const toml::node &entry,
+                                      ConfigProblems &problems)
+{
+    auto problem = [&](const toml::node &node, const std::string &message) {
+        problems.add(ErrorCode::InvalidArgument, where(file, node) + ": " + message);
+    };
+    const auto baseDir = file.parent_path();
+    auto resolve = [&](const std::string &path) { return std::filesystem::path(path).is_absolute() ? std::filesystem::path(path) : baseDir / path; };
+
+    auto *pool = entry.as_table();
+    auto name = pool ? pool->get_as<std::string>("name") : nullptr;
+    auto endpoint = pool ? pool->get_as<std::string>("endpoint") : nullptr;
+    if (!name || !endpoint || name->get().empty() || endpoint->get().empty()) {
+        problem(entry, "each [[pool]] needs name = \"...\" and endpoint = \"host:port\"");
+        return std::nullopt;
+    }
+    PoolEndpoint out{name->get(), endpoint->get()};
+    out.where = where(file, entry);
+    for (const auto &[key, value] : *pool) {
+        const std::string k(key.str());
+        if (!poolSection().accepts(k)) {
+            problem(value, "unknown key '" + k + "' in [[pool]] '" + out.name + "'; a pool takes "
+                               + poolSection().keyList());
+            continue;
+        }
+        if (k == "name" || k == "endpoint")
+            continue;
+        auto text = value.value<std::string>();
+        if (!text || text->empty()) {
+            problem(value, k + " in [[pool]] '" + out.name + "' must be a non-empty string");
+            continue;
+        }
+        if (k == "tls_ca") out.tlsCa = resolve(*text);
+        else if (k == "tls_cert") out.tlsCert = resolve(*text);
+        else if (k == "tls_key") out.tlsKey = resolve(*text);
+        else if (k == "tls_server_name") out.tlsServerName = *text;
+        else if (k == "token_file") out.tokenFile = resolve(*text);
+    }
+    if (out.tlsCert.empty() != out.tlsKey.empty())
+        problem(entry, "[[pool]] '" + out.name
+                           + "' sets only one of tls_cert and tls_key: a client certificate needs both (or neither)");
+    if (!out.tlsCert.empty() && out.tlsCa.empty())
+        problem(entry, "[[pool]] '" + out.name + "' has a client certificate but no tls_ca: set tls_ca to the CA "
+                           "that signed the pool's certificate");
+    return out;
+}
+
+// [[pool]]: each entry that names a pool, appended to pools in the order of the file.
+void parsePools(const std::filesystem::path &file, const toml::table &table, std::vector<PoolEndpoint> &pools,
+                ConfigProblems &problems)
+{
     if (auto node = table.get("pool")) {
-        auto *pools = node->as_array();
-        if (!pools)
-            problem(*node, "pool must be an array of tables: [[pool]]");
+        auto *array = node->as_array();
+        if (!array)
+            problems.add(ErrorCode::InvalidArgument,
+                         where(file, *node) + ": " + "pool must be an array of tables: [[pool]]");
         // Iterated in place: a copy of a toml node loses the source lines the messages quote.
         static const toml::array kNone;
-        for (const auto &entry : pools ? *pools : kNone) {
-            auto *pool = entry.as_table();
-            auto name = pool ? pool->get_as<std::string>("name") : nullptr;
-            auto endpoint = pool ? pool->get_as<std::string>("endpoint") : nullptr;
-            if (!name || !endpoint || name->get().empty() || endpoint->get().empty()) {
-                problem(entry, "each [[pool]] needs name = \"...\" and endpoint = \"host:port\"");
-                continue;
-            }
-            PoolEndpoint out{name->get(), endpoint->get()};
-            out.where = where(file, entry);
-            for (const auto &[key, value] : *pool) {
-                const std::string k(key.str());
-                if (!poolSection().accepts(k)) {
-                    problem(value, "unknown key '" + k + "' in [[pool]] '" + out.name + "'; a pool takes "
-                                       + poolSection().keyList());
-                    continue;
-                }
-                if (k == "name" || k == "endpoint")
-                    continue;
-                auto text = value.value<std::string>();
-                if (!text || text->empty()) {
-                    problem(value, k + " in [[pool]] '" + out.name + "' must be a non-empty string");
-                    continue;
-                }
-                if (k == "tls_ca") out.tlsCa = resolve(*text);
-                else if (k == "tls_cert") out.tlsCert = resolve(*text);
-                else if (k == "tls_key") out.tlsKey = resolve(*text);
-                else if (k == "tls_server_name") out.tlsServerName = *text;
-                else if (k == "token_file") out.tokenFile = resolve(*text);
-            }
-            if (out.tlsCert.empty() != out.tlsKey.empty())
-                problem(entry, "[[pool]] '" + out.name
-                                   + "' sets only one of tls_cert and tls_key: a client certificate needs both (or neither)");
-            if (!out.tlsCert.empty() && out.tlsCa.empty())
-                problem(entry, "[[pool]] '" + out.name + "' has a client certificate but no tls_ca: set tls_ca to the CA "
-                                   "that signed the pool's certificate");
-            config.pools.push_back(std::move(out));
+        for (const auto &entry : array ? *array : kNone) {
+            if (auto pool = parsePool(file, entry, problems))
+                pools.push_back(std::move(*pool));
         }
     }
+}
+
+} // namespace
+
+BrokerConfig defaultBrokerConfig()
+{
+    BrokerConfig config;
+    config.dataDir = defaultDataDir();
+    config.socketPath = defaultBrokerSocketPath();
+    config.allowLocalExecution = true;
+    config.pools = {{"local", "127.0.0.1:7701"}};
+    config.models.playbookDir = defaultPlaybookDir();
+    return config;
+}
+
+const std::vector<ConfigSection> &brokerConfigSections()
+{
+    static const std::vector<ConfigSection> sections = [] {
+        std::vector<ConfigSection> out = {
+            {"broker.toml", "",
+             {"data_dir", "socket", "workers", "lease_ms", "default_tier", "allow_local_execution", "log_level",
+              "pool_health_interval_ms", "pool_lost_after_ms", "debug_shell_idle_timeout_ms",
+              "sandbox_idle_release_ms", "listen_tcp", "tls_cert", "tls_key", "policy_file", "pool", "principal",
+              "models", "prices"}},
+            {"broker.toml", "[[pool]]", {"name", "endpoint", "tls_ca", "tls_cert", "tls_key", "tls_server_name", "token_file"}},
+            {"broker.toml", "[[principal]]", {"name", "role", "unix_users", "uids"}},
+        };
+        for (const auto &section : llm::modelSections())
+            out.push_back(section);
+        for (const auto &section : cost::priceSections())
+            out.push_back(section);
+        return out;
+    }();
+    return sections;
+}
+
+BrokerConfig loadBrokerConfig(const std::filesystem::path &file, BrokerConfig config, ConfigProblems &problems)
+{
+    toml::table table;
+    try {
+        table = toml::parse_file(file.string());
+    } catch (const toml::parse_error &e) {
+        problems.add(ErrorCode::InvalidArgument, file.string() + ":" + std::to_string(e.source().begin.line) + ": "
+                         + std::string(e.description()) + ": fix the TOML syntax there");
+        return config;
+    }
+    config.configFile = file;
+    // A config file describes the deployment: local execution must be asked for explicitly.
+    config.allowLocalExecution = false;
+    config.pools.clear();
+    auto problem = [&](const toml::node &node, const std::string &message) {
+        problems.add(ErrorCode::InvalidArgument, where(file, node) + ": " + message);
+    };
+
+    for (const auto &[key, node] : table) {
+        if (!topSection().accepts(key.str()))
+            problem(node, "unknown key '" + std::string(key.str()) + "'; docs/configuration.md lists the keys");
+    }
+
+    parseBrokerSettings(file, table, config, problems);
+    parsePools(file, table, config.pools, problems);
+    const auto baseDir = file.parent_path();
     toml::table empty;
     auto *models = table.get_as<toml::table>("models");
     if (auto *node = table.get("models"); node && !models)
         problem(*node, "models must be a table: [models]");
-    config.models = model::parseModelsConfig(models ? *models : empty, file.string(), baseDir, config.models, problems);
+    config.models = llm::parseModelsConfig(models ? *models : empty, file.string(), baseDir, config.models, problems);
     return config;
 }
 
@@ -410,9 +446,9 @@ Result<std::string> readPemFile(const std::string &owner, const char *key, const
     return data;
 }
 
-Result<pools::PoolConnection> loadPoolConnection(const PoolEndpoint &pool)
+Result<pool_client::PoolConnection> loadPoolConnection(const PoolEndpoint &pool)
 {
-    pools::PoolConnection out;
+    pool_client::PoolConnection out;
     out.name = pool.name;
     out.endpoint = pool.endpoint;
     out.serverName = pool.tlsServerName;

@@ -6,8 +6,8 @@
 
 #include "broker/auth/principals.h"
 #include "broker/cost/prices.h"
-#include "broker/model/model_registry.h"
-#include "broker/pools/grpc_pool_client.h"
+#include "broker/llm/model_registry.h"
+#include "broker/pool_client/grpc_pool_client.h"
 #include "common/config_problems.h"
 #include "common/result.h"
 
@@ -42,7 +42,7 @@ struct BrokerConfig {
     int64_t poolLostAfterMs = 5000;        // unhealthy this long: its sessions move to another pool
     int64_t debugShellIdleTimeoutMs = 600000;   // a debug shell unused this long is closed
     int64_t sandboxIdleReleaseMs = 60000;       // a paused session's sandbox is given back after this long
-    model::ModelsConfig models;
+    llm::ModelsConfig models;
     std::string logLevel = "info";
     // Permissions (docs/permissions.md). No principals: this process's user is admin on the socket.
     std::vector<auth::PrincipalConfig> principals;
@@ -77,7 +77,7 @@ bool isLocalEndpoint(const std::string &endpoint);
 
 // The connection to one pool: reads its CA, client certificate, key and token files. Errors name
 // the pool, the file and the fix; no error or log line contains the token.
-Result<pools::PoolConnection> loadPoolConnection(const PoolEndpoint &pool);
+Result<pool_client::PoolConnection> loadPoolConnection(const PoolEndpoint &pool);
 
 // A PEM file of at most 1 MiB. owner names it in errors: "pool 'a'" or "the broker".
 Result<std::string> readPemFile(const std::string &owner, const char *key, const std::filesystem::path &path);

@@ -1,9 +1,9 @@
-#include "broker/server/broker.h"
+#include "broker/daemon/broker.h"
 
-#include "broker/pools/grpc_pool_client.h"
-#include "broker/pools/pool_set.h"
-#include "broker/server/broker_core.h"
-#include "broker/server/broker_service.h"
+#include "broker/pool_client/grpc_pool_client.h"
+#include "broker/placement/pool_set.h"
+#include "broker/daemon/broker_wiring.h"
+#include "broker/server/broker_api.h"
 #include "broker/server/unix_listener.h"
 #include "broker/store/sqlite_event_store.h"
 #include "common/paths.h"
@@ -18,7 +18,12 @@
 #include <sys/un.h>
 #include <unistd.h>
 
-namespace paddock::server {
+namespace paddock::daemon {
+
+using server::UnixListener;
+using server::isLocalEndpoint;
+using server::readPemFile;
+using server::validateBrokerConfig;
 
 namespace {
 
@@ -40,8 +45,8 @@ bool socketIsLive(const std::filesystem::path &path)
 
 struct Broker::Parts {
     std::unique_ptr<store::EventStore> store;
-    pools::PoolSet pools;
-    std::unique_ptr<BrokerCore> core;   // uses the store and the pools
+    placement::PoolSet pools;
+    std::unique_ptr<BrokerWiring> core;   // uses the store and the pools
     std::unique_ptr<grpc::Server> server;
     std::unique_ptr<UnixListener> listener;
 };
@@ -66,7 +71,7 @@ Status Broker::start()
         return std::unexpected(store.error());
     parts->store = std::move(*store);
 
-    pools::PoolSetOptions poolOptions;
+    placement::PoolSetOptions poolOptions;
     poolOptions.healthIntervalMs = m_config.poolHealthIntervalMs;
     poolOptions.lostAfterMs = m_config.poolLostAfterMs;
     parts->pools.setOptions(poolOptions);
@@ -84,7 +89,7 @@ Status Broker::start()
                          "--tls-cert/--tls-key)", pool.name, pool.endpoint);
         const std::string transport = connection->caPem.empty() ? "plaintext" : connection->certPem.empty() ? "tls" : "mtls";
         const bool token = !connection->token.empty();
-        parts->pools.add(pools::makeGrpcPoolClient(std::move(*connection)), local, transport, token);
+        parts->pools.add(pool_client::makeGrpcPoolClient(std::move(*connection)), local, transport, token);
     }
     if (parts->pools.anyLocal())
         spdlog::warn("local execution: agents' commands run on this machine (allow_local_execution = true)");
@@ -94,7 +99,7 @@ Status Broker::start()
     if (!principals)
         return std::unexpected(principals.error());
     const auto principalMap = std::make_shared<const auth::PrincipalMap>(std::move(*principals));
-    auto core = BrokerCore::create(m_config, *parts->store, parts->pools, principalMap);
+    auto core = BrokerWiring::create(m_config, *parts->store, parts->pools, principalMap);
     if (!core)
         return std::unexpected(core.error());
     parts->core = std::move(*core);
@@ -134,15 +139,16 @@ Status Broker::start()
         grpc::SslServerCredentialsOptions ssl;
         ssl.pem_key_cert_pairs.push_back({std::move(*key), std::move(*cert)});
         auto credentials = grpc::SslServerCredentials(ssl);
-        credentials->SetAuthMetadataProcessor(parts->core->service().access().tokenProcessor());
+        credentials->SetAuthMetadataProcessor(parts->core->api().access().tokenProcessor());
         builder.AddListeningPort(m_config.listenTcp, credentials, &tcpPort);
     }
-    builder.RegisterService(&parts->core->service());
+    parts->core->api().registerOn(builder);
     parts->server = builder.BuildAndStart();
     if (!parts->server || (!m_config.listenTcp.empty() && tcpPort == 0))
         return fail(ErrorCode::Unavailable, m_config.listenTcp.empty()
                         ? "could not start the gRPC server"
                         : "could not listen on " + m_config.listenTcp + " (listen_tcp): is the port in use? Pick another");
+    server::BrokerApi::markServing(*parts->server);
     parts->listener->start(parts->server.get(), principalMap);
     m_tcpPort = tcpPort;
     if (!m_config.listenTcp.empty())
@@ -176,4 +182,4 @@ void Broker::stop()
     spdlog::info("broker stopped; the store is committed and checkpointed");
 }
 
-} // namespace paddock::server
+} // namespace paddock::daemon

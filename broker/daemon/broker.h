@@ -10,7 +10,9 @@
 
 #include <memory>
 
-namespace paddock::server {
+namespace paddock::daemon {
+
+using server::BrokerConfig;   // broker/config keeps the config's loader in paddock::server
 
 class Broker {
 public:
@@ -37,4 +39,4 @@ private:
     std::unique_ptr<Parts> m_parts;
 };
 
-} // namespace paddock::server
+} // namespace paddock::daemon

@@ -1,20 +1,20 @@
-#include "broker/server/broker_core.h"
+#include "broker/daemon/broker_wiring.h"
 
 #include "broker/cost/budget_source.h"
 #include "broker/engine/step_engine.h"
 #include "broker/policy/policy_file.h"
 #include "broker/review/review_desk.h"
 #include "broker/secrets/secret_store.h"
-#include "broker/server/broker_service.h"
+#include "broker/server/broker_api.h"
 #include "broker/server/stream_hub.h"
 #include "common/paths.h"
 
 #include <spdlog/spdlog.h>
 
-namespace paddock::server {
+namespace paddock::daemon {
 
-struct BrokerCore::Parts {
-    std::unique_ptr<model::ModelRegistry> models;
+struct BrokerWiring::Parts {
+    std::unique_ptr<llm::ModelRegistry> models;
     std::unique_ptr<secrets::SecretStore> secrets;   // outlives the engine and the service that use it
     std::unique_ptr<store::AgentStore> agents;
     std::unique_ptr<store::DecisionStore> decisions;
@@ -23,24 +23,24 @@ struct BrokerCore::Parts {
     std::unique_ptr<store::ReviewQueries> reviewQueries;
     std::unique_ptr<review::ReviewDesk> reviews;
     std::unique_ptr<cost::IndexedBudgets> budgets;
-    std::unique_ptr<StreamHub> hub;
+    std::unique_ptr<server::StreamHub> hub;
     std::unique_ptr<engine::StepEngine> engine;
-    std::unique_ptr<BrokerService> service;
+    std::unique_ptr<server::BrokerApi> api;
     bool stopped = false;
 };
 
-BrokerCore::BrokerCore() : m_parts(std::make_unique<Parts>()) {}
+BrokerWiring::BrokerWiring() : m_parts(std::make_unique<Parts>()) {}
 
-BrokerCore::~BrokerCore()
+BrokerWiring::~BrokerWiring()
 {
     stop();
 }
 
-Result<std::unique_ptr<BrokerCore>> BrokerCore::create(const BrokerConfig &config, store::EventStore &store,
-                                                       pools::PoolSet &pools,
+Result<std::unique_ptr<BrokerWiring>> BrokerWiring::create(const BrokerConfig &config, store::EventStore &store,
+                                                       placement::PoolSet &pools,
                                                        std::shared_ptr<const auth::PrincipalMap> principals)
 {
-    std::unique_ptr<BrokerCore> core(new BrokerCore());
+    std::unique_ptr<BrokerWiring> core(new BrokerWiring());
     Parts *parts = core->m_parts.get();
     const auto database = config.dataDir / "broker.db";
 
@@ -88,8 +88,8 @@ Result<std::unique_ptr<BrokerCore>> BrokerCore::create(const BrokerConfig &confi
                          : cost::AgentBudget{};
         });
 
-    parts->models = std::make_unique<model::ModelRegistry>(config.models);
-    model::ModelRegistry *models = parts->models.get();
+    parts->models = std::make_unique<llm::ModelRegistry>(config.models);
+    llm::ModelRegistry *models = parts->models.get();
     engine::ModelLookup lookup = [models](const std::string &name) { return models->find(name); };
 
     // Secrets live next to the config file (or in the config directory for the embedded default);
@@ -102,7 +102,7 @@ Result<std::unique_ptr<BrokerCore>> BrokerCore::create(const BrokerConfig &confi
     parts->secrets = std::move(*secretStore);
     spdlog::info("{} secrets in {}", parts->secrets->list().size(), secretsFile.string());
 
-    parts->hub = std::make_unique<StreamHub>(store);
+    parts->hub = std::make_unique<server::StreamHub>(store);
     parts->hub->start();
 
     parts->decider = std::make_unique<engine::EnvironmentDecider>(parts->agents.get(), pools, std::move(*tierPolicy),
@@ -136,7 +136,7 @@ Result<std::unique_ptr<BrokerCore>> BrokerCore::create(const BrokerConfig &confi
     engineOptions.reviewPolicy = *reviewPolicy;
     parts->engine = std::make_unique<engine::StepEngine>(store, pools, lookup, engineOptions);
 
-    BrokerServiceOptions serviceOptions;
+    server::ServiceOptions serviceOptions;
     serviceOptions.principals = std::move(principals);
     serviceOptions.playbookDir = config.models.playbookDir;
     serviceOptions.defaultTier = config.defaultTier;
@@ -148,37 +148,37 @@ Result<std::unique_ptr<BrokerCore>> BrokerCore::create(const BrokerConfig &confi
     serviceOptions.costs = parts->costs.get();
     serviceOptions.reviews = parts->reviews.get();
     serviceOptions.budgets = parts->budgets.get();
-    parts->service = std::make_unique<BrokerService>(store, *parts->hub, pools, lookup, serviceOptions);
+    parts->api = std::make_unique<server::BrokerApi>(store, *parts->hub, pools, lookup, serviceOptions);
     return core;
 }
 
-BrokerService &BrokerCore::service()
+server::BrokerApi &BrokerWiring::api()
 {
-    return *m_parts->service;
+    return *m_parts->api;
 }
 
-StreamHub &BrokerCore::hub()
+server::StreamHub &BrokerWiring::hub()
 {
     return *m_parts->hub;
 }
 
-void BrokerCore::startEngine()
+void BrokerWiring::startEngine()
 {
     m_parts->engine->start();
 }
 
-void BrokerCore::startReviews()
+void BrokerWiring::startReviews()
 {
     m_parts->reviews->start();
 }
 
-void BrokerCore::beginShutdown()
+void BrokerWiring::beginShutdown()
 {
     if (m_parts->hub)
         m_parts->hub->beginShutdown();
 }
 
-void BrokerCore::stop()
+void BrokerWiring::stop()
 {
     if (m_parts->stopped)
         return;
@@ -191,4 +191,4 @@ void BrokerCore::stop()
         m_parts->hub->stop();
 }
 
-} // namespace paddock::server
+} // namespace paddock::daemon

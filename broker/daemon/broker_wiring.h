@@ -1,17 +1,17 @@
 #pragma once
 // What a broker serves with, wired from its config as paddockd runs it: the agents' and decisions'
 // stores, the policy file's review and tier tables, the cost ledger and budgets, the review desk,
-// the models, the secrets, the stream hub, the environment decider, the step engine and the
-// BrokerService over them. Broker (broker.h) puts the configured pools, the sockets and the gRPC
-// server around it; tests/support/in_process_broker puts a test's pools and socket around the same
-// core, so the tests serve what paddockd serves.
+// the models, the secrets, the stream hub, the environment decider, the step engine and the gRPC
+// API over them (broker/server/broker_api.h). Broker (broker.h) puts the configured pools, the
+// sockets and the gRPC server around it; tests/support/in_process_broker puts a test's pools and
+// socket around the same wiring, so the tests serve what paddockd serves.
 //
 // Threads: create(), startEngine(), startReviews(), beginShutdown() and stop() on the owner's
 // thread. The parts run on their own threads (step workers, stream pump, review expiry) and the
 // service on gRPC's.
 
 #include "broker/auth/principals.h"
-#include "broker/pools/pool_set.h"
+#include "broker/placement/pool_set.h"
 #include "broker/config/broker_config.h"
 #include "broker/store/event_store.h"
 #include "common/result.h"
@@ -19,24 +19,28 @@
 #include <memory>
 
 namespace paddock::server {
-
-class BrokerService;
+class BrokerApi;
 class StreamHub;
+} // namespace paddock::server
 
-class BrokerCore {
+namespace paddock::daemon {
+
+using server::BrokerConfig;   // broker/config keeps the config's loader in paddock::server
+
+class BrokerWiring {
 public:
-    // store and pools outlive the core; the pools are added before the first session runs.
+    // store and pools outlive the wiring; the pools are added before the first session runs.
     // principals: who may call, built by the caller (from config.principals, or a test's own map).
-    static Result<std::unique_ptr<BrokerCore>> create(const BrokerConfig &config, store::EventStore &store,
-                                                      pools::PoolSet &pools,
+    static Result<std::unique_ptr<BrokerWiring>> create(const BrokerConfig &config, store::EventStore &store,
+                                                      placement::PoolSet &pools,
                                                       std::shared_ptr<const auth::PrincipalMap> principals);
-    ~BrokerCore();
+    ~BrokerWiring();
 
-    BrokerCore(const BrokerCore &) = delete;
-    BrokerCore &operator=(const BrokerCore &) = delete;
+    BrokerWiring(const BrokerWiring &) = delete;
+    BrokerWiring &operator=(const BrokerWiring &) = delete;
 
-    BrokerService &service();
-    StreamHub &hub();
+    server::BrokerApi &api();
+    server::StreamHub &hub();
 
     // The step workers take sessions from now on (a broker without them keeps sessions queued).
     void startEngine();
@@ -50,8 +54,8 @@ public:
 
 private:
     struct Parts;
-    BrokerCore();
+    BrokerWiring();
     std::unique_ptr<Parts> m_parts;
 };
 
-} // namespace paddock::server
+} // namespace paddock::daemon

@@ -17,9 +17,9 @@ json parsePayload(const core::Event &event)
     return payload.is_object() ? payload : json::object();
 }
 
-model::ToolCall toolCallFromJson(const json &j)
+llm::ToolCall toolCallFromJson(const json &j)
 {
-    model::ToolCall call;
+    llm::ToolCall call;
     call.id = j.value("call_id", j.value("id", std::string()));
     call.name = j.value("name", std::string());
     call.arguments = j.contains("arguments") ? j["arguments"] : json::object();
@@ -115,7 +115,7 @@ Action decide(std::span<const core::Event> events)
 
     // Tool calls without a result, in the order the model made them; count model errors since the
     // last response.
-    std::vector<model::ToolCall> calls;
+    std::vector<llm::ToolCall> calls;
     std::set<std::string> resolved;
     std::map<std::string, json> reviewOfCall;     // tool call id -> approval.requested payload
     std::map<std::string, json> decisionOfReview; // review id -> approval.decided payload
@@ -145,7 +145,7 @@ Action decide(std::span<const core::Event> events)
     for (const auto &call : calls) {
         if (resolved.contains(call.id))
             continue;
-        action.kind = call.name == model::tool::Finish ? ActionKind::Finish : ActionKind::RunTool;
+        action.kind = call.name == llm::tool::Finish ? ActionKind::Finish : ActionKind::RunTool;
         action.call = call;
         if (auto review = reviewOfCall.find(call.id); review != reviewOfCall.end()) {
             action.review = review->second;
@@ -166,9 +166,9 @@ Action decide(std::span<const core::Event> events)
     return action;
 }
 
-model::ModelContext buildModelContext(std::span<const core::Event> events)
+llm::ModelContext buildModelContext(std::span<const core::Event> events)
 {
-    model::ModelContext context;
+    llm::ModelContext context;
     std::map<std::string, std::pair<size_t, size_t>> callIndex;   // call id -> (exchange, position)
     for (const auto &event : events) {
         if (event.kind == core::kind::SessionCreated) {
@@ -178,7 +178,7 @@ model::ModelContext buildModelContext(std::span<const core::Event> events)
             context.playbookToml = payload.value("playbook_toml", std::string());
         } else if (event.kind == core::kind::ModelResponse) {
             const json payload = parsePayload(event);
-            model::Exchange exchange;
+            llm::Exchange exchange;
             exchange.turn.text = payload.value("text", std::string());
             exchange.turn.model = payload.value("model", std::string());
             if (auto usage = payload.find("usage"); usage != payload.end() && usage->is_object()) {

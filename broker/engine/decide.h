@@ -5,7 +5,7 @@
 
 #include "broker/core/event.h"
 #include "broker/core/session_state.h"
-#include "broker/model/model_adapter.h"
+#include "broker/llm/model_adapter.h"
 
 #include <span>
 #include <string>
@@ -44,7 +44,7 @@ struct Action {
     ActionKind kind = ActionKind::None;
     core::SessionState state;   // the fold of the log the action was derived from
     std::string tier;           // ClaimSandbox, MoveTier (the tier wanted)
-    model::ToolCall call;       // RunTool, Finish
+    llm::ToolCall call;       // RunTool, Finish
     std::string reason;         // FailSession
     Billing billing;            // every action: what the sandbox has been billed for
     // RunTool of a call that opened a review item: its approval.requested payload, and its
@@ -62,6 +62,6 @@ inline constexpr int kMaxConsecutiveModelErrors = 3;
 Action decide(std::span<const core::Event> events);
 
 // The model's view of the session: goal, playbook and every earlier turn with its tool results.
-model::ModelContext buildModelContext(std::span<const core::Event> events);
+llm::ModelContext buildModelContext(std::span<const core::Event> events);
 
 } // namespace paddock::engine

@@ -2,7 +2,7 @@
 
 namespace paddock::engine {
 
-EnvironmentDecider::EnvironmentDecider(store::AgentStore *agents, const pools::PoolSet &pools,
+EnvironmentDecider::EnvironmentDecider(store::AgentStore *agents, const placement::PoolSet &pools,
                                        policy::TierPolicy policy, std::string brokerDefaultTier)
     : m_agents(agents), m_pools(pools), m_policy(std::move(policy)), m_defaultTier(std::move(brokerDefaultTier))
 {

@@ -9,7 +9,7 @@
 #include "broker/agents/agent.h"
 #include "broker/policy/environment.h"
 #include "broker/policy/outcome.h"
-#include "broker/pools/pool_set.h"
+#include "broker/placement/pool_set.h"
 #include "broker/store/agent_store.h"
 
 #include <string>
@@ -20,7 +20,7 @@ namespace paddock::engine {
 class EnvironmentDecider {
 public:
     // agents may be nullptr (tests without a database): only the built-in agent exists then.
-    EnvironmentDecider(store::AgentStore *agents, const pools::PoolSet &pools, policy::TierPolicy policy,
+    EnvironmentDecider(store::AgentStore *agents, const placement::PoolSet &pools, policy::TierPolicy policy,
                        std::string brokerDefaultTier);
 
     // The agent named `name` ("" or "default": the built-in one). InvalidArgument naming
@@ -37,7 +37,7 @@ public:
 
 private:
     store::AgentStore *m_agents;
-    const pools::PoolSet &m_pools;
+    const placement::PoolSet &m_pools;
     policy::TierPolicy m_policy;
     std::string m_defaultTier;
 };

@@ -15,8 +15,8 @@
 #include "broker/engine/decide.h"
 #include "broker/engine/environment_decider.h"
 #include "broker/review/review_policy.h"
-#include "broker/model/model_adapter.h"
-#include "broker/pools/pool_set.h"
+#include "broker/llm/model_adapter.h"
+#include "broker/placement/pool_set.h"
 #include "broker/secrets/secret_store.h"
 #include "broker/store/event_store.h"
 
@@ -61,7 +61,7 @@ struct EngineOptions {
 };
 
 // Finds the adapter for a session's model name; nullptr when none is configured.
-using ModelLookup = std::function<model::ModelAdapter *(const std::string &name)>;
+using ModelLookup = std::function<llm::ModelAdapter *(const std::string &name)>;
 
 // Bytes of each output stream kept in a recorded tool.result (head and tail kept, middle elided).
 inline constexpr size_t kMaxRecordedOutputBytes = 64 * 1024;
@@ -75,7 +75,7 @@ struct StepOutcome {
 
 class StepEngine {
 public:
-    StepEngine(store::EventStore &store, const pools::PoolSet &pools, ModelLookup models,
+    StepEngine(store::EventStore &store, const placement::PoolSet &pools, ModelLookup models,
                EngineOptions options = {});
     ~StepEngine();
 
@@ -102,7 +102,7 @@ private:
     // What a pool's failure means for the step, when it is not the tool's own failure: the pool
     // is lost (sandbox.lost, the call repeats elsewhere), it did not answer (retry later) or the
     // sandbox is gone (sandbox.failed, the next step claims a new one). nullopt: the tool failed.
-    std::optional<StepOutcome> poolTrouble(const Action &action, pools::PoolClient &pool, const Error &error);
+    std::optional<StepOutcome> poolTrouble(const Action &action, pool_client::PoolClient &pool, const Error &error);
     // propose_change: applied at once within policy, else opens a review; once decided, applies
     // the approved change or records the rejection as the tool's result.
     StepOutcome proposeChange(const Action &action);
@@ -110,9 +110,9 @@ private:
     // if the pool is lost later, the session resumes from here (docs/deployment.md). The error
     // when the pool did not answer (unavailable, deadline, cancelled); a snapshot that failed
     // otherwise is logged and skipped.
-    Status addCheckpoint(const Action &action, pools::PoolClient &pool, std::vector<core::NewEvent> &events);
+    Status addCheckpoint(const Action &action, pool_client::PoolClient &pool, std::vector<core::NewEvent> &events);
     // Applies an approved (or within-policy) change; fills the tool result.
-    Status applyChange(const Action &action, pools::PoolClient *pool, const nlohmann::json &arguments,
+    Status applyChange(const Action &action, pool_client::PoolClient *pool, const nlohmann::json &arguments,
                        nlohmann::json &result);
     // Cost events for the sandbox time and snapshot storage since they were last billed, and the
     // budget events the step's cost calls for, added to a step's events.
@@ -127,7 +127,7 @@ private:
     // The env.outcome of the decision that gave the held sandbox its tier, from the pool's samples
     // and how the claim's commands ended; nullopt when there is none to record. Call before the
     // release (the pool forgets the samples then).
-    std::optional<core::NewEvent> tierOutcome(pools::PoolClient *pool, const core::SessionState &state,
+    std::optional<core::NewEvent> tierOutcome(pool_client::PoolClient *pool, const core::SessionState &state,
                                               std::span<const core::Event> log) const;
     StepOutcome moveTier(const Action &action, std::span<const core::Event> log);
     // Gives back the sandboxes of sessions paused for longer than sandboxIdleReleaseMs.
@@ -136,7 +136,7 @@ private:
     StepOutcome appendResult(const Action &action, std::vector<core::NewEvent> events);
 
     store::EventStore &m_store;
-    const pools::PoolSet &m_pools;
+    const placement::PoolSet &m_pools;
     ModelLookup m_models;
     EngineOptions m_options;
 

@@ -15,7 +15,7 @@
 #include <string>
 #include <vector>
 
-namespace paddock::model {
+namespace paddock::llm {
 
 // The tools the engine offers to models. Arguments, as JSON objects:
 //   run_command {"command": "<shell line>", "timeout_ms"?: int}
@@ -84,4 +84,4 @@ public:
     virtual Result<ModelTurn> next(const ModelContext &context) = 0;
 };
 
-} // namespace paddock::model
+} // namespace paddock::llm

@@ -1,10 +1,10 @@
-#include "broker/model/model_registry.h"
+#include "broker/llm/model_registry.h"
 
-#include "broker/model/scripted_model.h"
+#include "broker/llm/scripted_model.h"
 
 #include <fmt/format.h>
 
-namespace paddock::model {
+namespace paddock::llm {
 namespace {
 
 const ConfigSection &modelsSection() { return modelSections()[0]; }
@@ -184,4 +184,4 @@ std::vector<std::string> ModelRegistry::names() const
     return out;
 }
 
-} // namespace paddock::model
+} // namespace paddock::llm

@@ -9,8 +9,8 @@
 // Threads: built once at start-up on the main thread, then read-only: find() and names() may be
 // called from any thread; the adapters themselves are thread-safe.
 
-#include "broker/model/model_adapter.h"
-#include "broker/model/openai_model.h"
+#include "broker/llm/model_adapter.h"
+#include "broker/llm/openai_model.h"
 #include "common/config_problems.h"
 
 #include <toml++/toml.h>
@@ -22,7 +22,7 @@
 #include <string_view>
 #include <vector>
 
-namespace paddock::model {
+namespace paddock::llm {
 
 struct ModelsConfig {
     std::filesystem::path playbookDir;                  // where "scripted" finds playbooks by name
@@ -66,4 +66,4 @@ private:
     std::map<std::string, std::unique_ptr<ModelAdapter>, std::less<>> m_adapters;
 };
 
-} // namespace paddock::model
+} // namespace paddock::llm

@@ -2,7 +2,7 @@
 // date is ignored in favour of the computed backoff; tool results longer than kMaxToolResultChars
 // are cut in the middle before they are sent back to the model.
 
-#include "broker/model/openai_model.h"
+#include "broker/llm/openai_model.h"
 
 #include "common/clock.h"
 
@@ -16,7 +16,7 @@
 #include <random>
 #include <thread>
 
-namespace paddock::model {
+namespace paddock::llm {
 
 struct OpenAiModel::Handle {
     CURL *curl = nullptr;
@@ -225,6 +225,80 @@ int64_t backoffMs(const OpenAiConfig &config, int retry)
     return fullMs - fullMs / 2 + jitter(random);
 }
 
+// The API key, read from the environment variable the config names at each call; empty when the
+// config names none (local servers need no key).
+Result<std::string> apiKeyFromEnvironment(const std::string &modelName, const OpenAiConfig &config)
+{
+    std::string apiKey;
+    if (!config.apiKeyEnv.empty()) {
+        const char *value = std::getenv(config.apiKeyEnv.c_str());
+        if (value == nullptr || *value == '\0')
+            return fail(ErrorCode::FailedPrecondition,
+                        fmt::format("model '{}' needs an API key in the environment variable {}, which is "
+                                    "not set for the broker. Set it where paddockd starts, or change "
+                                    "api_key_env in the [models.openai] config.",
+                                    modelName, config.apiKeyEnv));
+        apiKey = value;
+    }
+    return apiKey;
+}
+
+using HeaderList = std::unique_ptr<curl_slist, decltype(&curl_slist_free_all)>;
+
+// JSON both ways, the key when there is one, and the step's idempotency key when it has one.
+HeaderList requestHeaders(const std::string &apiKey, const std::string &idempotencyKey)
+{
+    curl_slist *headers = nullptr;
+    headers = curl_slist_append(headers, "Content-Type: application/json");
+    headers = curl_slist_append(headers, "Accept: application/json");
+    if (!apiKey.empty())
+        headers = curl_slist_append(headers, ("Authorization: Bearer " + apiKey).c_str());
+    if (!idempotencyKey.empty())
+        headers = curl_slist_append(headers, ("Idempotency-Key: " + idempotencyKey).c_str());
+    return HeaderList(headers, curl_slist_free_all);
+}
+
+// Sets the handle up for one attempt: POST body to url, the response and its headers into
+// response, curl's own error text into errorBuffer (CURL_ERROR_SIZE bytes).
+void prepareAttempt(CURL *curl, const std::string &url, const std::string &body, curl_slist *headers,
+                    Response &response, char *errorBuffer, const OpenAiConfig &config)
+{
+    curl_easy_reset(curl);
+    curl_easy_setopt(curl, CURLOPT_URL, url.c_str());
+    curl_easy_setopt(curl, CURLOPT_POST, 1L);
+    curl_easy_setopt(curl, CURLOPT_POSTFIELDS, body.data());
+    curl_easy_setopt(curl, CURLOPT_POSTFIELDSIZE_LARGE, static_cast<curl_off_t>(body.size()));
+    curl_easy_setopt(curl, CURLOPT_HTTPHEADER, headers);
+    curl_easy_setopt(curl, CURLOPT_WRITEFUNCTION, writeBody);
+    curl_easy_setopt(curl, CURLOPT_WRITEDATA, &response);
+    curl_easy_setopt(curl, CURLOPT_HEADERFUNCTION, readHeader);
+    curl_easy_setopt(curl, CURLOPT_HEADERDATA, &response);
+    curl_easy_setopt(curl, CURLOPT_ERRORBUFFER, errorBuffer);
+    curl_easy_setopt(curl, CURLOPT_NOSIGNAL, 1L);   // signals and threads do not mix
+    curl_easy_setopt(curl, CURLOPT_TIMEOUT_MS, static_cast<long>(config.timeoutMs));
+    curl_easy_setopt(curl, CURLOPT_CONNECTTIMEOUT_MS,
+                     static_cast<long>(std::min(config.timeoutMs, kMaxConnectTimeoutMs)));
+    curl_easy_setopt(curl, CURLOPT_ACCEPT_ENCODING, "");
+    curl_easy_setopt(curl, CURLOPT_USERAGENT, "paddockd");
+}
+
+// The error for an HTTP status that is neither a success nor worth a retry: what to check.
+std::unexpected<Error> refusal(const std::string &url, const Response &response, const OpenAiConfig &config)
+{
+    const std::string what = fmt::format("the model API at {} refused the request with HTTP {}: \"{}\"",
+                                         url, response.status, excerpt(response.body));
+    if (response.status == 401 || response.status == 403)
+        return fail(ErrorCode::PermissionDenied,
+                    fmt::format("{}. Check the key in {}.", what,
+                                config.apiKeyEnv.empty() ? "api_key_env (none is configured)"
+                                                         : config.apiKeyEnv));
+    if (response.status == 404)
+        return fail(ErrorCode::NotFound,
+                    fmt::format("{}. Check base_url and the model name '{}'.", what, config.model));
+    return fail(ErrorCode::InvalidArgument,
+                fmt::format("{}. Check the model name and the [models.openai] config.", what));
+}
+
 } // namespace
 
 OpenAiModel::OpenAiModel(std::string name, OpenAiConfig config, SleepFunction sleep)
@@ -390,29 +464,14 @@ Result<ModelTurn> OpenAiModel::parseResponse(std::string_view body, const OpenAi
 Result<ModelTurn> OpenAiModel::next(const ModelContext &context)
 {
     try {
-        std::string apiKey;
-        if (!m_config.apiKeyEnv.empty()) {
-            const char *value = std::getenv(m_config.apiKeyEnv.c_str());
-            if (value == nullptr || *value == '\0')
-                return fail(ErrorCode::FailedPrecondition,
-                            fmt::format("model '{}' needs an API key in the environment variable {}, which is "
-                                        "not set for the broker. Set it where paddockd starts, or change "
-                                        "api_key_env in the [models.openai] config.",
-                                        m_name, m_config.apiKeyEnv));
-            apiKey = value;
-        }
+        const auto apiKey = apiKeyFromEnvironment(m_name, m_config);
+        if (!apiKey)
+            return std::unexpected(apiKey.error());
 
         const std::string url = chatUrl(m_config);
         const std::string body = buildRequest(m_config, context).dump(-1, ' ', false,
                                                                       nlohmann::json::error_handler_t::replace);
-        curl_slist *headers = nullptr;
-        headers = curl_slist_append(headers, "Content-Type: application/json");
-        headers = curl_slist_append(headers, "Accept: application/json");
-        if (!apiKey.empty())
-            headers = curl_slist_append(headers, ("Authorization: Bearer " + apiKey).c_str());
-        if (!context.idempotencyKey.empty())
-            headers = curl_slist_append(headers, ("Idempotency-Key: " + context.idempotencyKey).c_str());
-        std::unique_ptr<curl_slist, decltype(&curl_slist_free_all)> headerList(headers, curl_slist_free_all);
+        const HeaderList headerList = requestHeaders(*apiKey, context.idempotencyKey);
 
         Handle *handle = acquireHandle();
         if (handle == nullptr)
@@ -426,24 +485,8 @@ Result<ModelTurn> OpenAiModel::next(const ModelContext &context)
         for (int attempt = 1; attempt <= maxAttempts; ++attempt) {
             Response response;
             CURL *curl = handle->curl;
-            curl_easy_reset(curl);
             char errorBuffer[CURL_ERROR_SIZE] = {};
-            curl_easy_setopt(curl, CURLOPT_URL, url.c_str());
-            curl_easy_setopt(curl, CURLOPT_POST, 1L);
-            curl_easy_setopt(curl, CURLOPT_POSTFIELDS, body.data());
-            curl_easy_setopt(curl, CURLOPT_POSTFIELDSIZE_LARGE, static_cast<curl_off_t>(body.size()));
-            curl_easy_setopt(curl, CURLOPT_HTTPHEADER, headerList.get());
-            curl_easy_setopt(curl, CURLOPT_WRITEFUNCTION, writeBody);
-            curl_easy_setopt(curl, CURLOPT_WRITEDATA, &response);
-            curl_easy_setopt(curl, CURLOPT_HEADERFUNCTION, readHeader);
-            curl_easy_setopt(curl, CURLOPT_HEADERDATA, &response);
-            curl_easy_setopt(curl, CURLOPT_ERRORBUFFER, errorBuffer);
-            curl_easy_setopt(curl, CURLOPT_NOSIGNAL, 1L);   // signals and threads do not mix
-            curl_easy_setopt(curl, CURLOPT_TIMEOUT_MS, static_cast<long>(m_config.timeoutMs));
-            curl_easy_setopt(curl, CURLOPT_CONNECTTIMEOUT_MS,
-                             static_cast<long>(std::min(m_config.timeoutMs, kMaxConnectTimeoutMs)));
-            curl_easy_setopt(curl, CURLOPT_ACCEPT_ENCODING, "");
-            curl_easy_setopt(curl, CURLOPT_USERAGENT, "paddockd");
+            prepareAttempt(curl, url, body, headerList.get(), response, errorBuffer, m_config);
 
             response.curlCode = curl_easy_perform(curl);
             if (response.curlCode == CURLE_OK)
@@ -472,18 +515,7 @@ Result<ModelTurn> OpenAiModel::next(const ModelContext &context)
             } else if (retryableStatus(response.status)) {
                 lastProblem = fmt::format("HTTP {}: \"{}\"", response.status, excerpt(response.body));
             } else {
-                const std::string what = fmt::format("the model API at {} refused the request with HTTP {}: \"{}\"",
-                                                     url, response.status, excerpt(response.body));
-                if (response.status == 401 || response.status == 403)
-                    return fail(ErrorCode::PermissionDenied,
-                                fmt::format("{}. Check the key in {}.", what,
-                                            m_config.apiKeyEnv.empty() ? "api_key_env (none is configured)"
-                                                                       : m_config.apiKeyEnv));
-                if (response.status == 404)
-                    return fail(ErrorCode::NotFound,
-                                fmt::format("{}. Check base_url and the model name '{}'.", what, m_config.model));
-                return fail(ErrorCode::InvalidArgument,
-                            fmt::format("{}. Check the model name and the [models.openai] config.", what));
+                return refusal(url, response, m_config);
             }
 
             if (attempt == maxAttempts)
@@ -503,4 +535,4 @@ Result<ModelTurn> OpenAiModel::next(const ModelContext &context)
     }
 }
 
-} // namespace paddock::model
+} // namespace paddock::llm

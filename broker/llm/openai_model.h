@@ -5,7 +5,7 @@
 // Threads: next() may be called from several step workers at once. Each call uses its own curl easy
 // handle, taken from a small mutex-guarded pool so connections are reused between turns.
 
-#include "broker/model/model_adapter.h"
+#include "broker/llm/model_adapter.h"
 
 #include <chrono>
 #include <functional>
@@ -13,7 +13,7 @@
 #include <string>
 #include <vector>
 
-namespace paddock::model {
+namespace paddock::llm {
 
 struct OpenAiConfig {
     std::string baseUrl = "https://api.openai.com/v1";
@@ -63,4 +63,4 @@ private:
     std::vector<Handle *> m_idleHandles;   // guarded by m_handlesMutex
 };
 
-} // namespace paddock::model
+} // namespace paddock::llm

@@ -1,9 +1,9 @@
 // Known limits: a playbook is read whole into memory (they are small, hand-written files); the
 // "did you mean" suggestions only cover keys, not tool names longer than a typo away.
 
-#include "broker/model/playbook.h"
+#include "broker/llm/playbook.h"
 
-#include "broker/model/model_adapter.h"
+#include "broker/llm/model_adapter.h"
 
 #include <toml++/toml.h>
 
@@ -14,7 +14,7 @@
 #include <span>
 #include <sstream>
 
-namespace paddock::model {
+namespace paddock::llm {
 namespace {
 
 enum class Kind { String, Integer, StringArray };
@@ -433,4 +433,4 @@ Result<std::string> loadPlaybookText(const std::filesystem::path &dir, std::stri
     return std::move(text).str();
 }
 
-} // namespace paddock::model
+} // namespace paddock::llm

@@ -17,12 +17,12 @@
 #include <string_view>
 #include <vector>
 
-namespace paddock::model {
+namespace paddock::llm {
 
 struct PlaybookStep {
     int number = 0;                     // 1-based, as users count them in messages
     int line = 0;                       // where the [[step]] header is in the source, 0 if unknown
-    std::string tool;                   // one of model::tool
+    std::string tool;                   // one of llm::tool
     nlohmann::json arguments;           // the tool call's arguments, shaped as model_adapter.h says
 
     // Expectations, checked against the recorded tool.result before the next step is emitted.
@@ -50,4 +50,4 @@ Result<std::string> loadPlaybookText(const std::filesystem::path &dir, std::stri
 // The playbook names (file stems of *.toml) in dir, sorted; empty when dir does not exist.
 std::vector<std::string> listPlaybooks(const std::filesystem::path &dir);
 
-} // namespace paddock::model
+} // namespace paddock::llm

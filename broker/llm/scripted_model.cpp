@@ -1,8 +1,8 @@
-#include "broker/model/scripted_model.h"
+#include "broker/llm/scripted_model.h"
 
 #include <fmt/format.h>
 
-namespace paddock::model {
+namespace paddock::llm {
 namespace {
 
 constexpr size_t kTailChars = 400;
@@ -226,4 +226,4 @@ Result<ModelTurn> ScriptedModel::next(const ModelContext &context)
     }
 }
 
-} // namespace paddock::model
+} // namespace paddock::llm

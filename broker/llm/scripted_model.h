@@ -5,10 +5,10 @@
 //
 // Threads: stateless; next() may be called from any number of threads at once.
 
-#include "broker/model/model_adapter.h"
-#include "broker/model/playbook.h"
+#include "broker/llm/model_adapter.h"
+#include "broker/llm/playbook.h"
 
-namespace paddock::model {
+namespace paddock::llm {
 
 class ScriptedModel final : public ModelAdapter {
 public:
@@ -29,4 +29,4 @@ public:
     static Result<ModelTurn> nextTurn(const Playbook &playbook, const std::vector<Exchange> &history);
 };
 
-} // namespace paddock::model
+} // namespace paddock::llm

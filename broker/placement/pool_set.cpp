@@ -1,4 +1,4 @@
-#include "broker/pools/pool_set.h"
+#include "broker/placement/pool_set.h"
 
 #include "common/clock.h"
 
@@ -7,14 +7,14 @@
 #include <algorithm>
 #include <chrono>
 
-namespace paddock::pools {
+namespace paddock::placement {
 
 PoolSet::~PoolSet()
 {
     stopHealthChecks();
 }
 
-void PoolSet::add(std::unique_ptr<PoolClient> client, bool local, std::string transport, bool token)
+void PoolSet::add(std::unique_ptr<pool_client::PoolClient> client, bool local, std::string transport, bool token)
 {
     m_entries.push_back({std::move(client), local, std::move(transport), token});
     std::lock_guard lock(m_mutex);
@@ -52,7 +52,7 @@ void PoolSet::checkerLoop(size_t index)
     }
 }
 
-Result<PoolStatus> PoolSet::fetch(size_t index) const
+Result<pool_client::PoolStatus> PoolSet::fetch(size_t index) const
 {
     const int64_t started = monotonicUs();
     auto status = m_entries.at(index).client->status();
@@ -60,9 +60,9 @@ Result<PoolStatus> PoolSet::fetch(size_t index) const
     return status;
 }
 
-void PoolSet::record(size_t index, const Result<PoolStatus> &status, double latencyMs) const
+void PoolSet::record(size_t index, const Result<pool_client::PoolStatus> &status, double latencyMs) const
 {
-    const PoolClient &client = *m_entries.at(index).client;
+    const pool_client::PoolClient &client = *m_entries.at(index).client;
     HealthSample sample;
     sample.timeUnixMs = nowUnixMs();
     sample.healthy = status.has_value();
@@ -114,7 +114,7 @@ void PoolSet::record(size_t index, const Result<PoolStatus> &status, double late
 
 void PoolSet::markFailure(size_t index, const std::string &error) const
 {
-    const PoolClient &client = *m_entries.at(index).client;
+    const pool_client::PoolClient &client = *m_entries.at(index).client;
     bool becameUnhealthy = false;
     {
         std::lock_guard lock(m_mutex);
@@ -135,7 +135,7 @@ void PoolSet::markFailure(size_t index, const std::string &error) const
         spdlog::warn("pool '{}' at {} is unhealthy: {}", client.name(), client.endpoint(), error);
 }
 
-Result<PoolStatus> PoolSet::statusOf(size_t index) const
+Result<pool_client::PoolStatus> PoolSet::statusOf(size_t index) const
 {
     const int64_t now = monotonicUs();
     {
@@ -216,13 +216,13 @@ std::string PoolSet::names() const
     return out.empty() ? "(none)" : out;
 }
 
-PoolClient *PoolSet::find(const std::string &name) const
+pool_client::PoolClient *PoolSet::find(const std::string &name) const
 {
     auto index = indexOf(name);
     return index ? m_entries[*index].client.get() : nullptr;
 }
 
-Result<PoolClient *> PoolSet::choose(const std::string &tier) const
+Result<pool_client::PoolClient *> PoolSet::choose(const std::string &tier) const
 {
     if (m_entries.empty())
         return fail(ErrorCode::FailedPrecondition,
@@ -250,7 +250,7 @@ Result<PoolClient *> PoolSet::choose(const std::string &tier) const
             continue;
         }
         auto offered = std::find_if(status->tiers.begin(), status->tiers.end(),
-                                    [&](const TierStatus &t) { return t.name == tier; });
+                                    [&](const pool_client::TierStatus &t) { return t.name == tier; });
         if (offered == status->tiers.end()) {
             passed += " " + entry.client->name() + " (no tier '" + tier + "');";
             continue;
@@ -305,15 +305,15 @@ std::optional<std::set<std::string>> PoolSet::offeredTiers() const
     return tiers;
 }
 
-std::vector<TierStatus> PoolSet::tierCatalogue() const
+std::vector<pool_client::TierStatus> PoolSet::tierCatalogue() const
 {
-    std::vector<TierStatus> out;
+    std::vector<pool_client::TierStatus> out;
     for (size_t i = 0; i < m_entries.size(); ++i) {
         auto status = statusOf(i);
         if (!status)
             continue;
         for (const auto &tier : status->tiers) {
-            if (std::none_of(out.begin(), out.end(), [&](const TierStatus &t) { return t.name == tier.name; }))
+            if (std::none_of(out.begin(), out.end(), [&](const pool_client::TierStatus &t) { return t.name == tier.name; }))
                 out.push_back(tier);
         }
     }
@@ -326,4 +326,4 @@ void PoolSet::cancelInFlight() const
         entry.client->cancelInFlight();
 }
 
-} // namespace paddock::pools
+} // namespace paddock::placement

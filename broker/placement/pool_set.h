@@ -11,7 +11,7 @@
 // needs), not grpc.health.v1; a pool that answers Status but cannot start sandboxes is healthy
 // here, and its claims fail with their own errors.
 
-#include "broker/pools/pool_client.h"
+#include "broker/pool_client/pool_client.h"
 
 #include <atomic>
 #include <condition_variable>
@@ -24,7 +24,8 @@
 #include <thread>
 #include <vector>
 
-namespace paddock::pools {
+namespace paddock::placement {
+
 
 struct HealthSample {
     int64_t timeUnixMs = 0;
@@ -64,12 +65,12 @@ public:
     // Before startHealthChecks() and before any other thread uses the set.
     void setOptions(PoolSetOptions options) { m_options = options; }
     // transport: "plaintext", "tls" or "mtls"; token: calls carry a bearer token.
-    void add(std::unique_ptr<PoolClient> client, bool local, std::string transport = "plaintext", bool token = false);
+    void add(std::unique_ptr<pool_client::PoolClient> client, bool local, std::string transport = "plaintext", bool token = false);
 
     void startHealthChecks();
     void stopHealthChecks();
 
-    PoolClient *find(const std::string &name) const;
+    pool_client::PoolClient *find(const std::string &name) const;
 
     // The pool a new sandbox of `tier` goes to: among the healthy pools that offer the tier and
     // have room (claimed < max, or a warm sandbox), one with a warm sandbox first, then the least
@@ -77,7 +78,7 @@ public:
     // configured order. Errors: ResourceExhausted when every pool offering the tier is full,
     // Unavailable when some pool does not answer (it may offer the tier), NotFound when every pool
     // answered and none offers it; each message names every pool and why it was passed over.
-    Result<PoolClient *> choose(const std::string &tier) const;
+    Result<pool_client::PoolClient *> choose(const std::string &tier) const;
     // The price per sandbox-hour that pool `name` reports for `tier` (its latest Status), 0 when
     // unknown: what the session's sandbox time is billed at (docs/governance.md).
     double pricePerHour(const std::string &name, const std::string &tier) const;
@@ -85,7 +86,7 @@ public:
     void noteClaimed(const std::string &name) const;
 
     struct Entry {
-        std::unique_ptr<PoolClient> client;
+        std::unique_ptr<pool_client::PoolClient> client;
         bool local = false;   // runs on the broker's own host
         std::string transport = "plaintext";
         bool token = false;
@@ -98,12 +99,12 @@ public:
     std::optional<std::set<std::string>> offeredTiers() const;
     // Each offered tier once, as the first pool (in configured order) that answers describes it:
     // limits and price, for environment decisions. Empty when no pool answers.
-    std::vector<TierStatus> tierCatalogue() const;
+    std::vector<pool_client::TierStatus> tierCatalogue() const;
     void cancelInFlight() const;
 
     // Entry `index`'s Status: the health checker's latest while it runs, otherwise at most
     // kStatusMaxAgeMs old. Placement, submit-time tier checks and ListPools all ask for it.
-    Result<PoolStatus> statusOf(size_t index) const;
+    Result<pool_client::PoolStatus> statusOf(size_t index) const;
     static constexpr int64_t kStatusMaxAgeMs = 1000;
 
     PoolHealth health(size_t index) const;
@@ -117,15 +118,15 @@ public:
 private:
     struct State {
         int64_t fetchedAtUs = -1;
-        Result<PoolStatus> status = std::unexpected(Error{});
+        Result<pool_client::PoolStatus> status = std::unexpected(Error{});
         int pendingClaims = 0;              // noteClaimed since the status was fetched
         PoolHealth health;
         int64_t unhealthySinceUs = -1;      // monotonic; -1 while healthy
         std::deque<HealthSample> history;
     };
 
-    Result<PoolStatus> fetch(size_t index) const;
-    void record(size_t index, const Result<PoolStatus> &status, double latencyMs) const;
+    Result<pool_client::PoolStatus> fetch(size_t index) const;
+    void record(size_t index, const Result<pool_client::PoolStatus> &status, double latencyMs) const;
     void markFailure(size_t index, const std::string &error) const;
     std::optional<size_t> indexOf(const std::string &name) const;
     void checkerLoop(size_t index);
@@ -141,4 +142,4 @@ private:
     std::vector<std::thread> m_checkers;
 };
 
-} // namespace paddock::pools
+} // namespace paddock::placement

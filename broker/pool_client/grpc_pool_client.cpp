@@ -1,4 +1,4 @@
-#include "broker/pools/grpc_pool_client.h"
+#include "broker/pool_client/grpc_pool_client.h"
 
 #include "paddock/v1/pool.grpc.pb.h"
 #include "rpc/status.h"
@@ -10,7 +10,7 @@
 #include <mutex>
 #include <set>
 
-namespace paddock::pools {
+namespace paddock::pool_client {
 namespace {
 
 constexpr int64_t kClaimDeadlineMs = 60000;      // a cold start at the tier's max may wait for a slot
@@ -482,4 +482,4 @@ std::unique_ptr<PoolClient> makeGrpcPoolClient(std::string name, std::string end
     return makeGrpcPoolClient(std::move(connection));
 }
 
-} // namespace paddock::pools
+} // namespace paddock::pool_client

@@ -5,12 +5,12 @@
 // Threads: every method may be called from any thread concurrently (one shared channel; each
 // call blocks until it is done or its deadline passes).
 
-#include "broker/pools/pool_client.h"
+#include "broker/pool_client/pool_client.h"
 
 #include <memory>
 #include <string>
 
-namespace paddock::pools {
+namespace paddock::pool_client {
 
 struct PoolConnection {
     std::string name;
@@ -30,4 +30,4 @@ struct PoolConnection {
 std::unique_ptr<PoolClient> makeGrpcPoolClient(PoolConnection connection);
 std::unique_ptr<PoolClient> makeGrpcPoolClient(std::string name, std::string endpoint);
 
-} // namespace paddock::pools
+} // namespace paddock::pool_client

@@ -5,7 +5,7 @@
 // Threads: every method may be called from any thread concurrently; each call blocks until done
 // or until its deadline.
 
-#include "broker/pools/post_mortem_types.h"
+#include "broker/pool_client/post_mortem_types.h"
 #include "common/result.h"
 
 #include <cstdint>
@@ -14,7 +14,7 @@
 #include <string>
 #include <vector>
 
-namespace paddock::pools {
+namespace paddock::pool_client {
 
 struct ClaimedSandbox {
     std::string sandboxId;
@@ -180,4 +180,4 @@ private:
     }
 };
 
-} // namespace paddock::pools
+} // namespace paddock::pool_client

@@ -6,7 +6,7 @@
 #include <string>
 #include <vector>
 
-namespace paddock::pools {
+namespace paddock::pool_client {
 
 struct ProcessInfo {
     int pid = 0;
@@ -86,4 +86,4 @@ struct SnapshotChunk {
     bool eof = false;
 };
 
-} // namespace paddock::pools
+} // namespace paddock::pool_client

@@ -127,7 +127,7 @@ void toProto(const store::DecisionRecord &decision, v1::EnvironmentDecision *out
     }
 }
 
-void toProto(const pools::ResourcePoint &point, v1::ResourceSample *out)
+void toProto(const pool_client::ResourcePoint &point, v1::ResourceSample *out)
 {
     out->set_time_unix_ms(point.timeUnixMs);
     out->set_cpu_cores(point.cpuCores);

@@ -5,13 +5,16 @@
 #include "broker/core/event.h"
 #include "broker/core/session_state.h"
 #include "broker/policy/environment.h"
-#include "broker/pools/post_mortem_types.h"
+#include "broker/pool_client/post_mortem_types.h"
 #include "broker/store/decision_store.h"
 #include "broker/store/event_store.h"
 #include "common/result.h"
 #include "rpc/status.h"
 
-#include "paddock/v1/broker.pb.h"
+#include "paddock/v1/access.pb.h"
+#include "paddock/v1/governance.pb.h"
+#include "paddock/v1/operations.pb.h"
+#include "paddock/v1/sessions.pb.h"
 
 namespace paddock::server {
 
@@ -21,7 +24,7 @@ void toProto(const core::Event &event, v1::Event *out);
 void toProto(const core::SessionState &state, v1::Session *out);
 void toProto(const policy::TierDecision &decision, v1::EnvironmentDecision *out);
 void toProto(const store::DecisionRecord &decision, v1::EnvironmentDecision *out);
-void toProto(const pools::ResourcePoint &point, v1::ResourceSample *out);
+void toProto(const pool_client::ResourcePoint &point, v1::ResourceSample *out);
 
 v1::SessionStatus toProto(core::SessionStatus status);
 std::optional<core::SessionStatus> fromProto(v1::SessionStatus status);

@@ -1,9 +1,8 @@
-#include "broker/server/operator_service.h"
+#include "broker/server/operator_desk.h"
 
 #include "broker/server/caller.h"
 #include "broker/server/convert.h"
 
-#include "broker/server/broker_service.h"
 #include "broker/server/queued_writer.h"
 #include "common/clock.h"
 #include "rpc/status.h"
@@ -35,7 +34,7 @@ std::string newShellId()
 
 // The pool keeps a failed command's output as it was; what the broker serves is redacted for
 // every secret it holds (redactor may be null: no secrets).
-void fill(const pools::PostMortemInfo &pm, v1::PostMortem *out, const secrets::Redactor *redactor)
+void fill(const pool_client::PostMortemInfo &pm, v1::PostMortem *out, const secrets::Redactor *redactor)
 {
     auto r = [redactor](const std::string &text) { return redactor ? redactor->redact(text) : text; };
     out->set_sandbox_id(pm.sandboxId);
@@ -80,7 +79,7 @@ void fill(const pools::PostMortemInfo &pm, v1::PostMortem *out, const secrets::R
 
 } // namespace
 
-OperatorService::OperatorService(store::EventStore &store, const pools::PoolSet &pools, OperatorOptions options)
+OperatorDesk::OperatorDesk(store::EventStore &store, const placement::PoolSet &pools, OperatorOptions options)
     : m_store(store), m_pools(pools), m_options(options)
 {
     for (int i = 0; i < std::max(1, m_options.workers); ++i)
@@ -88,7 +87,7 @@ OperatorService::OperatorService(store::EventStore &store, const pools::PoolSet 
     m_threads.emplace_back([this] { reaperLoop(); });
 }
 
-OperatorService::~OperatorService()
+OperatorDesk::~OperatorDesk()
 {
     std::vector<Shell> shells;
     {
@@ -106,7 +105,7 @@ OperatorService::~OperatorService()
         (void)closeShell(shell, "broker_stopped", "broker");
 }
 
-void OperatorService::post(std::function<void()> job)
+void OperatorDesk::post(std::function<void()> job)
 {
     {
         std::lock_guard lock(m_mutex);
@@ -115,7 +114,7 @@ void OperatorService::post(std::function<void()> job)
     m_cv.notify_one();
 }
 
-void OperatorService::workerLoop()
+void OperatorDesk::workerLoop()
 {
     std::unique_lock lock(m_mutex);
     for (;;) {
@@ -130,7 +129,7 @@ void OperatorService::workerLoop()
     }
 }
 
-void OperatorService::reaperLoop()
+void OperatorDesk::reaperLoop()
 {
     const auto tick = std::chrono::milliseconds(std::clamp<int64_t>(m_options.debugShellIdleTimeoutMs / 4, 10, 1000));
     std::unique_lock lock(m_mutex);
@@ -157,14 +156,14 @@ void OperatorService::reaperLoop()
     }
 }
 
-grpc::ServerUnaryReactor *OperatorService::runUnary(grpc::CallbackServerContext *ctx, std::function<grpc::Status()> work)
+grpc::ServerUnaryReactor *OperatorDesk::runUnary(grpc::CallbackServerContext *ctx, std::function<grpc::Status()> work)
 {
     auto *reactor = ctx->DefaultReactor();
     post([reactor, work = std::move(work)] { reactor->Finish(work()); });
     return reactor;
 }
 
-Result<pools::PoolClient *> OperatorService::pool(const std::string &name) const
+Result<pool_client::PoolClient *> OperatorDesk::pool(const std::string &name) const
 {
     if (name.empty())
         return fail(ErrorCode::InvalidArgument, "name the pool (the post-mortem's pool; `paddockctl pools` lists them)");
@@ -173,7 +172,7 @@ Result<pools::PoolClient *> OperatorService::pool(const std::string &name) const
     return fail(ErrorCode::NotFound, "no pool named '" + name + "'; the broker has: " + m_pools.names());
 }
 
-Status OperatorService::audit(const std::string &sessionId, const std::string &kind, const json &payload)
+Status OperatorDesk::audit(const std::string &sessionId, const std::string &kind, const json &payload)
 {
     store::AppendRequest req;
     req.sessionId = sessionId;
@@ -187,7 +186,7 @@ Status OperatorService::audit(const std::string &sessionId, const std::string &k
     return {};
 }
 
-Status OperatorService::closeShell(const Shell &shell, const std::string &reason, const std::string &by)
+Status OperatorDesk::closeShell(const Shell &shell, const std::string &reason, const std::string &by)
 {
     Status released;
     if (auto client = pool(shell.info.pool()); client)
@@ -204,7 +203,7 @@ Status OperatorService::closeShell(const Shell &shell, const std::string &reason
     return released;
 }
 
-grpc::ServerUnaryReactor *OperatorService::listPostMortems(grpc::CallbackServerContext *ctx,
+grpc::ServerUnaryReactor *OperatorDesk::listPostMortems(grpc::CallbackServerContext *ctx,
                                                            const v1::ListPoolPostMortemsRequest *req,
                                                            v1::ListPoolPostMortemsResponse *resp)
 {
@@ -215,7 +214,7 @@ grpc::ServerUnaryReactor *OperatorService::listPostMortems(grpc::CallbackServerC
             if (auto p = pool(req->pool()); !p)
                 return rpc::toGrpcStatus(p.error());
         const int limit = req->page_size() == 0 ? kDefaultListPerPool : std::min(req->page_size(), 1000);
-        std::vector<pools::PostMortemInfo> all;
+        std::vector<pool_client::PostMortemInfo> all;
         const auto &entries = m_pools.entries();
         for (size_t i = 0; i < entries.size(); ++i) {
             auto *client = entries[i].client.get();
@@ -245,7 +244,7 @@ grpc::ServerUnaryReactor *OperatorService::listPostMortems(grpc::CallbackServerC
     });
 }
 
-grpc::ServerUnaryReactor *OperatorService::getPostMortem(grpc::CallbackServerContext *ctx, const v1::GetPoolPostMortemRequest *req,
+grpc::ServerUnaryReactor *OperatorDesk::getPostMortem(grpc::CallbackServerContext *ctx, const v1::GetPoolPostMortemRequest *req,
                                                          v1::PostMortem *resp)
 {
     return runUnary(ctx, [this, req, resp]() -> grpc::Status {
@@ -263,7 +262,7 @@ grpc::ServerUnaryReactor *OperatorService::getPostMortem(grpc::CallbackServerCon
     });
 }
 
-grpc::ServerUnaryReactor *OperatorService::listSnapshotFiles(grpc::CallbackServerContext *ctx,
+grpc::ServerUnaryReactor *OperatorDesk::listSnapshotFiles(grpc::CallbackServerContext *ctx,
                                                              const v1::ListPoolSnapshotFilesRequest *req,
                                                              v1::ListSnapshotFilesResponse *resp)
 {
@@ -288,7 +287,7 @@ grpc::ServerUnaryReactor *OperatorService::listSnapshotFiles(grpc::CallbackServe
     });
 }
 
-grpc::ServerWriteReactor<v1::FileChunk> *OperatorService::readSnapshotFile(grpc::CallbackServerContext *,
+grpc::ServerWriteReactor<v1::FileChunk> *OperatorDesk::readSnapshotFile(grpc::CallbackServerContext *,
                                                                            const v1::ReadPoolSnapshotFileRequest *req)
 {
     auto *writer = new QueuedWriter<v1::FileChunk>(kMaxQueuedChunks, QueuedWriter<v1::FileChunk>::Overflow::Wait);
@@ -329,7 +328,7 @@ grpc::ServerWriteReactor<v1::FileChunk> *OperatorService::readSnapshotFile(grpc:
     return writer;
 }
 
-grpc::ServerUnaryReactor *OperatorService::openDebugShell(grpc::CallbackServerContext *ctx, const v1::OpenDebugShellRequest *req,
+grpc::ServerUnaryReactor *OperatorDesk::openDebugShell(grpc::CallbackServerContext *ctx, const v1::OpenDebugShellRequest *req,
                                                           v1::DebugShell *resp)
 {
     const Caller caller = callerOf(ctx);
@@ -392,7 +391,7 @@ grpc::ServerUnaryReactor *OperatorService::openDebugShell(grpc::CallbackServerCo
     });
 }
 
-grpc::ServerWriteReactor<v1::ExecResponse> *OperatorService::debugExec(grpc::CallbackServerContext *ctx,
+grpc::ServerWriteReactor<v1::ExecResponse> *OperatorDesk::debugExec(grpc::CallbackServerContext *ctx,
                                                                        const v1::DebugExecRequest *req)
 {
     auto *writer = new QueuedWriter<v1::ExecResponse>(kMaxQueuedChunks, QueuedWriter<v1::ExecResponse>::Overflow::Wait);
@@ -431,7 +430,7 @@ grpc::ServerWriteReactor<v1::ExecResponse> *OperatorService::debugExec(grpc::Cal
             writer->finish(rpc::toGrpcStatus(client.error()));
             return;
         }
-        pools::ExecSpec spec;
+        pool_client::ExecSpec spec;
         spec.sandboxId = shell.info.sandbox_id();
         spec.argv.assign(req->argv().begin(), req->argv().end());
         spec.timeoutMs = req->timeout_ms() > 0 ? req->timeout_ms() : m_options.debugExecDefaultTimeoutMs;
@@ -497,7 +496,7 @@ grpc::ServerWriteReactor<v1::ExecResponse> *OperatorService::debugExec(grpc::Cal
     return writer;
 }
 
-grpc::ServerUnaryReactor *OperatorService::closeDebugShell(grpc::CallbackServerContext *ctx,
+grpc::ServerUnaryReactor *OperatorDesk::closeDebugShell(grpc::CallbackServerContext *ctx,
                                                            const v1::CloseDebugShellRequest *req, v1::CloseDebugShellResponse *)
 {
     const std::string by = callerOf(ctx).principal;
@@ -515,80 +514,6 @@ grpc::ServerUnaryReactor *OperatorService::closeDebugShell(grpc::CallbackServerC
             return rpc::toGrpcStatus(st.error());
         return grpc::Status::OK;
     });
-}
-
-// ---- BrokerService's operator calls ----
-
-void BrokerService::initOperator()
-{
-    OperatorOptions options;
-    options.debugShellIdleTimeoutMs = m_options.debugShellIdleTimeoutMs;
-    options.secrets = m_options.secrets;
-    m_operator = {new OperatorService(m_store, m_pools, options), [](OperatorService *p) { delete p; }};
-}
-
-BrokerService::~BrokerService() = default;
-
-grpc::ServerUnaryReactor *BrokerService::ListPostMortems(grpc::CallbackServerContext *ctx, const v1::ListPoolPostMortemsRequest *req,
-                                                         v1::ListPoolPostMortemsResponse *resp)
-{
-    if (auto call = m_access.authorize(ctx, "ListPostMortems"); !call)
-        return finishUnary(ctx, rpc::toGrpcStatus(call.error()));
-    return m_operator->listPostMortems(ctx, req, resp);
-}
-
-grpc::ServerUnaryReactor *BrokerService::GetPostMortem(grpc::CallbackServerContext *ctx, const v1::GetPoolPostMortemRequest *req,
-                                                       v1::PostMortem *resp)
-{
-    if (auto call = m_access.authorize(ctx, "GetPostMortem", req->sandbox_id()); !call)
-        return finishUnary(ctx, rpc::toGrpcStatus(call.error()));
-    return m_operator->getPostMortem(ctx, req, resp);
-}
-
-grpc::ServerUnaryReactor *BrokerService::ListSnapshotFiles(grpc::CallbackServerContext *ctx,
-                                                           const v1::ListPoolSnapshotFilesRequest *req,
-                                                           v1::ListSnapshotFilesResponse *resp)
-{
-    if (auto call = m_access.authorize(ctx, "ListSnapshotFiles"); !call)
-        return finishUnary(ctx, rpc::toGrpcStatus(call.error()));
-    return m_operator->listSnapshotFiles(ctx, req, resp);
-}
-
-grpc::ServerWriteReactor<v1::FileChunk> *BrokerService::ReadSnapshotFile(grpc::CallbackServerContext *ctx,
-                                                                         const v1::ReadPoolSnapshotFileRequest *req)
-{
-    if (auto call = m_access.authorize(ctx, "ReadSnapshotFile"); !call)
-        return refusedStream<v1::FileChunk>(rpc::toGrpcStatus(call.error()));
-    return m_operator->readSnapshotFile(ctx, req);
-}
-
-grpc::ServerUnaryReactor *BrokerService::OpenDebugShell(grpc::CallbackServerContext *ctx, const v1::OpenDebugShellRequest *req,
-                                                        v1::DebugShell *resp)
-{
-    // Debug shells finish on a worker thread: the audit record is written before the work starts
-    // (the session's log records what happened: debug_shell.opened, .exec, .closed).
-    auto call = m_access.authorize(ctx, "OpenDebugShell", req->pool() + "/" + req->sandbox_id());
-    if (auto recorded = call ? m_access.recordNow(*call, "tier " + req->tier()) : Status(std::unexpected(call.error())); !recorded)
-        return finishUnary(ctx, rpc::toGrpcStatus(recorded.error()));
-    return m_operator->openDebugShell(ctx, req, resp);
-}
-
-grpc::ServerWriteReactor<v1::ExecResponse> *BrokerService::DebugExec(grpc::CallbackServerContext *ctx,
-                                                                     const v1::DebugExecRequest *req)
-{
-    auto call = m_access.authorize(ctx, "DebugExec", req->shell_id());
-    if (auto recorded = call ? m_access.recordNow(*call, {}) : Status(std::unexpected(call.error())); !recorded)
-        return refusedStream<v1::ExecResponse>(rpc::toGrpcStatus(recorded.error()));
-    return m_operator->debugExec(ctx, req);
-}
-
-grpc::ServerUnaryReactor *BrokerService::CloseDebugShell(grpc::CallbackServerContext *ctx, const v1::CloseDebugShellRequest *req,
-                                                         v1::CloseDebugShellResponse *resp)
-{
-    auto call = m_access.authorize(ctx, "CloseDebugShell", req->shell_id());
-    if (auto recorded = call ? m_access.recordNow(*call, {}) : Status(std::unexpected(call.error())); !recorded)
-        return finishUnary(ctx, rpc::toGrpcStatus(recorded.error()));
-    return m_operator->closeDebugShell(ctx, req, resp);
 }
 
 } // namespace paddock::server

@@ -1,7 +1,8 @@
 #pragma once
-// The operators' part of BrokerService: post-mortems, snapshot files and debug shells, forwarded
-// to the pools. BrokerService's overrides (ListPostMortems, GetPostMortem, ListSnapshotFiles,
-// ReadSnapshotFile, OpenDebugShell, DebugExec, CloseDebugShell) call into this class.
+// The operators' desk: post-mortems, snapshot files and debug shells, forwarded to the pools on
+// worker threads (pool calls block). OperationsService checks the caller and records the audit
+// entry, then calls into this class (ListPostMortems, GetPostMortem, ListSnapshotFiles,
+// ReadSnapshotFile, OpenDebugShell, DebugExec, CloseDebugShell).
 //
 // A debug shell is a fresh sandbox of a chosen tier, on the pool that kept the post-mortem,
 // restored from its workspace snapshot. Opening it, every command run in it and closing it are
@@ -11,7 +12,7 @@
 //
 // Threads: the entry points run on gRPC's callback threads and only hand work to this class's
 // workers (pool calls block); a reaper thread closes idle shells. The shell table has its own
-// lock. Owned by BrokerService; the destructor closes every shell and joins the threads.
+// lock. Owned by OperationsService; the destructor closes every shell and joins the threads.
 //
 // Known limits: who ran a command is "operator" (the broker cannot read the unix peer's uid
 // through gRPC); the CLI's own claim of its user is recorded beside it as client_user,
@@ -19,10 +20,10 @@
 // stay claimed until the pool is restarted).
 
 #include "broker/secrets/secret_store.h"
-#include "broker/pools/pool_set.h"
+#include "broker/placement/pool_set.h"
 #include "broker/store/event_store.h"
 
-#include "paddock/v1/broker.grpc.pb.h"
+#include "paddock/v1/operations.grpc.pb.h"
 
 #include <nlohmann/json.hpp>
 
@@ -47,12 +48,12 @@ struct OperatorOptions {
     const secrets::SecretStore *secrets = nullptr;
 };
 
-class OperatorService {
+class OperatorDesk {
 public:
-    OperatorService(store::EventStore &store, const pools::PoolSet &pools, OperatorOptions options);
-    ~OperatorService();
-    OperatorService(const OperatorService &) = delete;
-    OperatorService &operator=(const OperatorService &) = delete;
+    OperatorDesk(store::EventStore &store, const placement::PoolSet &pools, OperatorOptions options);
+    ~OperatorDesk();
+    OperatorDesk(const OperatorDesk &) = delete;
+    OperatorDesk &operator=(const OperatorDesk &) = delete;
 
     grpc::ServerUnaryReactor *listPostMortems(grpc::CallbackServerContext *ctx, const v1::ListPoolPostMortemsRequest *req,
                                               v1::ListPoolPostMortemsResponse *resp);
@@ -76,7 +77,7 @@ private:
         bool closing = false;
     };
 
-    Result<pools::PoolClient *> pool(const std::string &name) const;
+    Result<pool_client::PoolClient *> pool(const std::string &name) const;
     grpc::ServerUnaryReactor *runUnary(grpc::CallbackServerContext *ctx, std::function<grpc::Status()> work);
     void post(std::function<void()> job);
     void workerLoop();
@@ -87,7 +88,7 @@ private:
     Status closeShell(const Shell &shell, const std::string &reason, const std::string &by);
 
     store::EventStore &m_store;
-    const pools::PoolSet &m_pools;
+    const placement::PoolSet &m_pools;
     const OperatorOptions m_options;
 
     mutable std::mutex m_mutex;

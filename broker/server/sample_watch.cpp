@@ -18,7 +18,7 @@ class SampleWatches::Stream final : public QueuedWriter<v1::SandboxSamples>,
 public:
     static constexpr size_t kMaxQueued = 16;   // messages; a client that reads slower loses the oldest
 
-    Stream(pools::PoolClient *client, std::string poolNameIn, std::string sandboxIdIn)
+    Stream(pool_client::PoolClient *client, std::string poolNameIn, std::string sandboxIdIn)
         : QueuedWriter(kMaxQueued, Overflow::DropOldest), pool(client), poolName(std::move(poolNameIn)),
           sandboxId(std::move(sandboxIdIn))
     {
@@ -29,7 +29,7 @@ public:
         m_self = std::move(self);
     }
 
-    pools::PoolClient *const pool;
+    pool_client::PoolClient *const pool;
     const std::string poolName;
     const std::string sandboxId;
     int64_t lastUnixMs = 0;   // poller only
@@ -52,7 +52,7 @@ private:
     std::shared_ptr<Stream> m_self;
 };
 
-SampleWatches::SampleWatches(const pools::PoolSet &pools, int64_t intervalMs)
+SampleWatches::SampleWatches(const placement::PoolSet &pools, int64_t intervalMs)
     : m_pools(pools), m_intervalMs(intervalMs), m_poller([this] { pollerLoop(); })
 {
 }
@@ -78,7 +78,7 @@ size_t SampleWatches::active() const
 
 grpc::ServerWriteReactor<v1::SandboxSamples> *SampleWatches::watch(const v1::WatchSandboxSamplesRequest &request)
 {
-    pools::PoolClient *client = request.pool().empty() ? nullptr : m_pools.find(request.pool());
+    pool_client::PoolClient *client = request.pool().empty() ? nullptr : m_pools.find(request.pool());
     auto stream = std::make_shared<Stream>(client, request.pool(), request.sandbox_id());
     stream->keepUntilDone(stream);
     if (request.sandbox_id().empty()) {

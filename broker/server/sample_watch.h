@@ -9,15 +9,15 @@
 //
 // Threads: watch() runs on gRPC's callback threads and only registers the stream; the poller
 // thread makes every pool call. A stream's reactor is shared by the poller and gRPC (it goes
-// when both are done with it). Owned by BrokerService; the destructor ends every watch with
+// when both are done with it). Owned by OperationsService; the destructor ends every watch with
 // UNAVAILABLE and joins the poller.
 //
 // Known limits: the watches are polled one after another, so a pool that answers slowly (up to
 // its status deadline) delays the others' samples by as much.
 
-#include "broker/pools/pool_set.h"
+#include "broker/placement/pool_set.h"
 
-#include "paddock/v1/broker.grpc.pb.h"
+#include "paddock/v1/operations.grpc.pb.h"
 
 #include <grpcpp/grpcpp.h>
 
@@ -31,7 +31,7 @@ namespace paddock::server {
 
 class SampleWatches {
 public:
-    explicit SampleWatches(const pools::PoolSet &pools, int64_t intervalMs = 1000);
+    explicit SampleWatches(const placement::PoolSet &pools, int64_t intervalMs = 1000);
     ~SampleWatches();
     SampleWatches(const SampleWatches &) = delete;
     SampleWatches &operator=(const SampleWatches &) = delete;
@@ -44,7 +44,7 @@ public:
 private:
     void pollerLoop();
 
-    const pools::PoolSet &m_pools;
+    const placement::PoolSet &m_pools;
     const int64_t m_intervalMs;
     mutable std::mutex m_mutex;
     std::condition_variable m_cv;

@@ -8,7 +8,7 @@
 
 #include "broker/store/event_store.h"
 
-#include "paddock/v1/broker.grpc.pb.h"
+#include "paddock/v1/sessions.grpc.pb.h"
 
 #include <atomic>
 #include <condition_variable>

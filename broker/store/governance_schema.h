@@ -1,6 +1,6 @@
 #pragma once
 // Schema of the tables the store derives from cost and approval events (docs/store.md). Private to
-// broker/store: sqlite_event_store.cpp runs it as a numbered migration.
+// broker/store: sqlite_event_store_schema.cpp runs it as a numbered migration.
 
 namespace paddock::store {
 

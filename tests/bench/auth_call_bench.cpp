@@ -10,12 +10,12 @@
 //
 //   auth_call_bench [calls=20000]
 
-#include "broker/server/broker_service.h"
+#include "broker/server/broker_api.h"
 #include "broker/server/stream_hub.h"
 #include "broker/server/unix_listener.h"
 #include "broker/store/sqlite_event_store.h"
 
-#include "paddock/v1/broker.grpc.pb.h"
+#include "rpc/broker_stubs.h"
 
 #include <grpcpp/generic/generic_stub.h>
 #include <grpcpp/grpcpp.h>
@@ -97,14 +97,14 @@ int main(int argc, char **argv)
     }
     server::StreamHub hub(**store);
     hub.start();
-    pools::PoolSet pools;
-    server::BrokerService service(**store, hub, pools, [](const std::string &) -> model::ModelAdapter * { return nullptr; },
+    placement::PoolSet pools;
+    server::BrokerApi service(**store, hub, pools, [](const std::string &) -> llm::ModelAdapter * { return nullptr; },
                                   {});
     grpc::EnableDefaultHealthCheckService(true);
     grpc::ServerBuilder builder;
     const std::string rawAddress = "unix:" + (dir / "raw.sock").string();
     builder.AddListeningPort(rawAddress, grpc::InsecureServerCredentials());
-    builder.RegisterService(&service);
+    service.registerOn(builder);
     auto server = builder.BuildAndStart();
     auto listener = server::UnixListener::listen(dir / "broker.sock", 0600);
     if (!server || !listener) {
@@ -117,19 +117,19 @@ int main(int argc, char **argv)
     auto rawChannel = grpc::CreateChannel(rawAddress, grpc::InsecureChannelCredentials());
     grpc::GenericStub generic(channel);
     grpc::GenericStub rawGeneric(rawChannel);
-    auto stub = v1::BrokerService::NewStub(channel);
+    auto stub = std::make_unique<rpc::BrokerStubs>(channel);
 
     const auto raw = timeCalls(calls, [&] { return healthCheck(rawGeneric); });
     const auto health = timeCalls(calls, [&] { return healthCheck(generic); });
     const auto listPools = timeCalls(calls, [&] {
         grpc::ClientContext context;
         v1::ListPoolsResponse response;
-        return stub->ListPools(&context, {}, &response).ok();
+        return stub->operations->ListPools(&context, {}, &response).ok();
     });
     const auto whoami = timeCalls(calls, [&] {
         grpc::ClientContext context;
         v1::Principal me;
-        return stub->WhoAmI(&context, {}, &me).ok();
+        return stub->access->WhoAmI(&context, {}, &me).ok();
     });
     std::printf("%d sequential unary calls each, one connection, this machine\n", calls);
     const double rawMedian = percentile(raw, 0.5), base = percentile(health, 0.5);

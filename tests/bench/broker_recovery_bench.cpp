@@ -10,7 +10,7 @@
 
 #include "tests/integration/harness.h"
 
-#include "paddock/v1/broker.grpc.pb.h"
+#include "rpc/broker_stubs.h"
 
 #include <grpcpp/grpcpp.h>
 
@@ -58,14 +58,14 @@ int main(int argc, char **argv)
         std::fprintf(stderr, "paddockd did not start; see %s\n", (dir / "broker.log").c_str());
         return 1;
     }
-    auto stub = v1::BrokerService::NewStub(grpc::CreateChannel("unix:" + socket, grpc::InsecureChannelCredentials()));
+    auto stub = std::make_unique<rpc::BrokerStubs>(grpc::CreateChannel("unix:" + socket, grpc::InsecureChannelCredentials()));
 
     std::vector<std::string> ids;
     for (int i = 0; i < sessionCount; ++i) {
         v1::SubmitSessionRequest request;
         request.set_playbook("hello-c");
         v1::Session session;
-        if (stub->SubmitSession(context(5s).get(), request, &session).ok())
+        if (stub->sessions->SubmitSession(context(5s).get(), request, &session).ok())
             ids.push_back(session.id());
     }
 
@@ -78,15 +78,15 @@ int main(int argc, char **argv)
         eager.SetInt(GRPC_ARG_INITIAL_RECONNECT_BACKOFF_MS, 5);
         eager.SetInt(GRPC_ARG_MIN_RECONNECT_BACKOFF_MS, 5);
         eager.SetInt(GRPC_ARG_MAX_RECONNECT_BACKOFF_MS, 20);
-        auto clientStub = v1::BrokerService::NewStub(
+        auto clientStub = std::make_unique<rpc::BrokerStubs>(
             grpc::CreateCustomChannel("unix:" + socket, grpc::InsecureChannelCredentials(), eager));
         std::vector<bool> paused(ids.size(), false);
         for (size_t i = 0; !stop; i = (i + 1) % ids.size()) {
             v1::SessionActionRequest request;
             request.set_id(ids[i]);
             v1::Session out;
-            const auto status = paused[i] ? clientStub->ResumeSession(context(2s).get(), request, &out)
-                                          : clientStub->PauseSession(context(2s).get(), request, &out);
+            const auto status = paused[i] ? clientStub->sessions->ResumeSession(context(2s).get(), request, &out)
+                                          : clientStub->sessions->PauseSession(context(2s).get(), request, &out);
             if (status.ok()) {
                 ++acknowledged;
                 paused[i] = !paused[i];
@@ -116,10 +116,10 @@ int main(int argc, char **argv)
             // client rather than the broker.
             grpc::ChannelArguments own;
             own.SetInt(GRPC_ARG_USE_LOCAL_SUBCHANNEL_POOL, 1);
-            auto probe = v1::BrokerService::NewStub(
+            auto probe = std::make_unique<rpc::BrokerStubs>(
                 grpc::CreateCustomChannel("unix:" + socket, grpc::InsecureChannelCredentials(), own));
             v1::Session out;
-            if (probe->GetSession(context(200ms).get(), get, &out).ok())
+            if (probe->sessions->GetSession(context(200ms).get(), get, &out).ok())
                 break;
             if (Clock::now() - restarted > 30s) {
                 std::fprintf(stderr, "paddockd did not come back within 30 s; see %s\n", (dir / "broker.log").c_str());
@@ -138,7 +138,7 @@ int main(int argc, char **argv)
         v1::StreamEventsRequest request;
         request.set_session_id(id);
         auto ctx = context(30s);
-        auto reader = stub->StreamEvents(ctx.get(), request);
+        auto reader = stub->sessions->StreamEvents(ctx.get(), request);
         v1::EventBatch batch;
         int64_t expectedSeq = 1;
         while (reader->Read(&batch)) {

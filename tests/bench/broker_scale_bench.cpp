@@ -10,7 +10,7 @@
 
 #include "tests/integration/harness.h"
 
-#include "paddock/v1/broker.grpc.pb.h"
+#include "rpc/broker_stubs.h"
 
 #include <grpcpp/grpcpp.h>
 
@@ -69,14 +69,14 @@ int main(int argc, char **argv)
         std::fprintf(stderr, "the daemons did not start; logs in %s\n", dir.path().c_str());
         return 1;
     }
-    auto stub = v1::BrokerService::NewStub(grpc::CreateChannel("unix:" + socket, grpc::InsecureChannelCredentials()));
+    auto stub = std::make_unique<rpc::BrokerStubs>(grpc::CreateChannel("unix:" + socket, grpc::InsecureChannelCredentials()));
 
     const auto start = Clock::now();
     for (int i = 0; i < sessions; ++i) {
         v1::SubmitSessionRequest request;
         request.set_playbook_toml(kPlaybook);
         v1::Session session;
-        if (!stub->SubmitSession(context(10s).get(), request, &session).ok()) {
+        if (!stub->sessions->SubmitSession(context(10s).get(), request, &session).ok()) {
             std::fprintf(stderr, "submit failed\n");
             return 1;
         }
@@ -90,7 +90,7 @@ int main(int argc, char **argv)
         v1::ListSessionsRequest request;
         request.set_page_size(1000);
         v1::ListSessionsResponse response;
-        if (!stub->ListSessions(context(10s).get(), request, &response).ok())
+        if (!stub->sessions->ListSessions(context(10s).get(), request, &response).ok())
             continue;
         int holding = 0;
         succeeded = failed = 0;

@@ -15,7 +15,7 @@
 
 #include "tests/support/in_process_broker.h"
 
-#include "paddock/v1/broker.grpc.pb.h"
+#include "rpc/broker_stubs.h"
 
 #include <grpcpp/grpcpp.h>
 #include <spdlog/spdlog.h>
@@ -136,7 +136,7 @@ public:
         // Followers read until told to stop; the stalled one opens its stream and never reads.
         std::vector<std::unique_ptr<grpc::ClientContext>> contexts;
         std::vector<std::thread> followers;
-        auto stub = v1::BrokerService::NewStub(m_channel);
+        auto stub = std::make_unique<rpc::BrokerStubs>(m_channel);
         const int followerCount = 2 + extraFollowers;
         for (int i = 0; i < followerCount; ++i) {
             contexts.push_back(std::make_unique<grpc::ClientContext>());
@@ -144,7 +144,7 @@ public:
                 v1::StreamEventsRequest request;
                 request.set_session_id(sessions[i % 2]);
                 request.set_follow(true);
-                auto reader = stub->StreamEvents(ctx, request);
+                auto reader = stub->sessions->StreamEvents(ctx, request);
                 v1::EventBatch batch;
                 while (reader->Read(&batch)) {
                     if (i < 2)   // the two primary followers are the measured stream
@@ -160,7 +160,7 @@ public:
             v1::StreamEventsRequest request;
             request.set_session_id(sessions[0]);
             request.set_follow(true);
-            stalledReader = stub->StreamEvents(stalledContext.get(), request);
+            stalledReader = stub->sessions->StreamEvents(stalledContext.get(), request);
         }
         std::this_thread::sleep_for(std::chrono::milliseconds(200));
 

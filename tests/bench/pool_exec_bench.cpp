@@ -19,7 +19,7 @@
 // disk_mb is every tier's disk limit (docs/pool.md "Disk": each sandbox directory a btrfs
 // subvolume with a qgroup); 0 runs the same pools on plain directories, to see what the limit costs.
 
-#include "broker/pools/grpc_pool_client.h"
+#include "broker/pool_client/grpc_pool_client.h"
 #include "pool/core/sandbox_pool.h"
 #include "pool/runtimes/bwrap_runtime.h"
 #include "pool/runtimes/oci_runtime.h"
@@ -106,7 +106,7 @@ public:
         builder.RegisterService(m_service.get());
         m_server = builder.BuildAndStart();
         m_pool->start();
-        client = pools::makeGrpcPoolClient("bench", "127.0.0.1:" + std::to_string(port));
+        client = pool_client::makeGrpcPoolClient("bench", "127.0.0.1:" + std::to_string(port));
     }
     ~ServedPool()
     {
@@ -129,14 +129,14 @@ public:
             die(m_label + "exec of `true` failed: " + (r ? std::to_string(r->exitCode) : r.error().message));
     }
 
-    std::unique_ptr<pools::PoolClient> client;
+    std::unique_ptr<pool_client::PoolClient> client;
 
 private:
     std::string m_label; // "runsc: " before each error, or nothing
     std::unique_ptr<pool::SandboxPool> m_pool;
     std::unique_ptr<pool::PoolService> m_service;
     std::unique_ptr<grpc::Server> m_server;
-    pools::ExecSpec m_trueSpec; // built once: the timed execs only set the sandbox
+    pool_client::ExecSpec m_trueSpec; // built once: the timed execs only set the sandbox
 };
 
 // The budget line for one tier: a namespace runtime (bwrap, crun) gets the lite budget, a

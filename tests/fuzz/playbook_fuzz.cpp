@@ -1,7 +1,7 @@
-// The playbook loader (broker/model/playbook.h): a file a user submits. Any input is parsed or
+// The playbook loader (broker/llm/playbook.h): a file a user submits. Any input is parsed or
 // refused with a message naming where; a playbook that parses has at least one step.
 
-#include "broker/model/playbook.h"
+#include "broker/llm/playbook.h"
 
 #include <cstddef>
 #include <cstdint>
@@ -12,7 +12,7 @@
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
     const std::string_view text(reinterpret_cast<const char *>(data), size);
-    auto playbook = paddock::model::parsePlaybook(text, "fuzz.toml");
+    auto playbook = paddock::llm::parsePlaybook(text, "fuzz.toml");
     if (playbook && playbook->steps.empty())
         std::abort();   // documented: never empty
     if (!playbook && playbook.error().message.find("fuzz.toml") == std::string::npos)

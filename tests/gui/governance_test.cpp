@@ -20,7 +20,7 @@
 #include "views/sessions_view.h"
 
 #include "broker/core/event.h"
-#include "paddock/v1/broker.grpc.pb.h"
+#include "rpc/broker_stubs.h"
 #include "tests/integration/daemons_fixture.h"
 #include "tests/support/in_process_broker.h"
 #include "tests/unit/views/views_test_support.h"
@@ -131,7 +131,7 @@ price_per_hour = 0.12
         paddock::v1::Session session;
         grpc::ClientContext context;
         context.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(20));
-        const grpc::Status status = stub().SubmitSession(&context, request, &session);
+        const grpc::Status status = stub().sessions->SubmitSession(&context, request, &session);
         EXPECT_TRUE(status.ok()) << status.error_message();
         return session.id();
     }
@@ -176,7 +176,7 @@ price_per_hour = 0.12
         paddock::v1::ListReviewItemsResponse response;
         grpc::ClientContext context;
         context.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(20));
-        const grpc::Status status = stub().ListReviewItems(&context, request, &response);
+        const grpc::Status status = stub().governance->ListReviewItems(&context, request, &response);
         EXPECT_TRUE(status.ok()) << status.error_message();
         for (const auto &item : response.items()) {
             if (item.id() == id)
@@ -185,10 +185,10 @@ price_per_hour = 0.12
         return {};
     }
 
-    paddock::v1::BrokerService::Stub &stub()
+    paddock::rpc::BrokerStubs &stub()
     {
         if (!m_stub)
-            m_stub = paddock::v1::BrokerService::NewStub(m_broker->newChannel());
+            m_stub = std::make_unique<paddock::rpc::BrokerStubs>(m_broker->newChannel());
         return *m_stub;
     }
 
@@ -209,7 +209,7 @@ price_per_hour = 0.12
     std::unique_ptr<paddock::test::TempDir> m_poolDir;
     std::unique_ptr<paddock::test::PoolProcess> m_pool;
     std::unique_ptr<paddock::test::InProcessBroker> m_broker;
-    std::unique_ptr<paddock::v1::BrokerService::Stub> m_stub;
+    std::unique_ptr<paddock::rpc::BrokerStubs> m_stub;
     std::unique_ptr<GrpcConsoleClient> m_client;
     std::unique_ptr<MainWindow> m_window;
 };
@@ -358,7 +358,7 @@ summary = "read the notes on the new tier"
         {
             grpc::ClientContext context;
             context.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(20));
-            const grpc::Status status = stub().SubmitSession(&context, request, &session);
+            const grpc::Status status = stub().sessions->SubmitSession(&context, request, &session);
             EXPECT_TRUE(status.ok()) << status.error_message();
         }
         EXPECT_TRUE(waitFor([&] {
@@ -371,7 +371,7 @@ summary = "read the notes on the new tier"
         paddock::v1::Session paused;
         grpc::ClientContext context;
         context.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(20));
-        const grpc::Status status = stub().PauseSession(&context, pause, &paused);
+        const grpc::Status status = stub().sessions->PauseSession(&context, pause, &paused);
         EXPECT_TRUE(status.ok()) << "the session ran to its end before it could be paused: " << status.error_message();
         EXPECT_EQ(paused.tier(), "lite");
         return session.id();
@@ -397,7 +397,7 @@ summary = "read the notes on the new tier"
         paddock::v1::Session session;
         grpc::ClientContext context;
         context.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(20));
-        const grpc::Status status = stub().ResumeSession(&context, request, &session);
+        const grpc::Status status = stub().sessions->ResumeSession(&context, request, &session);
         ASSERT_TRUE(status.ok()) << status.error_message();
     }
 
@@ -409,7 +409,7 @@ summary = "read the notes on the new tier"
         paddock::v1::ListDecisionsResponse response;
         grpc::ClientContext context;
         context.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(20));
-        const grpc::Status status = stub().ListDecisions(&context, request, &response);
+        const grpc::Status status = stub().governance->ListDecisions(&context, request, &response);
         EXPECT_TRUE(status.ok()) << status.error_message();
         return {response.decisions().begin(), response.decisions().end()};
     }

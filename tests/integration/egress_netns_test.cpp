@@ -19,8 +19,8 @@
 // runsc tier is one more line in kTierCases once that runtime binds the egress socket.
 
 #include "broker/engine/step_engine.h"
-#include "broker/model/scripted_model.h"
-#include "broker/pools/grpc_pool_client.h"
+#include "broker/llm/scripted_model.h"
+#include "broker/pool_client/grpc_pool_client.h"
 #include "broker/review/review_desk.h"
 #include "broker/store/sqlite_event_store.h"
 #include "tests/integration/harness.h"
@@ -347,9 +347,9 @@ public:
         EXPECT_TRUE(queries);
         m_queries = std::move(*queries);
         m_desk = std::make_unique<review::ReviewDesk>(*m_store, *m_queries, review::ReviewPolicy{});
-        m_pools.add(pools::makeGrpcPoolClient("egress", poolEndpoint), true);
+        m_pools.add(pool_client::makeGrpcPoolClient("egress", poolEndpoint), true);
         m_engine = std::make_unique<engine::StepEngine>(
-            *m_store, m_pools, [this](const std::string &) -> model::ModelAdapter * { return &m_scripted; });
+            *m_store, m_pools, [this](const std::string &) -> llm::ModelAdapter * { return &m_scripted; });
     }
     ~ReviewingBroker()
     {
@@ -424,8 +424,8 @@ private:
     std::unique_ptr<store::EventStore> m_store;
     std::unique_ptr<store::ReviewQueries> m_queries;
     std::unique_ptr<review::ReviewDesk> m_desk;
-    pools::PoolSet m_pools;
-    model::ScriptedModel m_scripted;
+    placement::PoolSet m_pools;
+    llm::ScriptedModel m_scripted;
     std::unique_ptr<engine::StepEngine> m_engine;
 };
 
@@ -676,10 +676,10 @@ TEST_P(EgressNetnsTest, ForbiddenDestinationsRefusedAndRecorded)
 TEST_P(EgressNetnsTest, PoolReportsAttemptsWithEachExecAndReplays)
 {
     const size_t requestsBefore = g_server.requests().size();   // earlier tests in this process
-    auto client = pools::makeGrpcPoolClient("egress", "127.0.0.1:" + std::to_string(m_poolPort));
+    auto client = pool_client::makeGrpcPoolClient("egress", "127.0.0.1:" + std::to_string(m_poolPort));
     auto claimed = client->claim(GetParam().name, "s-replay", "s-replay:claim");
     ASSERT_TRUE(claimed) << claimed.error().message;
-    pools::ExecSpec spec;
+    pool_client::ExecSpec spec;
     spec.sandboxId = claimed->sandboxId;
     spec.argv = {"/bin/sh", "-c", "curl -sS --max-time 20 http://allowed.test:8080/replay; "
                                   "curl -s -o /dev/null -w '%{http_code}' http://169.254.169.254:8080/replay-meta"};
@@ -706,7 +706,7 @@ TEST_P(EgressNetnsTest, PoolReportsAttemptsWithEachExecAndReplays)
     EXPECT_EQ(replays, 1u) << "the replay ran the command again";
 
     // A connection a background process keeps open: reported once, as open, when the exec ends.
-    pools::ExecSpec background;
+    pool_client::ExecSpec background;
     background.sandboxId = claimed->sandboxId;
     background.argv = {"/bin/sh", "-c", "setsid sh -c \"(printf 'CONNECT allowed.test:8080 HTTP/1.1\\\\r\\\\n\\\\r\\\\n'; sleep 30) | "
                                         "bash -c 'cat >/dev/tcp/127.0.0.1/3128'\" >/dev/null 2>&1 & sleep 1; echo started"};
@@ -715,7 +715,7 @@ TEST_P(EgressNetnsTest, PoolReportsAttemptsWithEachExecAndReplays)
     ASSERT_EQ(bg->egress.size(), 1u);
     EXPECT_TRUE(bg->egress[0].allowed);
     EXPECT_TRUE(bg->egress[0].open);
-    pools::ExecSpec quiet;
+    pool_client::ExecSpec quiet;
     quiet.sandboxId = claimed->sandboxId;
     quiet.argv = {"true"};
     auto next = client->exec(quiet);
@@ -889,7 +889,7 @@ command = "bash probe.sh"
 TEST_P(EgressNetnsTest, PoolHoldsGrantsForTheirCommandOnly)
 {
     const size_t requestsBefore = g_server.requests().size();
-    auto client = pools::makeGrpcPoolClient("egress", "127.0.0.1:" + std::to_string(m_poolPort));
+    auto client = pool_client::makeGrpcPoolClient("egress", "127.0.0.1:" + std::to_string(m_poolPort));
     auto mine = client->claim(GetParam().name, "s-grant", "s-grant:claim");
     auto theirs = client->claim(GetParam().name, "s-nogrant", "s-nogrant:claim");
     ASSERT_TRUE(mine) << mine.error().message;
@@ -897,12 +897,12 @@ TEST_P(EgressNetnsTest, PoolHoldsGrantsForTheirCommandOnly)
     const std::string curl = "curl -s -o /dev/null -w '%{http_code}' --max-time 20 http://approved.test:8080/";
 
     // While the granted command runs (it waits for the other to finish), the other sandbox tries.
-    pools::ExecSpec granted;
+    pool_client::ExecSpec granted;
     granted.sandboxId = mine->sandboxId;
     granted.argv = {"/bin/sh", "-c", "sleep 2; " + curl + "grant-held"};
     granted.egressGrants = {{"approved.test", "rev-held"}};
     auto running = std::async(std::launch::async, [&] { return client->exec(granted); });
-    pools::ExecSpec other;
+    pool_client::ExecSpec other;
     other.sandboxId = theirs->sandboxId;
     other.argv = {"/bin/sh", "-c", curl + "grant-elsewhere"};
     auto elsewhere = client->exec(other);
@@ -918,7 +918,7 @@ TEST_P(EgressNetnsTest, PoolHoldsGrantsForTheirCommandOnly)
     EXPECT_EQ(elsewhere->egress[0].reason, "not_allowlisted");
 
     // The next command of the same sandbox without the grant: refused again.
-    pools::ExecSpec after;
+    pool_client::ExecSpec after;
     after.sandboxId = mine->sandboxId;
     after.argv = {"/bin/sh", "-c", curl + "grant-gone"};
     auto gone = client->exec(after);
@@ -926,7 +926,7 @@ TEST_P(EgressNetnsTest, PoolHoldsGrantsForTheirCommandOnly)
     EXPECT_EQ(gone->stdoutData, "403");
 
     // A grant that is not an allowlist entry: INVALID_ARGUMENT naming it, and nothing runs.
-    pools::ExecSpec bad = after;
+    pool_client::ExecSpec bad = after;
     bad.argv = {"/bin/sh", "-c", curl + "grant-bad"};
     bad.egressGrants = {{"http://approved.test/", "rev-bad"}};
     auto refused = client->exec(bad);

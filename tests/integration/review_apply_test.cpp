@@ -9,7 +9,7 @@
 #include "tests/integration/harness.h"
 #include "tests/support/engine_fixture.h"
 
-#include "broker/pools/grpc_pool_client.h"
+#include "broker/pool_client/grpc_pool_client.h"
 #include "broker/review/review_desk.h"
 #include "broker/store/agent_store.h"
 
@@ -53,7 +53,7 @@ protected:
         auto pool = startPool(m_poolDir);
         ASSERT_TRUE(pool) << pool.error().message;
         m_pool = std::make_unique<PoolProcess>(std::move(*pool));
-        m_pools.add(pools::makeGrpcPoolClient("local", m_pool->endpoint), true);
+        m_pools.add(pool_client::makeGrpcPoolClient("local", m_pool->endpoint), true);
     }
 
     // The only pending item, approved by alice (not the submitter, bob).

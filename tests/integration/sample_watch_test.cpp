@@ -5,7 +5,7 @@
 // cgroup's CPU throttling counters. An unknown sandbox or pool is refused with NOT_FOUND.
 #include "tests/integration/daemons_fixture.h"
 
-#include "paddock/v1/broker.grpc.pb.h"
+#include "rpc/broker_stubs.h"
 #include "paddock/v1/pool.grpc.pb.h"
 
 #include <grpcpp/grpcpp.h>
@@ -27,9 +27,9 @@ command = "head -c 2097152 /dev/urandom > ballast && sync ballast && sleep 3"
 
 class SampleWatch : public DaemonsTest {
 protected:
-    std::unique_ptr<v1::BrokerService::Stub> stub()
+    std::unique_ptr<rpc::BrokerStubs> stub()
     {
-        return v1::BrokerService::NewStub(grpc::CreateChannel(m_broker->address, grpc::InsecureChannelCredentials()));
+        return std::make_unique<rpc::BrokerStubs>(grpc::CreateChannel(m_broker->address, grpc::InsecureChannelCredentials()));
     }
 
     // The session's sandbox.claimed payload, waited for (bounded).
@@ -58,7 +58,7 @@ TEST_F(SampleWatch, SamplesStreamWhileTheCommandRunsAndTheStreamEndsAtRelease)
     {
         grpc::ClientContext ctx;
         ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(30));
-        const auto status = broker->SubmitSession(&ctx, submit, &session);
+        const auto status = broker->sessions->SubmitSession(&ctx, submit, &session);
         ASSERT_TRUE(status.ok()) << status.error_message();
     }
     const json claimed = claimedOf(session.id());
@@ -69,7 +69,7 @@ TEST_F(SampleWatch, SamplesStreamWhileTheCommandRunsAndTheStreamEndsAtRelease)
     request.set_sandbox_id(claimed.value("sandbox_id", ""));
     grpc::ClientContext ctx;
     ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(120));
-    auto reader = broker->WatchSandboxSamples(&ctx, request);
+    auto reader = broker->operations->WatchSandboxSamples(&ctx, request);
     v1::SandboxSamples batch;
     int samples = 0;
     int64_t last = 0;
@@ -119,7 +119,7 @@ TEST_F(SampleWatch, UnknownSandboxOrPoolIsNotFound)
     v1::ListPoolsResponse pools;
     {
         grpc::ClientContext ctx;
-        ASSERT_TRUE(broker->ListPools(&ctx, {}, &pools).ok());
+        ASSERT_TRUE(broker->operations->ListPools(&ctx, {}, &pools).ok());
     }
     ASSERT_GE(pools.pools_size(), 1);
     // The real pool's TierStatus reaches ListPools whole: histogram buckets and the tier's limits.
@@ -137,7 +137,7 @@ TEST_F(SampleWatch, UnknownSandboxOrPoolIsNotFound)
         request.set_sandbox_id(sandbox);
         grpc::ClientContext ctx;
         ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(30));
-        auto reader = broker->WatchSandboxSamples(&ctx, request);
+        auto reader = broker->operations->WatchSandboxSamples(&ctx, request);
         v1::SandboxSamples batch;
         EXPECT_FALSE(reader->Read(&batch));
         const grpc::Status status = reader->Finish();

@@ -10,8 +10,8 @@ set -uo pipefail
 
 src=$1
 id=dev.paddock.Paddock
-desktop=$src/packaging/desktop/$id.desktop
-metainfo=$src/packaging/desktop/$id.metainfo.xml
+desktop=$src/installers/desktop/$id.desktop
+metainfo=$src/installers/desktop/$id.metainfo.xml
 
 fail() { echo "FAILED: $*" >&2; exit 1; }
 command -v desktop-file-validate >/dev/null || { echo "SKIPPED: desktop-file-validate is not installed (Debian: desktop-file-utils)" >&2; exit 77; }

@@ -8,7 +8,7 @@
 // them go out of scope) before TearDown closes the store.
 
 #include "broker/engine/step_engine.h"
-#include "broker/model/scripted_model.h"
+#include "broker/llm/scripted_model.h"
 #include "broker/store/sqlite_event_store.h"
 
 #include <gtest/gtest.h>
@@ -66,7 +66,7 @@ protected:
 
     engine::StepEngine makeEngine(engine::EngineOptions options = {})
     {
-        return engine::StepEngine(*m_store, m_pools, [this](const std::string &name) -> model::ModelAdapter * {
+        return engine::StepEngine(*m_store, m_pools, [this](const std::string &name) -> llm::ModelAdapter * {
             return name == "scripted" ? &m_scripted : nullptr;
         }, std::move(options));
     }
@@ -142,8 +142,8 @@ protected:
 
     std::filesystem::path m_dir;
     std::unique_ptr<store::EventStore> m_store;
-    pools::PoolSet m_pools;
-    model::ScriptedModel m_scripted;
+    placement::PoolSet m_pools;
+    llm::ScriptedModel m_scripted;
     int m_sessions = 0;
 };
 

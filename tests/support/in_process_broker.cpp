@@ -1,8 +1,8 @@
 #include "tests/support/in_process_broker.h"
 
-#include "broker/pools/grpc_pool_client.h"
-#include "broker/server/broker_core.h"
-#include "broker/server/broker_service.h"
+#include "broker/pool_client/grpc_pool_client.h"
+#include "broker/daemon/broker_wiring.h"
+#include "broker/server/broker_api.h"
 #include "broker/server/stream_hub.h"
 #include "broker/server/unix_listener.h"
 #include "broker/store/sqlite_event_store.h"
@@ -14,7 +14,7 @@
 namespace paddock::test {
 
 struct InProcessBroker::Serving {
-    std::unique_ptr<server::BrokerCore> core;
+    std::unique_ptr<daemon::BrokerWiring> core;
     std::unique_ptr<grpc::Server> server;
     std::unique_ptr<server::UnixListener> listener;
 };
@@ -48,7 +48,7 @@ Status InProcessBroker::openStore()
 
 void InProcessBroker::addPool(const std::string &name, const std::string &endpoint)
 {
-    m_pools.add(pools::makeGrpcPoolClient(name, endpoint), true);
+    m_pools.add(pool_client::makeGrpcPoolClient(name, endpoint), true);
 }
 
 Status InProcessBroker::start()
@@ -61,7 +61,7 @@ Status InProcessBroker::start()
     const auto principals = m_principals ? m_principals
                                          : std::make_shared<const auth::PrincipalMap>(
                                                auth::PrincipalMap::embeddedDefault(::getuid()));
-    auto core = server::BrokerCore::create(m_config, *m_store, m_pools, principals);
+    auto core = daemon::BrokerWiring::create(m_config, *m_store, m_pools, principals);
     if (!core)
         return std::unexpected(core.error());
     serving->core = std::move(*core);
@@ -72,10 +72,11 @@ Status InProcessBroker::start()
         return std::unexpected(listener.error());
     serving->listener = std::move(*listener);
     grpc::ServerBuilder builder;
-    builder.RegisterService(&serving->core->service());
+    serving->core->api().registerOn(builder);
     serving->server = builder.BuildAndStart();
     if (!serving->server)
         return fail(ErrorCode::Unavailable, "cannot start the gRPC server for " + address());
+    server::BrokerApi::markServing(*serving->server);
     serving->listener->start(serving->server.get(), principals);
     if (m_runSteps)
         serving->core->startEngine();

@@ -1,5 +1,5 @@
 #pragma once
-// The broker paddockd runs (broker/server/broker_core.h: store, agents, decisions, policy, cost,
+// The broker paddockd runs (broker/daemon/broker_wiring.h: store, agents, decisions, policy, cost,
 // reviews, models, secrets, stream hub, step engine and service) on a unix socket in a directory of
 // the test's, inside the test's process.
 //
@@ -12,7 +12,7 @@
 // may be used from any thread while it runs.
 
 #include "broker/auth/principals.h"
-#include "broker/pools/pool_set.h"
+#include "broker/placement/pool_set.h"
 #include "broker/config/broker_config.h"
 #include "broker/store/event_store.h"
 #include "common/result.h"
@@ -48,7 +48,7 @@ public:
     std::string address() const;                   // unix:<dir>/broker.sock
     std::shared_ptr<grpc::Channel> newChannel() const;
     store::EventStore &store();                     // open after openStore() or start()
-    pools::PoolSet &pools() { return m_pools; }     // add pools before start()
+    placement::PoolSet &pools() { return m_pools; }     // add pools before start()
     // A paddock-pool listening on endpoint (host:port, plaintext), before start().
     void addPool(const std::string &name, const std::string &endpoint);
     // paddockd's configuration of this broker, to change before start() (default tier, policy_file,
@@ -66,7 +66,7 @@ private:
     server::BrokerConfig m_config;
     bool m_runSteps = false;
     std::unique_ptr<store::EventStore> m_store;
-    pools::PoolSet m_pools;
+    placement::PoolSet m_pools;
     std::shared_ptr<const auth::PrincipalMap> m_principals;
     std::unique_ptr<Serving> m_serving;
 };

@@ -8,7 +8,7 @@
 #include "broker/core/event.h"
 #include "tests/support/in_process_broker.h"
 
-#include "paddock/v1/broker.grpc.pb.h"
+#include "rpc/broker_stubs.h"
 
 #include <QCoreApplication>
 #include <QElapsedTimer>
@@ -45,15 +45,15 @@ void spin(int ms)
 }
 
 // A pool that only answers GetSamples for one claimed sandbox: a new sample per call until released.
-class SamplingPool final : public pools::PoolClient {
+class SamplingPool final : public pool_client::PoolClient {
 public:
     std::string name() const override { return "sampling"; }
     std::string endpoint() const override { return "test:0"; }
-    Result<pools::ClaimedSandbox> claim(const std::string &, const std::string &, const std::string &) override
+    Result<pool_client::ClaimedSandbox> claim(const std::string &, const std::string &, const std::string &) override
     {
         return fail(ErrorCode::Unimplemented, "test pool");
     }
-    Result<pools::ExecOutcome> exec(const pools::ExecSpec &, const pools::OutputSink &) override
+    Result<pool_client::ExecOutcome> exec(const pool_client::ExecSpec &, const pool_client::OutputSink &) override
     {
         return fail(ErrorCode::Unimplemented, "test pool");
     }
@@ -65,7 +65,7 @@ public:
     {
         return fail(ErrorCode::Unimplemented, "test pool");
     }
-    Result<std::vector<pools::DirEntry>> listDir(const std::string &, const std::string &) override
+    Result<std::vector<pool_client::DirEntry>> listDir(const std::string &, const std::string &) override
     {
         return fail(ErrorCode::Unimplemented, "test pool");
     }
@@ -74,14 +74,14 @@ public:
         released = true;
         return {};
     }
-    Result<pools::PoolStatus> status() override { return pools::PoolStatus{}; }
-    Result<std::vector<pools::ResourcePoint>> samples(const std::string &sandboxId, int64_t afterUnixMs) override
+    Result<pool_client::PoolStatus> status() override { return pool_client::PoolStatus{}; }
+    Result<std::vector<pool_client::ResourcePoint>> samples(const std::string &sandboxId, int64_t afterUnixMs) override
     {
         if (sandboxId != "sb-1" || released)
             return fail(ErrorCode::NotFound, "no sandbox '" + sandboxId + "' on this pool");
         std::lock_guard lock(m_mutex);
         m_next += 1000;
-        std::vector<pools::ResourcePoint> out;
+        std::vector<pool_client::ResourcePoint> out;
         for (int64_t t = (afterUnixMs / 1000 + 1) * 1000; t <= m_next; t += 1000)
             out.push_back({t, 0.5, 1'000'000 + t, 3});
         return out;
@@ -112,7 +112,7 @@ public:
     {
         auto started = m_broker.start();
         ASSERT_TRUE(started) << started.error().message;
-        m_stub = v1::BrokerService::NewStub(m_broker.newChannel());
+        m_stub = std::make_unique<rpc::BrokerStubs>(m_broker.newChannel());
     }
 
     // Like a broker shutting down: streams end with UNAVAILABLE, the store closes.
@@ -129,7 +129,7 @@ public:
         v1::Session session;
         grpc::ClientContext context;
         context.set_deadline(std::chrono::system_clock::now() + 20s);
-        auto status = m_stub->SubmitSession(&context, request, &session);
+        auto status = m_stub->sessions->SubmitSession(&context, request, &session);
         EXPECT_TRUE(status.ok()) << status.error_message();
         return session.id();
     }
@@ -154,11 +154,11 @@ public:
         ASSERT_TRUE(m_broker.store().appendSync(std::move(request)));
     }
 
-    pools::PoolSet &pools() { return m_broker.pools(); }   // before start()
+    placement::PoolSet &pools() { return m_broker.pools(); }   // before start()
 
 private:
     test::InProcessBroker m_broker;
-    std::unique_ptr<v1::BrokerService::Stub> m_stub;
+    std::unique_ptr<rpc::BrokerStubs> m_stub;
 };
 
 class GrpcConsoleClientTest : public ::testing::Test {

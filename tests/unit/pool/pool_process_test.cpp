@@ -1,7 +1,7 @@
 // paddock-pool as a process: serves, refuses a taken port and a missing bwrap with a clear
 // message, and on SIGTERM drains, releases every sandbox and exits 0.
 
-#include "broker/pools/grpc_pool_client.h"
+#include "broker/pool_client/grpc_pool_client.h"
 
 #include <gtest/gtest.h>
 
@@ -118,8 +118,8 @@ TEST_F(PoolProcess, ServesThenDrainsOnSigterm)
     pid_t pid = start(port);
     ASSERT_GT(pid, 0);
     ASSERT_TRUE(waitForPort(port)) << stderrOf(pid);
-    auto client = pools::makeGrpcPoolClient("proc", "127.0.0.1:" + std::to_string(port));
-    Result<pools::PoolStatus> status;
+    auto client = pool_client::makeGrpcPoolClient("proc", "127.0.0.1:" + std::to_string(port));
+    Result<pool_client::PoolStatus> status;
     for (int i = 0; i < 200 && !(status = client->status()); ++i)
         std::this_thread::sleep_for(std::chrono::milliseconds(50));
     ASSERT_TRUE(status) << status.error().message;
@@ -127,7 +127,7 @@ TEST_F(PoolProcess, ServesThenDrainsOnSigterm)
 
     auto claimed = client->claim("lite", "s", "k");
     ASSERT_TRUE(claimed) << claimed.error().message;
-    pools::ExecSpec spec;
+    pool_client::ExecSpec spec;
     spec.sandboxId = claimed->sandboxId;
     spec.argv = {"echo", "through the process"};
     auto r = client->exec(spec);
@@ -149,7 +149,7 @@ TEST_F(PoolProcess, ServesThenDrainsOnSigterm)
     // The client stays connected: the pool must not wait for it to go away.
     // SIGTERM while an exec runs: the exec finishes (drain), then the pool exits 0.
     spec.argv = {"/bin/sh", "-c", "sleep 0.5; echo drained"};
-    Result<pools::ExecOutcome> inFlight;
+    Result<pool_client::ExecOutcome> inFlight;
     std::thread running([&] { inFlight = client->exec(spec); });
     for (int i = 0; i < 200; ++i) {   // until the command is running inside the sandbox
         auto list = client->listDir(claimed->sandboxId, "/proc");
@@ -235,10 +235,10 @@ TEST_F(PoolProcess, AnUnprivilegedPoolsSandboxesAreItsUserWithNoCapabilities)
         return std::string(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
     };
     ASSERT_TRUE(waitForPort(port)) << stderrText();
-    auto client = pools::makeGrpcPoolClient("user", "127.0.0.1:" + std::to_string(port));
+    auto client = pool_client::makeGrpcPoolClient("user", "127.0.0.1:" + std::to_string(port));
     auto claimed = client->claim("lite", "s", "");
     ASSERT_TRUE(claimed) << claimed.error().message << "\n" << stderrText();
-    pools::ExecSpec spec;
+    pool_client::ExecSpec spec;
     spec.sandboxId = claimed->sandboxId;
     spec.argv = {"/bin/sh", "-c",
                  "cat /proc/self/uid_map; id -u; grep -E '^(CapPrm|CapEff|CapBnd|NoNewPrivs|Seccomp):' /proc/self/status; "

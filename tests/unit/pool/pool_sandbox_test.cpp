@@ -1,7 +1,7 @@
 // The lite tier for real: an in-process SandboxPool behind the real gRPC PoolService, driven
 // through the broker's gRPC PoolClient. Every sandbox is a real bwrap with the real init.
 
-#include "broker/pools/grpc_pool_client.h"
+#include "broker/pool_client/grpc_pool_client.h"
 #include "pool/core/sandbox_pool.h"
 #include "pool/server/pool_service.h"
 #include "tests/support/proc_file.h"
@@ -32,7 +32,7 @@ struct PoolHarness {
     std::unique_ptr<pool::SandboxPool> sandboxPool;
     std::unique_ptr<pool::PoolService> service;
     std::unique_ptr<grpc::Server> server;
-    std::unique_ptr<pools::PoolClient> client;
+    std::unique_ptr<pool_client::PoolClient> client;
     int port = 0;
 
     PoolHarness()
@@ -60,7 +60,7 @@ struct PoolHarness {
         builder.RegisterService(service.get());
         server = builder.BuildAndStart();
         sandboxPool->start();
-        client = pools::makeGrpcPoolClient("test", "127.0.0.1:" + std::to_string(port));
+        client = pool_client::makeGrpcPoolClient("test", "127.0.0.1:" + std::to_string(port));
     }
 
     ~PoolHarness()
@@ -96,18 +96,18 @@ protected:
             (void)client().release(m_id);
     }
 
-    pools::PoolClient &client() { return *g_harness->client; }
+    pool_client::PoolClient &client() { return *g_harness->client; }
 
-    pools::ExecOutcome sh(const std::string &line, const std::string &key = {}, int64_t timeoutMs = 60000)
+    pool_client::ExecOutcome sh(const std::string &line, const std::string &key = {}, int64_t timeoutMs = 60000)
     {
-        pools::ExecSpec spec;
+        pool_client::ExecSpec spec;
         spec.sandboxId = m_id;
         spec.argv = {"/bin/sh", "-c", line};
         spec.idempotencyKey = key;
         spec.timeoutMs = timeoutMs;
         auto r = client().exec(spec);
         EXPECT_TRUE(r) << line << ": " << (r ? "" : r.error().message);
-        return r ? *r : pools::ExecOutcome{};
+        return r ? *r : pool_client::ExecOutcome{};
     }
 
     std::string m_id;
@@ -139,7 +139,7 @@ TEST_F(LiteSandbox, ProcOneIsTheSandboxInit)
 TEST_F(LiteSandbox, EnvironmentHasOnlyPathHomeLang)
 {
     ASSERT_NE(std::getenv("PADDOCK_TEST_HOST_ONLY_VAR"), nullptr);
-    pools::ExecSpec spec;
+    pool_client::ExecSpec spec;
     spec.sandboxId = m_id;
     spec.argv = {"env"};
     auto r = client().exec(spec);
@@ -228,7 +228,7 @@ TEST_F(LiteSandbox, ExecWithTheSameKeyRunsOnce)
 
 TEST_F(LiteSandbox, RepeatWhileRunningWaitsForTheFirstRun)
 {
-    pools::ExecOutcome a, b;
+    pool_client::ExecOutcome a, b;
     std::thread t1([&] { a = sh("sleep 0.5; echo run >> marker2; echo done", "slow"); });
     std::thread t2([&] {
         std::this_thread::sleep_for(std::chrono::milliseconds(100));
@@ -246,7 +246,7 @@ TEST_F(LiteSandbox, LargeStdinAndOutputStreamThroughTheExecLoop)
 {
     // More stdin than a socket buffer holds (the exec loop finishes sending it as room opens)
     // and output in many frames (parsed across reads).
-    pools::ExecSpec spec;
+    pool_client::ExecSpec spec;
     spec.sandboxId = m_id;
     spec.argv = {"/bin/sh", "-c", "wc -c; head -c 3000000 /dev/zero | tr '\\0' x"};
     spec.stdinData = std::string(3 << 20, 'a');
@@ -264,7 +264,7 @@ TEST_F(LiteSandbox, ConcurrentExecsEachGetAHandler)
     // More execs at once than the init keeps idle handlers: it forks more as they are taken,
     // and every handler goes back to waiting afterwards.
     constexpr int kExecs = 6;
-    std::vector<pools::ExecOutcome> out(kExecs);
+    std::vector<pool_client::ExecOutcome> out(kExecs);
     std::vector<std::thread> threads;
     const auto t0 = std::chrono::steady_clock::now();
     for (int i = 0; i < kExecs; ++i)
@@ -325,7 +325,7 @@ TEST_F(LiteSandbox, ReleaseDeletesTheWorkspace)
     ASSERT_TRUE(client().release(m_id));
     EXPECT_FALSE(fs::exists(ws.parent_path()));
     EXPECT_TRUE(client().release(m_id)) << "a retried release succeeds";
-    pools::ExecSpec spec;
+    pool_client::ExecSpec spec;
     spec.sandboxId = m_id;
     spec.argv = {"true"};
     auto r = client().exec(spec);
@@ -373,7 +373,7 @@ TEST_F(LiteSandbox, ErrorsNameTheProblemAndTheFix)
     ASSERT_FALSE(nope);
     EXPECT_EQ(nope.error().code, ErrorCode::NotFound);
     EXPECT_NE(nope.error().message.find("no sandbox 'lite-doesnotexist'"), std::string::npos);
-    pools::ExecSpec spec;
+    pool_client::ExecSpec spec;
     spec.sandboxId = m_id;
     auto empty = client().exec(spec);
     ASSERT_FALSE(empty);
@@ -403,10 +403,10 @@ TEST_F(LiteSandbox, AKilledSandboxIsReportedAsDead)
             killed += ::kill(std::stoi(entry.path().filename().string()), SIGKILL) == 0;
     }
     ASSERT_EQ(killed, 1);
-    pools::ExecSpec spec;
+    pool_client::ExecSpec spec;
     spec.sandboxId = m_id;
     spec.argv = {"true"};
-    Result<pools::ExecOutcome> r;
+    Result<pool_client::ExecOutcome> r;
     for (int i = 0; i < 200; ++i) {
         r = client().exec(spec);
         if (!r && r.error().code == ErrorCode::FailedPrecondition)
@@ -435,7 +435,7 @@ TEST_F(LiteSandbox, SandboxOutlivesTheThreadThatStartedIt)
     int cold = 0;
     for (const auto &c : claims) {
         cold += c.warm ? 0 : 1;
-        pools::ExecSpec spec;
+        pool_client::ExecSpec spec;
         spec.sandboxId = c.sandboxId;
         spec.argv = {"echo", "alive"};
         auto r = client().exec(spec);

@@ -158,7 +158,7 @@ TEST(BuildModelContext, PairsEachResultWithItsCall)
 {
     Log log;
     log.created().claimed().response("c1", "run_command").result("c1").response("c2", "run_command");
-    const model::ModelContext context = buildModelContext(log.events());
+    const llm::ModelContext context = buildModelContext(log.events());
     EXPECT_EQ(context.goal, "g");
     EXPECT_EQ(context.playbookToml, "x");
     ASSERT_EQ(context.history.size(), 2u);

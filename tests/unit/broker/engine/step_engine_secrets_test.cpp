@@ -17,19 +17,19 @@ const std::string kValue = "s3cret-Value-0123";
 
 // Answers every command with output that holds the value of $TOKEN (when it got one) where the
 // engine's clipping cuts the output in two.
-class EnvPool final : public pools::PoolClient {
+class EnvPool final : public pool_client::PoolClient {
 public:
     std::string name() const override { return "fake"; }
     std::string endpoint() const override { return "fake:0"; }
-    Result<pools::ClaimedSandbox> claim(const std::string &tier, const std::string &, const std::string &) override
+    Result<pool_client::ClaimedSandbox> claim(const std::string &tier, const std::string &, const std::string &) override
     {
-        return pools::ClaimedSandbox{"sb-1", tier, "fake", "host", true, 0.1};
+        return pool_client::ClaimedSandbox{"sb-1", tier, "fake", "host", true, 0.1};
     }
-    Result<pools::ExecOutcome> exec(const pools::ExecSpec &spec, const pools::OutputSink &) override
+    Result<pool_client::ExecOutcome> exec(const pool_client::ExecSpec &spec, const pool_client::OutputSink &) override
     {
         std::lock_guard lock(m_mutex);
         envs.push_back(spec.env);
-        pools::ExecOutcome outcome;
+        pool_client::ExecOutcome outcome;
         const std::string token = spec.env.contains("TOKEN") ? spec.env.at("TOKEN") : std::string("none");
         // The recorded head is kMaxRecordedOutputBytes / 8: put the value across that edge.
         const size_t head = kMaxRecordedOutputBytes / 8;
@@ -39,12 +39,12 @@ public:
     }
     Result<std::string> readFile(const std::string &, const std::string &, int64_t) override { return "file " + kValue; }
     Status writeFile(const std::string &, const std::string &, const std::string &, uint32_t) override { return {}; }
-    Result<std::vector<pools::DirEntry>> listDir(const std::string &, const std::string &) override { return {}; }
+    Result<std::vector<pool_client::DirEntry>> listDir(const std::string &, const std::string &) override { return {}; }
     Status release(const std::string &) override { return {}; }
     void cancelInFlight() override {}
-    Result<pools::PoolStatus> status() override
+    Result<pool_client::PoolStatus> status() override
     {
-        pools::PoolStatus status;
+        pool_client::PoolStatus status;
         status.tiers.push_back({"lite", "fake", 1, 0, 4, 1.0, 0});
         return status;
     }

@@ -16,19 +16,19 @@ namespace {
 using nlohmann::json;
 
 // Records every call; exec can be held until the test lets it go.
-class FakePool final : public pools::PoolClient {
+class FakePool final : public pool_client::PoolClient {
 public:
     std::string name() const override { return "fake"; }
     std::string endpoint() const override { return "fake:0"; }
 
-    Result<pools::ClaimedSandbox> claim(const std::string &tier, const std::string &, const std::string &) override
+    Result<pool_client::ClaimedSandbox> claim(const std::string &tier, const std::string &, const std::string &) override
     {
         std::lock_guard lock(m_mutex);
         ++claims;
-        return pools::ClaimedSandbox{"sb-" + std::to_string(claims), tier, "fake", "host", true, 0.1};
+        return pool_client::ClaimedSandbox{"sb-" + std::to_string(claims), tier, "fake", "host", true, 0.1};
     }
 
-    Result<pools::ExecOutcome> exec(const pools::ExecSpec &spec, const pools::OutputSink &) override
+    Result<pool_client::ExecOutcome> exec(const pool_client::ExecSpec &spec, const pool_client::OutputSink &) override
     {
         std::unique_lock lock(m_mutex);
         ++execs;
@@ -37,7 +37,7 @@ public:
         m_cv.wait(lock, [&] { return !holdExec; });
         if (execError)
             return std::unexpected(*execError);
-        pools::ExecOutcome outcome;
+        pool_client::ExecOutcome outcome;
         outcome.stdoutData = "ran: " + spec.argv.back() + "\n";
         outcome.reason = execReason;
         return outcome;
@@ -48,7 +48,7 @@ public:
         return "content of " + path;
     }
     Status writeFile(const std::string &, const std::string &, const std::string &, uint32_t) override { return {}; }
-    Result<std::vector<pools::DirEntry>> listDir(const std::string &, const std::string &) override { return {}; }
+    Result<std::vector<pool_client::DirEntry>> listDir(const std::string &, const std::string &) override { return {}; }
     Status release(const std::string &) override
     {
         std::lock_guard lock(m_mutex);
@@ -62,13 +62,13 @@ public:
         holdExec = false;
         m_cv.notify_all();
     }
-    Result<pools::PoolStatus> status() override
+    Result<pool_client::PoolStatus> status() override
     {
         {
             std::lock_guard lock(m_mutex);
             ++statuses;
         }
-        pools::PoolStatus status;
+        pool_client::PoolStatus status;
         status.tiers.push_back({"lite", "fake", 1, 0, 4, 1.0, 0});
         return status;
     }

@@ -1,9 +1,9 @@
-#include "broker/model/model_registry.h"
+#include "broker/llm/model_registry.h"
 
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
-namespace paddock::model {
+namespace paddock::llm {
 namespace {
 
 using ::testing::AllOf;
@@ -96,4 +96,4 @@ TEST(ModelRegistryTest, RejectsBadConfig)
 }
 
 } // namespace
-} // namespace paddock::model
+} // namespace paddock::llm

@@ -1,7 +1,7 @@
 // The openai adapter against a real HTTP server on 127.0.0.1 that speaks the chat completions wire
 // format. Backoff waits go through a recording sleep function, so nothing here depends on time.
 
-#include "broker/model/openai_model.h"
+#include "broker/llm/openai_model.h"
 
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
@@ -14,7 +14,7 @@
 #include <mutex>
 #include <thread>
 
-namespace paddock::model {
+namespace paddock::llm {
 namespace {
 
 using ::testing::AllOf;
@@ -382,4 +382,4 @@ TEST_F(OpenAiModelTest, ServesSeveralWorkersAtOnce)
 }
 
 } // namespace
-} // namespace paddock::model
+} // namespace paddock::llm

@@ -1,6 +1,6 @@
-#include "broker/model/playbook.h"
+#include "broker/llm/playbook.h"
 
-#include "broker/model/model_adapter.h"
+#include "broker/llm/model_adapter.h"
 
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
@@ -9,7 +9,7 @@
 #include <fstream>
 #include <string>
 
-namespace paddock::model {
+namespace paddock::llm {
 namespace {
 
 using ::testing::AllOf;
@@ -252,4 +252,4 @@ TEST_F(PlaybookDirTest, RejectsPathsAsNames)
 }
 
 } // namespace
-} // namespace paddock::model
+} // namespace paddock::llm

@@ -1,9 +1,9 @@
-#include "broker/model/scripted_model.h"
+#include "broker/llm/scripted_model.h"
 
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
-namespace paddock::model {
+namespace paddock::llm {
 namespace {
 
 using ::testing::AllOf;
@@ -209,4 +209,4 @@ TEST_F(ScriptedModelTest, RejectsABadPlaybook)
 }
 
 } // namespace
-} // namespace paddock::model
+} // namespace paddock::llm

@@ -4,7 +4,7 @@
 // no pool can take leaves one sandbox.waiting in the log instead of a silent wait.
 
 #include "tests/support/engine_fixture.h"
-#include "tests/unit/broker/pools/fake_pool.h"
+#include "tests/unit/broker/placement/fake_pool.h"
 
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
@@ -16,7 +16,7 @@ namespace paddock::engine {
 namespace {
 
 using nlohmann::json;
-using pools::test::FakePool;
+using pool_client::test::FakePool;
 
 constexpr int kCommands = 6;
 
@@ -33,7 +33,7 @@ protected:
     void SetUp() override
     {
         EngineFixture::SetUp();
-        pools::PoolSetOptions options;
+        placement::PoolSetOptions options;
         options.lostAfterMs = 150;
         m_pools.setOptions(options);
         auto a = std::make_unique<FakePool>("a");

@@ -3,13 +3,13 @@
 //
 // Threads: any; every member is guarded by m_mutex.
 
-#include "broker/pools/pool_client.h"
+#include "broker/pool_client/pool_client.h"
 
 #include <mutex>
 #include <string>
 #include <vector>
 
-namespace paddock::pools::test {
+namespace paddock::pool_client::test {
 
 class FakePool final : public PoolClient {
 public:
@@ -126,4 +126,4 @@ public:
     std::vector<std::string> restores;
 };
 
-} // namespace paddock::pools::test
+} // namespace paddock::pool_client::test

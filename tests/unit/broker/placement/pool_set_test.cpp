@@ -1,18 +1,18 @@
 // PoolSet: placement across many pools (health, tier, capacity, warm, load), the errors when no
 // pool can take a claim, health over time, and the verdict that a pool is lost.
 
-#include "broker/pools/pool_set.h"
-#include "tests/unit/broker/pools/fake_pool.h"
+#include "broker/placement/pool_set.h"
+#include "tests/unit/broker/placement/fake_pool.h"
 
 #include <gtest/gtest.h>
 
 #include <chrono>
 #include <thread>
 
-namespace paddock::pools {
+namespace paddock::placement {
 namespace {
 
-using test::FakePool;
+using pool_client::test::FakePool;
 
 class PoolSetTest : public ::testing::Test {
 protected:
@@ -181,4 +181,4 @@ TEST_F(PoolSetTest, APoolIsLostOnlyAfterStayingUnhealthyForTheWindow)
 }
 
 } // namespace
-} // namespace paddock::pools
+} // namespace paddock::placement

@@ -6,7 +6,7 @@
 #include "broker/store/agent_store.h"
 #include "broker/store/cost_index.h"
 #include "tests/support/engine_fixture.h"
-#include "tests/unit/broker/pools/fake_pool.h"
+#include "tests/unit/broker/placement/fake_pool.h"
 
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
@@ -66,7 +66,7 @@ protected:
         ASSERT_TRUE(costs);
         m_costs = std::move(*costs);
         m_desk = std::make_unique<review::ReviewDesk>(*m_store, *m_queries, review::ReviewPolicy{});
-        auto pool = std::make_unique<pools::test::FakePool>("fake");
+        auto pool = std::make_unique<pool_client::test::FakePool>("fake");
         m_pool = pool.get();
         m_pool->setTier("lite", 2, 0, 8);
         m_pool->tiers[0].pricePerHourUsd = 36.0;   // 10 micro-USD per millisecond: every step costs something
@@ -156,7 +156,7 @@ protected:
     std::unique_ptr<store::ReviewQueries> m_queries;
     std::unique_ptr<store::CostQueries> m_costs;
     std::unique_ptr<review::ReviewDesk> m_desk;
-    pools::test::FakePool *m_pool = nullptr;
+    pool_client::test::FakePool *m_pool = nullptr;
     EngineOptions m_options;
 };
 
@@ -403,7 +403,7 @@ TEST_F(ReviewEngineTest, ApprovedEgressExceptionTravelsWithEveryLaterCommandOfTh
     EXPECT_EQ(item.kind, "egress_exception");
     EXPECT_EQ(m_pool->execs, 0);
 
-    pools::EgressAttempt attempt;
+    pool_client::EgressAttempt attempt;
     attempt.allowed = true;
     attempt.host = "mirror.example";
     attempt.port = 80;

@@ -5,7 +5,7 @@
 #include "broker/store/auth_tables.h"
 #include "tests/support/in_process_broker.h"
 
-#include "paddock/v1/broker.grpc.pb.h"
+#include "rpc/broker_stubs.h"
 
 #include <grpcpp/grpcpp.h>
 #include <gtest/gtest.h>
@@ -49,7 +49,7 @@ protected:
         }
         auto started = m_broker->start();
         ASSERT_TRUE(started) << started.error().message;
-        m_stub = v1::BrokerService::NewStub(m_broker->newChannel());
+        m_stub = std::make_unique<rpc::BrokerStubs>(m_broker->newChannel());
     }
 
     std::unique_ptr<grpc::ClientContext> context()
@@ -63,7 +63,7 @@ protected:
     {
         v1::SubmitSessionRequest request;
         request.set_playbook("hello-c");   // shipped in resources/playbooks
-        return m_stub->SubmitSession(context().get(), request, session);
+        return m_stub->sessions->SubmitSession(context().get(), request, session);
     }
 
     std::vector<store::AuditEntry> audit()
@@ -75,14 +75,14 @@ protected:
 
     std::filesystem::path m_dir;
     std::unique_ptr<test::InProcessBroker> m_broker;
-    std::unique_ptr<v1::BrokerService::Stub> m_stub;
+    std::unique_ptr<rpc::BrokerStubs> m_stub;
 };
 
 TEST_F(AuthServiceTest, TheDefaultMakesThisUserAnAdminAndWhoAmISaysSo)
 {
     start();
     v1::Principal me;
-    auto status = m_stub->WhoAmI(context().get(), {}, &me);
+    auto status = m_stub->access->WhoAmI(context().get(), {}, &me);
     ASSERT_TRUE(status.ok()) << status.error_message();
     EXPECT_EQ(me.name(), auth::userName(::getuid()));
     EXPECT_EQ(me.role(), "admin");
@@ -94,7 +94,7 @@ TEST_F(AuthServiceTest, AViewerMayReadButGetsPermissionDeniedOnAMutatingCall)
 {
     start("vera", auth::Role::Viewer);
     v1::Principal me;
-    ASSERT_TRUE(m_stub->WhoAmI(context().get(), {}, &me).ok());
+    ASSERT_TRUE(m_stub->access->WhoAmI(context().get(), {}, &me).ok());
     EXPECT_EQ(me.name(), "vera");
     EXPECT_EQ(me.role(), "viewer");
     const auto &permitted = me.permitted_methods();
@@ -102,7 +102,7 @@ TEST_F(AuthServiceTest, AViewerMayReadButGetsPermissionDeniedOnAMutatingCall)
     EXPECT_EQ(std::find(permitted.begin(), permitted.end(), "CancelSession"), permitted.end());
 
     v1::ListSessionsResponse list;
-    EXPECT_TRUE(m_stub->ListSessions(context().get(), {}, &list).ok());
+    EXPECT_TRUE(m_stub->sessions->ListSessions(context().get(), {}, &list).ok());
 
     v1::Session session;
     const auto denied = submit(&session);
@@ -112,12 +112,12 @@ TEST_F(AuthServiceTest, AViewerMayReadButGetsPermissionDeniedOnAMutatingCall)
 
     v1::SessionActionRequest cancel;
     cancel.set_id("s-anything");
-    EXPECT_EQ(m_stub->CancelSession(context().get(), cancel, &session).error_code(), grpc::StatusCode::PERMISSION_DENIED);
+    EXPECT_EQ(m_stub->sessions->CancelSession(context().get(), cancel, &session).error_code(), grpc::StatusCode::PERMISSION_DENIED);
     v1::ListTokensResponse tokens;
-    EXPECT_EQ(m_stub->ListTokens(context().get(), {}, &tokens).error_code(), grpc::StatusCode::PERMISSION_DENIED);
+    EXPECT_EQ(m_stub->access->ListTokens(context().get(), {}, &tokens).error_code(), grpc::StatusCode::PERMISSION_DENIED);
 
     // Nothing was created, and every refusal is in the audit log.
-    ASSERT_TRUE(m_stub->ListSessions(context().get(), {}, &list).ok());
+    ASSERT_TRUE(m_stub->sessions->ListSessions(context().get(), {}, &list).ok());
     EXPECT_EQ(list.sessions_size(), 0);
     const auto records = audit();
     ASSERT_EQ(records.size(), 3u);
@@ -139,18 +139,18 @@ TEST_F(AuthServiceTest, EveryMutatingCallLeavesAnAuditRecordAndReadsLeaveNone)
     v1::SessionActionRequest action;
     action.set_id(session.id());
     v1::Session after;
-    ASSERT_TRUE(m_stub->PauseSession(context().get(), action, &after).ok());
-    ASSERT_TRUE(m_stub->ResumeSession(context().get(), action, &after).ok());
+    ASSERT_TRUE(m_stub->sessions->PauseSession(context().get(), action, &after).ok());
+    ASSERT_TRUE(m_stub->sessions->ResumeSession(context().get(), action, &after).ok());
     action.set_reason("not needed");
-    ASSERT_TRUE(m_stub->CancelSession(context().get(), action, &after).ok());
+    ASSERT_TRUE(m_stub->sessions->CancelSession(context().get(), action, &after).ok());
     // A refused change is recorded with its status.
-    EXPECT_EQ(m_stub->ResumeSession(context().get(), action, &after).error_code(), grpc::StatusCode::FAILED_PRECONDITION);
+    EXPECT_EQ(m_stub->sessions->ResumeSession(context().get(), action, &after).error_code(), grpc::StatusCode::FAILED_PRECONDITION);
     v1::GetSessionRequest get;
     get.set_id(session.id());
-    ASSERT_TRUE(m_stub->GetSession(context().get(), get, &after).ok());
+    ASSERT_TRUE(m_stub->sessions->GetSession(context().get(), get, &after).ok());
 
     v1::ListAuditResponse listed;
-    auto status = m_stub->ListAudit(context().get(), {}, &listed);
+    auto status = m_stub->access->ListAudit(context().get(), {}, &listed);
     ASSERT_TRUE(status.ok()) << status.error_message();
     ASSERT_EQ(listed.records_size(), 5);
     const std::vector<std::string> methods = {"ResumeSession", "CancelSession", "ResumeSession", "PauseSession",
@@ -168,7 +168,7 @@ TEST_F(AuthServiceTest, EveryMutatingCallLeavesAnAuditRecordAndReadsLeaveNone)
 
     v1::ListAuditRequest filtered;
     filtered.set_method("PauseSession");
-    ASSERT_TRUE(m_stub->ListAudit(context().get(), filtered, &listed).ok());
+    ASSERT_TRUE(m_stub->access->ListAudit(context().get(), filtered, &listed).ok());
     EXPECT_EQ(listed.records_size(), 1);
 }
 
@@ -193,13 +193,13 @@ TEST_F(AuthServiceTest, AFailingAuditWriteFailsTheCallAndTheSessionIsUnchanged)
     v1::SessionActionRequest cancel;
     cancel.set_id(session.id());
     v1::Session after;
-    const auto failed = m_stub->CancelSession(context().get(), cancel, &after);
+    const auto failed = m_stub->sessions->CancelSession(context().get(), cancel, &after);
     ASSERT_EQ(failed.error_code(), grpc::StatusCode::INTERNAL);
     EXPECT_NE(failed.error_message().find("audit table refuses writes"), std::string::npos) << failed.error_message();
 
     v1::GetSessionRequest get;
     get.set_id(session.id());
-    ASSERT_TRUE(m_stub->GetSession(context().get(), get, &after).ok());
+    ASSERT_TRUE(m_stub->sessions->GetSession(context().get(), get, &after).ok());
     EXPECT_EQ(after.status(), session.status()) << "the cancel must not have happened";
     EXPECT_EQ(after.last_seq(), session.last_seq());
     EXPECT_EQ(audit().size(), 1u) << "only the submit's record";
@@ -213,7 +213,7 @@ TEST_F(AuthServiceTest, TokensAreShownOnceStoredHashedListedAndRevoked)
     create.set_description("laptop");
     create.set_ttl_seconds(3600);
     v1::CreatedToken created;
-    auto status = m_stub->CreateToken(context().get(), create, &created);
+    auto status = m_stub->access->CreateToken(context().get(), create, &created);
     ASSERT_TRUE(status.ok()) << status.error_message();
     EXPECT_TRUE(created.token().starts_with("pdk_"));
     EXPECT_GT(created.info().expires_unix_ms(), created.info().created_unix_ms());
@@ -223,20 +223,20 @@ TEST_F(AuthServiceTest, TokensAreShownOnceStoredHashedListedAndRevoked)
     EXPECT_EQ(std::get<std::string>(rows->front().front()), auth::sha256Hex(created.token()));
 
     create.set_principal("nobody-configured");
-    EXPECT_EQ(m_stub->CreateToken(context().get(), create, &created).error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+    EXPECT_EQ(m_stub->access->CreateToken(context().get(), create, &created).error_code(), grpc::StatusCode::INVALID_ARGUMENT);
 
     v1::ListTokensResponse listed;
-    ASSERT_TRUE(m_stub->ListTokens(context().get(), {}, &listed).ok());
+    ASSERT_TRUE(m_stub->access->ListTokens(context().get(), {}, &listed).ok());
     ASSERT_EQ(listed.tokens_size(), 1);
     EXPECT_FALSE(listed.tokens(0).revoked());
 
     v1::RevokeTokenRequest revoke;
     revoke.set_id(listed.tokens(0).id());
     v1::TokenInfo info;
-    ASSERT_TRUE(m_stub->RevokeToken(context().get(), revoke, &info).ok());
+    ASSERT_TRUE(m_stub->access->RevokeToken(context().get(), revoke, &info).ok());
     EXPECT_TRUE(info.revoked());
     revoke.set_id("tok-unknown");
-    EXPECT_EQ(m_stub->RevokeToken(context().get(), revoke, &info).error_code(), grpc::StatusCode::NOT_FOUND);
+    EXPECT_EQ(m_stub->access->RevokeToken(context().get(), revoke, &info).error_code(), grpc::StatusCode::NOT_FOUND);
 
     const auto records = audit();
     ASSERT_EQ(records.size(), 4u);

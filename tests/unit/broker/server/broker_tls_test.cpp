@@ -1,11 +1,12 @@
-// The whole broker (server::Broker: store, pools, engine, gRPC) with a TCP listener on loopback:
+// The whole broker (daemon::Broker: store, pools, engine, gRPC) with a TCP listener on loopback:
 // TLS with a certificate made by openssl for the test, bearer tokens created over the unix socket by
 // the admin, and a client of another OS user on the unix socket (a child process run as nobody).
 
-#include "broker/server/broker.h"
+#include "broker/daemon/broker.h"
 
-#include "paddock/v1/broker.grpc.pb.h"
+#include "rpc/broker_stubs.h"
 
+#include <grpcpp/generic/generic_stub.h>
 #include <grpcpp/grpcpp.h>
 #include <gtest/gtest.h>
 
@@ -13,6 +14,9 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <condition_variable>
+#include <mutex>
+#include <optional>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
@@ -77,22 +81,22 @@ protected:
 
     void start()
     {
-        m_broker = std::make_unique<Broker>(config());
+        m_broker = std::make_unique<daemon::Broker>(config());
         auto started = m_broker->start();
         ASSERT_TRUE(started) << started.error().message;
-        m_unix = v1::BrokerService::NewStub(
+        m_unix = std::make_unique<rpc::BrokerStubs>(
             grpc::CreateChannel("unix:" + (m_dir / "run" / "broker.sock").string(), grpc::InsecureChannelCredentials()));
     }
 
     // A TLS client trusting the test certificate, with token (none when empty).
-    std::unique_ptr<v1::BrokerService::Stub> tcpClient(const std::string &token)
+    std::unique_ptr<rpc::BrokerStubs> tcpClient(const std::string &token)
     {
         grpc::SslCredentialsOptions ssl;
         ssl.pem_root_certs = readFile(m_dir / "broker.pem");
         auto credentials = grpc::SslCredentials(ssl);
         if (!token.empty())
             credentials = grpc::CompositeChannelCredentials(credentials, grpc::AccessTokenCredentials(token));
-        return v1::BrokerService::NewStub(
+        return std::make_unique<rpc::BrokerStubs>(
             grpc::CreateChannel("127.0.0.1:" + std::to_string(m_broker->tcpPort()), credentials));
     }
 
@@ -104,8 +108,8 @@ protected:
     }
 
     fs::path m_dir;
-    std::unique_ptr<Broker> m_broker;
-    std::unique_ptr<v1::BrokerService::Stub> m_unix;
+    std::unique_ptr<daemon::Broker> m_broker;
+    std::unique_ptr<rpc::BrokerStubs> m_unix;
 };
 
 TEST_F(BrokerTlsTest, APlaintextTcpListenerIsRefusedAtStart)
@@ -116,7 +120,7 @@ TEST_F(BrokerTlsTest, APlaintextTcpListenerIsRefusedAtStart)
     auto valid = validateBrokerConfig(plain);
     ASSERT_FALSE(valid);
     EXPECT_NE(valid.error().message.find("tls_cert"), std::string::npos) << valid.error().message;
-    Broker broker(plain);
+    daemon::Broker broker(plain);
     EXPECT_FALSE(broker.start());
 }
 
@@ -126,53 +130,53 @@ TEST_F(BrokerTlsTest, OverTlsAMissingOrWrongTokenIsUnauthenticatedAndARevokedTok
     ASSERT_GT(m_broker->tcpPort(), 0);
 
     v1::Principal me;
-    const auto missing = tcpClient({})->WhoAmI(context().get(), {}, &me);
+    const auto missing = tcpClient({})->access->WhoAmI(context().get(), {}, &me);
     ASSERT_EQ(missing.error_code(), grpc::StatusCode::UNAUTHENTICATED) << missing.error_message();
     EXPECT_NE(missing.error_message().find("--token-file"), std::string::npos) << missing.error_message();
 
     v1::CreateTokenRequest create;
     create.set_principal("ci");
     v1::CreatedToken created;
-    auto status = m_unix->CreateToken(context().get(), create, &created);
+    auto status = m_unix->access->CreateToken(context().get(), create, &created);
     ASSERT_TRUE(status.ok()) << status.error_message();
 
     std::string wrong = created.token();
     wrong.back() = wrong.back() == '0' ? '1' : '0';
-    const auto bad = tcpClient(wrong)->WhoAmI(context().get(), {}, &me);
+    const auto bad = tcpClient(wrong)->access->WhoAmI(context().get(), {}, &me);
     ASSERT_EQ(bad.error_code(), grpc::StatusCode::UNAUTHENTICATED);
     EXPECT_EQ(bad.error_message().find(wrong), std::string::npos) << "never echo a token";
-    EXPECT_EQ(tcpClient("Basic-nonsense")->WhoAmI(context().get(), {}, &me).error_code(),
+    EXPECT_EQ(tcpClient("Basic-nonsense")->access->WhoAmI(context().get(), {}, &me).error_code(),
               grpc::StatusCode::UNAUTHENTICATED);
 
     auto ci = tcpClient(created.token());
-    status = ci->WhoAmI(context().get(), {}, &me);
+    status = ci->access->WhoAmI(context().get(), {}, &me);
     ASSERT_TRUE(status.ok()) << status.error_message();
     EXPECT_EQ(me.name(), "ci");
     EXPECT_EQ(me.role(), "engineer");
     EXPECT_EQ(me.via(), "token");
     v1::ListSessionsResponse sessions;
-    EXPECT_TRUE(ci->ListSessions(context().get(), {}, &sessions).ok());
-    const auto denied = ci->CreateToken(context().get(), create, &created);
+    EXPECT_TRUE(ci->sessions->ListSessions(context().get(), {}, &sessions).ok());
+    const auto denied = ci->access->CreateToken(context().get(), create, &created);
     EXPECT_EQ(denied.error_code(), grpc::StatusCode::PERMISSION_DENIED);
     EXPECT_NE(denied.error_message().find("'ci' (role engineer)"), std::string::npos) << denied.error_message();
 
     v1::ListTokensResponse tokens;
-    ASSERT_TRUE(m_unix->ListTokens(context().get(), {}, &tokens).ok());
+    ASSERT_TRUE(m_unix->access->ListTokens(context().get(), {}, &tokens).ok());
     ASSERT_EQ(tokens.tokens_size(), 1);
     EXPECT_GT(tokens.tokens(0).last_used_unix_ms(), 0) << "last_used is recorded";
 
     v1::RevokeTokenRequest revoke;
     revoke.set_id(tokens.tokens(0).id());
     v1::TokenInfo info;
-    ASSERT_TRUE(m_unix->RevokeToken(context().get(), revoke, &info).ok());
-    const auto revoked = ci->WhoAmI(context().get(), {}, &me);
+    ASSERT_TRUE(m_unix->access->RevokeToken(context().get(), revoke, &info).ok());
+    const auto revoked = ci->access->WhoAmI(context().get(), {}, &me);
     ASSERT_EQ(revoked.error_code(), grpc::StatusCode::UNAUTHENTICATED);
     EXPECT_NE(revoked.error_message().find("revoked"), std::string::npos) << revoked.error_message();
 
     // The revocation survives a restart: the table, not memory, is the record.
     m_broker.reset();
     start();
-    EXPECT_EQ(tcpClient(created.token())->WhoAmI(context().get(), {}, &me).error_code(),
+    EXPECT_EQ(tcpClient(created.token())->access->WhoAmI(context().get(), {}, &me).error_code(),
               grpc::StatusCode::UNAUTHENTICATED);
 }
 
@@ -182,30 +186,30 @@ TEST_F(BrokerTlsTest, EveryRefusedTokenIsAuditedWithItsIdAndNeverItsSecret)
     v1::CreateTokenRequest create;
     create.set_principal("ci");
     v1::CreatedToken created;
-    ASSERT_TRUE(m_unix->CreateToken(context().get(), create, &created).ok());
+    ASSERT_TRUE(m_unix->access->CreateToken(context().get(), create, &created).ok());
     const std::string id = created.info().id();
     std::string wrong = created.token();
     wrong.back() = wrong.back() == '0' ? '1' : '0';
 
     v1::Principal me;
     v1::ListSessionsResponse sessions;
-    ASSERT_EQ(tcpClient({})->WhoAmI(context().get(), {}, &me).error_code(), grpc::StatusCode::UNAUTHENTICATED);
-    ASSERT_EQ(tcpClient("not-a-paddock-token")->ListSessions(context().get(), {}, &sessions).error_code(),
+    ASSERT_EQ(tcpClient({})->access->WhoAmI(context().get(), {}, &me).error_code(), grpc::StatusCode::UNAUTHENTICATED);
+    ASSERT_EQ(tcpClient("not-a-paddock-token")->sessions->ListSessions(context().get(), {}, &sessions).error_code(),
               grpc::StatusCode::UNAUTHENTICATED);
-    ASSERT_EQ(tcpClient(wrong)->ListSessions(context().get(), {}, &sessions).error_code(),
+    ASSERT_EQ(tcpClient(wrong)->sessions->ListSessions(context().get(), {}, &sessions).error_code(),
               grpc::StatusCode::UNAUTHENTICATED);
     v1::RevokeTokenRequest revoke;
     revoke.set_id(id);
     v1::TokenInfo info;
-    ASSERT_TRUE(m_unix->RevokeToken(context().get(), revoke, &info).ok());
-    ASSERT_EQ(tcpClient(created.token())->WhoAmI(context().get(), {}, &me).error_code(),
+    ASSERT_TRUE(m_unix->access->RevokeToken(context().get(), revoke, &info).ok());
+    ASSERT_EQ(tcpClient(created.token())->access->WhoAmI(context().get(), {}, &me).error_code(),
               grpc::StatusCode::UNAUTHENTICATED);
 
     // Committed before each refusal was answered: no waiting here.
     v1::ListAuditRequest query;
     query.set_page_size(100);
     v1::ListAuditResponse audit;
-    auto status = m_unix->ListAudit(context().get(), query, &audit);
+    auto status = m_unix->access->ListAudit(context().get(), query, &audit);
     ASSERT_TRUE(status.ok()) << status.error_message();
     std::vector<v1::AuditRecord> refused;
     for (const auto &record : audit.records()) {
@@ -234,7 +238,7 @@ TEST_F(BrokerTlsTest, EveryRefusedTokenIsAuditedWithItsIdAndNeverItsSecret)
 
     // An admin finds them by method, like any other refusal.
     query.set_method("ListSessions");
-    ASSERT_TRUE(m_unix->ListAudit(context().get(), query, &audit).ok());
+    ASSERT_TRUE(m_unix->access->ListAudit(context().get(), query, &audit).ok());
     EXPECT_EQ(audit.records_size(), 2);
 }
 
@@ -245,12 +249,12 @@ TEST(BrokerTlsHelper, WhoAmIOnTheSocketAsThisUser)
     const char *socket = std::getenv("PADDOCK_AUTH_TEST_SOCKET");
     if (!socket)
         GTEST_SKIP() << "only run by UnixPeerOfAnotherUserIsRefusedNamingTheConfigKey";
-    auto stub = v1::BrokerService::NewStub(grpc::CreateChannel(std::string("unix:") + socket,
+    auto stub = std::make_unique<rpc::BrokerStubs>(grpc::CreateChannel(std::string("unix:") + socket,
                                                                grpc::InsecureChannelCredentials()));
     grpc::ClientContext context;
     context.set_deadline(std::chrono::system_clock::now() + 20s);
     v1::Principal me;
-    const auto status = stub->WhoAmI(&context, {}, &me);
+    const auto status = stub->access->WhoAmI(&context, {}, &me);
     std::printf("RESULT %d %s\n", static_cast<int>(status.error_code()), status.error_message().c_str());
 }
 
@@ -296,6 +300,81 @@ TEST_F(BrokerTlsTest, UnixPeerOfAnotherUserIsRefusedNamingTheConfigKey)
         << result;
     EXPECT_NE(result.find("nobody"), std::string::npos) << result;
     EXPECT_NE(result.find("unix_users = [\"nobody\"]"), std::string::npos) << result;
+}
+
+// The broker's four services, each named by grpc.health.v1 and by server reflection, so a load
+// balancer's health check and grpcurl both see what paddockd serves. Both protocols are spoken
+// through the generic stub with their few bytes encoded here, which keeps their generated code out.
+TEST_F(BrokerTlsTest, HealthAndReflectionNameEachOfTheFourServices)
+{
+    start();
+    auto channel = grpc::CreateChannel("unix:" + (m_dir / "run" / "broker.sock").string(),
+                                       grpc::InsecureChannelCredentials());
+    grpc::GenericStub stub(channel);
+    const std::vector<std::string> services{"paddock.v1.SessionService", "paddock.v1.GovernanceService",
+                                            "paddock.v1.OperationsService", "paddock.v1.AccessService"};
+    auto health = [&](const std::string &service) -> std::string {
+        // HealthCheckRequest{service}: field 1, length-delimited.
+        const std::string bytes = std::string{'\x0a', static_cast<char>(service.size())} + service;
+        grpc::Slice slice(bytes);
+        grpc::ByteBuffer request(&slice, 1), response;
+        auto ctx = context();
+        std::mutex mutex;
+        std::condition_variable cv;
+        std::optional<grpc::Status> done;
+        stub.UnaryCall(ctx.get(), "/grpc.health.v1.Health/Check", grpc::StubOptions(), &request, &response,
+                       [&](grpc::Status status) {
+                           std::lock_guard lock(mutex);
+                           done = status;
+                           cv.notify_all();
+                       });
+        std::unique_lock lock(mutex);
+        cv.wait(lock, [&] { return done.has_value(); });
+        if (!done->ok())
+            return "error " + done->error_message();
+        std::vector<grpc::Slice> slices;
+        EXPECT_TRUE(response.Dump(&slices).ok());
+        std::string out;
+        for (const auto &s : slices)
+            out.append(reinterpret_cast<const char *>(s.begin()), s.size());
+        return out;
+    };
+    const std::string serving{'\x08', '\x01'};   // HealthCheckResponse{status: SERVING}
+    for (const auto &service : services)
+        EXPECT_EQ(health(service), serving) << service;
+    EXPECT_NE(health("paddock.v1.BrokerService"), serving) << "the old single service is gone";
+
+    // ServerReflectionRequest{list_services: ""} (field 7) on the bidirectional stream; the answer
+    // carries each service's full name.
+    auto ctx = context();
+    grpc::CompletionQueue cq;
+    auto call = stub.PrepareCall(ctx.get(), "/grpc.reflection.v1alpha.ServerReflection/ServerReflectionInfo", &cq);
+    void *tag = nullptr;
+    bool ok = false;
+    call->StartCall(reinterpret_cast<void *>(1));
+    ASSERT_TRUE(cq.Next(&tag, &ok) && ok);
+    const std::string listServices{'\x3a', '\x00'};
+    grpc::Slice slice(listServices);
+    grpc::ByteBuffer request(&slice, 1), response;
+    call->Write(request, reinterpret_cast<void *>(2));
+    ASSERT_TRUE(cq.Next(&tag, &ok) && ok);
+    call->Read(&response, reinterpret_cast<void *>(3));
+    ASSERT_TRUE(cq.Next(&tag, &ok) && ok) << "no reflection answer";
+    std::vector<grpc::Slice> slices;
+    ASSERT_TRUE(response.Dump(&slices).ok());
+    std::string listed;
+    for (const auto &s : slices)
+        listed.append(reinterpret_cast<const char *>(s.begin()), s.size());
+    for (const auto &service : services)
+        EXPECT_NE(listed.find(service), std::string::npos) << service << " is not listed by reflection";
+    ctx->TryCancel();
+    grpc::Status finished;
+    call->Finish(&finished, reinterpret_cast<void *>(4));
+    while (cq.Next(&tag, &ok) && tag != reinterpret_cast<void *>(4)) {
+    }
+    cq.Shutdown();
+    while (cq.Next(&tag, &ok)) {
+    }
 }
 
 } // namespace

@@ -4,9 +4,10 @@
 // audited is not opened, and a pool that does not answer is named in the post-mortem list while
 // the others are still listed. The store, the service and gRPC are real (a unix socket).
 
-#include "broker/server/broker_service.h"
+#include "broker/server/broker_api.h"
 #include "broker/server/stream_hub.h"
 #include "broker/server/unix_listener.h"
+#include "rpc/broker_stubs.h"
 #include "broker/store/sqlite_event_store.h"
 
 #include <grpcpp/grpcpp.h>
@@ -21,23 +22,23 @@ using nlohmann::json;
 
 namespace {
 
-class FakePool final : public pools::PoolClient {
+class FakePool final : public pool_client::PoolClient {
 public:
     explicit FakePool(std::string name, bool answers = true) : m_name(std::move(name)), m_answers(answers) {}
     std::string name() const override { return m_name; }
     std::string endpoint() const override { return "fake"; }
 
-    Result<pools::ClaimedSandbox> claim(const std::string &tier, const std::string &session, const std::string &) override
+    Result<pool_client::ClaimedSandbox> claim(const std::string &tier, const std::string &session, const std::string &) override
     {
         std::lock_guard lock(m_mutex);
         claims.push_back(tier + " " + session);
-        return pools::ClaimedSandbox{"lite-new-" + std::to_string(claims.size()), tier, "bwrap", "h", true, 0.1};
+        return pool_client::ClaimedSandbox{"lite-new-" + std::to_string(claims.size()), tier, "bwrap", "h", true, 0.1};
     }
-    Result<pools::ExecOutcome> exec(const pools::ExecSpec &spec, const pools::OutputSink &sink) override
+    Result<pool_client::ExecOutcome> exec(const pool_client::ExecSpec &spec, const pool_client::OutputSink &sink) override
     {
         std::lock_guard lock(m_mutex);
         execs.push_back(spec.sandboxId + ": " + spec.argv.back());
-        pools::ExecOutcome out;
+        pool_client::ExecOutcome out;
         out.stdoutData = "ran " + spec.argv.back() + "\n";
         out.exitCode = spec.argv.back() == "false" ? 1 : 0;
         if (sink)
@@ -46,41 +47,41 @@ public:
     }
     Result<std::string> readFile(const std::string &, const std::string &, int64_t) override { return std::string(); }
     Status writeFile(const std::string &, const std::string &, const std::string &, uint32_t) override { return {}; }
-    Result<std::vector<pools::DirEntry>> listDir(const std::string &, const std::string &) override { return {}; }
+    Result<std::vector<pool_client::DirEntry>> listDir(const std::string &, const std::string &) override { return {}; }
     Status release(const std::string &id) override
     {
         std::lock_guard lock(m_mutex);
         released.push_back(id);
         return {};
     }
-    Result<pools::PoolStatus> status() override
+    Result<pool_client::PoolStatus> status() override
     {
         if (!m_answers)
             return fail(ErrorCode::Unavailable, "pool '" + m_name + "' is unreachable");
-        pools::PoolStatus s;
+        pool_client::PoolStatus s;
         s.poolId = m_name;
-        s.tiers.push_back(pools::TierStatus{"lite", "bwrap", 1, 0, 8, 1, 0});
+        s.tiers.push_back(pool_client::TierStatus{"lite", "bwrap", 1, 0, 8, 1, 0});
         return s;
     }
-    Result<pools::SnapshotInfo> restore(const std::string &sandbox, const std::string &ref) override
+    Result<pool_client::SnapshotInfo> restore(const std::string &sandbox, const std::string &ref) override
     {
         std::lock_guard lock(m_mutex);
         restores.push_back(sandbox + " <- " + ref);
         if (ref == "damaged-1")
             return fail(ErrorCode::FailedPrecondition, "snapshot 'damaged-1' is damaged (checksum mismatch)");
-        return pools::SnapshotInfo{ref, 10, 3, 1.0};
+        return pool_client::SnapshotInfo{ref, 10, 3, 1.0};
     }
-    Result<std::vector<pools::PostMortemInfo>> listPostMortems(const std::string &session, int) override
+    Result<std::vector<pool_client::PostMortemInfo>> listPostMortems(const std::string &session, int) override
     {
         if (!m_answers)
             return fail(ErrorCode::Unavailable, "pool '" + m_name + "' is unreachable");
-        std::vector<pools::PostMortemInfo> out;
+        std::vector<pool_client::PostMortemInfo> out;
         for (const auto &[id, pm] : postMortems)
             if (session.empty() || pm.sessionId == session)
                 out.push_back(pm);
         return out;
     }
-    Result<pools::PostMortemInfo> getPostMortem(const std::string &sandbox) override
+    Result<pool_client::PostMortemInfo> getPostMortem(const std::string &sandbox) override
     {
         auto it = postMortems.find(sandbox);
         if (it == postMortems.end())
@@ -91,7 +92,7 @@ public:
 
     void addPostMortem(const std::string &sandbox, const std::string &session, const std::string &ref, int64_t time)
     {
-        pools::PostMortemInfo pm;
+        pool_client::PostMortemInfo pm;
         pm.pool = m_name;
         pm.sandboxId = sandbox;
         pm.sessionId = session;
@@ -104,7 +105,7 @@ public:
 
     std::mutex m_mutex;
     std::vector<std::string> claims, execs, released, restores;
-    std::map<std::string, pools::PostMortemInfo> postMortems;
+    std::map<std::string, pool_client::PostMortemInfo> postMortems;
 
 private:
     std::string m_name;
@@ -140,10 +141,10 @@ protected:
     {
         m_hub = std::make_unique<server::StreamHub>(*m_store);
         m_hub->start();
-        server::BrokerServiceOptions options;
+        server::ServiceOptions options;
         options.debugShellIdleTimeoutMs = idleMs;
-        m_service = std::make_unique<server::BrokerService>(*m_store, *m_hub, m_pools,
-                                                            [](const std::string &) -> model::ModelAdapter * { return nullptr; },
+        m_service = std::make_unique<server::BrokerApi>(*m_store, *m_hub, m_pools,
+                                                            [](const std::string &) -> llm::ModelAdapter * { return nullptr; },
                                                             options);
         // The broker's own listener: peer credentials make this process's user the admin.
         auto listener = server::UnixListener::listen(m_dir / "b.sock", 0600);
@@ -151,12 +152,12 @@ protected:
         m_listener = std::move(*listener);
         grpc::ServerBuilder builder;
         const std::string address = "unix:" + (m_dir / "b.sock").string();
-        builder.RegisterService(m_service.get());
+        m_service->registerOn(builder);
         m_server = builder.BuildAndStart();
         ASSERT_TRUE(m_server);
         m_listener->start(m_server.get(), std::make_shared<const auth::PrincipalMap>(
                                               auth::PrincipalMap::embeddedDefault(::getuid())));
-        m_stub = v1::BrokerService::NewStub(grpc::CreateChannel(address, grpc::InsecureChannelCredentials()));
+        m_stub = std::make_unique<rpc::BrokerStubs>(grpc::CreateChannel(address, grpc::InsecureChannelCredentials()));
     }
     void TearDown() override
     {
@@ -195,7 +196,7 @@ protected:
         req.set_pool(pool);
         req.set_sandbox_id(sandbox);
         req.set_tier(tier);
-        return m_stub->OpenDebugShell(&ctx, req, shell);
+        return m_stub->operations->OpenDebugShell(&ctx, req, shell);
     }
 
     grpc::Status exec(const std::string &shell, const std::string &line, std::string *out)
@@ -206,7 +207,7 @@ protected:
         req.add_argv("/bin/sh");
         req.add_argv("-c");
         req.add_argv(line);
-        auto reader = m_stub->DebugExec(&ctx, req);
+        auto reader = m_stub->operations->DebugExec(&ctx, req);
         v1::ExecResponse msg;
         while (reader->Read(&msg))
             *out += msg.stdout();
@@ -215,13 +216,13 @@ protected:
 
     fs::path m_dir;
     std::unique_ptr<store::EventStore> m_store;
-    pools::PoolSet m_pools;
+    placement::PoolSet m_pools;
     FakePool *m_pool = nullptr;
     std::unique_ptr<server::StreamHub> m_hub;
-    std::unique_ptr<server::BrokerService> m_service;
+    std::unique_ptr<server::BrokerApi> m_service;
     std::unique_ptr<server::UnixListener> m_listener;
     std::unique_ptr<grpc::Server> m_server;
-    std::unique_ptr<v1::BrokerService::Stub> m_stub;
+    std::unique_ptr<rpc::BrokerStubs> m_stub;
 };
 
 } // namespace
@@ -247,7 +248,7 @@ TEST_F(OperatorServiceTest, ShellIsRestoredFromTheSnapshotAndEveryStepIsAudited)
     v1::CloseDebugShellRequest creq;
     creq.set_shell_id(shell.shell_id());
     v1::CloseDebugShellResponse cresp;
-    ASSERT_TRUE(m_stub->CloseDebugShell(&ctx, creq, &cresp).ok());
+    ASSERT_TRUE(m_stub->operations->CloseDebugShell(&ctx, creq, &cresp).ok());
     EXPECT_EQ(m_pool->released, std::vector<std::string>{shell.sandbox_id()});
 
     auto events = audit();
@@ -320,7 +321,7 @@ TEST_F(OperatorServiceTest, ListNamesAPoolThatDoesNotAnswerAndListsTheOthers)
     grpc::ClientContext ctx;
     v1::ListPoolPostMortemsRequest req;
     v1::ListPoolPostMortemsResponse resp;
-    ASSERT_TRUE(m_stub->ListPostMortems(&ctx, req, &resp).ok());
+    ASSERT_TRUE(m_stub->operations->ListPostMortems(&ctx, req, &resp).ok());
     ASSERT_EQ(resp.post_mortems_size(), 4);
     EXPECT_EQ(resp.post_mortems(0).sandbox_id(), "lite-failed");   // newest first
     EXPECT_EQ(resp.post_mortems(0).pool(), "east");
@@ -330,6 +331,6 @@ TEST_F(OperatorServiceTest, ListNamesAPoolThatDoesNotAnswerAndListsTheOthers)
     grpc::ClientContext ctx2;
     req.set_session_id("s-1");
     v1::ListPoolPostMortemsResponse one;
-    ASSERT_TRUE(m_stub->ListPostMortems(&ctx2, req, &one).ok());
+    ASSERT_TRUE(m_stub->operations->ListPostMortems(&ctx2, req, &one).ok());
     EXPECT_EQ(one.post_mortems_size(), 2);
 }

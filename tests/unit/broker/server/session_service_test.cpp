@@ -5,7 +5,7 @@
 #include "broker/server/stream_hub.h"
 #include "tests/support/in_process_broker.h"
 
-#include "paddock/v1/broker.grpc.pb.h"
+#include "rpc/broker_stubs.h"
 
 #include <grpcpp/grpcpp.h>
 #include <gtest/gtest.h>
@@ -28,15 +28,15 @@ command = "echo hello"
 )";
 
 // A pool that only answers Status, offering the lite tier.
-class LiteOnlyPool final : public pools::PoolClient {
+class LiteOnlyPool final : public pool_client::PoolClient {
 public:
     std::string name() const override { return "lite-only"; }
     std::string endpoint() const override { return "test:0"; }
-    Result<pools::ClaimedSandbox> claim(const std::string &, const std::string &, const std::string &) override
+    Result<pool_client::ClaimedSandbox> claim(const std::string &, const std::string &, const std::string &) override
     {
         return fail(ErrorCode::Unimplemented, "test pool");
     }
-    Result<pools::ExecOutcome> exec(const pools::ExecSpec &, const pools::OutputSink &) override
+    Result<pool_client::ExecOutcome> exec(const pool_client::ExecSpec &, const pool_client::OutputSink &) override
     {
         return fail(ErrorCode::Unimplemented, "test pool");
     }
@@ -48,15 +48,15 @@ public:
     {
         return fail(ErrorCode::Unimplemented, "test pool");
     }
-    Result<std::vector<pools::DirEntry>> listDir(const std::string &, const std::string &) override
+    Result<std::vector<pool_client::DirEntry>> listDir(const std::string &, const std::string &) override
     {
         return fail(ErrorCode::Unimplemented, "test pool");
     }
     Status release(const std::string &) override { return {}; }
-    Result<pools::PoolStatus> status() override
+    Result<pool_client::PoolStatus> status() override
     {
-        pools::PoolStatus status;
-        pools::TierStatus lite{"lite", "bwrap", 2, 0, 32, 1.0, 0};
+        pool_client::PoolStatus status;
+        pool_client::TierStatus lite{"lite", "bwrap", 2, 0, 32, 1.0, 0};
         lite.coldFallbacks = 3;
         lite.claimLatencyUsBuckets = {1000, 10000, 100000};
         lite.claimLatencyCounts = {5, 2, 1};
@@ -76,7 +76,7 @@ public:
     void cancelInFlight() override {}
 };
 
-class BrokerServiceTest : public ::testing::Test {
+class SessionServiceTest : public ::testing::Test {
 protected:
     void SetUp() override
     {
@@ -88,7 +88,7 @@ protected:
         m_broker = std::make_unique<test::InProcessBroker>(m_dir, PADDOCK_PLAYBOOK_DIR);
         auto started = m_broker->start();
         ASSERT_TRUE(started) << started.error().message;
-        m_stub = v1::BrokerService::NewStub(m_broker->newChannel());
+        m_stub = std::make_unique<rpc::BrokerStubs>(m_broker->newChannel());
     }
 
     void TearDown() override
@@ -109,7 +109,7 @@ protected:
         v1::SubmitSessionRequest request;
         request.set_playbook_toml(kPlaybook);
         v1::Session session;
-        auto status = m_stub->SubmitSession(context().get(), request, &session);
+        auto status = m_stub->sessions->SubmitSession(context().get(), request, &session);
         EXPECT_TRUE(status.ok()) << status.error_message();
         return session;
     }
@@ -138,10 +138,10 @@ protected:
 
     std::filesystem::path m_dir;
     std::unique_ptr<test::InProcessBroker> m_broker;
-    std::unique_ptr<v1::BrokerService::Stub> m_stub;
+    std::unique_ptr<rpc::BrokerStubs> m_stub;
 };
 
-TEST_F(BrokerServiceTest, SubmitRecordsTheSessionAndItsPlaybook)
+TEST_F(SessionServiceTest, SubmitRecordsTheSessionAndItsPlaybook)
 {
     const v1::Session session = submit();
     EXPECT_EQ(session.status(), v1::SESSION_STATUS_QUEUED);
@@ -154,58 +154,58 @@ TEST_F(BrokerServiceTest, SubmitRecordsTheSessionAndItsPlaybook)
     v1::GetSessionRequest get;
     get.set_id(session.id());
     v1::Session again;
-    ASSERT_TRUE(m_stub->GetSession(context().get(), get, &again).ok());
+    ASSERT_TRUE(m_stub->sessions->GetSession(context().get(), get, &again).ok());
     EXPECT_EQ(again.id(), session.id());
 }
 
-TEST_F(BrokerServiceTest, BadSubmissionsAreRefusedWithTheRightStatus)
+TEST_F(SessionServiceTest, BadSubmissionsAreRefusedWithTheRightStatus)
 {
     v1::Session session;
     v1::SubmitSessionRequest empty;
-    EXPECT_EQ(m_stub->SubmitSession(context().get(), empty, &session).error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+    EXPECT_EQ(m_stub->sessions->SubmitSession(context().get(), empty, &session).error_code(), grpc::StatusCode::INVALID_ARGUMENT);
 
     v1::SubmitSessionRequest malformed;
     malformed.set_playbook_toml("[[step]]\ntool = \"run_command\"\n");
-    auto status = m_stub->SubmitSession(context().get(), malformed, &session);
+    auto status = m_stub->sessions->SubmitSession(context().get(), malformed, &session);
     EXPECT_EQ(status.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
 
     v1::SubmitSessionRequest unknownModel;
     unknownModel.set_goal("g");
     unknownModel.set_model("no-such-model");
-    status = m_stub->SubmitSession(context().get(), unknownModel, &session);
+    status = m_stub->sessions->SubmitSession(context().get(), unknownModel, &session);
     EXPECT_EQ(status.error_code(), grpc::StatusCode::NOT_FOUND);
     EXPECT_NE(status.error_message().find("scripted"), std::string::npos) << "should list the configured models";
 
     v1::SubmitSessionRequest unknownPlaybook;
     unknownPlaybook.set_playbook("no-such-playbook");
-    EXPECT_EQ(m_stub->SubmitSession(context().get(), unknownPlaybook, &session).error_code(),
+    EXPECT_EQ(m_stub->sessions->SubmitSession(context().get(), unknownPlaybook, &session).error_code(),
               grpc::StatusCode::NOT_FOUND);
 
     v1::ListSessionsResponse list;
-    ASSERT_TRUE(m_stub->ListSessions(context().get(), {}, &list).ok());
+    ASSERT_TRUE(m_stub->sessions->ListSessions(context().get(), {}, &list).ok());
     EXPECT_EQ(list.sessions_size(), 0) << "a refused submission must record nothing";
 }
 
-TEST_F(BrokerServiceTest, ATierNoPoolOffersIsRefusedAtSubmit)
+TEST_F(SessionServiceTest, ATierNoPoolOffersIsRefusedAtSubmit)
 {
     m_broker->pools().add(std::make_unique<LiteOnlyPool>(), false);
     v1::SubmitSessionRequest request;
     request.set_playbook_toml(kPlaybook);
     request.set_tier("heavy");
     v1::Session session;
-    const auto status = m_stub->SubmitSession(context().get(), request, &session);
+    const auto status = m_stub->sessions->SubmitSession(context().get(), request, &session);
     EXPECT_EQ(status.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
     EXPECT_NE(status.error_message().find("offer: lite"), std::string::npos) << status.error_message();
 
     request.set_tier("lite");
-    EXPECT_TRUE(m_stub->SubmitSession(context().get(), request, &session).ok());
+    EXPECT_TRUE(m_stub->sessions->SubmitSession(context().get(), request, &session).ok());
 }
 
-TEST_F(BrokerServiceTest, ListPoolsCarriesEverythingTheTierStatusSays)
+TEST_F(SessionServiceTest, ListPoolsCarriesEverythingTheTierStatusSays)
 {
     m_broker->pools().add(std::make_unique<LiteOnlyPool>(), false);
     v1::ListPoolsResponse pools;
-    ASSERT_TRUE(m_stub->ListPools(context().get(), {}, &pools).ok());
+    ASSERT_TRUE(m_stub->operations->ListPools(context().get(), {}, &pools).ok());
     ASSERT_EQ(pools.pools_size(), 1);
     ASSERT_EQ(pools.pools(0).tiers_size(), 1);
     const v1::TierStatus &tier = pools.pools(0).tiers(0);
@@ -230,7 +230,7 @@ TEST_F(BrokerServiceTest, ListPoolsCarriesEverythingTheTierStatusSays)
     EXPECT_EQ(tier.tier().max_count(), 32);
 }
 
-TEST_F(BrokerServiceTest, ListSessionsPagesAndFilters)
+TEST_F(SessionServiceTest, ListSessionsPagesAndFilters)
 {
     for (int i = 0; i < 5; ++i)
         submit();
@@ -239,7 +239,7 @@ TEST_F(BrokerServiceTest, ListSessionsPagesAndFilters)
     std::set<std::string> seen;
     for (int page = 0; page < 10; ++page) {
         v1::ListSessionsResponse response;
-        ASSERT_TRUE(m_stub->ListSessions(context().get(), request, &response).ok());
+        ASSERT_TRUE(m_stub->sessions->ListSessions(context().get(), request, &response).ok());
         for (const auto &s : response.sessions())
             seen.insert(s.id());
         if (response.next_page_token().empty())
@@ -251,11 +251,11 @@ TEST_F(BrokerServiceTest, ListSessionsPagesAndFilters)
     v1::ListSessionsRequest running;
     running.mutable_filter()->add_statuses(v1::SESSION_STATUS_RUNNING);
     v1::ListSessionsResponse none;
-    ASSERT_TRUE(m_stub->ListSessions(context().get(), running, &none).ok());
+    ASSERT_TRUE(m_stub->sessions->ListSessions(context().get(), running, &none).ok());
     EXPECT_EQ(none.sessions_size(), 0);
 }
 
-TEST_F(BrokerServiceTest, StreamGivesHistoryThenTheLiveTailInBatchesThenEnds)
+TEST_F(SessionServiceTest, StreamGivesHistoryThenTheLiveTailInBatchesThenEnds)
 {
     const v1::Session session = submit();
     appendEvents(session.id(), 3000);
@@ -265,7 +265,7 @@ TEST_F(BrokerServiceTest, StreamGivesHistoryThenTheLiveTailInBatchesThenEnds)
     request.set_from_seq(1);
     request.set_follow(true);
     auto ctx = context();
-    auto reader = m_stub->StreamEvents(ctx.get(), request);
+    auto reader = m_stub->sessions->StreamEvents(ctx.get(), request);
 
     std::thread producer([&] {
         appendEvents(session.id(), 5000, 250);
@@ -289,7 +289,7 @@ TEST_F(BrokerServiceTest, StreamGivesHistoryThenTheLiveTailInBatchesThenEnds)
     EXPECT_LT(messages, 8002 / 10) << "events should come in batches, not one per message";
 }
 
-TEST_F(BrokerServiceTest, StalledFollowerDoesNotHoldAppendsAndCatchesUpFromTheStore)
+TEST_F(SessionServiceTest, StalledFollowerDoesNotHoldAppendsAndCatchesUpFromTheStore)
 {
     const v1::Session session = submit();
     v1::StreamEventsRequest request;
@@ -297,7 +297,7 @@ TEST_F(BrokerServiceTest, StalledFollowerDoesNotHoldAppendsAndCatchesUpFromTheSt
     request.set_follow(true);
     request.set_max_batch(500);
     auto ctx = context();
-    auto reader = m_stub->StreamEvents(ctx.get(), request);
+    auto reader = m_stub->sessions->StreamEvents(ctx.get(), request);
     v1::EventBatch batch;
     ASSERT_TRUE(reader->Read(&batch));   // the stream is open and caught up
 
@@ -317,53 +317,53 @@ TEST_F(BrokerServiceTest, StalledFollowerDoesNotHoldAppendsAndCatchesUpFromTheSt
     EXPECT_GE(m_broker->streamCatchUps(), 1) << "the stream never fell back to the store, so this test proved nothing";
 }
 
-TEST_F(BrokerServiceTest, StreamRefusesUnknownSessionsAndSeqsPastTheTail)
+TEST_F(SessionServiceTest, StreamRefusesUnknownSessionsAndSeqsPastTheTail)
 {
     const v1::Session session = submit();
     v1::StreamEventsRequest request;
     request.set_session_id("s-nope");
     v1::EventBatch batch;
     auto ctx = context();
-    auto reader = m_stub->StreamEvents(ctx.get(), request);
+    auto reader = m_stub->sessions->StreamEvents(ctx.get(), request);
     EXPECT_FALSE(reader->Read(&batch));
     EXPECT_EQ(reader->Finish().error_code(), grpc::StatusCode::NOT_FOUND);
 
     request.set_session_id(session.id());
     request.set_from_seq(4);   // the log has two events (session.created, env.decision): 1 to 3 are fine
     auto ctx2 = context();
-    auto past = m_stub->StreamEvents(ctx2.get(), request);
+    auto past = m_stub->sessions->StreamEvents(ctx2.get(), request);
     EXPECT_FALSE(past->Read(&batch));
     const auto status = past->Finish();
     EXPECT_EQ(status.error_code(), grpc::StatusCode::OUT_OF_RANGE);
     EXPECT_NE(status.error_message().find("from 1 to 3"), std::string::npos) << status.error_message();
 }
 
-TEST_F(BrokerServiceTest, PauseResumeCancelFollowTheStateMachine)
+TEST_F(SessionServiceTest, PauseResumeCancelFollowTheStateMachine)
 {
     const v1::Session session = submit();
     v1::SessionActionRequest action;
     action.set_id(session.id());
     v1::Session out;
-    EXPECT_EQ(m_stub->ResumeSession(context().get(), action, &out).error_code(), grpc::StatusCode::FAILED_PRECONDITION);
-    ASSERT_TRUE(m_stub->PauseSession(context().get(), action, &out).ok());
+    EXPECT_EQ(m_stub->sessions->ResumeSession(context().get(), action, &out).error_code(), grpc::StatusCode::FAILED_PRECONDITION);
+    ASSERT_TRUE(m_stub->sessions->PauseSession(context().get(), action, &out).ok());
     EXPECT_EQ(out.status(), v1::SESSION_STATUS_PAUSED);
-    ASSERT_TRUE(m_stub->ResumeSession(context().get(), action, &out).ok());
+    ASSERT_TRUE(m_stub->sessions->ResumeSession(context().get(), action, &out).ok());
     EXPECT_EQ(out.status(), v1::SESSION_STATUS_RUNNING);
-    ASSERT_TRUE(m_stub->CancelSession(context().get(), action, &out).ok());
+    ASSERT_TRUE(m_stub->sessions->CancelSession(context().get(), action, &out).ok());
     EXPECT_EQ(out.status(), v1::SESSION_STATUS_CANCELLED);
-    const auto again = m_stub->CancelSession(context().get(), action, &out);
+    const auto again = m_stub->sessions->CancelSession(context().get(), action, &out);
     EXPECT_EQ(again.error_code(), grpc::StatusCode::FAILED_PRECONDITION);
     EXPECT_NE(again.error_message().find("cancelled"), std::string::npos);
 
     action.set_id("s-nope");
-    EXPECT_EQ(m_stub->CancelSession(context().get(), action, &out).error_code(), grpc::StatusCode::NOT_FOUND);
+    EXPECT_EQ(m_stub->sessions->CancelSession(context().get(), action, &out).error_code(), grpc::StatusCode::NOT_FOUND);
 }
 
-TEST_F(BrokerServiceTest, WatchSendsTheSnapshotThenChanges)
+TEST_F(SessionServiceTest, WatchSendsTheSnapshotThenChanges)
 {
     const v1::Session first = submit();
     auto ctx = context();
-    auto reader = m_stub->WatchSessions(ctx.get(), {});
+    auto reader = m_stub->sessions->WatchSessions(ctx.get(), {});
     v1::SessionChanges changes;
     ASSERT_TRUE(reader->Read(&changes));
     EXPECT_TRUE(changes.initial());

@@ -1,0 +1,216 @@
+// StepEngine's tier steps: moving a session's sandbox to the tier a decision granted (snapshot,
+// claim, restore, release), the result of a request_environment once its tier_escalation review is
+// decided, and the env.outcome of the decision that gave the held sandbox its tier.
+//
+// Threads: the step workers run these for the session they hold the lease on; tierOutcome also
+// runs on the idle releaser's thread (releaseIdle).
+
+#include "broker/engine/step_engine_internal.h"
+
+#include <spdlog/spdlog.h>
+
+#include <set>
+
+namespace paddock::engine {
+
+namespace {
+
+using nlohmann::json;
+
+} // namespace
+
+StepOutcome StepEngine::moveTier(const Action &action, std::span<const core::Event> log)
+{
+    const auto &state = action.state;
+    pool_client::PoolClient *from = m_pools.find(state.pool);
+    if (!from) {
+        return appendResult(action, {event(core::kind::SandboxFailed,
+                                           {{"sandbox_id", state.sandboxId},
+                                            {"reason", "pool_lost"},
+                                            {"error", "pool '" + state.pool + "' is no longer configured"}})});
+    }
+    std::string fromTier;
+    for (auto it = log.rbegin(); it != log.rend(); ++it) {
+        if (it->kind == core::kind::SandboxClaimed) {
+            fromTier = json::parse(it->payload, nullptr, false).value("tier", std::string());
+            break;
+        }
+    }
+    // Placement first (it reads cached statuses): while no pool can take the tier, retries must not
+    // snapshot the workspace again and again.
+    auto pool = m_pools.choose(action.tier);
+    if (!pool)
+        return waitForPool(action, pool.error());   // the session stays where it is
+    auto snapshot = workspaceSnapshot(*from, state.sandboxId, log);
+    if (!snapshot) {
+        if (snapshot.error().code == ErrorCode::Unavailable)
+            m_pools.reportUnavailable(from->name(), snapshot.error().message);
+        return {action.kind, false, m_options.retryAfterUnavailableMs,
+                "no snapshot to move with: " + snapshot.error().message};
+    }
+    const std::string ref = (*snapshot)["snapshot_ref"];
+    // The outcome of the tier being left, while the pool still has its samples.
+    auto leftTier = tierOutcome(from, state, log);
+    auto claimed = (*pool)->claim(action.tier, state.id, action.idempotencyKey);
+    if (!claimed)
+        return {action.kind, false, m_options.retryAfterUnavailableMs, claimed.error().message};
+    auto restored = (*pool)->restore(claimed->sandboxId, ref);
+    if (!restored) {
+        (void)(*pool)->release(claimed->sandboxId);
+        return {action.kind, false, m_options.retryAfterUnavailableMs,
+                "snapshot " + ref + " not restored: " + restored.error().message};
+    }
+    m_pools.noteClaimed((*pool)->name());
+    json released{{"sandbox_id", state.sandboxId}, {"pool", state.pool}, {"reason", "tier_move"}};
+    released.update(*snapshot);
+    std::vector<core::NewEvent> events;
+    if (leftTier)
+        events.push_back(std::move(*leftTier));
+    events.push_back(event(core::kind::SandboxReleased, released));
+    events.push_back(sandboxClaimed((*pool)->name(), *claimed, m_pools.pricePerHour((*pool)->name(), claimed->tier)));
+    events.push_back(event(kSandboxMoved, {{"reason", "tier_override"},
+                                           {"from_tier", fromTier},
+                                           {"from_pool", state.pool},
+                                           {"from_sandbox_id", state.sandboxId},
+                                           {"to_tier", claimed->tier},
+                                           {"to_pool", (*pool)->name()},
+                                           {"to_sandbox_id", claimed->sandboxId},
+                                           {"snapshot_ref", ref},
+                                           {"workspace", "restored"},
+                                           {"restored_files", restored->fileCount},
+                                           {"note", "moved from tier '" + fromTier + "' to tier '" + claimed->tier
+                                                + "' with snapshot " + ref}}));
+    auto outcome = appendResult(action, std::move(events));
+    // Whoever recorded first owns the log: on a lost race the new sandbox goes back, the old stays.
+    pool_client::PoolClient *giveBack = outcome.appended ? from : *pool;
+    const std::string giveBackId = outcome.appended ? state.sandboxId : claimed->sandboxId;
+    if (auto done = giveBack->release(giveBackId); !done)
+        spdlog::warn("session {}: sandbox {} on pool '{}' not released after the move: {}", state.id, giveBackId,
+                     giveBack->name(), done.error().message);
+    return outcome;
+}
+
+StepOutcome StepEngine::tierEscalationDecided(const Action &action, const EnvironmentDecider &decider,
+                                              const agents::Agent &agent)
+{
+    const core::SessionState &state = action.state;
+    const json requested = action.review.value("payload", json::object());
+    const std::string reviewId = action.review.value("review_id", std::string());
+    const std::string tier = requested.value("tier", stringArg(action.call, "tier"));
+    if (action.decision.is_null())
+        return {action.kind, false, 0, "review " + reviewId + " is not decided yet"};
+    const bool approved = action.decision.value("approved", false);
+    const std::string who = action.decision.value("decider", std::string());
+    const std::string why = action.decision.value("reason", std::string());
+    json result = toolResultBase(action.call);
+    result["requested_tier"] = tier;
+    result["review_id"] = reviewId;
+    result["approved"] = approved;
+    result["decider"] = who;
+    result["decision_reason"] = why;
+    std::vector<core::NewEvent> events;
+    if (approved) {
+        // The approver chose the tier: a human's decision, recorded like an override, which the
+        // next step carries out like any granted request (snapshot, claim, restore).
+        policy::TierDecision granted = policy::decideOverride(
+            decider.context(agent, {state.agent, state.tags, state.goal, state.playbook}), state.tier, tier, why, who);
+        granted.id = EnvironmentDecider::decisionId(state.id, state.lastSeq + 1);
+        granted.trigger = "request_environment";
+        granted.rule = "review " + reviewId;
+        granted.reason = who + " approved review " + reviewId + ": the session moves from " + state.tier + " to "
+            + tier + (why.empty() ? std::string() : " (" + why + ")");
+        events.push_back(event(core::kind::EnvDecision, granted.toJson()));
+        result["decision_id"] = granted.id;
+        result["granted"] = true;
+        result["granted_by"] = who;
+        result["tier"] = tier;
+        result["reason"] = granted.reason;
+        result["note"] = "granted by " + who + " (review " + reviewId + "): the session moves to tier " + tier
+            + " before its next step; /workspace goes with it";
+    } else {
+        result["decision_id"] = requested.value("decision_id", std::string());
+        result["granted"] = false;
+        result["tier"] = state.tier;
+        result["error"] = (who.empty() && why == "expired"
+                               ? "tier " + tier + " was not granted: review " + reviewId + " expired without a decision"
+                               : "tier " + tier + " was rejected by " + who + ": " + why)
+            + "; the session stays on tier " + state.tier;
+    }
+    events.push_back(event(core::kind::ToolResult, result));
+    return appendResult(action, std::move(events));
+}
+
+std::optional<core::NewEvent> StepEngine::tierOutcome(pool_client::PoolClient *pool, const core::SessionState &state,
+                                                      std::span<const core::Event> log) const
+{
+    if (!m_options.decider || !pool || state.sandboxId.empty())
+        return std::nullopt;
+    // The claim being given back.
+    size_t claimIndex = log.size();
+    for (size_t i = log.size(); i-- > 0;) {
+        if (log[i].kind == core::kind::SandboxClaimed) {
+            claimIndex = i;
+            break;
+        }
+    }
+    if (claimIndex == log.size())
+        return std::nullopt;
+    const json claim = json::parse(log[claimIndex].payload, nullptr, false);
+    const std::string heldTier = claim.is_object() ? claim.value("tier", std::string()) : std::string();
+    // The granted decision that chose the held tier and has no outcome yet.
+    std::set<std::string> decided;
+    std::string decisionId;
+    for (auto it = log.rbegin(); it != log.rend() && decisionId.empty(); ++it) {
+        if (it->kind != core::kind::EnvOutcome && it->kind != core::kind::EnvDecision)
+            continue;
+        const json payload = json::parse(it->payload, nullptr, false);
+        if (!payload.is_object())
+            continue;
+        if (it->kind == core::kind::EnvOutcome) {
+            decided.insert(payload.value("decision_id", std::string()));
+            continue;
+        }
+        const std::string verdict = payload.value("verdict", std::string());
+        const std::string id = payload.value("id", std::string());
+        if ((verdict.empty() || verdict == "granted") && payload.value("chosen_tier", std::string()) == heldTier
+            && !decided.contains(id))
+            decisionId = id;
+    }
+    if (decisionId.empty())
+        return std::nullopt;
+
+    policy::OutcomeInput input;
+    input.tier = heldTier;
+    input.tiers = m_options.decider->tiers();
+    for (const auto &tier : input.tiers) {
+        if (tier.name == heldTier) {
+            input.cpuLimit = tier.cpu;
+            input.memoryLimitBytes = tier.memoryBytes;
+        }
+    }
+    for (size_t i = claimIndex + 1; i < log.size(); ++i) {
+        if (log[i].kind != core::kind::ToolResult)
+            continue;
+        const json result = json::parse(log[i].payload, nullptr, false);
+        if (!result.is_object())
+            continue;
+        const std::string reason = result.value("reason", std::string());
+        input.oomKilled = input.oomKilled || reason == "oom_killed";
+        input.timedOut = input.timedOut || reason == "timeout" || result.value("timed_out", false);
+    }
+    if (auto samples = pool->samples(state.sandboxId, log[claimIndex].timeUnixMs - 1)) {
+        for (const auto &sample : *samples)
+            input.samples.push_back({sample.timeUnixMs, sample.cpuCores, sample.memoryBytes, sample.cpuPeriods,
+                                     sample.cpuThrottledPeriods});
+    } else {
+        spdlog::debug("session {}: no samples of sandbox {} for the outcome of {}: {}", state.id, state.sandboxId,
+                      decisionId, samples.error().message);
+    }
+    const policy::Outcome outcome = policy::classifyOutcome(input);
+    json payload = policy::outcomeJson(decisionId, outcome);
+    payload["tier"] = heldTier;
+    payload["sandbox_id"] = state.sandboxId;
+    return event(core::kind::EnvOutcome, payload);
+}
+
+} // namespace paddock::engine

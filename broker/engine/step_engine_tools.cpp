@@ -1,0 +1,227 @@
+// StepEngine's sandbox tools: run_command, write_file and read_file, run by the session's pool in
+// its sandbox. Granted secrets go into a command's environment; output is redacted, then clipped.
+//
+// Threads: the step workers run these for the session they hold the lease on; the pool's call
+// blocks that worker only.
+
+#include "broker/engine/step_engine_internal.h"
+
+#include <functional>
+
+namespace paddock::engine {
+
+namespace {
+
+using nlohmann::json;
+
+} // namespace
+
+// Keeps the head and the tail of a long output, which is where compilers and test runners put what
+// matters, and says how much was left out.
+std::string clipOutput(const std::string &data, bool *clipped)
+{
+    *clipped = data.size() > kMaxRecordedOutputBytes;
+    if (!*clipped)
+        return data;
+    const size_t head = kMaxRecordedOutputBytes / 8;
+    const size_t tail = kMaxRecordedOutputBytes - head;
+    return data.substr(0, head) + "\n[... " + std::to_string(data.size() - head - tail)
+        + " bytes omitted ...]\n" + data.substr(data.size() - tail);
+}
+
+// Every command the broker runs for a session carries the hosts approved for it; the pool's proxy
+// allows them while that command runs (docs/egress.md, "Approved hosts").
+std::vector<pool_client::EgressGrant> egressGrants(const core::SessionState &state)
+{
+    std::vector<pool_client::EgressGrant> out;
+    for (const auto &h : state.approvedHosts)
+        out.push_back({h.host, h.reviewId});
+    return out;
+}
+
+namespace {
+
+// Output is redacted before it is clipped, so a value cut in two by the clip cannot slip through.
+using Redact = std::function<std::string(std::string)>;
+
+// Granted secrets reach this command's environment only: never a sandbox at start, never the
+// log (the payload names no values, and the output is redacted). Returns the granted names the
+// broker no longer holds.
+std::vector<std::string> addGrantedSecrets(pool_client::ExecSpec &spec, const core::SessionState &state,
+                                           const secrets::SecretsSnapshot *secrets)
+{
+    std::vector<std::string> missing;
+    for (const auto &name : state.secrets) {
+        if (secrets && secrets->values.contains(name))
+            spec.env[name] = secrets->values.at(name);
+        else
+            missing.push_back(name);
+    }
+    return missing;
+}
+
+// The tool's error when granted secrets are gone: the command does not run without them.
+std::string missingSecretsError(const std::vector<std::string> &missing)
+{
+    std::string names;
+    for (const auto &name : missing)
+        names += (names.empty() ? "" : ", ") + name;
+    return "the command did not run: secret(s) " + names + " granted to this session no longer "
+        "exist on the broker; set them again with `paddockctl secrets set NAME`, or submit without them";
+}
+
+// egress.allowed or egress.refused: one attempt of the command to reach out.
+core::NewEvent egressEvent(const std::string &callId, const pool_client::EgressAttempt &a)
+{
+    json e{{"call_id", callId}, {"host", a.host}, {"port", a.port}, {"address", a.address},
+           {"method", a.method}, {"bytes_out", a.bytesOut}, {"bytes_in", a.bytesIn},
+           {"time_unix_ms", a.timeUnixMs}, {"duration_ms", a.durationMs}};
+    if (!a.reason.empty())
+        e["reason"] = a.reason;
+    if (!a.detail.empty())
+        e["detail"] = a.detail;
+    if (!a.error.empty())
+        e["error"] = a.error;
+    if (a.open)
+        e["open"] = true;
+    if (a.allowed && !a.reviewId.empty()) {
+        e["review_id"] = a.reviewId;
+        e["detail"] = "approved in review " + a.reviewId;
+    }
+    return event(a.allowed ? core::kind::EgressAllowed : core::kind::EgressRefused, e);
+}
+
+// run_command: how the command ended and its output into the result, its attempts to reach out
+// into egressEvents (recorded before the result). The pool's error when it did not run it.
+Status runCommand(pool_client::PoolClient &pool, const pool_client::ExecSpec &spec, const Action &action,
+                  const Redact &redacted, json &result, std::vector<core::NewEvent> &egressEvents)
+{
+    auto outcome = pool.exec(spec);
+    if (!outcome)
+        return std::unexpected(outcome.error());
+    bool clippedOut = false;
+    bool clippedErr = false;
+    result["exit_code"] = outcome->exitCode;
+    result["signal"] = outcome->signal;
+    result["stdout"] = clipOutput(redacted(std::move(outcome->stdoutData)), &clippedOut);
+    result["stderr"] = clipOutput(redacted(std::move(outcome->stderrData)), &clippedErr);
+    result["stdout_clipped"] = clippedOut;
+    result["stderr_clipped"] = clippedErr;
+    result["duration_ms"] = outcome->durationMs;
+    result["timed_out"] = outcome->timedOut;
+    result["replayed"] = outcome->replayed;
+    for (const auto &a : outcome->egress)
+        egressEvents.push_back(egressEvent(action.call.id, a));
+    if (!outcome->reason.empty())
+        result["reason"] = outcome->reason;   // the pool's name for an abnormal end
+    // The pool kept a post-mortem of this failure: where an operator finds it.
+    if (!outcome->reason.empty() || outcome->exitCode != 0 || outcome->signal != 0)
+        result["post_mortem"] = {{"pool", pool.name()}, {"sandbox_id", action.state.sandboxId}};
+    return {};
+}
+
+// write_file: the path and the size written into the result.
+Status writeFile(pool_client::PoolClient &pool, const Action &action, json &result)
+{
+    const llm::ToolCall &call = action.call;
+    const std::string content = stringArg(call, "content");
+    Status done = pool.writeFile(action.state.sandboxId, stringArg(call, "path"), content);
+    if (done) {
+        result["path"] = stringArg(call, "path");
+        result["bytes"] = content.size();
+    }
+    return done;
+}
+
+// read_file: the content, redacted and clipped, into the result.
+Status readFile(pool_client::PoolClient &pool, const Action &action, const Redact &redacted, json &result)
+{
+    const llm::ToolCall &call = action.call;
+    auto content = pool.readFile(action.state.sandboxId, stringArg(call, "path"));
+    if (!content)
+        return std::unexpected(content.error());
+    bool clipped = false;
+    result["path"] = stringArg(call, "path");
+    result["content"] = clipOutput(redacted(std::move(*content)), &clipped);
+    result["content_clipped"] = clipped;
+    return {};
+}
+
+} // namespace
+
+StepOutcome StepEngine::runTool(const Action &action)
+{
+    const llm::ToolCall &call = action.call;
+    pool_client::PoolClient *pool = m_pools.find(action.state.pool);
+    if (!pool) {
+        return appendResult(action, {event(core::kind::SandboxFailed,
+                                           {{"sandbox_id", action.state.sandboxId},
+                                            {"reason", "pool_lost"},
+                                            {"error", "pool '" + action.state.pool + "' is no longer configured"}})});
+    }
+
+    json result = toolResultBase(call);
+    Status done;
+    std::vector<core::NewEvent> egressEvents;   // the command's attempts to reach out, before its result
+    // One consistent set of secrets for the whole step: the values injected are the ones redacted.
+    std::shared_ptr<const secrets::SecretsSnapshot> secrets;
+    if (m_options.secrets)
+        secrets = m_options.secrets->snapshot();
+    // Output is redacted before it is clipped, so a value cut in two by the clip cannot slip through.
+    auto redacted = [&](std::string text) {
+        if (secrets)
+            secrets->redactor.redactInPlace(text);
+        return text;
+    };
+    if (call.name == llm::tool::RunCommand) {
+        pool_client::ExecSpec spec;
+        const std::vector<std::string> missing = addGrantedSecrets(spec, action.state, secrets.get());
+        if (!missing.empty()) {
+            result["command"] = stringArg(call, "command");
+            result["error"] = missingSecretsError(missing);
+            return appendResult(action, {event(core::kind::ToolResult, result)});
+        }
+        spec.sandboxId = action.state.sandboxId;
+        spec.argv = {"/bin/sh", "-c", stringArg(call, "command")};
+        spec.timeoutMs = call.arguments.value("timeout_ms", m_options.defaultCommandTimeoutMs);
+        spec.idempotencyKey = action.idempotencyKey;
+        spec.egressGrants = egressGrants(action.state);
+        result["command"] = stringArg(call, "command");
+        done = runCommand(*pool, spec, action, redacted, result, egressEvents);
+    } else if (call.name == llm::tool::WriteFile) {
+        done = writeFile(*pool, action, result);
+    } else if (call.name == llm::tool::ReadFile) {
+        done = readFile(*pool, action, redacted, result);
+    } else {
+        result["error"] = "unknown tool '" + call.name + "'; the tools are run_command, write_file, read_file, "
+            "read_records, request_environment, propose_change and finish";
+    }
+
+    if (!done) {
+        const auto &error = done.error();
+        if (auto outcome = poolTrouble(action, *pool, error))
+            return *outcome;
+        // Anything else is the tool's own failure (a missing file, say): the model gets to see it.
+        result["error"] = error.message;
+        if (error.code == ErrorCode::FailedPrecondition && error.message.find("has died") != std::string::npos)
+            result["post_mortem"] = {{"pool", pool->name()}, {"sandbox_id", action.state.sandboxId}};   // reason "crashed"
+    }
+    egressEvents.push_back(event(core::kind::ToolResult, result));
+    // A snapshot after every step that can change the workspace, recorded with the step's result:
+    // if the pool is lost later, the session resumes from here and repeats at most the one step in
+    // flight (docs/deployment.md has the figures behind "every step").
+    if (done && (call.name == llm::tool::RunCommand || call.name == llm::tool::WriteFile)) {
+        // The pool ran the step but did not answer for its snapshot: recorded now, the step's
+        // result would outlive the only copy of what it did to the workspace (a move restores the
+        // snapshot before it and goes on after it). Not recorded, the step is retried: on this
+        // pool its result comes from the exec's idempotency record; once the pool is lost it is
+        // the one call repeated on another (tests/integration/multi_host_test.cpp). poolTrouble
+        // decides which, as for the exec itself (addCheckpoint fails only with its codes).
+        if (auto checkpointed = addCheckpoint(action, *pool, egressEvents); !checkpointed)
+            if (auto outcome = poolTrouble(action, *pool, checkpointed.error()))
+                return *outcome;
+    }
+    return appendResult(action, std::move(egressEvents));
+}
+
+} // namespace paddock::engine

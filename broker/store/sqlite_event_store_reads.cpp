@@ -1,0 +1,313 @@
+// SqliteEventStore's reads: a small pool of read-only connections (statements prepared when one
+// opens), and every read on them: a session's events, its projection, a page of sessions, and the
+// read-only statements on the tables beside the log.
+//
+// Threads: any thread. A reader is borrowed for one call (m_readMutex guards the idle ones), so
+// reads run in parallel with each other and with the writer (WAL).
+
+#include "broker/store/sqlite_event_store_internal.h"
+
+#include "broker/store/state_json.h"
+
+namespace paddock::store {
+
+namespace {
+
+constexpr size_t kMaxIdleReaders = 8;
+constexpr int kMaxPageSize = 1000;
+
+std::string hexEncode(std::string_view bytes)
+{
+    static constexpr char kDigits[] = "0123456789abcdef";
+    std::string out;
+    out.reserve(bytes.size() * 2);
+    for (unsigned char c : bytes) {
+        out.push_back(kDigits[c >> 4]);
+        out.push_back(kDigits[c & 15]);
+    }
+    return out;
+}
+
+std::optional<std::string> hexDecode(std::string_view hex)
+{
+    if (hex.size() % 2 != 0)
+        return std::nullopt;
+    auto nibble = [](char c) -> int {
+        if (c >= '0' && c <= '9')
+            return c - '0';
+        if (c >= 'a' && c <= 'f')
+            return c - 'a' + 10;
+        return -1;
+    };
+    std::string out;
+    for (size_t i = 0; i < hex.size(); i += 2) {
+        const int hi = nibble(hex[i]);
+        const int lo = nibble(hex[i + 1]);
+        if (hi < 0 || lo < 0)
+            return std::nullopt;
+        out.push_back(static_cast<char>(hi * 16 + lo));
+    }
+    return out;
+}
+
+// Page tokens are opaque to clients; inside they carry the last row's creation order.
+std::string encodePageToken(int64_t ord) { return hexEncode("v1:" + std::to_string(ord)); }
+
+std::optional<int64_t> decodePageToken(std::string_view token)
+{
+    auto text = hexDecode(token);
+    if (!text || !text->starts_with("v1:") || text->size() == 3 || text->size() > 23)
+        return std::nullopt;
+    int64_t ord = 0;
+    for (char c : text->substr(3)) {
+        if (c < '0' || c > '9')
+            return std::nullopt;
+        ord = ord * 10 + (c - '0');
+    }
+    return ord > 0 ? std::optional(ord) : std::nullopt;
+}
+
+} // namespace
+
+void bindValues(sqlite::Statement &stmt, const std::vector<SqlValue> &params)
+{
+    for (size_t i = 0; i < params.size(); ++i) {
+        const int index = static_cast<int>(i + 1);
+        if (const auto *number = std::get_if<int64_t>(&params[i]))
+            stmt.bind(index, *number);
+        else if (const auto *text = std::get_if<std::string>(&params[i]))
+            stmt.bind(index, std::string_view(*text));
+        else
+            stmt.bindNull(index);
+    }
+}
+
+Result<std::unique_ptr<ReadConnection>> SqliteEventStore::openReader()
+{
+    auto db = sqlite::Database::open(m_path, /*readOnly=*/true);
+    if (!db)
+        return std::unexpected(db.error());
+    auto reader = std::make_unique<ReadConnection>();
+    reader->db = std::move(*db);
+    sqlite3_busy_timeout(reader->db.get(), kBusyTimeoutMs);
+    if (auto status = reader->db.exec("PRAGMA cache_size=-8192"); !status)
+        return std::unexpected(status.error());
+    auto prepare = [&](sqlite::Statement &stmt, const char *sql) -> Status {
+        auto prepared = reader->db.prepare(sql);
+        if (!prepared)
+            return std::unexpected(prepared.error());
+        stmt = std::move(*prepared);
+        return {};
+    };
+    Status status = prepare(reader->readEvents,
+                            "SELECT seq, time_unix_ms, kind, payload, cost_micros FROM events "
+                            "WHERE session_id = ?1 AND seq >= ?2 ORDER BY seq LIMIT ?3");
+    if (status)
+        status = prepare(reader->getState, "SELECT state FROM sessions WHERE id = ?1");
+    if (status)
+        status = prepare(reader->sessionExists, "SELECT 1 FROM sessions WHERE id = ?1");
+    if (!status)
+        return std::unexpected(status.error());
+    return reader;
+}
+
+Result<std::unique_ptr<ReadConnection>> SqliteEventStore::borrowReader()
+{
+    {
+        std::lock_guard lock(m_readMutex);
+        if (m_readClosed)
+            return fail(ErrorCode::Unavailable, closingMessage());
+        if (!m_idleReaders.empty()) {
+            auto reader = std::move(m_idleReaders.back());
+            m_idleReaders.pop_back();
+            return reader;
+        }
+    }
+    // Opening outside the lock: it reads the schema from disk.
+    return openReader();
+}
+
+void SqliteEventStore::returnReader(std::unique_ptr<ReadConnection> reader)
+{
+    std::lock_guard lock(m_readMutex);
+    if (!m_readClosed && m_idleReaders.size() < kMaxIdleReaders)
+        m_idleReaders.push_back(std::move(reader));
+    // Otherwise it closes here.
+}
+
+Result<std::vector<core::Event>> SqliteEventStore::readEvents(const std::string &sessionId, int64_t fromSeq, int limit)
+{
+    if (limit <= 0)
+        return fail(ErrorCode::InvalidArgument, "readEvents: limit must be at least 1, not " + std::to_string(limit));
+    auto borrowed = borrowReader();
+    if (!borrowed)
+        return std::unexpected(borrowed.error());
+    auto reader = std::move(*borrowed);
+    std::vector<core::Event> events;
+    Result<std::vector<core::Event>> result;
+    {
+        auto &stmt = reader->readEvents;
+        sqlite::ResetGuard guard(stmt);
+        stmt.bind(1, sessionId);
+        stmt.bind(2, std::max<int64_t>(fromSeq, 1));
+        stmt.bind(3, int64_t{limit});
+        int rc;
+        while ((rc = stmt.step()) == SQLITE_ROW) {
+            events.push_back(core::Event{sessionId, stmt.columnInt(0), stmt.columnInt(1), stmt.columnText(2),
+                                         stmt.columnText(3), stmt.columnInt(4)});
+        }
+        if (rc != SQLITE_DONE)
+            result = fail(ErrorCode::Unavailable, reader->db.describe("reading events of session " + sessionId, rc));
+    }
+    if (result && events.empty()) {
+        auto &stmt = reader->sessionExists;
+        sqlite::ResetGuard guard(stmt);
+        stmt.bind(1, sessionId);
+        const int rc = stmt.step();
+        if (rc == SQLITE_DONE)
+            result = fail(ErrorCode::NotFound, "no session " + sessionId + "; check the id (paddockctl ls lists sessions)");
+        else if (rc != SQLITE_ROW)
+            result = fail(ErrorCode::Unavailable, reader->db.describe("looking up session " + sessionId, rc));
+    }
+    returnReader(std::move(reader));
+    if (!result)
+        return result;
+    return events;
+}
+
+Result<core::SessionState> SqliteEventStore::getSession(const std::string &sessionId)
+{
+    auto borrowed = borrowReader();
+    if (!borrowed)
+        return std::unexpected(borrowed.error());
+    auto reader = std::move(*borrowed);
+    Result<core::SessionState> result;
+    {
+        auto &stmt = reader->getState;
+        sqlite::ResetGuard guard(stmt);
+        stmt.bind(1, sessionId);
+        const int rc = stmt.step();
+        if (rc == SQLITE_ROW) {
+            auto state = sessionStateFromJson(stmt.columnText(0));
+            if (state)
+                result = std::move(*state);
+            else
+                result = fail(ErrorCode::Internal, "the projection of session " + sessionId + " is not JSON; the file is damaged");
+        } else if (rc == SQLITE_DONE) {
+            result = fail(ErrorCode::NotFound, "no session " + sessionId + "; check the id (paddockctl ls lists sessions)");
+        } else {
+            result = fail(ErrorCode::Unavailable, reader->db.describe("reading session " + sessionId, rc));
+        }
+    }
+    returnReader(std::move(reader));
+    return result;
+}
+
+Result<SessionPage> SqliteEventStore::listSessions(const SessionQuery &query)
+{
+    const int pageSize = std::clamp(query.pageSize, 1, kMaxPageSize);
+    std::optional<int64_t> before;
+    if (!query.pageToken.empty()) {
+        before = decodePageToken(query.pageToken);
+        if (!before)
+            return fail(ErrorCode::InvalidArgument,
+                        "the page token is not one this broker issued; list again without a page token");
+    }
+
+    std::string sql = "SELECT ord, state FROM sessions WHERE 1";
+    std::vector<std::string> texts;   // bound in order after the fixed parameters
+    if (!query.statuses.empty()) {
+        sql += " AND status IN (";
+        for (size_t i = 0; i < query.statuses.size(); ++i) {
+            sql += i ? ", ?" : "?";
+            texts.emplace_back(core::statusName(query.statuses[i]));
+        }
+        sql += ")";
+    }
+    if (!query.agent.empty()) {
+        sql += " AND agent = ?";
+        texts.push_back(query.agent);
+    }
+    if (!query.text.empty()) {
+        sql += " AND (instr(id, ?) > 0 OR instr(goal, ?) > 0 OR instr(playbook, ?) > 0)";
+        texts.insert(texts.end(), 3, query.text);
+    }
+    if (before)
+        sql += " AND ord < ?";
+    sql += " ORDER BY ord DESC LIMIT ?";
+
+    auto borrowed = borrowReader();
+    if (!borrowed)
+        return std::unexpected(borrowed.error());
+    auto reader = std::move(*borrowed);
+    Result<SessionPage> result = SessionPage{};
+    {
+        auto stmt = reader->db.prepare(sql, false);
+        if (!stmt) {
+            returnReader(std::move(reader));
+            return std::unexpected(stmt.error());
+        }
+        int index = 1;
+        for (const auto &text : texts)
+            stmt->bind(index++, text);
+        if (before)
+            stmt->bind(index++, *before);
+        stmt->bind(index++, int64_t{pageSize} + 1);   // one extra row says whether there is a next page
+        int rc;
+        int64_t lastOrd = 0;
+        while ((rc = stmt->step()) == SQLITE_ROW) {
+            if (static_cast<int>(result->sessions.size()) == pageSize) {
+                result->nextPageToken = encodePageToken(lastOrd);
+                break;
+            }
+            lastOrd = stmt->columnInt(0);
+            auto state = sessionStateFromJson(stmt->columnText(1));
+            if (!state) {
+                result = fail(ErrorCode::Internal, "a session projection row in " + m_path.string() + " is not JSON");
+                break;
+            }
+            result->sessions.push_back(std::move(*state));
+        }
+        if (result && rc != SQLITE_DONE && rc != SQLITE_ROW)
+            result = fail(ErrorCode::Unavailable, reader->db.describe("listing sessions", rc));
+    }
+    returnReader(std::move(reader));
+    return result;
+}
+
+Result<std::vector<SqlRow>> SqliteEventStore::query(const SqlStatement &statement)
+{
+    auto borrowed = borrowReader();
+    if (!borrowed)
+        return std::unexpected(borrowed.error());
+    auto reader = std::move(*borrowed);
+    Result<std::vector<SqlRow>> rows = std::vector<SqlRow>{};
+    {
+        auto stmt = reader->db.prepare(statement.sql, false);
+        if (!stmt) {
+            returnReader(std::move(reader));
+            return std::unexpected(stmt.error());
+        }
+        bindValues(*stmt, statement.params);
+        int rc;
+        while ((rc = stmt->step()) == SQLITE_ROW) {
+            const int columns = sqlite3_column_count(stmt->get());
+            SqlRow row;
+            row.reserve(static_cast<size_t>(columns));
+            for (int c = 0; c < columns; ++c) {
+                switch (sqlite3_column_type(stmt->get(), c)) {
+                case SQLITE_NULL: row.emplace_back(std::monostate{}); break;
+                case SQLITE_INTEGER: row.emplace_back(stmt->columnInt(c)); break;
+                default: row.emplace_back(stmt->columnText(c)); break;
+                }
+            }
+            rows->push_back(std::move(row));
+        }
+        if (rc != SQLITE_DONE)
+            rows = fail(ErrorCode::Unavailable, reader->db.describe("reading " + m_path.string(), rc));
+    }
+    returnReader(std::move(reader));
+    return rows;
+}
+
+} // namespace paddock::store
