@@ -36,7 +36,7 @@ void MainWindow::wireInspector()
     connect(m_client, &ConsoleClient::postMortemArrived, this, &MainWindow::onPostMortemArrived);
 
     connect(m_client, &ConsoleClient::snapshotFilesListed, this,
-            [this, browser](const QString &pool, const QString &ref, const QList<SnapshotEntry> &files, const QString &error) {
+            [this, browser](const QString &pool, const QString &ref, const QList<SnapshotFile> &files, const QString &error) {
                 const PostMortemInfo current = m_inspector->postMortem();
                 if (pool != current.pool || ref != current.snapshotRef)
                     return;   // an answer for a failure no longer shown

@@ -58,8 +58,9 @@ struct PostMortemInfo {
     qint64 pidsLimit = 0;
 };
 
-// One entry of a workspace snapshot; path is relative to /workspace, "/"-separated.
-struct SnapshotEntry {
+// One entry of a workspace snapshot; path is relative to /workspace, "/"-separated. The console's
+// twin of paddock::SnapshotFile (common/sandbox_values.h), in Qt's types for the models.
+struct SnapshotFile {
     QString path;
     bool isDir = false;
     bool isSymlink = false;
@@ -86,5 +87,5 @@ struct DebugShellInfo {
 
 Q_DECLARE_METATYPE(paddock::console::ResourcePoint)
 Q_DECLARE_METATYPE(paddock::console::PostMortemInfo)
-Q_DECLARE_METATYPE(paddock::console::SnapshotEntry)
+Q_DECLARE_METATYPE(paddock::console::SnapshotFile)
 Q_DECLARE_METATYPE(paddock::console::DebugShellInfo)

@@ -83,7 +83,7 @@ QVariant SnapshotFilesModel::data(const QModelIndex &index, int role) const
     const Node *node = index.isValid() ? nodeOf(index) : nullptr;
     if (!node)
         return {};
-    const SnapshotEntry &e = node->entry;
+    const SnapshotFile &e = node->entry;
     switch (role) {
     case Qt::DisplayRole:
         switch (index.column()) {
@@ -139,7 +139,7 @@ int SnapshotFilesModel::childNamed(int parent, const QString &name) const
     return -1;
 }
 
-int SnapshotFilesModel::addNode(int parent, const QString &name, const SnapshotEntry &entry)
+int SnapshotFilesModel::addNode(int parent, const QString &name, const SnapshotFile &entry)
 {
     Node node;
     node.name = name;
@@ -167,7 +167,7 @@ void SnapshotFilesModel::sortChildren(int node)
     }
 }
 
-void SnapshotFilesModel::setFiles(const QString &pool, const QString &snapshotRef, const QList<SnapshotEntry> &files)
+void SnapshotFilesModel::setFiles(const QString &pool, const QString &snapshotRef, const QList<SnapshotFile> &files)
 {
     beginResetModel();
     m_pool = pool;
@@ -180,7 +180,7 @@ void SnapshotFilesModel::setFiles(const QString &pool, const QString &snapshotRe
     // flat directory from being quadratic.
     QHash<QString, int> byPath;
     byPath.insert(QString(), 0);
-    for (const SnapshotEntry &file : files) {
+    for (const SnapshotFile &file : files) {
         QString path = file.path;
         while (path.startsWith(u'/') || path.startsWith(QLatin1String("./")))
             path.remove(0, path.startsWith(u'/') ? 1 : 2);
@@ -197,7 +197,7 @@ void SnapshotFilesModel::setFiles(const QString &pool, const QString &snapshotRe
             auto found = byPath.constFind(sofar);
             int node = found == byPath.constEnd() ? -1 : *found;
             if (node < 0) {
-                SnapshotEntry entry;
+                SnapshotFile entry;
                 entry.path = sofar;
                 entry.isDir = true;
                 if (last) {

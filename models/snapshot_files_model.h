@@ -24,7 +24,7 @@ public:
         PathRole,                      // QString, relative to /workspace
         IsDirRole,                     // bool
         SizeRole,                      // qint64 bytes (files)
-        EntryRole,                     // QVariant of SnapshotEntry
+        EntryRole,                     // QVariant of SnapshotFile
     };
     Q_ENUM(Column)
 
@@ -39,7 +39,7 @@ public:
     Qt::ItemFlags flags(const QModelIndex &index) const override;
 
     // The snapshot the files belong to (pool and ref), kept with them.
-    void setFiles(const QString &pool, const QString &snapshotRef, const QList<SnapshotEntry> &files);
+    void setFiles(const QString &pool, const QString &snapshotRef, const QList<SnapshotFile> &files);
     void clear();
     QString pool() const { return m_pool; }
     QString snapshotRef() const { return m_ref; }
@@ -50,13 +50,13 @@ public:
 private:
     struct Node {
         QString name;
-        SnapshotEntry entry;
+        SnapshotFile entry;
         int parent = -1;
         int row = 0;
         std::vector<int> children;
     };
     int childNamed(int parent, const QString &name) const;
-    int addNode(int parent, const QString &name, const SnapshotEntry &entry);
+    int addNode(int parent, const QString &name, const SnapshotFile &entry);
     void sortChildren(int node);
     const Node *nodeOf(const QModelIndex &index) const;
 

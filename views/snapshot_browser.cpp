@@ -149,7 +149,7 @@ void SnapshotBrowser::onCurrentChanged()
         m_note->setText(tr("directory"));
         return;
     }
-    const auto entry = index.data(SnapshotFilesModel::EntryRole).value<SnapshotEntry>();
+    const auto entry = index.data(SnapshotFilesModel::EntryRole).value<SnapshotFile>();
     if (entry.isSymlink) {
         m_shownPath.clear();
         m_viewer->setPlainText(tr("symbolic link to %1").arg(entry.symlinkTarget));
@@ -224,7 +224,7 @@ void SnapshotBrowser::downloadFinished(int id, bool ok, const QString &message)
     m_progress->setVisible(false);
     const QModelIndex current = m_tree->currentIndex();
     m_download->setEnabled(current.isValid() && !current.data(SnapshotFilesModel::IsDirRole).toBool()
-                           && !current.data(SnapshotFilesModel::EntryRole).value<SnapshotEntry>().isSymlink);
+                           && !current.data(SnapshotFilesModel::EntryRole).value<SnapshotFile>().isSymlink);
     m_note->setText(message);
     Theme::setTextRole(m_note, ok ? TextRole::Ok : TextRole::Error);
 }

@@ -106,7 +106,7 @@ signals:
     // On error, postMortem carries only the pool and sandbox id asked for.
     void postMortemArrived(const paddock::console::PostMortemInfo &postMortem, const QString &error);
     void snapshotFilesListed(const QString &pool, const QString &snapshotRef,
-                             const QList<paddock::console::SnapshotEntry> &files, const QString &error);
+                             const QList<paddock::console::SnapshotFile> &files, const QString &error);
     // content: at most the maxBytes asked for; size: the whole file's.
     void snapshotFileRead(const QString &pool, const QString &snapshotRef, const QString &path,
                           const QByteArray &content, qint64 size, const QString &error);

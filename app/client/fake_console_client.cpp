@@ -186,7 +186,7 @@ bool FakeConsoleClient::takeFailure(QString *message)
     return true;
 }
 
-void FakeConsoleClient::setSnapshot(const QString &pool, const QString &snapshotRef, const QList<SnapshotEntry> &files,
+void FakeConsoleClient::setSnapshot(const QString &pool, const QString &snapshotRef, const QList<SnapshotFile> &files,
                                     const QHash<QString, QByteArray> &contents)
 {
     m_snapshotFiles.insert(pool + u'/' + snapshotRef, files);
@@ -240,7 +240,7 @@ void FakeConsoleClient::listSnapshotFiles(const QString &pool, const QString &sn
 {
     m_calls << QStringLiteral("files %1 %2 %3").arg(pool, snapshotRef, pathPrefix).trimmed();
     QString error;
-    QList<SnapshotEntry> files;
+    QList<SnapshotFile> files;
     if (!takeFailure(&error)) {
         const auto it = m_snapshotFiles.constFind(pool + u'/' + snapshotRef);
         if (it == m_snapshotFiles.constEnd())

@@ -83,7 +83,7 @@ public:
     // The operator side: post-mortems (full, with samples and output; lists leave those out),
     // snapshot files and their content, what a debug-shell command prints.
     void setPostMortems(const QList<PostMortemInfo> &postMortems) { m_postMortems = postMortems; }
-    void setSnapshot(const QString &pool, const QString &snapshotRef, const QList<SnapshotEntry> &files,
+    void setSnapshot(const QString &pool, const QString &snapshotRef, const QList<SnapshotFile> &files,
                      const QHash<QString, QByteArray> &contents);
     struct ExecResult {
         QByteArray stdoutData;
@@ -147,7 +147,7 @@ private:
     SubmitRequest m_lastSubmit;
     int m_submitted = 0;
     QList<PostMortemInfo> m_postMortems;
-    QHash<QString, QList<SnapshotEntry>> m_snapshotFiles;     // by "pool/ref"
+    QHash<QString, QList<SnapshotFile>> m_snapshotFiles;     // by "pool/ref"
     QHash<QString, QByteArray> m_snapshotContents;            // by "pool/ref/path"
     std::function<ExecResult(const QString &)> m_execHandler;
     QString m_operatorFail;

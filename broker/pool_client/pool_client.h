@@ -7,6 +7,7 @@
 
 #include "broker/pool_client/post_mortem_types.h"
 #include "common/result.h"
+#include "common/sandbox_values.h"
 
 #include <cstdint>
 #include <functional>
@@ -16,14 +17,7 @@
 
 namespace paddock::pool_client {
 
-struct ClaimedSandbox {
-    std::string sandboxId;
-    std::string tier;
-    std::string runtime;
-    std::string host;
-    bool warm = false;
-    double claimMs = 0;
-};
+using paddock::ClaimedSandbox;   // common/sandbox_values.h: the pool's word for the same claim
 
 // A host an approved egress_exception review opens for a session's commands.
 struct EgressGrant {

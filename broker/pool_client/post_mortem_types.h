@@ -2,6 +2,8 @@
 // Value types for the operator calls a PoolClient forwards to its pool: post-mortems of failed
 // sandboxes, workspace snapshots and their files. Plain data; copy freely.
 
+#include "common/sandbox_values.h"
+
 #include <cstdint>
 #include <string>
 #include <vector>
@@ -69,21 +71,8 @@ struct SnapshotInfo {
     double durationMs = 0;
 };
 
-struct SnapshotFile {
-    std::string path;
-    bool isDir = false;
-    bool isSymlink = false;
-    std::string symlinkTarget;
-    int64_t size = 0;
-    uint32_t mode = 0;
-    int64_t mtimeUnixMs = 0;
-};
-
-struct SnapshotChunk {
-    std::string content;
-    int64_t offset = 0;
-    int64_t size = 0;             // the whole file
-    bool eof = false;
-};
+// One file of a snapshot and a chunk of its content: the pool's own values (common/sandbox_values.h).
+using paddock::SnapshotChunk;
+using paddock::SnapshotFile;
 
 } // namespace paddock::pool_client

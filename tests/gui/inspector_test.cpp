@@ -147,9 +147,9 @@ protected:
                              session(QStringLiteral("s-ok"), SessionStatus::Succeeded, QStringLiteral("hello-c"))});
         client.pushPools({localPool(3)}, true);
         client.setPostMortems({oomPostMortem()});
-        SnapshotEntry src{QStringLiteral("src"), true};
-        SnapshotEntry grow{QStringLiteral("src/grow.py"), false, false, {}, 62, 0644, 1'700'000'010'000};
-        SnapshotEntry blob{QStringLiteral("data.bin"), false, false, {}, 6, 0644, 1'700'000'010'000};
+        SnapshotFile src{QStringLiteral("src"), true};
+        SnapshotFile grow{QStringLiteral("src/grow.py"), false, false, {}, 62, 0644, 1'700'000'010'000};
+        SnapshotFile blob{QStringLiteral("data.bin"), false, false, {}, 6, 0644, 1'700'000'010'000};
         client.setSnapshot(QStringLiteral("local"), QStringLiteral("lite-sb-oom-1"), {src, grow, blob},
                            {{QStringLiteral("src/grow.py"), QByteArray("chunks = []\nwhile True:\n    chunks.append(bytearray(8 << 20))\n")},
                             {QStringLiteral("data.bin"), QByteArray("\x00\x01\x02\xff\xfe\xfd", 6)}});

@@ -74,7 +74,7 @@ TEST_F(OperatorClientTest, EveryOperatorCallIsAnsweredWithAClearError)
                          postMortemError = error;
                      });
     QObject::connect(m_client.get(), &ConsoleClient::snapshotFilesListed, m_client.get(),
-                     [&](const QString &, const QString &, const QList<SnapshotEntry> &files, const QString &error) {
+                     [&](const QString &, const QString &, const QList<SnapshotFile> &files, const QString &error) {
                          ++answers;
                          EXPECT_TRUE(files.isEmpty());
                          filesError = error;

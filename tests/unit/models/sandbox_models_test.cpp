@@ -29,9 +29,9 @@ PostMortemInfo postMortem(const QString &sandbox, const QString &session, qint64
     return pm;
 }
 
-SnapshotEntry file(const QString &path, qint64 size, bool dir = false)
+SnapshotFile file(const QString &path, qint64 size, bool dir = false)
 {
-    SnapshotEntry e;
+    SnapshotFile e;
     e.path = path;
     e.size = size;
     e.isDir = dir;
