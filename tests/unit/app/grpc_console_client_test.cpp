@@ -6,6 +6,7 @@
 #include "tests/support/qt_wait.h"
 
 #include "broker/core/event.h"
+#include "tests/support/fake_pool_client.h"
 #include "tests/support/in_process_broker.h"
 
 #include "rpc/broker_stubs.h"
@@ -19,8 +20,8 @@
 
 #include <atomic>
 #include <filesystem>
-#include <mutex>
 #include <functional>
+#include <memory>
 
 namespace paddock::console {
 namespace {
@@ -44,56 +45,23 @@ void spin(int ms)
     waitFor([] { return false; }, ms);
 }
 
-// A pool that only answers GetSamples for one claimed sandbox: a new sample per call until released.
-class SamplingPool final : public pool_client::PoolClient {
-public:
-    std::string name() const override { return "sampling"; }
-    std::string endpoint() const override { return "test:0"; }
-    Result<pool_client::ClaimedSandbox> claim(const std::string &, const std::string &, const std::string &) override
-    {
-        return fail(ErrorCode::Unimplemented, "test pool");
-    }
-    Result<pool_client::ExecOutcome> exec(const pool_client::ExecSpec &, const pool_client::OutputSink &) override
-    {
-        return fail(ErrorCode::Unimplemented, "test pool");
-    }
-    Result<std::string> readFile(const std::string &, const std::string &, int64_t) override
-    {
-        return fail(ErrorCode::Unimplemented, "test pool");
-    }
-    Status writeFile(const std::string &, const std::string &, const std::string &, uint32_t) override
-    {
-        return fail(ErrorCode::Unimplemented, "test pool");
-    }
-    Result<std::vector<pool_client::DirEntry>> listDir(const std::string &, const std::string &) override
-    {
-        return fail(ErrorCode::Unimplemented, "test pool");
-    }
-    Status release(const std::string &) override
-    {
-        released = true;
-        return {};
-    }
-    Result<pool_client::PoolStatus> status() override { return pool_client::PoolStatus{}; }
-    Result<std::vector<pool_client::ResourcePoint>> samples(const std::string &sandboxId, int64_t afterUnixMs) override
-    {
-        if (sandboxId != "sb-1" || released)
+// A pool whose sandbox sb-1 has a new sample at each GetSamples until it is released.
+std::unique_ptr<test::FakePoolClient> samplingPool()
+{
+    auto pool = std::make_unique<test::FakePoolClient>("sampling");
+    auto next = std::make_shared<std::atomic<int64_t>>(0);   // the newest sample's time
+    pool->setSamplesHook([next](const std::string &sandboxId,
+                                int64_t afterUnixMs) -> Result<std::vector<pool_client::ResourcePoint>> {
+        if (sandboxId != "sb-1")
             return fail(ErrorCode::NotFound, "no sandbox '" + sandboxId + "' on this pool");
-        std::lock_guard lock(m_mutex);
-        m_next += 1000;
+        const int64_t last = *next += 1000;
         std::vector<pool_client::ResourcePoint> out;
-        for (int64_t t = (afterUnixMs / 1000 + 1) * 1000; t <= m_next; t += 1000)
+        for (int64_t t = (afterUnixMs / 1000 + 1) * 1000; t <= last; t += 1000)
             out.push_back({t, 0.5, 1'000'000 + t, 3});
         return out;
-    }
-    void cancelInFlight() override {}
-
-    std::atomic<bool> released{false};
-
-private:
-    std::mutex m_mutex;
-    int64_t m_next = 0;
-};
+    });
+    return pool;
+}
 
 // The in-process broker plus what these tests do to it.
 class Broker {
@@ -364,8 +332,8 @@ TEST_F(GrpcConsoleClientTest, AMissingBrokerIsBrokenOnceThenConnectedWhenItAppea
 
 TEST_F(GrpcConsoleClientTest, SampleWatchDeliversLiveSamplesUntilTheSandboxIsReleased)
 {
-    auto pool = std::make_unique<SamplingPool>();
-    SamplingPool *sampling = pool.get();
+    auto pool = samplingPool();
+    test::FakePoolClient *sampling = pool.get();
     m_broker->pools().add(std::move(pool), false);
     m_broker->start();
     QList<ResourcePoint> samples;
@@ -386,7 +354,7 @@ TEST_F(GrpcConsoleClientTest, SampleWatchDeliversLiveSamplesUntilTheSandboxIsRel
         EXPECT_EQ(samples.at(i).pids, 3);
     }
     // Released: the stream ends and nothing more arrives.
-    sampling->released = true;
+    ASSERT_TRUE(sampling->release("sb-1"));
     spin(2500);
     const qsizetype after = samples.size();
     spin(1500);

@@ -2,11 +2,12 @@
 // and every recorded payload is redacted (the real store, the real scripted model, a fake pool).
 
 #include "tests/support/engine_fixture.h"
+#include "tests/support/fake_pool_client.h"
 
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
 
-#include <mutex>
+#include <map>
 
 namespace paddock::engine {
 namespace {
@@ -14,44 +15,6 @@ namespace {
 using nlohmann::json;
 
 const std::string kValue = "s3cret-Value-0123";
-
-// Answers every command with output that holds the value of $TOKEN (when it got one) where the
-// engine's clipping cuts the output in two.
-class EnvPool final : public pool_client::PoolClient {
-public:
-    std::string name() const override { return "fake"; }
-    std::string endpoint() const override { return "fake:0"; }
-    Result<pool_client::ClaimedSandbox> claim(const std::string &tier, const std::string &, const std::string &) override
-    {
-        return pool_client::ClaimedSandbox{"sb-1", tier, "fake", "host", true, 0.1};
-    }
-    Result<pool_client::ExecOutcome> exec(const pool_client::ExecSpec &spec, const pool_client::OutputSink &) override
-    {
-        std::lock_guard lock(m_mutex);
-        envs.push_back(spec.env);
-        pool_client::ExecOutcome outcome;
-        const std::string token = spec.env.contains("TOKEN") ? spec.env.at("TOKEN") : std::string("none");
-        // The recorded head is kMaxRecordedOutputBytes / 8: put the value across that edge.
-        const size_t head = kMaxRecordedOutputBytes / 8;
-        outcome.stdoutData = std::string(head - 5, 'a') + token + std::string(kMaxRecordedOutputBytes * 2, 'b');
-        outcome.stderrData = "error: bad token " + token + "\n";
-        return outcome;
-    }
-    Result<std::string> readFile(const std::string &, const std::string &, int64_t) override { return "file " + kValue; }
-    Status writeFile(const std::string &, const std::string &, const std::string &, uint32_t) override { return {}; }
-    Result<std::vector<pool_client::DirEntry>> listDir(const std::string &, const std::string &) override { return {}; }
-    Status release(const std::string &) override { return {}; }
-    void cancelInFlight() override {}
-    Result<pool_client::PoolStatus> status() override
-    {
-        pool_client::PoolStatus status;
-        status.tiers.push_back({"lite", "fake", 1, 0, 4, 1.0, 0});
-        return status;
-    }
-
-    std::mutex m_mutex;
-    std::vector<std::map<std::string, std::string>> envs;
-};
 
 constexpr const char *kPlaybook = R"(
 goal = "use a token"
@@ -74,8 +37,23 @@ protected:
         m_secrets = std::move(*secrets);
         ASSERT_TRUE(m_secrets->set("TOKEN", kValue));
         ASSERT_TRUE(m_secrets->set("OTHER", "other-value-never-granted"));
-        auto pool = std::make_unique<EnvPool>();
+        auto pool = std::make_unique<test::FakePoolClient>("fake");
         m_pool = pool.get();
+        m_pool->setTier("lite", 1, 0, 4);
+        // Every command's output holds the value of $TOKEN (when it got one) where the engine's
+        // clipping cuts the output in two.
+        m_pool->setExecHook([](const pool_client::ExecSpec &spec,
+                               const pool_client::OutputSink &) -> Result<pool_client::ExecOutcome> {
+            pool_client::ExecOutcome outcome;
+            const std::string token = spec.env.contains("TOKEN") ? spec.env.at("TOKEN") : std::string("none");
+            // The recorded head is kMaxRecordedOutputBytes / 8: put the value across that edge.
+            const size_t head = kMaxRecordedOutputBytes / 8;
+            outcome.stdoutData = std::string(head - 5, 'a') + token + std::string(kMaxRecordedOutputBytes * 2, 'b');
+            outcome.stderrData = "error: bad token " + token + "\n";
+            return outcome;
+        });
+        m_pool->setReadFileHook(
+            [](const std::string &, const std::string &) -> Result<std::string> { return "file " + kValue; });
         m_pools.add(std::move(pool), false);
     }
 
@@ -89,6 +67,15 @@ protected:
         runUntilIdle(engine);
     }
 
+    // The environment every command got, in order.
+    std::vector<std::map<std::string, std::string>> envs() const
+    {
+        std::vector<std::map<std::string, std::string>> out;
+        for (const auto &spec : m_pool->execs())
+            out.push_back(spec.env);
+        return out;
+    }
+
     // The whole log as text, one "kind payload" line an event.
     std::string log(const std::string &id)
     {
@@ -99,15 +86,15 @@ protected:
     }
 
     std::unique_ptr<secrets::SecretStore> m_secrets;
-    EnvPool *m_pool = nullptr;
+    test::FakePoolClient *m_pool = nullptr;
 };
 
 TEST_F(StepEngineSecretsTest, GrantedValuesReachTheCommandOnlyAndTheLogIsRedactedAcrossTheClip)
 {
     const std::string id = submit(json::array({"TOKEN"}));
     runToEnd();
-    ASSERT_EQ(m_pool->envs.size(), 1u);
-    EXPECT_EQ(m_pool->envs[0], (std::map<std::string, std::string>{{"TOKEN", kValue}}));   // not OTHER
+    ASSERT_EQ(envs().size(), 1u);
+    EXPECT_EQ(envs()[0], (std::map<std::string, std::string>{{"TOKEN", kValue}}));   // not OTHER
     const std::string recorded = log(id);
     EXPECT_EQ(recorded.find(kValue), std::string::npos);
     // Not even the part the clip left in the head, nor the part in the tail.
@@ -122,8 +109,8 @@ TEST_F(StepEngineSecretsTest, ASessionWithoutAGrantGetsNoValueButItsOutputIsStil
 {
     const std::string id = submit(json::array());
     runToEnd();
-    ASSERT_EQ(m_pool->envs.size(), 1u);
-    EXPECT_TRUE(m_pool->envs[0].empty());
+    ASSERT_EQ(envs().size(), 1u);
+    EXPECT_TRUE(envs()[0].empty());
     // read_file returns the value although it was not granted: redacted all the same.
     EXPECT_EQ(log(id).find(kValue), std::string::npos);
 }
@@ -133,7 +120,7 @@ TEST_F(StepEngineSecretsTest, ASecretRemovedAfterTheGrantStopsTheCommandWithItsN
     const std::string id = submit(json::array({"TOKEN"}));
     ASSERT_TRUE(m_secrets->remove("TOKEN"));
     runToEnd();
-    EXPECT_TRUE(m_pool->envs.empty()) << "the command ran without its secret";
+    EXPECT_TRUE(envs().empty()) << "the command ran without its secret";
     const std::string recorded = log(id);
     EXPECT_NE(recorded.find("secret(s) TOKEN granted to this session no longer exist"), std::string::npos) << recorded;
     EXPECT_NE(recorded.find("paddockctl secrets set NAME"), std::string::npos);

@@ -2,100 +2,17 @@
 // controls (the pool's own tests run real sandboxes).
 
 #include "tests/support/engine_fixture.h"
+#include "tests/support/fake_pool_client.h"
 
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
 
-#include <condition_variable>
-#include <mutex>
 #include <thread>
 
 namespace paddock::engine {
 namespace {
 
 using nlohmann::json;
-
-// Records every call; exec can be held until the test lets it go.
-class FakePool final : public pool_client::PoolClient {
-public:
-    std::string name() const override { return "fake"; }
-    std::string endpoint() const override { return "fake:0"; }
-
-    Result<pool_client::ClaimedSandbox> claim(const std::string &tier, const std::string &, const std::string &) override
-    {
-        std::lock_guard lock(m_mutex);
-        ++claims;
-        return pool_client::ClaimedSandbox{"sb-" + std::to_string(claims), tier, "fake", "host", true, 0.1};
-    }
-
-    Result<pool_client::ExecOutcome> exec(const pool_client::ExecSpec &spec, const pool_client::OutputSink &) override
-    {
-        std::unique_lock lock(m_mutex);
-        ++execs;
-        keys.push_back(spec.idempotencyKey);
-        m_cv.notify_all();
-        m_cv.wait(lock, [&] { return !holdExec; });
-        if (execError)
-            return std::unexpected(*execError);
-        pool_client::ExecOutcome outcome;
-        outcome.stdoutData = "ran: " + spec.argv.back() + "\n";
-        outcome.reason = execReason;
-        return outcome;
-    }
-
-    Result<std::string> readFile(const std::string &, const std::string &path, int64_t) override
-    {
-        return "content of " + path;
-    }
-    Status writeFile(const std::string &, const std::string &, const std::string &, uint32_t) override { return {}; }
-    Result<std::vector<pool_client::DirEntry>> listDir(const std::string &, const std::string &) override { return {}; }
-    Status release(const std::string &) override
-    {
-        std::lock_guard lock(m_mutex);
-        ++releases;
-        return {};
-    }
-    void cancelInFlight() override
-    {
-        std::lock_guard lock(m_mutex);
-        execError = Error{ErrorCode::Cancelled, "cancelled"};
-        holdExec = false;
-        m_cv.notify_all();
-    }
-    Result<pool_client::PoolStatus> status() override
-    {
-        {
-            std::lock_guard lock(m_mutex);
-            ++statuses;
-        }
-        pool_client::PoolStatus status;
-        status.tiers.push_back({"lite", "fake", 1, 0, 4, 1.0, 0});
-        return status;
-    }
-
-    void waitForExecs(int n)
-    {
-        std::unique_lock lock(m_mutex);
-        m_cv.wait(lock, [&] { return execs >= n; });
-    }
-    void letGo()
-    {
-        std::lock_guard lock(m_mutex);
-        holdExec = false;
-        m_cv.notify_all();
-    }
-
-    std::mutex m_mutex;
-    std::condition_variable m_cv;
-    int claims = 0;
-    int execs = 0;
-    int releases = 0;
-    int statuses = 0;
-    std::string execReason;
-    bool holdExec = false;
-    std::optional<Error> execError;
-    std::vector<std::string> keys;
-};
 
 constexpr const char *kPlaybook = R"(
 name = "two-commands"
@@ -113,14 +30,33 @@ protected:
     void SetUp() override
     {
         EngineFixture::SetUp();
-        auto pool = std::make_unique<FakePool>();
+        auto pool = std::make_unique<test::FakePoolClient>("fake");
         m_fakePool = pool.get();
+        m_fakePool->setTier("lite", 1, 0, 4);
+        // "ran: <command>", with the rest of what the test set as the outcome (its reason).
+        m_fakePool->setExecHook([fake = m_fakePool](const pool_client::ExecSpec &spec,
+                                                    const pool_client::OutputSink &) -> Result<pool_client::ExecOutcome> {
+            pool_client::ExecOutcome outcome = fake->execOutcome();
+            outcome.stdoutData = "ran: " + spec.argv.back() + "\n";
+            return outcome;
+        });
+        m_fakePool->setReadFileHook(
+            [](const std::string &, const std::string &path) -> Result<std::string> { return "content of " + path; });
         m_pools.add(std::move(pool), false);
     }
 
     std::string submit(const std::string &playbook = kPlaybook) { return EngineFixture::submit(playbook); }
 
-    FakePool *m_fakePool = nullptr;
+    // The idempotency key of every exec, in order.
+    std::vector<std::string> keys() const
+    {
+        std::vector<std::string> out;
+        for (const auto &spec : m_fakePool->execs())
+            out.push_back(spec.idempotencyKey);
+        return out;
+    }
+
+    test::FakePoolClient *m_fakePool = nullptr;
 };
 
 TEST_F(StepEngineTest, PlaybookRunsToSuccessAndReleasesItsSandbox)
@@ -136,12 +72,12 @@ TEST_F(StepEngineTest, PlaybookRunsToSuccessAndReleasesItsSandbox)
     EXPECT_EQ(count(log, core::kind::SandboxClaimed), 1);
     EXPECT_EQ(count(log, core::kind::ToolResult), 3);   // two commands and the implicit finish
     EXPECT_EQ(count(log, core::kind::SandboxReleased), 1);
-    EXPECT_EQ(m_fakePool->claims, 1);
-    EXPECT_EQ(m_fakePool->releases, 1);
+    EXPECT_EQ(m_fakePool->claimCount(), 1);
+    EXPECT_EQ(m_fakePool->releaseCount(), 1);
     // Keys are (session, seq) of the result: distinct per step.
-    ASSERT_EQ(m_fakePool->keys.size(), 2u);
-    EXPECT_NE(m_fakePool->keys[0], m_fakePool->keys[1]);
-    EXPECT_TRUE(m_fakePool->keys[0].starts_with(id + ":"));
+    ASSERT_EQ(keys().size(), 2u);
+    EXPECT_NE(keys()[0], keys()[1]);
+    EXPECT_TRUE(keys()[0].starts_with(id + ":"));
 }
 
 TEST_F(StepEngineTest, ResultHoldsTheCommandAndItsOutput)
@@ -166,7 +102,7 @@ TEST_F(StepEngineTest, ThePoolsNameForAnAbnormalEndIsRecorded)
 {
     auto engine = makeEngine();
     const std::string id = submit();
-    m_fakePool->execReason = "oom_killed";
+    m_fakePool->editExecOutcome([](pool_client::ExecOutcome &outcome) { outcome.reason = "oom_killed"; });
     runUntilIdle(engine);
     int named = 0;
     for (const auto &event : events(id)) {
@@ -183,7 +119,7 @@ TEST_F(StepEngineTest, ExpiredLeaseLetsAnotherWorkerTakeTheStepAndTheLateResultL
     takeSteps(engine, 2);   // claim and the first model turn: the next step is a command
     ASSERT_EQ(decide(events(id)).kind, ActionKind::RunTool);
 
-    m_fakePool->holdExec = true;
+    m_fakePool->holdExecs();
     auto slow = m_store->acquireLease("slow", 50, 0);
     ASSERT_TRUE(slow);
     StepOutcome slowOutcome;
@@ -200,13 +136,13 @@ TEST_F(StepEngineTest, ExpiredLeaseLetsAnotherWorkerTakeTheStepAndTheLateResultL
     StepOutcome fastOutcome;
     std::thread fastWorker([&] { fastOutcome = engine.runOneStep(*fast); });
     m_fakePool->waitForExecs(2);
-    m_fakePool->letGo();
+    m_fakePool->letExecsGo();
     slowWorker.join();
     fastWorker.join();
 
     // Both derived the same action with the same key; exactly one result was recorded.
-    ASSERT_EQ(m_fakePool->keys.size(), 2u);
-    EXPECT_EQ(m_fakePool->keys[0], m_fakePool->keys[1]);
+    ASSERT_EQ(keys().size(), 2u);
+    EXPECT_EQ(keys()[0], keys()[1]);
     EXPECT_NE(slowOutcome.appended, fastOutcome.appended);
     EXPECT_EQ(count(events(id), core::kind::ToolResult), 1);
     m_store->releaseLease(*fast);
@@ -217,7 +153,7 @@ TEST_F(StepEngineTest, CancelBetweenReadAndAppendWins)
     auto engine = makeEngine();
     const std::string id = submit();
     takeSteps(engine, 2);   // claim and the first model turn: the next step is a command
-    m_fakePool->holdExec = true;
+    m_fakePool->holdExecs();
     auto lease = m_store->acquireLease("w", 10000, 0);
     StepOutcome outcome;
     std::thread worker([&] { outcome = engine.runOneStep(*lease); });
@@ -227,7 +163,7 @@ TEST_F(StepEngineTest, CancelBetweenReadAndAppendWins)
     cancel.sessionId = id;
     cancel.events.push_back({core::kind::StateChanged, R"({"status":"cancelled"})"});
     ASSERT_TRUE(m_store->appendSync(std::move(cancel)));
-    m_fakePool->letGo();
+    m_fakePool->letExecsGo();
     worker.join();
     m_store->releaseLease(*lease);
 
@@ -245,7 +181,7 @@ TEST_F(StepEngineTest, UnreachablePoolRecordsNothingAndRetriesLater)
     const std::string id = submit();
     takeSteps(engine, 2);   // claim and the first model turn: the next step is a command
     const int64_t before = events(id).size();
-    m_fakePool->execError = Error{ErrorCode::Unavailable, "pool down"};
+    m_fakePool->setExecError(Error{ErrorCode::Unavailable, "pool down"});
     auto lease = m_store->acquireLease("w", 10000, 0);
     const StepOutcome outcome = engine.runOneStep(*lease);
     m_store->releaseLease(*lease, outcome.retryAfterMs);
@@ -259,11 +195,11 @@ TEST_F(StepEngineTest, LostSandboxIsRecordedAndReplaced)
     auto engine = makeEngine();
     const std::string id = submit();
     takeSteps(engine, 2);   // claim and the first model turn: the next step is a command
-    m_fakePool->execError = Error{ErrorCode::NotFound, "no sandbox 'sb-1' on this pool"};
+    m_fakePool->setExecError(Error{ErrorCode::NotFound, "no sandbox 'fake-sb-1' on this pool"});
     auto lease = m_store->acquireLease("w", 10000, 0);
     engine.runOneStep(*lease);
     m_store->releaseLease(*lease);
-    m_fakePool->execError.reset();
+    m_fakePool->setExecError(std::nullopt);
     runUntilIdle(engine);
 
     const auto log = events(id);
@@ -294,7 +230,7 @@ TEST_F(StepEngineTest, StopCancelsAStepThatOutlastsTheDrainAndRecordsNothingForI
     options.drainMs = 50;
     auto engine = makeEngine(options);
     const std::string id = submit();
-    m_fakePool->holdExec = true;   // the first command never finishes on its own
+    m_fakePool->holdExecs();   // the first command never finishes on its own
     engine.start();
     m_fakePool->waitForExecs(1);
     engine.stop();
@@ -311,7 +247,7 @@ TEST_F(StepEngineTest, PlacementAsksEachPoolForItsStatusOncePerInterval)
         ASSERT_TRUE(m_pools.choose("lite"));
         ASSERT_TRUE(m_pools.offeredTiers().has_value());
     }
-    EXPECT_EQ(m_fakePool->statuses, 1);
+    EXPECT_EQ(m_fakePool->statusCalls(), 1);
     EXPECT_FALSE(m_pools.choose("heavy")) << "a tier the pool does not offer";
 }
 

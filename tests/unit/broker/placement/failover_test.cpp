@@ -4,7 +4,7 @@
 // no pool can take leaves one sandbox.waiting in the log instead of a silent wait.
 
 #include "tests/support/engine_fixture.h"
-#include "tests/unit/broker/placement/fake_pool.h"
+#include "tests/support/fake_pool_client.h"
 
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
@@ -16,7 +16,7 @@ namespace paddock::engine {
 namespace {
 
 using nlohmann::json;
-using pool_client::test::FakePool;
+using test::FakePoolClient;
 
 constexpr int kCommands = 6;
 
@@ -36,8 +36,8 @@ protected:
         placement::PoolSetOptions options;
         options.lostAfterMs = 150;
         m_pools.setOptions(options);
-        auto a = std::make_unique<FakePool>("a");
-        auto b = std::make_unique<FakePool>("b");
+        auto a = std::make_unique<FakePoolClient>("a");
+        auto b = std::make_unique<FakePoolClient>("b");
         m_a = a.get();
         m_b = b.get();
         m_a->setTier("lite", 1, 0, 8);
@@ -57,8 +57,8 @@ protected:
         return EngineFixture::makeEngine(options);
     }
 
-    FakePool *m_a = nullptr;
-    FakePool *m_b = nullptr;
+    FakePoolClient *m_a = nullptr;
+    FakePoolClient *m_b = nullptr;
 };
 
 TEST_F(FailoverTest, SessionsOfALostPoolFinishOnTheOtherRepeatingAtMostOneStep)
@@ -69,10 +69,10 @@ TEST_F(FailoverTest, SessionsOfALostPoolFinishOnTheOtherRepeatingAtMostOneStep)
     auto engine = makeEngine();
     engine.start();
     // Let some commands run on a, then take it down in the middle of the run.
-    for (int i = 0; i < 2000 && m_a->count(m_a->execs) < 4; ++i)
+    for (int i = 0; i < 2000 && m_a->execCount() < 4; ++i)
         std::this_thread::sleep_for(std::chrono::milliseconds(1));
     m_a->setDown(true);
-    const int execsOnABeforeDown = m_a->count(m_a->execs);
+    const int execsOnABeforeDown = m_a->execCount();
     ASSERT_TRUE(waitUntilSettled(ids));
     engine.stop();
     ASSERT_GE(execsOnABeforeDown, 4);
@@ -123,7 +123,7 @@ TEST_F(FailoverTest, SessionsOfALostPoolFinishOnTheOtherRepeatingAtMostOneStep)
     EXPECT_GE(moved, 1) << "pool a held no session when it went down; the test proved nothing";
     // Commands that ran, across both pools: each session's commands at most once each, plus at
     // most one repeat per session.
-    EXPECT_LE(m_a->count(m_a->execs) + m_b->count(m_b->execs), static_cast<int>(ids.size()) * (kCommands + 1));
+    EXPECT_LE(m_a->execCount() + m_b->execCount(), static_cast<int>(ids.size()) * (kCommands + 1));
 }
 
 // The pool dies between answering a command and snapshotting the workspace after it. The command's
@@ -132,14 +132,14 @@ TEST_F(FailoverTest, SessionsOfALostPoolFinishOnTheOtherRepeatingAtMostOneStep)
 // MultiHost.* saw once: a step's line missing from the marker file).
 TEST_F(FailoverTest, ACommandWhoseSnapshotThePoolNeverTookIsRepeatedAfterTheMove)
 {
-    m_a->snapshots = true;
-    m_b->snapshots = true;
-    m_a->downAfterExecs = 3;
+    m_a->setSnapshots(true);
+    m_b->setSnapshots(true);
+    m_a->setDownAfterExecs(3);
     m_b->setTier("lite", 0, 1, 1);   // full: the session starts on a
     const std::string id = submit();
     auto engine = makeEngine();
     engine.start();
-    for (int i = 0; i < 5000 && m_a->count(m_a->execs) < 3; ++i)
+    for (int i = 0; i < 5000 && m_a->execCount() < 3; ++i)
         std::this_thread::sleep_for(std::chrono::milliseconds(1));
     m_b->setTier("lite", 1, 0, 8);
     ASSERT_TRUE(waitUntilSettled({id}));
@@ -179,15 +179,15 @@ TEST_F(FailoverTest, ACommandWhoseSnapshotThePoolNeverTookIsRepeatedAfterTheMove
         }
     }
     // The third command ran on a (answered, then lost) and once more on b: one repeat.
-    EXPECT_EQ(m_a->count(m_a->execs), 3);
-    EXPECT_EQ(m_b->count(m_b->execs), kCommands - 2);
+    EXPECT_EQ(m_a->execCount(), 3);
+    EXPECT_EQ(m_b->execCount(), kCommands - 2);
 }
 
 // A change being applied when its pool is lost moves like a command: sandbox.lost names the
 // propose_change call, and the change is applied on the other pool, once.
 TEST_F(FailoverTest, AChangeBeingAppliedWhenThePoolIsLostIsAppliedOnTheOther)
 {
-    m_a->downAfterExecs = 1;         // the first command is answered; the patch after it is not
+    m_a->setDownAfterExecs(1);       // the first command is answered; the patch after it is not
     m_b->setTier("lite", 0, 1, 1);   // full: the session starts on a
     const std::string id = EngineFixture::submit(R"(
 name = "change"
@@ -209,7 +209,7 @@ justification = "one file"
 )");
     auto engine = makeEngine();
     engine.start();
-    for (int i = 0; i < 5000 && m_a->count(m_a->execs) < 1; ++i)
+    for (int i = 0; i < 5000 && m_a->execCount() < 1; ++i)
         std::this_thread::sleep_for(std::chrono::milliseconds(1));
     m_b->setTier("lite", 1, 0, 8);
     ASSERT_TRUE(waitUntilSettled({id})) << "a change whose pool was lost must not retry it forever";
@@ -231,7 +231,7 @@ justification = "one file"
         }
     }
     EXPECT_EQ(applied, 1);
-    EXPECT_EQ(m_b->count(m_b->execs), 1) << "the patch, on b";
+    EXPECT_EQ(m_b->execCount(), 1) << "the patch, on b";
 }
 
 TEST_F(FailoverTest, AClaimNoPoolCanTakeWaitsAndSaysSoOnce)

@@ -2,7 +2,7 @@
 // pool can take a claim, health over time, and the verdict that a pool is lost.
 
 #include "broker/placement/pool_set.h"
-#include "tests/unit/broker/placement/fake_pool.h"
+#include "tests/support/fake_pool_client.h"
 
 #include <gtest/gtest.h>
 
@@ -12,14 +12,14 @@
 namespace paddock::placement {
 namespace {
 
-using pool_client::test::FakePool;
+using test::FakePoolClient;
 
 class PoolSetTest : public ::testing::Test {
 protected:
-    FakePool *addPool(const std::string &name)
+    FakePoolClient *addPool(const std::string &name)
     {
-        auto pool = std::make_unique<FakePool>(name);
-        FakePool *raw = pool.get();
+        auto pool = std::make_unique<FakePoolClient>(name);
+        FakePoolClient *raw = pool.get();
         m_set.add(std::move(pool), false);
         return raw;
     }
@@ -35,9 +35,9 @@ protected:
 
 TEST_F(PoolSetTest, PrefersAWarmSandboxThenTheLeastLoadedPool)
 {
-    FakePool *a = addPool("a");
-    FakePool *b = addPool("b");
-    FakePool *c = addPool("c");
+    FakePoolClient *a = addPool("a");
+    FakePoolClient *b = addPool("b");
+    FakePoolClient *c = addPool("c");
     a->setTier("lite", 0, 1, 10);   // no warm sandbox, 10% loaded
     b->setTier("lite", 2, 8, 10);   // warm, 80% loaded
     c->setTier("lite", 1, 5, 10);   // warm, 50% loaded
@@ -46,8 +46,8 @@ TEST_F(PoolSetTest, PrefersAWarmSandboxThenTheLeastLoadedPool)
 
 TEST_F(PoolSetTest, WithoutWarmSandboxesTheLeastLoadedWinsAndClaimsPlacedHereCount)
 {
-    FakePool *a = addPool("a");
-    FakePool *b = addPool("b");
+    FakePoolClient *a = addPool("a");
+    FakePoolClient *b = addPool("b");
     a->setTier("lite", 0, 2, 4);
     b->setTier("lite", 0, 1, 4);
     ASSERT_EQ(chosen("lite"), "b");
@@ -59,9 +59,9 @@ TEST_F(PoolSetTest, WithoutWarmSandboxesTheLeastLoadedWinsAndClaimsPlacedHereCou
 
 TEST_F(PoolSetTest, SkipsPoolsThatAreDownOrDoNotOfferTheTier)
 {
-    FakePool *a = addPool("a");
-    FakePool *b = addPool("b");
-    FakePool *c = addPool("c");
+    FakePoolClient *a = addPool("a");
+    FakePoolClient *b = addPool("b");
+    FakePoolClient *c = addPool("c");
     a->setDown(true);
     a->setTier("heavy", 5, 0, 10);
     b->setTier("lite", 5, 0, 10);
@@ -71,8 +71,8 @@ TEST_F(PoolSetTest, SkipsPoolsThatAreDownOrDoNotOfferTheTier)
 
 TEST_F(PoolSetTest, EveryPoolFullIsResourceExhaustedNamingEachPool)
 {
-    FakePool *a = addPool("a");
-    FakePool *b = addPool("b");
+    FakePoolClient *a = addPool("a");
+    FakePoolClient *b = addPool("b");
     a->setTier("lite", 0, 4, 4);
     b->setTier("lite", 0, 2, 2);
     auto pool = m_set.choose("lite");
@@ -85,8 +85,8 @@ TEST_F(PoolSetTest, EveryPoolFullIsResourceExhaustedNamingEachPool)
 
 TEST_F(PoolSetTest, UnknownTierIsNotFoundAndUnreachablePoolsAreUnavailable)
 {
-    FakePool *a = addPool("a");
-    FakePool *b = addPool("b");
+    FakePoolClient *a = addPool("a");
+    FakePoolClient *b = addPool("b");
     a->setTier("lite", 1, 0, 4);
     b->setTier("lite", 1, 0, 4);
     auto unknown = m_set.choose("gold");
@@ -109,7 +109,7 @@ TEST_F(PoolSetTest, HealthChecksKeepAHistoryOfEachPool)
     options.healthIntervalMs = 10;
     options.historySize = 50;
     m_set.setOptions(options);
-    FakePool *a = addPool("a");
+    FakePoolClient *a = addPool("a");
     a->setTier("lite", 2, 1, 4);
     m_set.startHealthChecks();
     auto waitFor = [&](auto predicate) {
@@ -161,7 +161,7 @@ TEST_F(PoolSetTest, APoolIsLostOnlyAfterStayingUnhealthyForTheWindow)
     PoolSetOptions options;
     options.lostAfterMs = 200;
     m_set.setOptions(options);
-    FakePool *a = addPool("a");
+    FakePoolClient *a = addPool("a");
     a->setTier("lite", 1, 0, 4);
     ASSERT_TRUE(m_set.choose("lite"));
     EXPECT_FALSE(m_set.isLost("a"));

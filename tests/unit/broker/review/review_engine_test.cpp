@@ -6,7 +6,7 @@
 #include "broker/store/agent_store.h"
 #include "broker/store/cost_index.h"
 #include "tests/support/engine_fixture.h"
-#include "tests/unit/broker/placement/fake_pool.h"
+#include "tests/support/fake_pool_client.h"
 
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
@@ -66,10 +66,11 @@ protected:
         ASSERT_TRUE(costs);
         m_costs = std::move(*costs);
         m_desk = std::make_unique<review::ReviewDesk>(*m_store, *m_queries, review::ReviewPolicy{});
-        auto pool = std::make_unique<pool_client::test::FakePool>("fake");
+        auto pool = std::make_unique<test::FakePoolClient>("fake");
         m_pool = pool.get();
         m_pool->setTier("lite", 2, 0, 8);
-        m_pool->tiers[0].pricePerHourUsd = 36.0;   // 10 micro-USD per millisecond: every step costs something
+        // 10 micro-USD per millisecond: every step costs something.
+        m_pool->editTier("lite", [](pool_client::TierStatus &tier) { tier.pricePerHourUsd = 36.0; });
         m_pools.add(std::move(pool), false);
     }
 
@@ -119,10 +120,10 @@ protected:
     // the tier decisions of request_environment.
     void enableTierEscalation(policy::TierPolicy policy = {})
     {
-        m_pool->snapshots = true;
-        m_pool->tiers[0].pricePerHourUsd = 0.02;
+        m_pool->setSnapshots(true);
+        m_pool->editTier("lite", [](pool_client::TierStatus &tier) { tier.pricePerHourUsd = 0.02; });
         m_pool->setTier("standard", 2, 0, 8);
-        m_pool->tiers[1].pricePerHourUsd = 0.12;
+        m_pool->editTier("standard", [](pool_client::TierStatus &tier) { tier.pricePerHourUsd = 0.12; });
         auto agents = store::AgentStore::open(m_dir / "broker.db");
         ASSERT_TRUE(agents) << agents.error().message;
         m_agents = std::move(*agents);
@@ -141,10 +142,28 @@ protected:
         ASSERT_TRUE(created) << created.error().message;
     }
 
-    // The sandbox id a command ran in (the fake pool records "<sandbox> <command>").
+    // What each exec ran, as "<sandbox> <command>".
+    std::vector<std::string> execKeys() const
+    {
+        std::vector<std::string> keys;
+        for (const auto &spec : m_pool->execs())
+            keys.push_back(spec.sandboxId + " " + spec.argv.back());
+        return keys;
+    }
+
+    // The approved hosts each exec carried.
+    std::vector<std::vector<pool_client::EgressGrant>> execGrants() const
+    {
+        std::vector<std::vector<pool_client::EgressGrant>> grants;
+        for (const auto &spec : m_pool->execs())
+            grants.push_back(spec.egressGrants);
+        return grants;
+    }
+
+    // The sandbox id a command ran in.
     std::string sandboxOfCommand(const std::string &command)
     {
-        for (const auto &key : m_pool->execKeys) {
+        for (const auto &key : execKeys()) {
             if (key.ends_with(" " + command))
                 return key.substr(0, key.find(' '));
         }
@@ -156,7 +175,7 @@ protected:
     std::unique_ptr<store::ReviewQueries> m_queries;
     std::unique_ptr<store::CostQueries> m_costs;
     std::unique_ptr<review::ReviewDesk> m_desk;
-    pool_client::test::FakePool *m_pool = nullptr;
+    test::FakePoolClient *m_pool = nullptr;
     EngineOptions m_options;
 };
 
@@ -238,7 +257,7 @@ TEST_F(ReviewEngineTest, BudgetWarnsAt80PercentPausesAt100AndResumesAfterAnAppro
 {
     // Measure what the playbook costs in model tokens alone, then give a second session a budget
     // that the third step crosses.
-    m_pool->tiers[0].pricePerHourUsd = 0;
+    m_pool->editTier("lite", [](pool_client::TierStatus &tier) { tier.pricePerHourUsd = 0; });
     auto engine = makeEngine();
     const std::string probe = submit(kThreeCommands);
     runUntilIdle(engine);
@@ -302,7 +321,7 @@ TEST_F(ReviewEngineTest, BulkChangeBeyondPolicyWaitsAndIsAppliedInTheSandboxOnce
     EXPECT_EQ(requested["justification"], "rename the old word");
     EXPECT_NE(requested["policy_verdict"].get<std::string>().find("6 targets > bulk_target_limit 5"), std::string::npos);
     EXPECT_EQ(requested["change_format"], "diff");
-    const int execsBefore = m_pool->execs;
+    const int execsBefore = m_pool->execCount();
 
     ASSERT_TRUE(m_desk->decide(approval(item)));
     runUntilIdle(engine);
@@ -314,8 +333,8 @@ TEST_F(ReviewEngineTest, BulkChangeBeyondPolicyWaitsAndIsAppliedInTheSandboxOnce
     EXPECT_EQ(results[0]["applied"], true);
     EXPECT_EQ(results[0]["decider"], "alice");
     // patch ran inside the sandbox, then the session went on from that step.
-    ASSERT_GT(m_pool->execs, execsBefore);
-    EXPECT_NE(m_pool->execKeys[static_cast<size_t>(execsBefore)].find("patch -p1"), std::string::npos);
+    ASSERT_GT(m_pool->execCount(), execsBefore);
+    EXPECT_NE(execKeys()[static_cast<size_t>(execsBefore)].find("patch -p1"), std::string::npos);
     EXPECT_EQ(session(id).status, core::SessionStatus::Succeeded) << session(id).statusReason;
 }
 
@@ -325,14 +344,14 @@ TEST_F(ReviewEngineTest, RejectionIsTheToolResult)
     const std::string id = submit(proposal(6));
     runUntilIdle(engine);
     const auto item = onlyPendingItem();
-    const int execsBefore = m_pool->execs;
+    const int execsBefore = m_pool->execCount();
     ASSERT_TRUE(m_desk->decide(rejection(item, "touches generated files")));
     runUntilIdle(engine);
     const auto results = payloadsOf(events(id), core::kind::ToolResult);
     ASSERT_GE(results.size(), 1u);
     EXPECT_EQ(results[0]["approved"], false);
     EXPECT_EQ(results[0]["error"], "the change was rejected by alice: touches generated files");
-    EXPECT_EQ(m_pool->execs, execsBefore);   // nothing was applied
+    EXPECT_EQ(m_pool->execCount(), execsBefore);   // nothing was applied
     // The scripted model sees the rejection and ends its playbook there.
     const auto state = session(id);
     EXPECT_EQ(state.status, core::SessionStatus::Failed);
@@ -394,14 +413,14 @@ command = "curl http://)" + host + R"(/pkg"
 // host and the review, the egress events of what it allowed say so, and other sessions carry nothing.
 TEST_F(ReviewEngineTest, ApprovedEgressExceptionTravelsWithEveryLaterCommandOfThatSessionOnly)
 {
-    m_pool->tiers[0].allowlistNetwork = true;
+    m_pool->editTier("lite", [](pool_client::TierStatus &tier) { tier.allowlistNetwork = true; });
     auto engine = makeEngine();
     const std::string id = submit(egressProposal("mirror.example"));
     runUntilIdle(engine);
     ASSERT_EQ(session(id).status, core::SessionStatus::WaitingApproval) << session(id).statusReason;
     const auto item = onlyPendingItem();
     EXPECT_EQ(item.kind, "egress_exception");
-    EXPECT_EQ(m_pool->execs, 0);
+    EXPECT_EQ(m_pool->execCount(), 0);
 
     pool_client::EgressAttempt attempt;
     attempt.allowed = true;
@@ -409,7 +428,7 @@ TEST_F(ReviewEngineTest, ApprovedEgressExceptionTravelsWithEveryLaterCommandOfTh
     attempt.port = 80;
     attempt.method = "GET";
     attempt.reviewId = item.id;
-    m_pool->egressPerExec = {attempt};
+    m_pool->editExecOutcome([&](pool_client::ExecOutcome &outcome) { outcome.egress = {attempt}; });
     ASSERT_TRUE(m_desk->fetch(item.id, "alice"));   // high risk: read before approved
     ASSERT_TRUE(m_desk->decide(approval(item)));
     runUntilIdle(engine);
@@ -421,10 +440,10 @@ TEST_F(ReviewEngineTest, ApprovedEgressExceptionTravelsWithEveryLaterCommandOfTh
     EXPECT_EQ(results[0]["reachable"], true);
     EXPECT_NE(results[0]["note"].get<std::string>().find("approved in review " + item.id), std::string::npos)
         << results[0].dump();
-    ASSERT_EQ(m_pool->execGrants.size(), 1u);
-    ASSERT_EQ(m_pool->execGrants[0].size(), 1u);
-    EXPECT_EQ(m_pool->execGrants[0][0].host, "mirror.example");
-    EXPECT_EQ(m_pool->execGrants[0][0].reviewId, item.id);
+    ASSERT_EQ(execGrants().size(), 1u);
+    ASSERT_EQ(execGrants()[0].size(), 1u);
+    EXPECT_EQ(execGrants()[0][0].host, "mirror.example");
+    EXPECT_EQ(execGrants()[0][0].reviewId, item.id);
     const auto allowed = payloadsOf(log, core::kind::EgressAllowed);
     ASSERT_EQ(allowed.size(), 1u);
     EXPECT_EQ(allowed[0]["review_id"], item.id);
@@ -432,13 +451,13 @@ TEST_F(ReviewEngineTest, ApprovedEgressExceptionTravelsWithEveryLaterCommandOfTh
     EXPECT_EQ(session(id).approvedHosts, (std::vector<core::ApprovedHost>{{"mirror.example", item.id}}));
 
     // Another session on the same pool: its commands carry no approved host.
-    m_pool->egressPerExec.clear();
+    m_pool->editExecOutcome([](pool_client::ExecOutcome &outcome) { outcome.egress.clear(); });
     const std::string other = submit(kThreeCommands);
     runUntilIdle(engine);
     EXPECT_EQ(session(other).status, core::SessionStatus::Succeeded);
-    ASSERT_EQ(m_pool->execGrants.size(), 4u);
+    ASSERT_EQ(execGrants().size(), 4u);
     for (size_t i = 1; i < 4; ++i)
-        EXPECT_TRUE(m_pool->execGrants[i].empty()) << i;
+        EXPECT_TRUE(execGrants()[i].empty()) << i;
 }
 
 // On a tier with no network the approval cannot do anything: the tool's result says so and names
@@ -446,7 +465,7 @@ TEST_F(ReviewEngineTest, ApprovedEgressExceptionTravelsWithEveryLaterCommandOfTh
 TEST_F(ReviewEngineTest, ApprovedEgressOnATierWithoutNetworkSaysSoAndNamesOneWithIt)
 {
     m_pool->setTier("standard", 1, 0, 4);
-    m_pool->tiers[1].allowlistNetwork = true;
+    m_pool->editTier("standard", [](pool_client::TierStatus &tier) { tier.allowlistNetwork = true; });
     auto engine = makeEngine();
     const std::string id = submit(egressProposal("mirror.example"));
     runUntilIdle(engine);
@@ -576,8 +595,8 @@ TEST_F(ReviewEngineTest, RequestBeyondTheBoundWaitsForATierEscalationAndApproval
     EXPECT_EQ(moves[0]["to_tier"], "standard");
     EXPECT_EQ(moves[0]["workspace"], "restored");
     const std::string moved = moves[0]["to_sandbox_id"];
-    ASSERT_EQ(m_pool->restores.size(), 1u);
-    EXPECT_EQ(m_pool->restores[0], moved + " <- " + moves[0]["snapshot_ref"].get<std::string>());
+    ASSERT_EQ(m_pool->restores().size(), 1u);
+    EXPECT_EQ(m_pool->restores()[0], moved + " <- " + moves[0]["snapshot_ref"].get<std::string>());
     EXPECT_EQ(sandboxOfCommand("cat notes.txt"), moved);
     // The approver's decision is the one that gets the standard tier's outcome at the release.
     const auto outcomes = payloadsOf(log, core::kind::EnvOutcome);

@@ -9,6 +9,7 @@
 #include "broker/server/unix_listener.h"
 #include "rpc/broker_stubs.h"
 #include "broker/store/sqlite_event_store.h"
+#include "tests/support/fake_pool_client.h"
 
 #include <grpcpp/grpcpp.h>
 #include <gtest/gtest.h>
@@ -22,95 +23,19 @@ using nlohmann::json;
 
 namespace {
 
-class FakePool final : public pool_client::PoolClient {
-public:
-    explicit FakePool(std::string name, bool answers = true) : m_name(std::move(name)), m_answers(answers) {}
-    std::string name() const override { return m_name; }
-    std::string endpoint() const override { return "fake"; }
-
-    Result<pool_client::ClaimedSandbox> claim(const std::string &tier, const std::string &session, const std::string &) override
-    {
-        std::lock_guard lock(m_mutex);
-        claims.push_back(tier + " " + session);
-        return pool_client::ClaimedSandbox{"lite-new-" + std::to_string(claims.size()), tier, "bwrap", "h", true, 0.1};
-    }
-    Result<pool_client::ExecOutcome> exec(const pool_client::ExecSpec &spec, const pool_client::OutputSink &sink) override
-    {
-        std::lock_guard lock(m_mutex);
-        execs.push_back(spec.sandboxId + ": " + spec.argv.back());
-        pool_client::ExecOutcome out;
-        out.stdoutData = "ran " + spec.argv.back() + "\n";
-        out.exitCode = spec.argv.back() == "false" ? 1 : 0;
-        if (sink)
-            sink(1, out.stdoutData);
-        return out;
-    }
-    Result<std::string> readFile(const std::string &, const std::string &, int64_t) override { return std::string(); }
-    Status writeFile(const std::string &, const std::string &, const std::string &, uint32_t) override { return {}; }
-    Result<std::vector<pool_client::DirEntry>> listDir(const std::string &, const std::string &) override { return {}; }
-    Status release(const std::string &id) override
-    {
-        std::lock_guard lock(m_mutex);
-        released.push_back(id);
-        return {};
-    }
-    Result<pool_client::PoolStatus> status() override
-    {
-        if (!m_answers)
-            return fail(ErrorCode::Unavailable, "pool '" + m_name + "' is unreachable");
-        pool_client::PoolStatus s;
-        s.poolId = m_name;
-        s.tiers.push_back(pool_client::TierStatus{"lite", "bwrap", 1, 0, 8, 1, 0});
-        return s;
-    }
-    Result<pool_client::SnapshotInfo> restore(const std::string &sandbox, const std::string &ref) override
-    {
-        std::lock_guard lock(m_mutex);
-        restores.push_back(sandbox + " <- " + ref);
-        if (ref == "damaged-1")
-            return fail(ErrorCode::FailedPrecondition, "snapshot 'damaged-1' is damaged (checksum mismatch)");
-        return pool_client::SnapshotInfo{ref, 10, 3, 1.0};
-    }
-    Result<std::vector<pool_client::PostMortemInfo>> listPostMortems(const std::string &session, int) override
-    {
-        if (!m_answers)
-            return fail(ErrorCode::Unavailable, "pool '" + m_name + "' is unreachable");
-        std::vector<pool_client::PostMortemInfo> out;
-        for (const auto &[id, pm] : postMortems)
-            if (session.empty() || pm.sessionId == session)
-                out.push_back(pm);
-        return out;
-    }
-    Result<pool_client::PostMortemInfo> getPostMortem(const std::string &sandbox) override
-    {
-        auto it = postMortems.find(sandbox);
-        if (it == postMortems.end())
-            return fail(ErrorCode::NotFound, "no post-mortem of sandbox '" + sandbox + "'");
-        return it->second;
-    }
-    void cancelInFlight() override {}
-
-    void addPostMortem(const std::string &sandbox, const std::string &session, const std::string &ref, int64_t time)
-    {
-        pool_client::PostMortemInfo pm;
-        pm.pool = m_name;
-        pm.sandboxId = sandbox;
-        pm.sessionId = session;
-        pm.tier = "lite";
-        pm.reason = "oom_killed";
-        pm.snapshotRef = ref;
-        pm.timeUnixMs = time;
-        postMortems[sandbox] = pm;
-    }
-
-    std::mutex m_mutex;
-    std::vector<std::string> claims, execs, released, restores;
-    std::map<std::string, pool_client::PostMortemInfo> postMortems;
-
-private:
-    std::string m_name;
-    bool m_answers;
-};
+// A post-mortem of a sandbox of the lite tier, killed for its memory.
+pool_client::PostMortemInfo postMortem(const std::string &sandbox, const std::string &session, const std::string &ref,
+                                       int64_t time)
+{
+    pool_client::PostMortemInfo pm;
+    pm.sandboxId = sandbox;
+    pm.sessionId = session;
+    pm.tier = "lite";
+    pm.reason = "oom_killed";
+    pm.snapshotRef = ref;
+    pm.timeUnixMs = time;
+    return pm;
+}
 
 class OperatorServiceTest : public ::testing::Test {
 protected:
@@ -127,15 +52,30 @@ protected:
         created.expectedLastSeq = 0;
         created.events.push_back(core::NewEvent{core::kind::SessionCreated, R"({"agent":"a","goal":"g","model":"scripted"})", 0});
         ASSERT_TRUE(m_store->appendSync(created));
-        auto pool = std::make_unique<FakePool>("east");
+        auto pool = std::make_unique<test::FakePoolClient>("east");
         m_pool = pool.get();
+        m_pool->setTier("lite", 1, 0, 8);
+        m_pool->setSnapshots(true);
+        m_pool->failRestoreOf("damaged-1", Error{ErrorCode::FailedPrecondition,
+                                                 "snapshot 'damaged-1' is damaged (checksum mismatch)"});
+        // "ran <command>", streamed too; `false` exits 1.
+        m_pool->setExecHook([](const pool_client::ExecSpec &spec,
+                               const pool_client::OutputSink &sink) -> Result<pool_client::ExecOutcome> {
+            pool_client::ExecOutcome out;
+            out.stdoutData = "ran " + spec.argv.back() + "\n";
+            out.exitCode = spec.argv.back() == "false" ? 1 : 0;
+            if (sink)
+                sink(1, out.stdoutData);
+            return out;
+        });
         m_pools.add(std::move(pool), false);
-        auto down = std::make_unique<FakePool>("west", false);
+        auto down = std::make_unique<test::FakePoolClient>("west");
+        down->setDown(true);
         m_pools.add(std::move(down), false);
-        m_pool->addPostMortem("lite-failed", "s-1", "lite-failed-1", 2000);
-        m_pool->addPostMortem("lite-older", "s-other", "lite-older-1", 1000);
-        m_pool->addPostMortem("lite-nosession", "", "lite-nosession-1", 500);
-        m_pool->addPostMortem("lite-damaged", "s-1", "damaged-1", 400);
+        m_pool->addPostMortem(postMortem("lite-failed", "s-1", "lite-failed-1", 2000));
+        m_pool->addPostMortem(postMortem("lite-older", "s-other", "lite-older-1", 1000));
+        m_pool->addPostMortem(postMortem("lite-nosession", "", "lite-nosession-1", 500));
+        m_pool->addPostMortem(postMortem("lite-damaged", "s-1", "damaged-1", 400));
     }
     void start(int64_t idleMs)
     {
@@ -175,6 +115,15 @@ protected:
             m_store->close();
         std::error_code ec;
         fs::remove_all(m_dir, ec);
+    }
+
+    // What the pool was asked to claim, as "<tier> <session>".
+    std::vector<std::string> claims() const
+    {
+        std::vector<std::string> out;
+        for (const auto &claim : m_pool->claims())
+            out.push_back(claim.tier + " " + claim.sessionId);
+        return out;
     }
 
     std::vector<json> audit(const std::string &session = "s-1")
@@ -217,7 +166,7 @@ protected:
     fs::path m_dir;
     std::unique_ptr<store::EventStore> m_store;
     placement::PoolSet m_pools;
-    FakePool *m_pool = nullptr;
+    test::FakePoolClient *m_pool = nullptr;
     std::unique_ptr<server::StreamHub> m_hub;
     std::unique_ptr<server::BrokerApi> m_service;
     std::unique_ptr<server::UnixListener> m_listener;
@@ -236,8 +185,8 @@ TEST_F(OperatorServiceTest, ShellIsRestoredFromTheSnapshotAndEveryStepIsAudited)
     EXPECT_EQ(shell.session_id(), "s-1");
     EXPECT_EQ(shell.tier(), "standard");
     EXPECT_EQ(shell.snapshot_ref(), "lite-failed-1");
-    EXPECT_EQ(m_pool->claims, std::vector<std::string>{"standard s-1:debug"});
-    EXPECT_EQ(m_pool->restores, std::vector<std::string>{shell.sandbox_id() + " <- lite-failed-1"});
+    EXPECT_EQ(claims(), std::vector<std::string>{"standard s-1:debug"});
+    EXPECT_EQ(m_pool->restores(), std::vector<std::string>{shell.sandbox_id() + " <- lite-failed-1"});
 
     std::string out;
     st = exec(shell.shell_id(), "make test", &out);
@@ -249,7 +198,7 @@ TEST_F(OperatorServiceTest, ShellIsRestoredFromTheSnapshotAndEveryStepIsAudited)
     creq.set_shell_id(shell.shell_id());
     v1::CloseDebugShellResponse cresp;
     ASSERT_TRUE(m_stub->operations->CloseDebugShell(&ctx, creq, &cresp).ok());
-    EXPECT_EQ(m_pool->released, std::vector<std::string>{shell.sandbox_id()});
+    EXPECT_EQ(m_pool->releases(), std::vector<std::string>{shell.sandbox_id()});
 
     auto events = audit();
     ASSERT_EQ(events.size(), 3u);
@@ -265,7 +214,7 @@ TEST_F(OperatorServiceTest, ShellIsRestoredFromTheSnapshotAndEveryStepIsAudited)
     // Closed: a command after it is NOT_FOUND, and runs nowhere.
     out.clear();
     EXPECT_EQ(exec(shell.shell_id(), "ls", &out).error_code(), grpc::StatusCode::NOT_FOUND);
-    EXPECT_EQ(m_pool->execs.size(), 1u);
+    EXPECT_EQ(m_pool->execs().size(), 1u);
 }
 
 TEST_F(OperatorServiceTest, IdleShellIsClosedAndItsSandboxReleased)
@@ -273,14 +222,14 @@ TEST_F(OperatorServiceTest, IdleShellIsClosedAndItsSandboxReleased)
     start(200);
     v1::DebugShell shell;
     ASSERT_TRUE(open("east", "lite-failed", &shell).ok());
-    // The reaper releases first and records the close after: wait for the record (reading
-    // `released` while the reaper may still write it would race, and the audit could still be short).
+    // The reaper releases first and records the close after: wait for the record (reading the
+    // releases before it could find none yet, and the audit could still be short).
     auto events = audit();
     for (int i = 0; i < 100 && events.size() < 2; ++i) {
         std::this_thread::sleep_for(std::chrono::milliseconds(50));
         events = audit();
     }
-    ASSERT_EQ(m_pool->released, std::vector<std::string>{shell.sandbox_id()});
+    ASSERT_EQ(m_pool->releases(), std::vector<std::string>{shell.sandbox_id()});
     ASSERT_EQ(events.size(), 2u);
     EXPECT_EQ(events[1]["kind"], "debug_shell.closed");
     EXPECT_EQ(events[1]["payload"]["reason"], "idle");
@@ -300,9 +249,9 @@ TEST_F(OperatorServiceTest, RefusalsNameTheProblemAndLeaveNothingClaimed)
     // No session to audit in: not opened, nothing claimed.
     st = open("east", "lite-nosession", &shell);
     EXPECT_EQ(st.error_code(), grpc::StatusCode::FAILED_PRECONDITION);
-    EXPECT_TRUE(m_pool->claims.empty());
+    EXPECT_TRUE(claims().empty());
     // A session this broker does not have: claimed, the audit fails, released, refused.
-    m_pool->addPostMortem("lite-stranger", "s-unknown", "lite-stranger-1", 100);
+    m_pool->addPostMortem(postMortem("lite-stranger", "s-unknown", "lite-stranger-1", 100));
     st = open("east", "lite-stranger", &shell);
     EXPECT_EQ(st.error_code(), grpc::StatusCode::FAILED_PRECONDITION);
     EXPECT_NE(st.error_message().find("audited"), std::string::npos) << st.error_message();
@@ -310,8 +259,8 @@ TEST_F(OperatorServiceTest, RefusalsNameTheProblemAndLeaveNothingClaimed)
     st = open("east", "lite-damaged", &shell);
     EXPECT_EQ(st.error_code(), grpc::StatusCode::FAILED_PRECONDITION);
     EXPECT_NE(st.error_message().find("snapshot 'damaged-1' is damaged"), std::string::npos);
-    EXPECT_EQ(m_pool->claims.size(), 2u);
-    EXPECT_EQ(m_pool->released.size(), 2u);
+    EXPECT_EQ(claims().size(), 2u);
+    EXPECT_EQ(m_pool->releases().size(), 2u);
     EXPECT_TRUE(audit().empty());
 }
 

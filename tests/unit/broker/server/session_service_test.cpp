@@ -3,6 +3,7 @@
 // control exactly what the streams must deliver.
 
 #include "broker/server/stream_hub.h"
+#include "tests/support/fake_pool_client.h"
 #include "tests/support/in_process_broker.h"
 
 #include "rpc/broker_stubs.h"
@@ -27,54 +28,27 @@ tool = "run_command"
 command = "echo hello"
 )";
 
-// A pool that only answers Status, offering the lite tier.
-class LiteOnlyPool final : public pool_client::PoolClient {
-public:
-    std::string name() const override { return "lite-only"; }
-    std::string endpoint() const override { return "test:0"; }
-    Result<pool_client::ClaimedSandbox> claim(const std::string &, const std::string &, const std::string &) override
-    {
-        return fail(ErrorCode::Unimplemented, "test pool");
-    }
-    Result<pool_client::ExecOutcome> exec(const pool_client::ExecSpec &, const pool_client::OutputSink &) override
-    {
-        return fail(ErrorCode::Unimplemented, "test pool");
-    }
-    Result<std::string> readFile(const std::string &, const std::string &, int64_t) override
-    {
-        return fail(ErrorCode::Unimplemented, "test pool");
-    }
-    Status writeFile(const std::string &, const std::string &, const std::string &, uint32_t) override
-    {
-        return fail(ErrorCode::Unimplemented, "test pool");
-    }
-    Result<std::vector<pool_client::DirEntry>> listDir(const std::string &, const std::string &) override
-    {
-        return fail(ErrorCode::Unimplemented, "test pool");
-    }
-    Status release(const std::string &) override { return {}; }
-    Result<pool_client::PoolStatus> status() override
-    {
-        pool_client::PoolStatus status;
-        pool_client::TierStatus lite{"lite", "bwrap", 2, 0, 32, 1.0, 0};
-        lite.coldFallbacks = 3;
-        lite.claimLatencyUsBuckets = {1000, 10000, 100000};
-        lite.claimLatencyCounts = {5, 2, 1};
-        lite.refillPerSecond = 0.5;
-        lite.pricePerHourUsd = 0.02;
-        lite.cpu = 1.5;
-        lite.memoryBytes = 512LL << 20;
-        lite.pids = 256;
-        lite.diskBytes = 1LL << 30;
-        lite.allowlistNetwork = true;
-        lite.allowlist = {"example.test:443"};
-        lite.warmCount = 2;
-        lite.maxCount = 32;
-        status.tiers.push_back(lite);
-        return status;
-    }
-    void cancelInFlight() override {}
-};
+// A pool offering the lite tier, its Status filled in every field.
+std::unique_ptr<test::FakePoolClient> liteOnlyPool()
+{
+    pool_client::TierStatus lite{"lite", "bwrap", 2, 0, 32, 1.0, 0};
+    lite.coldFallbacks = 3;
+    lite.claimLatencyUsBuckets = {1000, 10000, 100000};
+    lite.claimLatencyCounts = {5, 2, 1};
+    lite.refillPerSecond = 0.5;
+    lite.pricePerHourUsd = 0.02;
+    lite.cpu = 1.5;
+    lite.memoryBytes = 512LL << 20;
+    lite.pids = 256;
+    lite.diskBytes = 1LL << 30;
+    lite.allowlistNetwork = true;
+    lite.allowlist = {"example.test:443"};
+    lite.warmCount = 2;
+    lite.maxCount = 32;
+    auto pool = std::make_unique<test::FakePoolClient>("lite-only");
+    pool->setTier(lite);
+    return pool;
+}
 
 class SessionServiceTest : public ::testing::Test {
 protected:
@@ -188,7 +162,7 @@ TEST_F(SessionServiceTest, BadSubmissionsAreRefusedWithTheRightStatus)
 
 TEST_F(SessionServiceTest, ATierNoPoolOffersIsRefusedAtSubmit)
 {
-    m_broker->pools().add(std::make_unique<LiteOnlyPool>(), false);
+    m_broker->pools().add(liteOnlyPool(), false);
     v1::SubmitSessionRequest request;
     request.set_playbook_toml(kPlaybook);
     request.set_tier("heavy");
@@ -203,7 +177,7 @@ TEST_F(SessionServiceTest, ATierNoPoolOffersIsRefusedAtSubmit)
 
 TEST_F(SessionServiceTest, ListPoolsCarriesEverythingTheTierStatusSays)
 {
-    m_broker->pools().add(std::make_unique<LiteOnlyPool>(), false);
+    m_broker->pools().add(liteOnlyPool(), false);
     v1::ListPoolsResponse pools;
     ASSERT_TRUE(m_stub->operations->ListPools(context().get(), {}, &pools).ok());
     ASSERT_EQ(pools.pools_size(), 1);
