@@ -188,119 +188,129 @@ std::optional<Command> parsedAgentsCommand(const AgentsSubcommands &commands, In
     return std::nullopt;
 }
 
+namespace {
+
+grpc::Status getAgent(const Invocation &inv, const BrokerCall &call, v1::Agent &agent)
+{
+    v1::GetAgentRequest request;
+    request.set_name(inv.agentName);
+    return call.unary(&GovernanceStub::GetAgent, request, agent);
+}
+
+int createAgent(const Invocation &inv, const BrokerCall &call, std::ostream &out, std::ostream &err)
+{
+    v1::Agent agent;
+    agent.set_name(inv.agentName);
+    applySettings(inv, agent);
+    v1::Agent created;
+    const grpc::Status status = call.unary(&GovernanceStub::CreateAgent, agent, created);
+    if (!status.ok())
+        return call.fail(err, "cannot create agent " + inv.agentName, status);
+    printAgent(inv, created, out);
+    return toInt(ExitCode::Ok);
+}
+
+int listAgents(const Invocation &inv, const BrokerCall &call, std::ostream &out, std::ostream &err)
+{
+    std::vector<v1::Agent> agents;
+    std::string token;
+    do {
+        v1::ListAgentsRequest request;
+        request.set_page_token(token);
+        v1::ListAgentsResponse response;
+        const grpc::Status status = call.unary(&GovernanceStub::ListAgents, request, response);
+        if (!status.ok())
+            return call.fail(err, "cannot list agents", status);
+        agents.insert(agents.end(), response.agents().begin(), response.agents().end());
+        token = response.next_page_token();
+    } while (!token.empty());
+    if (inv.output == OutputFormat::Json) {
+        for (const auto &agent : agents)
+            out << agentToJson(agent).dump() << "\n";
+        return toInt(ExitCode::Ok);
+    }
+    std::vector<std::vector<std::string>> rows;
+    for (const auto &agent : agents) {
+        rows.push_back({agent.name(), selectionModeText(agent.selection_mode()),
+                        agent.default_tier().empty() ? "-" : agent.default_tier(), joined(agent.allowed_tiers()),
+                        agent.budget_per_session_micros() ? formatCost(agent.budget_per_session_micros()) : "-",
+                        std::to_string(agent.records_json_size()), agent.owner()});
+    }
+    out << renderTable({"NAME", "MODE", "DEFAULT", "ALLOWED", "BUDGET/SESSION", "RECORDS", "OWNER"}, rows, {5});
+    return toInt(ExitCode::Ok);
+}
+
+int showAgent(const Invocation &inv, const BrokerCall &call, std::ostream &out, std::ostream &err)
+{
+    v1::Agent agent;
+    const grpc::Status status = getAgent(inv, call, agent);
+    if (!status.ok())
+        return call.fail(err, "cannot show agent " + inv.agentName, status, "`paddockctl agents ls` lists them");
+    printAgent(inv, agent, out);
+    return toInt(ExitCode::Ok);
+}
+
+// agents edit and agents records set: read the agent, change it, send it back.
+int changeAgent(const Invocation &inv, const BrokerCall &call, std::ostream &out, std::ostream &err)
+{
+    const std::string action = inv.command == Command::AgentsEdit ? "cannot edit agent " + inv.agentName
+                                                                  : "cannot set record " + inv.recordKey + " of agent "
+                                                                      + inv.agentName;
+    v1::Agent agent;
+    grpc::Status status = getAgent(inv, call, agent);
+    if (!status.ok())
+        return call.fail(err, action, status);
+    if (inv.command == Command::AgentsEdit) {
+        if (inv.agentGiven.empty()) {
+            err << "paddockctl agents edit: nothing to change: give --owner, --default-tier, --allow, --mode, "
+                   "--budget-session or --budget-day\n";
+            return toInt(ExitCode::Usage);
+        }
+        applySettings(inv, agent);
+        agent.clear_records_json();   // records are kept; only those sent are set
+    } else {
+        agent.clear_records_json();
+        (*agent.mutable_records_json())[inv.recordKey] = inv.recordJson;
+    }
+    v1::Agent updated;
+    status = call.unary(&GovernanceStub::UpdateAgent, agent, updated);
+    if (!status.ok())
+        return call.fail(err, action, status);
+    printAgent(inv, updated, out);
+    return toInt(ExitCode::Ok);
+}
+
+int printRecords(const Invocation &inv, const BrokerCall &call, std::ostream &out, std::ostream &err)
+{
+    v1::Agent agent;
+    const grpc::Status status = getAgent(inv, call, agent);
+    if (!status.ok())
+        return call.fail(err, "cannot read the records of agent " + inv.agentName, status);
+    nlohmann::json records = agentToJson(agent)["records"];
+    if (!inv.recordKey.empty()) {
+        if (!records.contains(inv.recordKey)) {
+            err << "paddockctl: agent " << inv.agentName << " has no record '" << inv.recordKey
+                << "': `paddockctl agents records get " << inv.agentName << "` lists them\n";
+            return toInt(ExitCode::NotFound);
+        }
+        out << records[inv.recordKey].dump(2) << "\n";
+    } else {
+        out << records.dump(2) << "\n";
+    }
+    return toInt(ExitCode::Ok);
+}
+
+} // namespace
+
 int runAgentsCommand(const Invocation &inv, const BrokerCall &call, std::ostream &out, std::ostream &err)
 {
-    auto get = [&](v1::Agent &agent) {
-        v1::GetAgentRequest request;
-        request.set_name(inv.agentName);
-        grpc::ClientContext context;
-        call.setDeadline(context);
-        return call.stubs.governance->GetAgent(&context, request, &agent);
-    };
-    auto update = [&](const v1::Agent &agent, v1::Agent &updated) {
-        grpc::ClientContext context;
-        call.setDeadline(context);
-        return call.stubs.governance->UpdateAgent(&context, agent, &updated);
-    };
-
     switch (inv.command) {
-    case Command::AgentsCreate: {
-        v1::Agent agent;
-        agent.set_name(inv.agentName);
-        applySettings(inv, agent);
-        v1::Agent created;
-        grpc::ClientContext context;
-        call.setDeadline(context);
-        const grpc::Status status = call.stubs.governance->CreateAgent(&context, agent, &created);
-        if (!status.ok())
-            return call.fail(err, "cannot create agent " + inv.agentName, status);
-        printAgent(inv, created, out);
-        return toInt(ExitCode::Ok);
-    }
-    case Command::AgentsList: {
-        std::vector<v1::Agent> agents;
-        std::string token;
-        do {
-            v1::ListAgentsRequest request;
-            request.set_page_token(token);
-            v1::ListAgentsResponse response;
-            grpc::ClientContext context;
-            call.setDeadline(context);
-            const grpc::Status status = call.stubs.governance->ListAgents(&context, request, &response);
-            if (!status.ok())
-                return call.fail(err, "cannot list agents", status);
-            agents.insert(agents.end(), response.agents().begin(), response.agents().end());
-            token = response.next_page_token();
-        } while (!token.empty());
-        if (inv.output == OutputFormat::Json) {
-            for (const auto &agent : agents)
-                out << agentToJson(agent).dump() << "\n";
-            return toInt(ExitCode::Ok);
-        }
-        std::vector<std::vector<std::string>> rows;
-        for (const auto &agent : agents) {
-            rows.push_back({agent.name(), selectionModeText(agent.selection_mode()),
-                            agent.default_tier().empty() ? "-" : agent.default_tier(), joined(agent.allowed_tiers()),
-                            agent.budget_per_session_micros() ? formatCost(agent.budget_per_session_micros()) : "-",
-                            std::to_string(agent.records_json_size()), agent.owner()});
-        }
-        out << renderTable({"NAME", "MODE", "DEFAULT", "ALLOWED", "BUDGET/SESSION", "RECORDS", "OWNER"}, rows, {5});
-        return toInt(ExitCode::Ok);
-    }
-    case Command::AgentsShow: {
-        v1::Agent agent;
-        const grpc::Status status = get(agent);
-        if (!status.ok())
-            return call.fail(err, "cannot show agent " + inv.agentName, status, "`paddockctl agents ls` lists them");
-        printAgent(inv, agent, out);
-        return toInt(ExitCode::Ok);
-    }
+    case Command::AgentsCreate: return createAgent(inv, call, out, err);
+    case Command::AgentsList: return listAgents(inv, call, out, err);
+    case Command::AgentsShow: return showAgent(inv, call, out, err);
     case Command::AgentsEdit:
-    case Command::AgentsRecordsSet: {
-        const std::string action = inv.command == Command::AgentsEdit ? "cannot edit agent " + inv.agentName
-                                                                      : "cannot set record " + inv.recordKey + " of agent "
-                                                                          + inv.agentName;
-        v1::Agent agent;
-        grpc::Status status = get(agent);
-        if (!status.ok())
-            return call.fail(err, action, status);
-        if (inv.command == Command::AgentsEdit) {
-            if (inv.agentGiven.empty()) {
-                err << "paddockctl agents edit: nothing to change: give --owner, --default-tier, --allow, --mode, "
-                       "--budget-session or --budget-day\n";
-                return toInt(ExitCode::Usage);
-            }
-            applySettings(inv, agent);
-            agent.clear_records_json();   // records are kept; only those sent are set
-        } else {
-            agent.clear_records_json();
-            (*agent.mutable_records_json())[inv.recordKey] = inv.recordJson;
-        }
-        v1::Agent updated;
-        status = update(agent, updated);
-        if (!status.ok())
-            return call.fail(err, action, status);
-        printAgent(inv, updated, out);
-        return toInt(ExitCode::Ok);
-    }
-    case Command::AgentsRecordsGet: {
-        v1::Agent agent;
-        const grpc::Status status = get(agent);
-        if (!status.ok())
-            return call.fail(err, "cannot read the records of agent " + inv.agentName, status);
-        nlohmann::json records = agentToJson(agent)["records"];
-        if (!inv.recordKey.empty()) {
-            if (!records.contains(inv.recordKey)) {
-                err << "paddockctl: agent " << inv.agentName << " has no record '" << inv.recordKey
-                    << "': `paddockctl agents records get " << inv.agentName << "` lists them\n";
-                return toInt(ExitCode::NotFound);
-            }
-            out << records[inv.recordKey].dump(2) << "\n";
-        } else {
-            out << records.dump(2) << "\n";
-        }
-        return toInt(ExitCode::Ok);
-    }
+    case Command::AgentsRecordsSet: return changeAgent(inv, call, out, err);
+    case Command::AgentsRecordsGet: return printRecords(inv, call, out, err);
     default:
         return toInt(ExitCode::Error);
     }

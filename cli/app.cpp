@@ -2,6 +2,7 @@
 
 #include "cli/address.h"
 #include "cli/auth_commands.h"
+#include "cli/broker_call.h"
 #include "cli/exit_codes.h"
 #include "cli/operator_commands.h"
 #include "cli/agents_commands.h"
@@ -13,7 +14,6 @@
 #include "common/clock.h"
 #include "rpc/broker_stubs.h"
 
-#include <CLI/CLI.hpp>
 #include <grpcpp/grpcpp.h>
 
 #include <algorithm>
@@ -25,10 +25,6 @@
 #include <sstream>
 #include <thread>
 #include <unistd.h>
-
-#ifndef PADDOCK_VERSION
-#define PADDOCK_VERSION "unknown"
-#endif
 
 namespace paddock::cli {
 namespace {
@@ -79,6 +75,7 @@ struct CommandContext {
     const Invocation &inv;
     const Environment &env;
     BrokerConnection &broker;
+    const BrokerCall &call;   // the same connection, as the command families get it
     std::ostream &out;
     std::ostream &err;
 
@@ -86,9 +83,7 @@ struct CommandContext {
 
     int fail(std::string_view action, const grpc::Status &status, std::string_view hint = {}) const
     {
-        const bool isConnected = broker.connected();
-        err << "paddockctl: " << describeFailure(action, status, isConnected, broker.shown(), hint) << "\n";
-        return toInt(exitCodeFor(status.error_code(), isConnected));
+        return call.fail(err, action, status, hint);
     }
 
     int failWith(ExitCode code, const std::string &message) const
@@ -141,6 +136,97 @@ void printSession(const CommandContext &c, const v1::Session &session)
         c.out << formatSessionDetail(session, nowUnixMs());
 }
 
+// Ctrl-C while following: the handler only sets a flag; this thread turns it into a clean cancel of
+// the call. Catches Ctrl-C from construction to destruction.
+struct InterruptScope {
+    const Environment &env;
+    bool active;
+    InterruptScope(const Environment &e, bool on) : env(e), active(on && e.catchInterrupts)
+    {
+        if (active)
+            env.catchInterrupts(true);
+    }
+    ~InterruptScope()
+    {
+        if (active)
+            env.catchInterrupts(false);
+    }
+};
+
+// How a stream of events ended.
+struct StreamedEvents {
+    grpc::Status status;
+    int64_t lastSeq = 0;        // the last seq printed (from_seq - 1 when none was)
+    bool receivedAny = false;
+};
+
+// Prints the events of one StreamEvents call as they come. While following, a watcher thread
+// cancels the call once the user presses Ctrl-C.
+StreamedEvents printEventStream(const CommandContext &c, grpc::ClientContext &context,
+                                const v1::StreamEventsRequest &request)
+{
+    std::jthread watcher;
+    if (request.follow() && c.env.interrupted) {
+        watcher = std::jthread([&](std::stop_token stop) {
+            while (!stop.stop_requested()) {
+                if (c.env.interrupted()) {
+                    context.TryCancel();
+                    return;
+                }
+                std::this_thread::sleep_for(kInterruptPoll);
+            }
+        });
+    }
+
+    auto reader = c.broker.stubs().sessions->StreamEvents(&context, request);
+    v1::EventBatch batch;
+    StreamedEvents streamed;
+    streamed.lastSeq = request.from_seq() - 1;
+    while (reader->Read(&batch)) {
+        streamed.receivedAny = true;
+        for (const auto &event : batch.events()) {
+            if (c.inv.output == OutputFormat::Json)
+                c.out << eventToJson(event).dump() << "\n";
+            else
+                c.out << formatEvent(event);
+            streamed.lastSeq = event.seq();
+        }
+        c.out.flush();   // live: a pipe reader sees each batch as it comes
+    }
+    streamed.status = reader->Finish();
+    if (watcher.joinable()) {
+        watcher.request_stop();
+        watcher.join();
+    }
+    return streamed;
+}
+
+// After a follow: the session's outcome decides the exit code, so ask for the session as the fold
+// now has it.
+int reportOutcome(const CommandContext &c, const std::string &id, int64_t lastSeq)
+{
+    v1::GetSessionRequest getRequest;
+    getRequest.set_id(id);
+    v1::Session session;
+    if (const auto got = c.call.unary(&SessionStub::GetSession, getRequest, session); !got.ok())
+        return c.fail("cannot read the outcome of session " + id, got, sessionHint(got, Command::Show, id));
+    if (!isFinal(session.status())) {
+        return c.failWith(ExitCode::Error,
+                          "the event stream of session " + id + " ended before the session did (it is "
+                              + statusName(session.status()) + "); follow again with `paddockctl events " + id
+                              + " --from " + std::to_string(lastSeq + 1) + " -f`");
+    }
+    const bool succeeded = session.status() == v1::SESSION_STATUS_SUCCEEDED;
+    if (c.inv.output == OutputFormat::Table) {
+        std::string line = "session " + id + " " + statusName(session.status());
+        if (!session.status_reason().empty())
+            line += ": " + session.status_reason();
+        line += " (" + std::to_string(session.steps()) + " steps, " + formatCost(session.cost_micros()) + ")";
+        (succeeded ? c.out : c.err) << line << "\n";
+    }
+    return toInt(succeeded ? ExitCode::Ok : ExitCode::SessionFailed);
+}
+
 // Streams a session's events to out. follow: until the session ends, then exit with its outcome.
 int streamEvents(const CommandContext &c, const std::string &id, int64_t fromSeq, bool follow)
 {
@@ -157,64 +243,17 @@ int streamEvents(const CommandContext &c, const std::string &id, int64_t fromSeq
     grpc::ClientContext context;
     if (!follow)
         c.broker.setDeadline(context);
-
-    // Ctrl-C: the handler only sets a flag; this thread turns it into a clean cancel of the call.
-    struct InterruptScope {
-        const Environment &env;
-        bool active;
-        InterruptScope(const Environment &e, bool on) : env(e), active(on && e.catchInterrupts)
-        {
-            if (active)
-                env.catchInterrupts(true);
-        }
-        ~InterruptScope()
-        {
-            if (active)
-                env.catchInterrupts(false);
-        }
-    } interruptScope(c.env, follow);
-    std::jthread watcher;
-    if (follow && c.env.interrupted) {
-        watcher = std::jthread([&](std::stop_token stop) {
-            while (!stop.stop_requested()) {
-                if (c.env.interrupted()) {
-                    context.TryCancel();
-                    return;
-                }
-                std::this_thread::sleep_for(kInterruptPoll);
-            }
-        });
-    }
-
-    auto reader = c.broker.stubs().sessions->StreamEvents(&context, request);
-    v1::EventBatch batch;
-    bool endOfSession = false;
-    int64_t lastSeq = request.from_seq() - 1;
-    bool receivedAny = false;
-    while (reader->Read(&batch)) {
-        receivedAny = true;
-        for (const auto &event : batch.events()) {
-            if (c.inv.output == OutputFormat::Json)
-                c.out << eventToJson(event).dump() << "\n";
-            else
-                c.out << formatEvent(event);
-            lastSeq = event.seq();
-        }
-        c.out.flush();   // live: a pipe reader sees each batch as it comes
-        endOfSession = endOfSession || batch.end_of_session();
-    }
-    const grpc::Status status = reader->Finish();
-    if (watcher.joinable()) {
-        watcher.request_stop();
-        watcher.join();
-    }
+    const InterruptScope interruptScope(c.env, follow);
+    const StreamedEvents streamed = printEventStream(c, context, request);
+    const grpc::Status &status = streamed.status;
+    const int64_t lastSeq = streamed.lastSeq;
 
     if (c.interrupted()) {
         c.err << "paddockctl: stopped following session " << id << "; it goes on (`paddockctl cancel " << id
               << "` stops it, `paddockctl events " << id << " --from " << lastSeq + 1 << " -f` follows again)\n";
         return toInt(ExitCode::Interrupted);
     }
-    if (!status.ok() && status.error_code() == grpc::StatusCode::UNAVAILABLE && receivedAny) {
+    if (!status.ok() && status.error_code() == grpc::StatusCode::UNAVAILABLE && streamed.receivedAny) {
         // The stream was flowing and the broker went away (killed, restarted): nothing recorded is
         // lost, and the user can pick up exactly where the output stopped.
         return c.failWith(ExitCode::BrokerUnreachable,
@@ -232,31 +271,7 @@ int streamEvents(const CommandContext &c, const std::string &id, int64_t fromSeq
     }
     if (!follow)
         return toInt(ExitCode::Ok);
-
-    // The outcome decides the exit code, so ask for the session as the fold now has it.
-    v1::GetSessionRequest getRequest;
-    getRequest.set_id(id);
-    v1::Session session;
-    grpc::ClientContext getContext;
-    c.broker.setDeadline(getContext);
-    if (const auto got = c.broker.stubs().sessions->GetSession(&getContext, getRequest, &session); !got.ok())
-        return c.fail("cannot read the outcome of session " + id, got, sessionHint(got, Command::Show, id));
-    if (!isFinal(session.status())) {
-        return c.failWith(ExitCode::Error,
-                          "the event stream of session " + id + " ended before the session did (it is "
-                              + statusName(session.status()) + "); follow again with `paddockctl events " + id
-                              + " --from " + std::to_string(lastSeq + 1) + " -f`");
-    }
-    (void)endOfSession;
-    const bool succeeded = session.status() == v1::SESSION_STATUS_SUCCEEDED;
-    if (c.inv.output == OutputFormat::Table) {
-        std::string line = "session " + id + " " + statusName(session.status());
-        if (!session.status_reason().empty())
-            line += ": " + session.status_reason();
-        line += " (" + std::to_string(session.steps()) + " steps, " + formatCost(session.cost_micros()) + ")";
-        (succeeded ? c.out : c.err) << line << "\n";
-    }
-    return toInt(succeeded ? ExitCode::Ok : ExitCode::SessionFailed);
+    return reportOutcome(c, id, lastSeq);
 }
 
 // A --playbook argument that names a file sends the file's text; anything else is a playbook name.
@@ -310,9 +325,7 @@ int runSubmit(const CommandContext &c)
     }
 
     v1::Session session;
-    grpc::ClientContext context;
-    c.broker.setDeadline(context);
-    const grpc::Status status = c.broker.stubs().sessions->SubmitSession(&context, request, &session);
+    const grpc::Status status = c.call.unary(&SessionStub::SubmitSession, request, session);
     if (!status.ok()) {
         bool named = false;
         const grpc::Status shown = nameThePlaybookFile(status, playbookFile, &named);
@@ -358,9 +371,7 @@ int runList(const CommandContext &c)
             request.set_page_size(std::min(remaining, kMaxPageSize));
         request.set_page_token(nextToken);
         v1::ListSessionsResponse response;
-        grpc::ClientContext context;
-        c.broker.setDeadline(context);
-        const grpc::Status status = c.broker.stubs().sessions->ListSessions(&context, request, &response);
+        const grpc::Status status = c.call.unary(&SessionStub::ListSessions, request, response);
         if (!status.ok())
             return c.fail("cannot list sessions", status);
         for (auto &session : *response.mutable_sessions())
@@ -392,9 +403,7 @@ int runShow(const CommandContext &c)
     v1::GetSessionRequest request;
     request.set_id(c.inv.sessionId);
     v1::Session session;
-    grpc::ClientContext context;
-    c.broker.setDeadline(context);
-    const grpc::Status status = c.broker.stubs().sessions->GetSession(&context, request, &session);
+    const grpc::Status status = c.call.unary(&SessionStub::GetSession, request, session);
     if (!status.ok())
         return c.fail("cannot show session " + c.inv.sessionId, status, sessionHint(status, Command::Show, c.inv.sessionId));
     printSession(c, session);
@@ -407,22 +416,20 @@ int runAction(const CommandContext &c)
     request.set_id(c.inv.sessionId);
     request.set_reason(c.inv.reason);
     v1::Session session;
-    grpc::ClientContext context;
-    c.broker.setDeadline(context);
     grpc::Status status;
     std::string verb;
     switch (c.inv.command) {
     case Command::Cancel:
         verb = "cancel";
-        status = c.broker.stubs().sessions->CancelSession(&context, request, &session);
+        status = c.call.unary(&SessionStub::CancelSession, request, session);
         break;
     case Command::Pause:
         verb = "pause";
-        status = c.broker.stubs().sessions->PauseSession(&context, request, &session);
+        status = c.call.unary(&SessionStub::PauseSession, request, session);
         break;
     default:
         verb = "resume";
-        status = c.broker.stubs().sessions->ResumeSession(&context, request, &session);
+        status = c.call.unary(&SessionStub::ResumeSession, request, session);
         break;
     }
     if (!status.ok())
@@ -438,9 +445,7 @@ int runAction(const CommandContext &c)
 int runPools(const CommandContext &c)
 {
     v1::ListPoolsResponse response;
-    grpc::ClientContext context;
-    c.broker.setDeadline(context);
-    const grpc::Status status = c.broker.stubs().operations->ListPools(&context, v1::ListPoolsRequest{}, &response);
+    const grpc::Status status = c.call.unary(&OperationsStub::ListPools, v1::ListPoolsRequest{}, response);
     if (!status.ok())
         return c.fail("cannot list pools", status);
     if (c.inv.output == OutputFormat::Json)
@@ -545,148 +550,6 @@ std::string actionName(const Invocation &inv)
 
 } // namespace
 
-ParseOutcome parseCommandLine(const std::vector<std::string> &args, std::ostream &out, std::ostream &err)
-{
-    Invocation inv;
-    std::string broker;
-    std::string output = "table";
-
-    CLI::App app{"paddockctl: drive a Paddock broker from a shell: submit agent sessions, list them, follow their "
-                 "events, cancel, pause and resume them.",
-                 "paddockctl"};
-    app.set_version_flag("--version", std::string("paddockctl ") + PADDOCK_VERSION);
-    app.require_subcommand(1);
-    app.fallthrough();   // global options may follow the command: `paddockctl ls --output json`
-    app.footer(std::string("Broker address: --broker, else $PADDOCK_BROKER, else the default unix socket "
-                           "($XDG_RUNTIME_DIR/paddock/broker.sock).\n\n")
-               + std::string(exitCodeHelp()));
-    app.add_option("--broker", broker,
-                   "Broker address: unix:/path, /path (a unix socket) or host:port. Default: $PADDOCK_BROKER, "
-                   "else the user's broker socket");
-    app.add_option("-o,--output", output, "Output format of every read: table (for people) or json (for scripts)")
-        ->check(CLI::IsMember({"table", "json"}));
-    app.add_option("--timeout", inv.timeoutS, "Deadline in seconds of each call (not of a follow)")
-        ->check(CLI::PositiveNumber);
-    app.add_option("--tls-ca", inv.tlsCa, "For a host:port broker: the CA (PEM) that signed its certificate. Default: "
-                                          "the system's CAs");
-    app.add_option("--token-file", inv.tokenFile, "For a host:port broker: a file holding your bearer token (from "
-                                                  "`paddockctl tokens create`). Default: $PADDOCK_TOKEN");
-
-    auto *submit = app.add_subcommand("submit", "Submit a session: a playbook, or a goal for a model");
-    submit->add_option("--playbook", inv.playbook,
-                       "Playbook name (shipped with the broker) or a playbook file whose text is sent");
-    submit->add_option("--goal", inv.goal, "What the agent should do");
-    submit->add_option("--model", inv.model, "Model: scripted (with --playbook), openai, ...");
-    submit->add_option("--tier", inv.tier, "Sandbox tier (lite, standard, heavy); default: the agent's selection mode "
-                                           "decides (docs/governance.md)");
-    submit->add_option("--agent", inv.agent, "Agent to run as; default: the broker's default agent");
-    submit->add_option("--tag", inv.tags, "Tag the session (repeatable)");
-    submit->add_option("--secret", inv.secrets,
-                       "Grant the broker's secret NAME: its value is in the environment of the session's commands "
-                       "as $NAME and redacted from everything recorded (repeatable)");
-    submit->add_option("--budget", inv.budget,
-                       "The session's budget in US dollars (e.g. 0.05); past 80% it warns, at 100% it waits for a "
-                       "budget_extension review. Default: the agent's");
-    submit->add_flag("-f,--follow", inv.follow,
-                     "Stream the events until the session ends; exit 0 if it succeeded, 7 if not");
-
-    auto *list = app.add_subcommand("ls", "List sessions, newest first");
-    list->add_option("--status", inv.statuses, "Only sessions in this status (repeatable)")
-        ->check(CLI::IsMember({"queued", "running", "waiting_approval", "paused", "succeeded", "failed",
-                               "cancelled"}));
-    list->add_option("--agent", inv.agent, "Only this agent's sessions");
-    list->add_option("--search", inv.search, "Only sessions whose goal, id or playbook contains TEXT");
-    list->add_option("--limit", inv.limit, "At most N sessions")->check(CLI::PositiveNumber);
-    list->add_flag("--all", inv.all, "Follow page tokens to list every matching session");
-
-    auto *show = app.add_subcommand("show", "Show one session");
-    show->add_option("ID", inv.sessionId, "Session id")->required();
-
-    auto *events = app.add_subcommand("events", "Print a session's events: seq, time, kind, summary");
-    events->add_option("ID", inv.sessionId, "Session id")->required();
-    events->add_option("--from", inv.fromSeq, "Start at this seq (default 1)");
-    events->add_flag("-f,--follow", inv.follow,
-                     "Keep streaming until the session ends; exit 0 if it succeeded, 7 if not");
-
-    auto *cancel = app.add_subcommand("cancel", "Cancel a session");
-    cancel->add_option("ID", inv.sessionId, "Session id")->required();
-    cancel->add_option("--reason", inv.reason, "Why; recorded in the session's log");
-
-    auto *pause = app.add_subcommand("pause", "Pause a session after its current step");
-    pause->add_option("ID", inv.sessionId, "Session id")->required();
-    pause->add_option("--reason", inv.reason, "Why; recorded in the session's log");
-
-    auto *resume = app.add_subcommand("resume", "Resume a paused session");
-    resume->add_option("ID", inv.sessionId, "Session id")->required();
-    resume->add_option("--reason", inv.reason, "Why; recorded in the session's log");
-
-    auto *pools = app.add_subcommand("pools", "List the broker's pools and their tiers");
-    auto *overrideTier = addOverrideCommand(app, inv);
-    const SecretsSubcommands secrets = addSecretsCommands(app, inv);
-    const OperatorSubcommands operatorCommands = addOperatorCommands(app, inv);
-    const AuthSubcommands authCommands = addAuthCommands(app, inv);
-    const ReviewSubcommands reviewCommands = addReviewCommands(app, inv);
-    const CostSubcommands costCommands = addCostCommands(app, inv);
-    const AgentsSubcommands agentsCommands = addAgentsCommands(app, inv);
-    const DecisionsSubcommands decisionsCommands = addDecisionsCommands(app, inv);
-
-    try {
-        // CLI11 consumes the vector from the back.
-        std::vector<std::string> reversed(args.rbegin(), args.rend());
-        app.parse(reversed);
-    } catch (const CLI::ParseError &e) {
-        const int cliCode = app.exit(e, out, err);
-        return {std::nullopt, cliCode == 0 ? toInt(ExitCode::Ok) : toInt(ExitCode::Usage)};
-    }
-
-    if (submit->parsed()) {
-        inv.command = Command::Submit;
-        if (inv.playbook.empty() && inv.goal.empty()) {
-            err << "paddockctl submit: say what to run: --playbook NAME_OR_FILE, or --goal TEXT --model NAME\n";
-            return {std::nullopt, toInt(ExitCode::Usage)};
-        }
-        if (inv.playbook.empty() && inv.model.empty()) {
-            err << "paddockctl submit: --goal needs --model NAME (e.g. openai), or a --playbook for the scripted "
-                   "model\n";
-            return {std::nullopt, toInt(ExitCode::Usage)};
-        }
-    } else if (list->parsed()) {
-        inv.command = Command::List;
-    } else if (show->parsed()) {
-        inv.command = Command::Show;
-    } else if (events->parsed()) {
-        inv.command = Command::Events;
-    } else if (cancel->parsed()) {
-        inv.command = Command::Cancel;
-    } else if (pause->parsed()) {
-        inv.command = Command::Pause;
-    } else if (resume->parsed()) {
-        inv.command = Command::Resume;
-    } else if (pools->parsed()) {
-        inv.command = Command::Pools;
-    } else if (overrideTier->parsed()) {
-        inv.command = Command::OverrideTier;
-    } else if (auto secretsCommand = parsedSecretsCommand(secrets)) {
-        inv.command = *secretsCommand;
-    } else if (auto operatorCommand = parsedOperatorCommand(operatorCommands)) {
-        inv.command = *operatorCommand;
-    } else if (auto authCommand = parsedAuthCommand(authCommands)) {
-        inv.command = *authCommand;
-    } else if (auto reviewCommand = parsedReviewCommand(reviewCommands)) {
-        inv.command = *reviewCommand;
-    } else if (auto costCommand = parsedCostCommand(costCommands)) {
-        inv.command = *costCommand;
-    } else if (auto agentsCommand = parsedAgentsCommand(agentsCommands, inv)) {
-        inv.command = *agentsCommand;
-    } else if (auto decisionsCommand = parsedDecisionsCommand(decisionsCommands)) {
-        inv.command = *decisionsCommand;
-    }
-    if (!broker.empty())
-        inv.broker = broker;
-    inv.output = output == "json" ? OutputFormat::Json : OutputFormat::Table;
-    return {std::move(inv), 0};
-}
-
 int runInvocation(const Invocation &inv, const Environment &env, std::ostream &out, std::ostream &err)
 {
     const std::string shown = chooseBrokerAddress(inv.broker, env.brokerAddress, env.defaultSocketPath);
@@ -710,9 +573,9 @@ int runInvocation(const Invocation &inv, const Environment &env, std::ostream &o
         return toInt(credentials.error().code == ErrorCode::InvalidArgument ? ExitCode::Usage : ExitCode::Error);
     }
     BrokerConnection broker(*address, shown, inv.timeoutS, *credentials);
-    const CommandContext context{inv, env, broker, out, err};
     const BrokerCall call{broker.stubs(), [&](grpc::ClientContext &c) { broker.setDeadline(c); },
                           [&] { return broker.connected(); }, shown, env.interrupted};
+    const CommandContext context{inv, env, broker, call, out, err};
     switch (inv.command) {
     case Command::Submit: return runSubmit(context);
     case Command::List: return runList(context);

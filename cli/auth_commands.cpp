@@ -28,10 +28,8 @@ nlohmann::json tokenToJson(const v1::TokenInfo &info)
 
 int runWhoami(const Invocation &inv, const BrokerCall &call, std::ostream &out, std::ostream &err)
 {
-    grpc::ClientContext context;
-    call.setDeadline(context);
     v1::Principal me;
-    if (auto status = call.stubs.access->WhoAmI(&context, {}, &me); !status.ok())
+    if (auto status = call.unary(&AccessStub::WhoAmI, {}, me); !status.ok())
         return call.fail(err, "cannot ask the broker who you are", status);
     if (inv.output == OutputFormat::Json) {
         out << nlohmann::json{{"name", me.name()},
@@ -65,10 +63,8 @@ int runTokensCreate(const Invocation &inv, const BrokerCall &call, std::ostream 
         }
         request.set_ttl_seconds(*seconds);
     }
-    grpc::ClientContext context;
-    call.setDeadline(context);
     v1::CreatedToken created;
-    if (auto status = call.stubs.access->CreateToken(&context, request, &created); !status.ok())
+    if (auto status = call.unary(&AccessStub::CreateToken, request, created); !status.ok())
         return call.fail(err, "cannot create a token for " + inv.tokenPrincipal, status);
     if (inv.output == OutputFormat::Json) {
         out << nlohmann::json{{"token", created.token()}, {"info", tokenToJson(created.info())}}.dump(2) << "\n";
@@ -86,10 +82,8 @@ int runTokensCreate(const Invocation &inv, const BrokerCall &call, std::ostream 
 
 int runTokensList(const Invocation &inv, const BrokerCall &call, std::ostream &out, std::ostream &err)
 {
-    grpc::ClientContext context;
-    call.setDeadline(context);
     v1::ListTokensResponse response;
-    if (auto status = call.stubs.access->ListTokens(&context, {}, &response); !status.ok())
+    if (auto status = call.unary(&AccessStub::ListTokens, {}, response); !status.ok())
         return call.fail(err, "cannot list tokens", status);
     if (inv.output == OutputFormat::Json) {
         nlohmann::json list = nlohmann::json::array();
@@ -117,10 +111,8 @@ int runTokensRevoke(const Invocation &inv, const BrokerCall &call, std::ostream 
 {
     v1::RevokeTokenRequest request;
     request.set_id(inv.tokenId);
-    grpc::ClientContext context;
-    call.setDeadline(context);
     v1::TokenInfo info;
-    if (auto status = call.stubs.access->RevokeToken(&context, request, &info); !status.ok())
+    if (auto status = call.unary(&AccessStub::RevokeToken, request, info); !status.ok())
         return call.fail(err, "cannot revoke token " + inv.tokenId, status);
     if (inv.output == OutputFormat::Json)
         out << tokenToJson(info).dump(2) << "\n";
@@ -143,10 +135,8 @@ int runAudit(const Invocation &inv, const BrokerCall &call, std::ostream &out, s
         request.set_from_unix_ms(nowUnixMs() - *seconds * 1000);
     }
     request.set_page_size(inv.limit > 0 ? inv.limit : 100);
-    grpc::ClientContext context;
-    call.setDeadline(context);
     v1::ListAuditResponse response;
-    if (auto status = call.stubs.access->ListAudit(&context, request, &response); !status.ok())
+    if (auto status = call.unary(&AccessStub::ListAudit, request, response); !status.ok())
         return call.fail(err, "cannot read the audit log", status);
     if (inv.output == OutputFormat::Json) {
         nlohmann::json list = nlohmann::json::array();

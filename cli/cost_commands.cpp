@@ -43,9 +43,7 @@ int runCost(const Invocation &inv, const BrokerCall &call, std::ostream &out, st
         request.set_bucket_ms(*bucket);
     }
     v1::CostSummary response;
-    grpc::ClientContext context;
-    call.setDeadline(context);
-    const grpc::Status status = call.stubs.governance->GetCostSummary(&context, request, &response);
+    const grpc::Status status = call.unary(&GovernanceStub::GetCostSummary, request, response);
     if (!status.ok())
         return call.fail(err, "cannot read costs", status);
     if (inv.output == OutputFormat::Json) {
@@ -88,9 +86,7 @@ int runCost(const Invocation &inv, const BrokerCall &call, std::ostream &out, st
 int runBudgets(const Invocation &inv, const BrokerCall &call, std::ostream &out, std::ostream &err)
 {
     v1::ListBudgetsResponse response;
-    grpc::ClientContext context;
-    call.setDeadline(context);
-    const grpc::Status status = call.stubs.governance->ListBudgets(&context, v1::ListBudgetsRequest{}, &response);
+    const grpc::Status status = call.unary(&GovernanceStub::ListBudgets, v1::ListBudgetsRequest{}, response);
     if (!status.ok())
         return call.fail(err, "cannot list budgets", status);
     if (inv.output == OutputFormat::Json) {

@@ -81,9 +81,7 @@ int runDecisionsCommand(const Invocation &inv, const BrokerCall &call, std::ostr
         v1::GetDecisionStatsRequest request;
         request.set_group_by(inv.decisionGroupBy);
         v1::DecisionStats stats;
-        grpc::ClientContext context;
-        call.setDeadline(context);
-        const grpc::Status status = call.stubs.governance->GetDecisionStats(&context, request, &stats);
+        const grpc::Status status = call.unary(&GovernanceStub::GetDecisionStats, request, stats);
         if (!status.ok())
             return call.fail(err, "cannot count decisions", status);
         const std::string by = inv.decisionGroupBy.empty() ? "tier" : inv.decisionGroupBy;
@@ -124,9 +122,7 @@ int runDecisionsCommand(const Invocation &inv, const BrokerCall &call, std::ostr
         if (inv.limit > 0)
             request.set_page_size(std::min(inv.limit - static_cast<int>(decisions.size()), 1000));
         v1::ListDecisionsResponse response;
-        grpc::ClientContext context;
-        call.setDeadline(context);
-        const grpc::Status status = call.stubs.governance->ListDecisions(&context, request, &response);
+        const grpc::Status status = call.unary(&GovernanceStub::ListDecisions, request, response);
         if (!status.ok())
             return call.fail(err, "cannot list decisions", status);
         decisions.insert(decisions.end(), response.decisions().begin(), response.decisions().end());

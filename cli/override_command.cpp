@@ -24,9 +24,7 @@ int runOverrideCommand(const Invocation &inv, const BrokerCall &call, std::ostre
     request.set_tier(inv.tier);
     request.set_reason(inv.reason);
     v1::EnvironmentDecision decision;
-    grpc::ClientContext context;
-    call.setDeadline(context);
-    const grpc::Status status = call.stubs.governance->OverrideTier(&context, request, &decision);
+    const grpc::Status status = call.unary(&GovernanceStub::OverrideTier, request, decision);
     if (!status.ok())
         return call.fail(err, "cannot move session " + inv.sessionId + " to tier " + inv.tier, status,
                          "`paddockctl pools` lists the tiers");

@@ -53,9 +53,7 @@ grpc::Status listAll(const BrokerCall &call, const std::string &state, const std
         request.set_page_size(1000);
         request.set_page_token(token);
         v1::ListReviewItemsResponse response;
-        grpc::ClientContext context;
-        call.setDeadline(context);
-        const grpc::Status status = call.stubs.governance->ListReviewItems(&context, request, &response);
+        const grpc::Status status = call.unary(&GovernanceStub::ListReviewItems, request, response);
         if (!status.ok())
             return status;
         items.insert(items.end(), response.items().begin(), response.items().end());
@@ -100,9 +98,7 @@ int runShow(const Invocation &inv, const BrokerCall &call, std::ostream &out, st
     v1::GetReviewItemRequest request;
     request.set_id(id);
     v1::ReviewItem item;
-    grpc::ClientContext context;
-    call.setDeadline(context);
-    const grpc::Status status = call.stubs.governance->GetReviewItem(&context, request, &item);
+    const grpc::Status status = call.unary(&GovernanceStub::GetReviewItem, request, item);
     if (!status.ok())
         return call.fail(err, "cannot show review item " + id, status, "`paddockctl reviews ls` lists them");
     if (inv.output == OutputFormat::Json) {
@@ -178,9 +174,7 @@ int runDecide(const Invocation &inv, const BrokerCall &call, std::ostream &out, 
         }
     }
     v1::DecideReviewItemsResponse response;
-    grpc::ClientContext context;
-    call.setDeadline(context);
-    const grpc::Status status = call.stubs.governance->DecideReviewItems(&context, request, &response);
+    const grpc::Status status = call.unary(&GovernanceStub::DecideReviewItems, request, response);
     if (!status.ok())
         return call.fail(err, "cannot " + verb + " review items", status);
     if (inv.output == OutputFormat::Json) {
@@ -198,9 +192,7 @@ int runDecide(const Invocation &inv, const BrokerCall &call, std::ostream &out, 
 int runStats(const Invocation &inv, const BrokerCall &call, std::ostream &out, std::ostream &err)
 {
     v1::ApproverStats response;
-    grpc::ClientContext context;
-    call.setDeadline(context);
-    const grpc::Status status = call.stubs.governance->GetApproverStats(&context, v1::GetApproverStatsRequest{}, &response);
+    const grpc::Status status = call.unary(&GovernanceStub::GetApproverStats, v1::GetApproverStatsRequest{}, response);
     if (!status.ok())
         return call.fail(err, "cannot read approver stats", status);
     if (inv.output == OutputFormat::Json) {

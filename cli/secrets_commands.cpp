@@ -86,9 +86,7 @@ int runSecretsCommand(const Invocation &inv, const BrokerCall &call, std::istrea
         request.set_name(name);
         request.set_value(value);
         v1::SetSecretResponse response;
-        grpc::ClientContext context;
-        call.setDeadline(context);
-        const grpc::Status status = call.stubs.access->SetSecret(&context, request, &response);
+        const grpc::Status status = call.unary(&AccessStub::SetSecret, request, response);
         if (!status.ok())
             return call.fail(err, action, status,
                           "give the value on stdin: `paddockctl secrets set " + name + " < FILE`");
@@ -108,9 +106,7 @@ int runSecretsCommand(const Invocation &inv, const BrokerCall &call, std::istrea
         v1::DeleteSecretRequest request;
         request.set_name(name);
         v1::DeleteSecretResponse response;
-        grpc::ClientContext context;
-        call.setDeadline(context);
-        const grpc::Status status = call.stubs.access->DeleteSecret(&context, request, &response);
+        const grpc::Status status = call.unary(&AccessStub::DeleteSecret, request, response);
         if (!status.ok())
             return call.fail(err, "cannot remove secret " + name, status,
                           "`paddockctl secrets ls` lists the secrets");
@@ -122,9 +118,7 @@ int runSecretsCommand(const Invocation &inv, const BrokerCall &call, std::istrea
     }
 
     v1::ListSecretsResponse response;
-    grpc::ClientContext context;
-    call.setDeadline(context);
-    const grpc::Status status = call.stubs.access->ListSecrets(&context, v1::ListSecretsRequest{}, &response);
+    const grpc::Status status = call.unary(&AccessStub::ListSecrets, v1::ListSecretsRequest{}, response);
     if (!status.ok())
         return call.fail(err, "cannot list secrets", status);
     if (inv.output == OutputFormat::Json) {

@@ -24,22 +24,48 @@ QLabel *titleLabel(QWidget *parent)
 }
 } // namespace
 
-LatencyHistogramPlot::LatencyHistogramPlot(QWidget *parent)
+TitledPlot::TitledPlot(const QString &titleObjectName, QWidget *parent)
     : QWidget(parent)
 {
     auto *layout = new QVBoxLayout(this);
     layout->setContentsMargins(0, 0, 0, 0);
     m_title = titleLabel(this);
-    m_title->setObjectName(QStringLiteral("latencyTitle"));
+    m_title->setObjectName(titleObjectName);
     layout->addWidget(m_title);
     m_plot = new QCustomPlot(this);
     m_plot->setMinimumHeight(150);
+    layout->addWidget(m_plot, 1);
+}
+
+QString TitledPlot::titleText() const { return m_title->text(); }
+
+void TitledPlot::showEvent(QShowEvent *event)
+{
+    QWidget::showEvent(event);
+    if (m_dirty)
+        rebuild();
+}
+
+void TitledPlot::changeEvent(QEvent *event)
+{
+    QWidget::changeEvent(event);
+    if (event->type() == QEvent::PaletteChange) {
+        applyColors();
+        if (isVisible())
+            showNewColors();
+    }
+}
+
+void TitledPlot::showNewColors() { m_plot->replot(); }
+
+LatencyHistogramPlot::LatencyHistogramPlot(QWidget *parent)
+    : TitledPlot(QStringLiteral("latencyTitle"), parent)
+{
     m_bars = new QCPBars(m_plot->xAxis, m_plot->yAxis);
     m_bars->setWidth(0.75);
     m_plot->yAxis->setLabel(tr("claims"));
     m_plot->xAxis->setTickLabelRotation(35);
     m_plot->xAxis->grid()->setVisible(false);
-    layout->addWidget(m_plot, 1);
     applyColors();
     setTier({}, {});
 }
@@ -90,25 +116,7 @@ void LatencyHistogramPlot::rebuild()
     m_plot->replot();
 }
 
-QString LatencyHistogramPlot::titleText() const { return m_title->text(); }
 int LatencyHistogramPlot::barCount() const { return m_bars->data()->size(); }
-
-void LatencyHistogramPlot::showEvent(QShowEvent *event)
-{
-    QWidget::showEvent(event);
-    if (m_dirty)
-        rebuild();
-}
-
-void LatencyHistogramPlot::changeEvent(QEvent *event)
-{
-    QWidget::changeEvent(event);
-    if (event->type() == QEvent::PaletteChange) {
-        applyColors();
-        if (isVisible())
-            m_plot->replot();
-    }
-}
 
 void LatencyHistogramPlot::applyColors()
 {
@@ -121,15 +129,8 @@ void LatencyHistogramPlot::applyColors()
 }
 
 HealthTimelinePlot::HealthTimelinePlot(QWidget *parent)
-    : QWidget(parent)
+    : TitledPlot(QStringLiteral("healthTitle"), parent)
 {
-    auto *layout = new QVBoxLayout(this);
-    layout->setContentsMargins(0, 0, 0, 0);
-    m_title = titleLabel(this);
-    m_title->setObjectName(QStringLiteral("healthTitle"));
-    layout->addWidget(m_title);
-    m_plot = new QCustomPlot(this);
-    m_plot->setMinimumHeight(150);
     m_warm = m_plot->addGraph();
     m_warm->setName(tr("warm"));
     m_warm->setLineStyle(QCPGraph::lsStepLeft);
@@ -143,7 +144,6 @@ HealthTimelinePlot::HealthTimelinePlot(QWidget *parent)
     m_plot->yAxis->setLabel(tr("sandboxes"));
     m_plot->legend->setVisible(true);
     m_plot->axisRect()->insetLayout()->setInsetAlignment(0, Qt::AlignTop | Qt::AlignLeft);
-    layout->addWidget(m_plot, 1);
     applyColors();
     setHistory({}, {});
 }
@@ -215,24 +215,7 @@ void HealthTimelinePlot::rebuild()
     m_plot->replot();
 }
 
-QString HealthTimelinePlot::titleText() const { return m_title->text(); }
-
-void HealthTimelinePlot::showEvent(QShowEvent *event)
-{
-    QWidget::showEvent(event);
-    if (m_dirty)
-        rebuild();
-}
-
-void HealthTimelinePlot::changeEvent(QEvent *event)
-{
-    QWidget::changeEvent(event);
-    if (event->type() == QEvent::PaletteChange) {
-        applyColors();
-        if (isVisible())
-            rebuild();
-    }
-}
+void HealthTimelinePlot::showNewColors() { rebuild(); }
 
 void HealthTimelinePlot::applyColors()
 {

@@ -15,58 +15,67 @@ class QLabel;
 
 namespace paddock::console {
 
-class LatencyHistogramPlot : public QWidget {
+// What both plots share: a title above one plot, rebuilt from the data when shown after a change
+// (never while hidden), recoloured on a palette change.
+class TitledPlot : public QWidget {
+    Q_OBJECT
+
+public:
+    QString titleText() const;
+    QCustomPlot *plot() const { return m_plot; }
+
+protected:
+    TitledPlot(const QString &titleObjectName, QWidget *parent);
+    void changeEvent(QEvent *event) override;
+    void showEvent(QShowEvent *event) override;
+
+    // Rebuilds the plot from the data (and clears m_dirty).
+    virtual void rebuild() = 0;
+    virtual void applyColors() = 0;
+    // After applyColors() on a palette change, while visible: a replot, unless colours are baked
+    // into items that must be made again.
+    virtual void showNewColors();
+
+    QLabel *m_title = nullptr;
+    QCustomPlot *m_plot = nullptr;
+    bool m_dirty = true;
+};
+
+class LatencyHistogramPlot : public TitledPlot {
     Q_OBJECT
 
 public:
     explicit LatencyHistogramPlot(QWidget *parent = nullptr);
     void setTier(const QString &pool, const TierInfo &tier);
-    QString titleText() const;
     int barCount() const;
-    QCustomPlot *plot() const { return m_plot; }
-
-protected:
-    void changeEvent(QEvent *event) override;
-    void showEvent(QShowEvent *event) override;
 
 private:
-    void rebuild();
-    void applyColors();
+    void rebuild() override;
+    void applyColors() override;
 
     QString m_pool;
     TierInfo m_tier;
-    QLabel *m_title = nullptr;
-    QCustomPlot *m_plot = nullptr;
     QCPBars *m_bars = nullptr;
-    bool m_dirty = true;
 };
 
-class HealthTimelinePlot : public QWidget {
+class HealthTimelinePlot : public TitledPlot {
     Q_OBJECT
 
 public:
     explicit HealthTimelinePlot(QWidget *parent = nullptr);
     void setHistory(const QString &pool, const QList<PoolHealthPoint> &history);
-    QString titleText() const;
     int unhealthySpans() const { return m_unhealthySpans; }
-    QCustomPlot *plot() const { return m_plot; }
-
-protected:
-    void changeEvent(QEvent *event) override;
-    void showEvent(QShowEvent *event) override;
 
 private:
-    void rebuild();
-    void applyColors();
+    void rebuild() override;
+    void applyColors() override;
+    void showNewColors() override;   // the unhealthy spans' shade follows the theme
 
     QString m_pool;
     QList<PoolHealthPoint> m_history;
-    QLabel *m_title = nullptr;
-    QCustomPlot *m_plot = nullptr;
     QCPGraph *m_warm = nullptr;
     QCPGraph *m_claimed = nullptr;
     int m_unhealthySpans = 0;
-    bool m_dirty = true;
 };
 
 } // namespace paddock::console

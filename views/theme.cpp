@@ -36,6 +36,47 @@ void applyTextRole(QWidget *widget, TextRole role)
     pal.setColor(QPalette::Text, color);
     widget->setPalette(pal);
 }
+
+// Our two palettes side by side: each role's colour (0xRRGGBB) in the light and in the dark theme.
+struct RoleColors {
+    QPalette::ColorRole role;
+    QRgb light;
+    QRgb dark;
+};
+constexpr RoleColors kRoleColors[] = {
+    {QPalette::Window, 0xf3f4f6, 0x22252b},
+    {QPalette::WindowText, 0x1f2328, 0xdfe3e8},
+    {QPalette::Base, 0xffffff, 0x17191d},
+    {QPalette::AlternateBase, 0xf6f8fa, 0x1e2126},
+    {QPalette::ToolTipBase, 0xffffe8, 0x30343b},
+    {QPalette::ToolTipText, 0x1f2328, 0xdfe3e8},
+    {QPalette::PlaceholderText, 0x8c959f, 0x7d8590},
+    {QPalette::Text, 0x1f2328, 0xdfe3e8},
+    {QPalette::Button, 0xeaecef, 0x2d3138},
+    {QPalette::ButtonText, 0x1f2328, 0xdfe3e8},
+    {QPalette::BrightText, 0xffffff, 0xffffff},
+    {QPalette::Highlight, 0x2f6fd6, 0x2f6fd6},
+    {QPalette::HighlightedText, 0xffffff, 0xffffff},
+    {QPalette::Link, 0x0969da, 0x58a6ff},
+    {QPalette::Mid, 0xc8cdd3, 0x3d424a},
+    {QPalette::Midlight, 0xe1e4e8, 0x353940},
+    {QPalette::Dark, 0x9aa1a9, 0x121417},
+    {QPalette::Shadow, 0x60666d, 0x000000},
+    {QPalette::Light, 0xffffff, 0x454a52},
+};
+// Text, WindowText and ButtonText of disabled widgets.
+constexpr QRgb kDisabledTextLight = 0x9aa1a9;
+constexpr QRgb kDisabledTextDark = 0x6e7681;
+
+QPalette themePalette(bool dark)
+{
+    QPalette p;
+    for (const RoleColors &colors : kRoleColors)
+        p.setColor(colors.role, QColor(dark ? colors.dark : colors.light));
+    for (auto role : {QPalette::Text, QPalette::WindowText, QPalette::ButtonText})
+        p.setColor(QPalette::Disabled, role, QColor(dark ? kDisabledTextDark : kDisabledTextLight));
+    return p;
+}
 } // namespace
 
 QString themeModeName(ThemeMode mode)
@@ -67,59 +108,8 @@ void Theme::captureSystemPalette()
     g_captured = true;
 }
 
-QPalette Theme::lightPalette()
-{
-    QPalette p;
-    p.setColor(QPalette::Window, QColor(0xf3, 0xf4, 0xf6));
-    p.setColor(QPalette::WindowText, QColor(0x1f, 0x23, 0x28));
-    p.setColor(QPalette::Base, QColor(0xff, 0xff, 0xff));
-    p.setColor(QPalette::AlternateBase, QColor(0xf6, 0xf8, 0xfa));
-    p.setColor(QPalette::ToolTipBase, QColor(0xff, 0xff, 0xe8));
-    p.setColor(QPalette::ToolTipText, QColor(0x1f, 0x23, 0x28));
-    p.setColor(QPalette::PlaceholderText, QColor(0x8c, 0x95, 0x9f));
-    p.setColor(QPalette::Text, QColor(0x1f, 0x23, 0x28));
-    p.setColor(QPalette::Button, QColor(0xea, 0xec, 0xef));
-    p.setColor(QPalette::ButtonText, QColor(0x1f, 0x23, 0x28));
-    p.setColor(QPalette::BrightText, Qt::white);
-    p.setColor(QPalette::Highlight, QColor(0x2f, 0x6f, 0xd6));
-    p.setColor(QPalette::HighlightedText, Qt::white);
-    p.setColor(QPalette::Link, QColor(0x09, 0x69, 0xda));
-    p.setColor(QPalette::Mid, QColor(0xc8, 0xcd, 0xd3));
-    p.setColor(QPalette::Midlight, QColor(0xe1, 0xe4, 0xe8));
-    p.setColor(QPalette::Dark, QColor(0x9a, 0xa1, 0xa9));
-    p.setColor(QPalette::Shadow, QColor(0x60, 0x66, 0x6d));
-    p.setColor(QPalette::Light, Qt::white);
-    for (auto role : {QPalette::Text, QPalette::WindowText, QPalette::ButtonText})
-        p.setColor(QPalette::Disabled, role, QColor(0x9a, 0xa1, 0xa9));
-    return p;
-}
-
-QPalette Theme::darkPalette()
-{
-    QPalette p;
-    p.setColor(QPalette::Window, QColor(0x22, 0x25, 0x2b));
-    p.setColor(QPalette::WindowText, QColor(0xdf, 0xe3, 0xe8));
-    p.setColor(QPalette::Base, QColor(0x17, 0x19, 0x1d));
-    p.setColor(QPalette::AlternateBase, QColor(0x1e, 0x21, 0x26));
-    p.setColor(QPalette::ToolTipBase, QColor(0x30, 0x34, 0x3b));
-    p.setColor(QPalette::ToolTipText, QColor(0xdf, 0xe3, 0xe8));
-    p.setColor(QPalette::PlaceholderText, QColor(0x7d, 0x85, 0x90));
-    p.setColor(QPalette::Text, QColor(0xdf, 0xe3, 0xe8));
-    p.setColor(QPalette::Button, QColor(0x2d, 0x31, 0x38));
-    p.setColor(QPalette::ButtonText, QColor(0xdf, 0xe3, 0xe8));
-    p.setColor(QPalette::BrightText, Qt::white);
-    p.setColor(QPalette::Highlight, QColor(0x2f, 0x6f, 0xd6));
-    p.setColor(QPalette::HighlightedText, Qt::white);
-    p.setColor(QPalette::Link, QColor(0x58, 0xa6, 0xff));
-    p.setColor(QPalette::Mid, QColor(0x3d, 0x42, 0x4a));
-    p.setColor(QPalette::Midlight, QColor(0x35, 0x39, 0x40));
-    p.setColor(QPalette::Dark, QColor(0x12, 0x14, 0x17));
-    p.setColor(QPalette::Shadow, Qt::black);
-    p.setColor(QPalette::Light, QColor(0x45, 0x4a, 0x52));
-    for (auto role : {QPalette::Text, QPalette::WindowText, QPalette::ButtonText})
-        p.setColor(QPalette::Disabled, role, QColor(0x6e, 0x76, 0x81));
-    return p;
-}
+QPalette Theme::lightPalette() { return themePalette(false); }
+QPalette Theme::darkPalette() { return themePalette(true); }
 
 void Theme::apply(ThemeMode mode)
 {

@@ -24,6 +24,8 @@ constexpr int64_t kExecGraceMs = 30000;             // beyond the command's time
 constexpr int kInitialReconnectBackoffMs = 100;
 constexpr int kMaxReconnectBackoffMs = 2000;
 
+using Stub = v1::PoolService::Stub;
+
 std::shared_ptr<grpc::Channel> makeChannel(const PoolConnection &connection)
 {
     grpc::ChannelArguments args;
@@ -72,22 +74,20 @@ public:
     Result<ClaimedSandbox> claim(const std::string &tier, const std::string &sessionId,
                                  const std::string &idempotencyKey) override
     {
-        Call call(*this, kClaimDeadlineMs);
-        grpc::ClientContext &ctx = call.ctx;
         v1::ClaimRequest req;
         req.set_tier(tier);
         req.set_session_id(sessionId);
         req.set_idempotency_key(idempotencyKey);
-        v1::ClaimResponse resp;
-        if (auto s = m_stub->Claim(&ctx, req, &resp); !s.ok())
-            return failure("claim", s);
+        auto resp = unary(&Stub::Claim, "claim", kClaimDeadlineMs, req);
+        if (!resp)
+            return std::unexpected(resp.error());
         ClaimedSandbox out;
-        out.sandboxId = resp.sandbox_id();
-        out.tier = resp.tier();
-        out.runtime = resp.runtime();
-        out.host = resp.host();
-        out.warm = resp.warm();
-        out.claimMs = resp.claim_ms();
+        out.sandboxId = resp->sandbox_id();
+        out.tier = resp->tier();
+        out.runtime = resp->runtime();
+        out.host = resp->host();
+        out.warm = resp->warm();
+        out.claimMs = resp->claim_ms();
         return out;
     }
 
@@ -161,77 +161,64 @@ public:
 
     Result<std::string> readFile(const std::string &sandboxId, const std::string &path, int64_t maxBytes) override
     {
-        Call call(*this, kFileDeadlineMs);
-        grpc::ClientContext &ctx = call.ctx;
         v1::ReadFileRequest req;
         req.set_sandbox_id(sandboxId);
         req.set_path(path);
         req.set_max_bytes(maxBytes);
-        v1::ReadFileResponse resp;
-        if (auto s = m_stub->ReadFile(&ctx, req, &resp); !s.ok())
-            return failure("read_file", s);
-        return std::move(*resp.mutable_content());
+        auto resp = unary(&Stub::ReadFile, "read_file", kFileDeadlineMs, req);
+        if (!resp)
+            return std::unexpected(resp.error());
+        return std::move(*resp->mutable_content());
     }
 
     Status writeFile(const std::string &sandboxId, const std::string &path, const std::string &content,
                      uint32_t mode) override
     {
-        Call call(*this, kFileDeadlineMs);
-        grpc::ClientContext &ctx = call.ctx;
         v1::WriteFileRequest req;
         req.set_sandbox_id(sandboxId);
         req.set_path(path);
         req.set_content(content);
         req.set_mode(mode);
-        v1::WriteFileResponse resp;
-        if (auto s = m_stub->WriteFile(&ctx, req, &resp); !s.ok())
-            return failure("write_file", s);
+        if (auto resp = unary(&Stub::WriteFile, "write_file", kFileDeadlineMs, req); !resp)
+            return std::unexpected(resp.error());
         return {};
     }
 
     Result<std::vector<DirEntry>> listDir(const std::string &sandboxId, const std::string &path) override
     {
-        Call call(*this, kFileDeadlineMs);
-        grpc::ClientContext &ctx = call.ctx;
         v1::ListDirRequest req;
         req.set_sandbox_id(sandboxId);
         req.set_path(path);
-        v1::ListDirResponse resp;
-        if (auto s = m_stub->ListDir(&ctx, req, &resp); !s.ok())
-            return failure("list_dir", s);
+        auto resp = unary(&Stub::ListDir, "list_dir", kFileDeadlineMs, req);
+        if (!resp)
+            return std::unexpected(resp.error());
         std::vector<DirEntry> out;
-        for (const auto &e : resp.entries())
+        for (const auto &e : resp->entries())
             out.push_back(DirEntry{e.name(), e.is_dir(), e.size(), e.mode(), e.mtime_unix_ms()});
         return out;
     }
 
     Status release(const std::string &sandboxId) override
     {
-        Call call(*this, kReleaseDeadlineMs);
-        grpc::ClientContext &ctx = call.ctx;
         v1::ReleaseRequest req;
         req.set_sandbox_id(sandboxId);
-        v1::ReleaseResponse resp;
-        if (auto s = m_stub->Release(&ctx, req, &resp); !s.ok())
-            return failure("release", s);
+        if (auto resp = unary(&Stub::Release, "release", kReleaseDeadlineMs, req); !resp)
+            return std::unexpected(resp.error());
         return {};
     }
 
     Result<PoolStatus> status() override
     {
-        Call call(*this, kStatusDeadlineMs);
-        grpc::ClientContext &ctx = call.ctx;
-        v1::PoolStatusRequest req;
-        v1::PoolStatusResponse resp;
-        if (auto s = m_stub->Status(&ctx, req, &resp); !s.ok())
-            return failure("status", s);
+        auto resp = unary(&Stub::Status, "status", kStatusDeadlineMs, v1::PoolStatusRequest());
+        if (!resp)
+            return std::unexpected(resp.error());
         PoolStatus out;
-        out.poolId = resp.pool_id();
-        out.host = resp.host();
-        out.version = resp.version();
-        out.cgroupVersion = resp.cgroup_version();
-        out.diskLimits = resp.disk_limits();
-        for (const auto &t : resp.tiers()) {
+        out.poolId = resp->pool_id();
+        out.host = resp->host();
+        out.version = resp->version();
+        out.cgroupVersion = resp->cgroup_version();
+        out.diskLimits = resp->disk_limits();
+        for (const auto &t : resp->tiers()) {
             TierStatus ts;
             ts.name = t.tier().name();
             ts.runtime = t.tier().runtime();
@@ -264,23 +251,21 @@ public:
 
     Result<SnapshotInfo> snapshot(const std::string &sandboxId) override
     {
-        Call call(*this, kSnapshotDeadlineMs);
         v1::SnapshotRequest req;
         req.set_sandbox_id(sandboxId);
-        v1::SnapshotResponse resp;
-        if (auto s = m_stub->Snapshot(&call.ctx, req, &resp); !s.ok())
-            return failure("snapshot", s);
-        return SnapshotInfo{resp.snapshot_ref(), resp.size_bytes(), resp.file_count(), resp.duration_ms()};
+        auto resp = unary(&Stub::Snapshot, "snapshot", kSnapshotDeadlineMs, req);
+        if (!resp)
+            return std::unexpected(resp.error());
+        return SnapshotInfo{resp->snapshot_ref(), resp->size_bytes(), resp->file_count(), resp->duration_ms()};
     }
 
     Result<SnapshotInfo> restore(const std::string &sandboxId, const std::string &ref) override
     {
-        Call call(*this, kSnapshotDeadlineMs);
         v1::RestoreRequest req;
         req.set_sandbox_id(sandboxId);
         req.set_snapshot_ref(ref);
         v1::RestoreResponse resp;
-        if (auto s = m_stub->Restore(&call.ctx, req, &resp); !s.ok()) {
+        if (auto s = invoke(&Stub::Restore, kSnapshotDeadlineMs, req, resp); !s.ok()) {
             if (s.error_code() == grpc::StatusCode::DATA_LOSS)
                 return fail(ErrorCode::FailedPrecondition, s.error_message());
             return failure("restore", s);
@@ -290,57 +275,53 @@ public:
 
     Result<std::vector<PostMortemInfo>> listPostMortems(const std::string &sessionId, int limit) override
     {
-        Call call(*this, kFileDeadlineMs);
         v1::ListPostMortemsRequest req;
         req.set_session_id(sessionId);
         req.set_page_size(limit);
-        v1::ListPostMortemsResponse resp;
-        if (auto s = m_stub->ListPostMortems(&call.ctx, req, &resp); !s.ok())
-            return failure("list_post_mortems", s);
+        auto resp = unary(&Stub::ListPostMortems, "list_post_mortems", kFileDeadlineMs, req);
+        if (!resp)
+            return std::unexpected(resp.error());
         std::vector<PostMortemInfo> out;
-        for (const auto &pm : resp.post_mortems())
+        for (const auto &pm : resp->post_mortems())
             out.push_back(toPostMortem(pm));
         return out;
     }
 
     Result<PostMortemInfo> getPostMortem(const std::string &sandboxId) override
     {
-        Call call(*this, kFileDeadlineMs);
         v1::GetPostMortemRequest req;
         req.set_sandbox_id(sandboxId);
-        v1::PostMortem resp;
-        if (auto s = m_stub->GetPostMortem(&call.ctx, req, &resp); !s.ok())
-            return failure("get_post_mortem", s);
-        return toPostMortem(resp);
+        auto resp = unary(&Stub::GetPostMortem, "get_post_mortem", kFileDeadlineMs, req);
+        if (!resp)
+            return std::unexpected(resp.error());
+        return toPostMortem(*resp);
     }
 
     Result<std::vector<ResourcePoint>> samples(const std::string &sandboxId, int64_t afterUnixMs) override
     {
-        Call call(*this, kStatusDeadlineMs);
         v1::GetSamplesRequest req;
         req.set_sandbox_id(sandboxId);
         req.set_after_unix_ms(afterUnixMs);
-        v1::GetSamplesResponse resp;
-        if (auto s = m_stub->GetSamples(&call.ctx, req, &resp); !s.ok())
-            return failure("get_samples", s);
+        auto resp = unary(&Stub::GetSamples, "get_samples", kStatusDeadlineMs, req);
+        if (!resp)
+            return std::unexpected(resp.error());
         std::vector<ResourcePoint> out;
-        out.reserve(static_cast<size_t>(resp.samples_size()));
-        for (const auto &s : resp.samples())
+        out.reserve(static_cast<size_t>(resp->samples_size()));
+        for (const auto &s : resp->samples())
             out.push_back(toResourcePoint(s));
         return out;
     }
 
     Result<std::vector<SnapshotFile>> listSnapshotFiles(const std::string &ref, const std::string &pathPrefix) override
     {
-        Call call(*this, kFileDeadlineMs);
         v1::ListSnapshotFilesRequest req;
         req.set_snapshot_ref(ref);
         req.set_path_prefix(pathPrefix);
-        v1::ListSnapshotFilesResponse resp;
-        if (auto s = m_stub->ListSnapshotFiles(&call.ctx, req, &resp); !s.ok())
-            return failure("list_snapshot_files", s);
+        auto resp = unary(&Stub::ListSnapshotFiles, "list_snapshot_files", kFileDeadlineMs, req);
+        if (!resp)
+            return std::unexpected(resp.error());
         std::vector<SnapshotFile> out;
-        for (const auto &f : resp.files())
+        for (const auto &f : resp->files())
             out.push_back(SnapshotFile{f.path(), f.is_dir(), f.is_symlink(), f.symlink_target(), f.size(), f.mode(),
                                        f.mtime_unix_ms()});
         return out;
@@ -349,16 +330,15 @@ public:
     Result<SnapshotChunk> readSnapshotFile(const std::string &ref, const std::string &path, int64_t offset,
                                            int64_t maxBytes) override
     {
-        Call call(*this, kFileDeadlineMs);
         v1::ReadSnapshotFileRequest req;
         req.set_snapshot_ref(ref);
         req.set_path(path);
         req.set_offset(offset);
         req.set_max_bytes(maxBytes);
-        v1::ReadSnapshotFileResponse resp;
-        if (auto s = m_stub->ReadSnapshotFile(&call.ctx, req, &resp); !s.ok())
-            return failure("read_snapshot_file", s);
-        return SnapshotChunk{std::move(*resp.mutable_content()), resp.offset(), resp.size(), resp.eof()};
+        auto resp = unary(&Stub::ReadSnapshotFile, "read_snapshot_file", kFileDeadlineMs, req);
+        if (!resp)
+            return std::unexpected(resp.error());
+        return SnapshotChunk{std::move(*resp->mutable_content()), resp->offset(), resp->size(), resp->eof()};
     }
 
     PostMortemInfo toPostMortem(const v1::PostMortem &pm) const
@@ -428,6 +408,29 @@ private:
         GrpcPoolClient &m_client;
         grpc::ClientContext ctx;
     };
+
+    // One of the stub's blocking unary methods, e.g. &v1::PoolService::Stub::Claim.
+    template <typename Request, typename Response>
+    using UnaryMethod = grpc::Status (v1::PoolService::Stub::*)(grpc::ClientContext *, const Request &, Response *);
+
+    // One unary call under its deadline, as a Call so that cancelInFlight() can end it.
+    template <typename Request, typename Response>
+    grpc::Status invoke(UnaryMethod<Request, Response> method, int64_t deadlineMs, const Request &req, Response &resp)
+    {
+        Call call(*this, deadlineMs);
+        return ((*m_stub).*method)(&call.ctx, req, &resp);
+    }
+
+    // The same, with a failure worded by failure(op).
+    template <typename Request, typename Response>
+    Result<Response> unary(UnaryMethod<Request, Response> method, const char *op, int64_t deadlineMs,
+                           const Request &req)
+    {
+        Response resp;
+        if (auto s = invoke(method, deadlineMs, req, resp); !s.ok())
+            return failure(op, s);
+        return resp;
+    }
 
     // The pool's own messages already say what to do; transport failures get the pool named.
     std::unexpected<Error> failure(const char *op, const grpc::Status &s) const

@@ -24,6 +24,21 @@ void keepTail(std::string &s, std::string_view chunk)
         s.erase(0, s.size() - kKeep);
 }
 
+// Asks a worker thread to stop (its loop returns once it sees stopping) and joins it. A second
+// call does nothing.
+void stopWorker(std::mutex &mutex, bool &stopping, std::condition_variable &cv, std::thread &thread)
+{
+    {
+        std::lock_guard lock(mutex);
+        if (stopping)
+            return;
+        stopping = true;
+    }
+    cv.notify_all();
+    if (thread.joinable())
+        thread.join();
+}
+
 std::string readSmall(const fs::path &p)
 {
     std::ifstream in(p, std::ios::binary);
@@ -108,15 +123,7 @@ DeadlineWatcher::~DeadlineWatcher()
 
 void DeadlineWatcher::stop()
 {
-    {
-        std::lock_guard lock(m_mutex);
-        if (m_stopping)
-            return;
-        m_stopping = true;
-    }
-    m_cv.notify_all();
-    if (m_thread.joinable())
-        m_thread.join();
+    stopWorker(m_mutex, m_stopping, m_cv, m_thread);
 }
 
 std::shared_ptr<DeadlineWatcher::Watch> DeadlineWatcher::arm(std::vector<fs::path> dirs, int64_t timeoutMs)
@@ -200,15 +207,7 @@ void CaptureQueue::post(std::function<void()> job)
 
 void CaptureQueue::stop()
 {
-    {
-        std::lock_guard lock(m_mutex);
-        if (m_stopping)
-            return;
-        m_stopping = true;
-    }
-    m_cv.notify_all();
-    if (m_thread.joinable())
-        m_thread.join();
+    stopWorker(m_mutex, m_stopping, m_cv, m_thread);
 }
 
 void CaptureQueue::loop()

@@ -471,7 +471,7 @@ void SandboxPool::recordClaimLatency(Tier &tier, int64_t us)
     }
 }
 
-Result<ClaimResult> SandboxPool::claim(const std::string &tierName, const std::string &sessionId,
+Result<ClaimedSandbox> SandboxPool::claim(const std::string &tierName, const std::string &sessionId,
                                        const std::string &idempotencyKey)
 {
     const int64_t t0 = monotonicUs();
@@ -552,7 +552,7 @@ Result<ClaimResult> SandboxPool::claim(const std::string &tierName, const std::s
         }
         m_cv.wait_until(lock, std::chrono::steady_clock::now() + std::chrono::microseconds(waitUntilUs - monotonicUs()));
     }
-    ClaimResult result = finishClaimLocked(*tier, sandbox, warm, t0, sessionId, idempotencyKey);
+    ClaimedSandbox result = finishClaimLocked(*tier, sandbox, warm, t0, sessionId, idempotencyKey);
     lock.unlock();
     for (auto &dead : deadWarm)
         destroy(dead);
@@ -563,7 +563,7 @@ Result<ClaimResult> SandboxPool::claim(const std::string &tierName, const std::s
     return result;
 }
 
-ClaimResult SandboxPool::finishClaimLocked(Tier &tier, const std::shared_ptr<Sandbox> &sandbox, bool warm, int64_t t0,
+ClaimedSandbox SandboxPool::finishClaimLocked(Tier &tier, const std::shared_ptr<Sandbox> &sandbox, bool warm, int64_t t0,
                                            const std::string &sessionId, const std::string &idempotencyKey, bool notify)
 {
     sandbox->state = Sandbox::State::Claimed;
@@ -577,7 +577,7 @@ ClaimResult SandboxPool::finishClaimLocked(Tier &tier, const std::shared_ptr<San
     const int64_t tookUs = monotonicUs() - t0;
     recordClaimLatency(tier, tookUs);
 
-    ClaimResult result;
+    ClaimedSandbox result;
     result.sandboxId = sandbox->id;
     result.tier = tier.config.name;
     result.runtime = tier.config.runtime;
@@ -591,7 +591,7 @@ ClaimResult SandboxPool::finishClaimLocked(Tier &tier, const std::shared_ptr<San
     return result;
 }
 
-std::optional<Result<ClaimResult>> SandboxPool::claimIfWarm(const std::string &tierName, const std::string &sessionId,
+std::optional<Result<ClaimedSandbox>> SandboxPool::claimIfWarm(const std::string &tierName, const std::string &sessionId,
                                                             const std::string &idempotencyKey)
 {
     const int64_t t0 = monotonicUs();
@@ -602,7 +602,7 @@ std::optional<Result<ClaimResult>> SandboxPool::claimIfWarm(const std::string &t
         auto it = m_claimKeys.find(idempotencyKey);
         if (it != m_claimKeys.end()) {
             if (it->second)
-                return Result<ClaimResult>(*it->second);
+                return Result<ClaimedSandbox>(*it->second);
             return std::nullopt;   // in flight: the blocking path waits for it
         }
     }
@@ -616,10 +616,10 @@ std::optional<Result<ClaimResult>> SandboxPool::claimIfWarm(const std::string &t
     tier->warm.pop_front();
     // No waiter can be on this key (an in-flight key took the blocking path above), so only the
     // refill workers need a wake-up, and the caller gives it after answering.
-    ClaimResult result = finishClaimLocked(*tier, sandbox, true, t0, sessionId, idempotencyKey, false);
+    ClaimedSandbox result = finishClaimLocked(*tier, sandbox, true, t0, sessionId, idempotencyKey, false);
     lock.unlock();
     spdlog::debug("claimed {} (warm, {:.3f} ms) for session '{}'", result.sandboxId, result.claimMs, sessionId);
-    return Result<ClaimResult>(std::move(result));
+    return Result<ClaimedSandbox>(std::move(result));
 }
 
 Result<std::shared_ptr<SandboxPool::Sandbox>> SandboxPool::findClaimed(const std::string &sandboxId) const

@@ -11,6 +11,7 @@
 // A sampler thread reads each sandbox's cgroup once a second (kept per sandbox, for post-mortems).
 
 #include "common/result.h"
+#include "common/sandbox_values.h"
 #include "pool/core/pool_config.h"
 #include "pool/core/post_mortem_capture.h"
 #include "pool/core/post_mortem_store.h"
@@ -37,14 +38,7 @@
 
 namespace paddock::pool {
 
-struct ClaimResult {
-    std::string sandboxId;
-    std::string tier;
-    std::string runtime;
-    std::string host;
-    bool warm = false;
-    double claimMs = 0;
-};
+using paddock::ClaimedSandbox;   // common/sandbox_values.h: what a claim hands back, as the broker reads it
 
 // A host an approved egress_exception review opens for one command (docs/egress.md, "Approved hosts").
 struct EgressGrantSpec {
@@ -102,12 +96,12 @@ public:
     // Stops refilling, kills every sandbox and deletes their workspaces. Idempotent.
     void shutdown();
 
-    Result<ClaimResult> claim(const std::string &tier, const std::string &sessionId, const std::string &idempotencyKey);
+    Result<ClaimedSandbox> claim(const std::string &tier, const std::string &sessionId, const std::string &idempotencyKey);
     // claim() when it cannot block: a warm sandbox is ready (or the key was answered before, or
     // the request is invalid). nullopt: call claim() from a thread that may block.
     // It does not wake the refill workers: call wakeRefill() once the answer is on its way, so
     // their wake-ups do not sit between the claim and its reply.
-    std::optional<Result<ClaimResult>> claimIfWarm(const std::string &tier, const std::string &sessionId,
+    std::optional<Result<ClaimedSandbox>> claimIfWarm(const std::string &tier, const std::string &sessionId,
                                                    const std::string &idempotencyKey);
     void wakeRefill() { m_cv.notify_all(); }
     // sink gets output chunks as they arrive (stream 1 stdout, 2 stderr), on the calling thread.
@@ -226,7 +220,7 @@ private:
     InitExecRequest initRequest(const ExecRequest &request) const;
     // A keyed run finished: store its result, drop it when it failed, bound the records.
     void finishRecord(Sandbox &sandbox, const std::string &key, ExecRecord &record, const Result<InitExecResult> &r);
-    ClaimResult finishClaimLocked(Tier &tier, const std::shared_ptr<Sandbox> &sandbox, bool warm, int64_t t0,
+    ClaimedSandbox finishClaimLocked(Tier &tier, const std::shared_ptr<Sandbox> &sandbox, bool warm, int64_t t0,
                                   const std::string &sessionId, const std::string &idempotencyKey, bool notify = true);
 
     const PoolConfig m_config;
@@ -243,7 +237,7 @@ private:
     std::vector<std::unique_ptr<Tier>> m_tiers;                        // fixed after construction
     std::map<std::string, std::shared_ptr<Sandbox>> m_sandboxes;       // claimed ones, by id
     // Claim idempotency: key -> result; nullopt while the first claim with that key is running.
-    std::map<std::string, std::optional<ClaimResult>> m_claimKeys;
+    std::map<std::string, std::optional<ClaimedSandbox>> m_claimKeys;
     bool m_stopping = false;
     std::set<std::string> m_releasedIds;      // recent releases, so a retried Release succeeds
     std::deque<std::string> m_releasedOrder;

@@ -55,6 +55,38 @@ std::vector<pid_t> childrenOf(pid_t pid)
     return out;
 }
 
+// argv as execve wants it: pointers into args, then nullptr. Built before the vfork, since the
+// child may not allocate.
+std::vector<char *> execArgv(const std::vector<std::string> &args)
+{
+    std::vector<char *> argv;
+    for (const auto &s : args)
+        argv.push_back(const_cast<char *>(s.c_str()));
+    argv.push_back(nullptr);
+    return argv;
+}
+
+// In the parent, after the vfork: EOF on the error pipe means the exec happened; otherwise the
+// pipe holds the child's errno before it exited, and the child is reaped. Closes errRead.
+void awaitExec(Spawned &out, int errRead)
+{
+    if (out.err == 0) {
+        int childErr = 0;
+        ssize_t n;
+        do {
+            n = ::read(errRead, &childErr, sizeof childErr);
+        } while (n < 0 && errno == EINTR);
+        if (n == static_cast<ssize_t>(sizeof childErr)) {
+            out.err = childErr;
+            int status;
+            while (::waitpid(out.pid, &status, 0) < 0 && errno == EINTR) {
+            }
+            out.pid = -1;
+        }
+    }
+    ::close(errRead);
+}
+
 } // namespace
 
 int highFd(int fd)
@@ -131,10 +163,7 @@ void SpawnerThread::run(const std::function<void()> &fn)
 
 Spawned spawnSandboxProcess(SpawnerThread &spawner, const SpawnSpec &spec)
 {
-    std::vector<char *> argv;
-    for (const auto &s : spec.argv)
-        argv.push_back(const_cast<char *>(s.c_str()));
-    argv.push_back(nullptr);
+    std::vector<char *> argv = execArgv(spec.argv);
     // The runtimes need no environment: each builds the sandbox's own (bwrap --clearenv,
     // config.json for the OCI runtimes).
     char *emptyEnv[] = {nullptr};
@@ -221,22 +250,7 @@ Spawned spawnSandboxProcess(SpawnerThread &spawner, const SpawnSpec &spec)
         ::pthread_sigmask(SIG_SETMASK, &old, nullptr);
     });
     ::close(errPipe[1]);
-    if (out.err == 0) {
-        // EOF: the exec happened. Otherwise the child's errno before it exited.
-        int childErr = 0;
-        ssize_t n;
-        do {
-            n = ::read(errPipe[0], &childErr, sizeof childErr);
-        } while (n < 0 && errno == EINTR);
-        if (n == static_cast<ssize_t>(sizeof childErr)) {
-            out.err = childErr;
-            int status;
-            while (::waitpid(out.pid, &status, 0) < 0 && errno == EINTR) {
-            }
-            out.pid = -1;
-        }
-    }
-    ::close(errPipe[0]);
+    awaitExec(out, errPipe[0]);
     return out;
 }
 

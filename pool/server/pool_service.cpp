@@ -231,7 +231,7 @@ grpc::ServerUnaryReactor *PoolService::runUnary(grpc::CallbackServerContext *ctx
 grpc::ServerUnaryReactor *PoolService::Claim(grpc::CallbackServerContext *ctx, const v1::ClaimRequest *req,
                                              v1::ClaimResponse *resp)
 {
-    auto answer = [resp](const Result<ClaimResult> &r) -> grpc::Status {
+    auto answer = [resp](const Result<ClaimedSandbox> &r) -> grpc::Status {
         if (!r)
             return toGrpcStatus(r.error());
         resp->set_sandbox_id(r->sandboxId);

@@ -309,20 +309,180 @@ std::string damaged(const std::string &ref, const std::string &why)
            "); take a new snapshot or use another ref (nothing was changed)";
 }
 
+// An entry's path as the snapshot names it ("" when it has none).
+std::string entryPath(archive_entry *entry)
+{
+    return normalizeEntryPath(archive_entry_pathname(entry) ? archive_entry_pathname(entry) : "");
+}
+
+// A path asked for inside a snapshot, named as its entries are: no leading "/".
+std::string requestedEntryPath(std::string path)
+{
+    while (!path.empty() && path.front() == '/')
+        path.erase(0, 1);
+    return normalizeEntryPath(path);
+}
+
+// Reads one snapshot's archive: open(), then next() until it returns nullptr, at the end or at
+// damage (failed()).
 struct Reader {
     struct archive *a = archive_read_new();
+    int lastRc = ARCHIVE_OK;
     Reader()
     {
         archive_read_support_filter_zstd(a);
         archive_read_support_format_tar(a);
     }
     ~Reader() { archive_read_free(a); }
+    bool open(const fs::path &path) { return archive_read_open_filename(a, path.c_str(), kCopyBuffer) == ARCHIVE_OK; }
+    archive_entry *next()
+    {
+        archive_entry *entry = nullptr;
+        lastRc = archive_read_next_header(a, &entry);
+        return lastRc == ARCHIVE_EOF || lastRc < ARCHIVE_WARN ? nullptr : entry;
+    }
+    bool failed() const { return lastRc < ARCHIVE_WARN; }
     std::string error() const
     {
         const char *e = archive_error_string(a);
         return e ? e : "unexpected end of archive";
     }
+    // The archive of snapshot ref cannot be opened or read on.
+    std::unexpected<Error> damage(const std::string &ref) const
+    {
+        return fail(ErrorCode::FailedPrecondition, damaged(ref, error()));
+    }
 };
+
+// The meta file says what was written: a shorter file or other bytes fail here, before anything is
+// extracted. Without a readable meta file there is nothing to check against.
+Status checkAgainstMeta(const std::string &ref, const fs::path &archivePath, const fs::path &metaPath)
+{
+    std::ifstream metaIn(metaPath);
+    nlohmann::json meta = nlohmann::json::parse(metaIn, nullptr, false);
+    if (!meta.is_object())
+        return {};
+    Fd fd(::open(archivePath.c_str(), O_RDONLY | O_CLOEXEC));
+    uLong crc = crc32(0L, Z_NULL, 0);
+    int64_t size = 0;
+    std::vector<char> buf(kCopyBuffer);
+    ssize_t n;
+    while (fd.fd >= 0 && (n = ::read(fd.fd, buf.data(), buf.size())) > 0) {
+        crc = crc32(crc, reinterpret_cast<const Bytef *>(buf.data()), static_cast<uInt>(n));
+        size += n;
+    }
+    const int64_t want = meta.value("size", int64_t{-1});
+    if (size != want)
+        return fail(ErrorCode::FailedPrecondition,
+                    damaged(ref, "truncated or extended: " + std::to_string(size) + " bytes, written as " + std::to_string(want)));
+    if (crc != meta.value("crc32", uint64_t{0}))
+        return fail(ErrorCode::FailedPrecondition, damaged(ref, "checksum mismatch"));
+    return {};
+}
+
+// Extracts the archive of snapshot ref into staging, an empty directory, with owners mapped as
+// the restoring sandbox sees them. Returns the number of entries extracted.
+Result<int64_t> extractArchive(const std::string &ref, const fs::path &archivePath, const fs::path &staging,
+                               const OwnerMap &owners)
+{
+    Reader r;
+    if (!r.open(archivePath))
+        return r.damage(ref);
+    struct archive *ext = archive_write_disk_new();
+    std::unique_ptr<struct archive, int (*)(struct archive *)> extGuard(ext, archive_write_free);
+    archive_write_disk_set_options(ext, ARCHIVE_EXTRACT_TIME | ARCHIVE_EXTRACT_PERM | ARCHIVE_EXTRACT_SECURE_SYMLINKS |
+                                            ARCHIVE_EXTRACT_SECURE_NODOTDOT | ARCHIVE_EXTRACT_NO_OVERWRITE |
+                                            (owners.count ? ARCHIVE_EXTRACT_OWNER : 0));
+    // An id inside the archive becomes the same id inside the restoring sandbox; one beyond its
+    // block becomes its nobody (or its root, for a block too small to have one).
+    auto hostOf = [&](la_int64_t inside, uint32_t poolId) -> uint32_t {
+        if (owners.count == 0)
+            return poolId;
+        if (inside >= 0 && inside < owners.count)
+            return owners.hostId + static_cast<uint32_t>(inside);
+        return owners.hostId + (kOverflowId < owners.count ? kOverflowId : 0);
+    };
+    int64_t fileCount = 0;
+    while (archive_entry *entry = r.next()) {
+        const std::string name = entryPath(entry);
+        if (name.empty() || name == ".")
+            continue;
+        if (auto why = refusal(name, entry); !why.empty())
+            return fail(ErrorCode::FailedPrecondition, "snapshot '" + ref + "' cannot be restored: it holds " + why +
+                                                           "; the workspace was not changed");
+        // Names are checked above; libarchive's SECURE flags refuse extracting through a symlink
+        // or with "..", on top. The staging path is absolute, so its own absolute-path check
+        // cannot be used; the check above refuses absolute names instead.
+        archive_entry_set_pathname(entry, (staging / name).c_str());
+        if (const char *hl = archive_entry_hardlink(entry))
+            archive_entry_set_hardlink(entry, (staging / normalizeEntryPath(hl)).c_str());
+        archive_entry_set_perm(entry, archive_entry_perm(entry) & 01777);   // no setuid or setgid bits
+        archive_entry_set_uid(entry, hostOf(archive_entry_uid(entry), ::geteuid()));
+        archive_entry_set_gid(entry, hostOf(archive_entry_gid(entry), ::getegid()));
+        if (archive_write_header(ext, entry) < ARCHIVE_WARN)
+            return fail(ErrorCode::FailedPrecondition, "snapshot '" + ref + "' cannot be restored: " + name + ": " +
+                                                           archive_error_string(ext) + "; the workspace was not changed");
+        if (archive_entry_size(entry) > 0) {
+            const void *block;
+            size_t size;
+            la_int64_t offset;
+            for (;;) {
+                int d = archive_read_data_block(r.a, &block, &size, &offset);
+                if (d == ARCHIVE_EOF)
+                    break;
+                if (d < ARCHIVE_WARN)
+                    return fail(ErrorCode::FailedPrecondition, damaged(ref, name + ": " + r.error()));
+                if (archive_write_data_block(ext, block, size, offset) < ARCHIVE_WARN)
+                    return fail(ErrorCode::Internal, "restoring snapshot '" + ref + "': " + name + ": " + archive_error_string(ext) +
+                                                         "; check the space on the pool's state directory");
+            }
+        }
+        if (archive_write_finish_entry(ext) < ARCHIVE_WARN)
+            return fail(ErrorCode::Internal, "restoring snapshot '" + ref + "': " + name + ": " + archive_error_string(ext));
+        fileCount++;
+    }
+    if (r.failed())
+        return r.damage(ref);
+    if (archive_write_close(ext) < ARCHIVE_WARN)
+        return fail(ErrorCode::Internal, "restoring snapshot '" + ref + "': " + std::string(archive_error_string(ext)));
+    return fileCount;
+}
+
+// Swaps the workspace's content for staging's. Old content moves aside (renames, same filesystem),
+// the staged content moves in; a failure moves the old content back.
+Status swapWorkspace(const std::string &ref, const fs::path &workspaceDir, const fs::path &staging,
+                     const fs::path &scratchDir)
+{
+    std::error_code ec;
+    Fd ws(::open(workspaceDir.c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC));
+    Fd st(::open(staging.c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC));
+    const fs::path old = scratchDir / ("old-" + randomSuffix());
+    fs::create_directory(old, ec);
+    Fd od(::open(old.c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC));
+    if (ws.fd < 0 || st.fd < 0 || od.fd < 0)
+        return fail(ErrorCode::FailedPrecondition, sysError("cannot open the workspace " + workspaceDir.string()));
+    std::vector<std::string> movedOut, movedIn;
+    auto rollback = [&](const std::string &why) -> Status {
+        for (const auto &n : movedIn)
+            ::renameat(ws.fd, n.c_str(), st.fd, n.c_str());
+        for (const auto &n : movedOut)
+            ::renameat(od.fd, n.c_str(), ws.fd, n.c_str());
+        removeTree(old);
+        return fail(ErrorCode::Internal, "restoring snapshot '" + ref + "': " + why + "; the workspace was put back as it was");
+    };
+    for (const auto &n : listNames(ws.fd)) {
+        if (::renameat(ws.fd, n.c_str(), od.fd, n.c_str()) != 0)
+            return rollback(sysError("cannot move " + n + " aside"));
+        movedOut.push_back(n);
+    }
+    for (const auto &n : listNames(st.fd)) {
+        if (::renameat(st.fd, n.c_str(), ws.fd, n.c_str()) != 0)
+            return rollback(sysError("cannot move " + n + " in"));
+        movedIn.push_back(n);
+    }
+    removeTree(old);
+    return {};
+}
 
 } // namespace
 
@@ -451,29 +611,8 @@ Result<SnapshotInfo> SnapshotStore::restore(const std::string &ref, const fs::pa
     auto path = archivePath(ref);
     if (!path)
         return std::unexpected(path.error());
-    // The meta file says what was written: a shorter file or other bytes fail here, before
-    // anything is extracted.
-    {
-        std::ifstream metaIn(m_dir / (ref + kMetaSuffix));
-        nlohmann::json meta = nlohmann::json::parse(metaIn, nullptr, false);
-        if (meta.is_object()) {
-            Fd fd(::open(path->c_str(), O_RDONLY | O_CLOEXEC));
-            uLong crc = crc32(0L, Z_NULL, 0);
-            int64_t size = 0;
-            std::vector<char> buf(kCopyBuffer);
-            ssize_t n;
-            while (fd.fd >= 0 && (n = ::read(fd.fd, buf.data(), buf.size())) > 0) {
-                crc = crc32(crc, reinterpret_cast<const Bytef *>(buf.data()), static_cast<uInt>(n));
-                size += n;
-            }
-            const int64_t want = meta.value("size", int64_t{-1});
-            if (size != want)
-                return fail(ErrorCode::FailedPrecondition,
-                            damaged(ref, "truncated or extended: " + std::to_string(size) + " bytes, written as " + std::to_string(want)));
-            if (crc != meta.value("crc32", uint64_t{0}))
-                return fail(ErrorCode::FailedPrecondition, damaged(ref, "checksum mismatch"));
-        }
-    }
+    if (auto checked = checkAgainstMeta(ref, *path, m_dir / (ref + kMetaSuffix)); !checked)
+        return std::unexpected(checked.error());
 
     std::error_code ec;
     fs::create_directories(scratchDir, ec);
@@ -489,128 +628,33 @@ Result<SnapshotInfo> SnapshotStore::restore(const std::string &ref, const fs::pa
         }
     } cleanup{staging};
 
-    Reader r;
-    if (archive_read_open_filename(r.a, path->c_str(), kCopyBuffer) != ARCHIVE_OK)
-        return fail(ErrorCode::FailedPrecondition, damaged(ref, r.error()));
-    struct archive *ext = archive_write_disk_new();
-    std::unique_ptr<struct archive, int (*)(struct archive *)> extGuard(ext, archive_write_free);
-    archive_write_disk_set_options(ext, ARCHIVE_EXTRACT_TIME | ARCHIVE_EXTRACT_PERM | ARCHIVE_EXTRACT_SECURE_SYMLINKS |
-                                            ARCHIVE_EXTRACT_SECURE_NODOTDOT | ARCHIVE_EXTRACT_NO_OVERWRITE |
-                                            (owners.count ? ARCHIVE_EXTRACT_OWNER : 0));
-    // An id inside the archive becomes the same id inside the restoring sandbox; one beyond its
-    // block becomes its nobody (or its root, for a block too small to have one).
-    auto hostOf = [&](la_int64_t inside, uint32_t poolId) -> uint32_t {
-        if (owners.count == 0)
-            return poolId;
-        if (inside >= 0 && inside < owners.count)
-            return owners.hostId + static_cast<uint32_t>(inside);
-        return owners.hostId + (kOverflowId < owners.count ? kOverflowId : 0);
-    };
+    auto fileCount = extractArchive(ref, *path, staging, owners);
+    if (!fileCount)
+        return std::unexpected(fileCount.error());
+    // The archive decoded to its end: swap.
+    if (auto swapped = swapWorkspace(ref, workspaceDir, staging, scratchDir); !swapped)
+        return std::unexpected(swapped.error());
     SnapshotInfo info;
     info.ref = ref;
-    for (;;) {
-        archive_entry *entry = nullptr;
-        int rc = archive_read_next_header(r.a, &entry);
-        if (rc == ARCHIVE_EOF)
-            break;
-        if (rc < ARCHIVE_WARN)
-            return fail(ErrorCode::FailedPrecondition, damaged(ref, r.error()));
-        const std::string name = normalizeEntryPath(archive_entry_pathname(entry) ? archive_entry_pathname(entry) : "");
-        if (name.empty() || name == ".")
-            continue;
-        if (auto why = refusal(name, entry); !why.empty())
-            return fail(ErrorCode::FailedPrecondition, "snapshot '" + ref + "' cannot be restored: it holds " + why +
-                                                           "; the workspace was not changed");
-        // Names are checked above; libarchive's SECURE flags refuse extracting through a symlink
-        // or with "..", on top. The staging path is absolute, so its own absolute-path check
-        // cannot be used; the check above refuses absolute names instead.
-        archive_entry_set_pathname(entry, (staging / name).c_str());
-        if (const char *hl = archive_entry_hardlink(entry))
-            archive_entry_set_hardlink(entry, (staging / normalizeEntryPath(hl)).c_str());
-        archive_entry_set_perm(entry, archive_entry_perm(entry) & 01777);   // no setuid or setgid bits
-        archive_entry_set_uid(entry, hostOf(archive_entry_uid(entry), ::geteuid()));
-        archive_entry_set_gid(entry, hostOf(archive_entry_gid(entry), ::getegid()));
-        if (archive_write_header(ext, entry) < ARCHIVE_WARN)
-            return fail(ErrorCode::FailedPrecondition, "snapshot '" + ref + "' cannot be restored: " + name + ": " +
-                                                           archive_error_string(ext) + "; the workspace was not changed");
-        if (archive_entry_size(entry) > 0) {
-            const void *block;
-            size_t size;
-            la_int64_t offset;
-            for (;;) {
-                int d = archive_read_data_block(r.a, &block, &size, &offset);
-                if (d == ARCHIVE_EOF)
-                    break;
-                if (d < ARCHIVE_WARN)
-                    return fail(ErrorCode::FailedPrecondition, damaged(ref, name + ": " + r.error()));
-                if (archive_write_data_block(ext, block, size, offset) < ARCHIVE_WARN)
-                    return fail(ErrorCode::Internal, "restoring snapshot '" + ref + "': " + name + ": " + archive_error_string(ext) +
-                                                         "; check the space on the pool's state directory");
-            }
-        }
-        if (archive_write_finish_entry(ext) < ARCHIVE_WARN)
-            return fail(ErrorCode::Internal, "restoring snapshot '" + ref + "': " + name + ": " + archive_error_string(ext));
-        info.fileCount++;
-    }
-    if (archive_write_close(ext) < ARCHIVE_WARN)
-        return fail(ErrorCode::Internal, "restoring snapshot '" + ref + "': " + std::string(archive_error_string(ext)));
-
-    // The archive decoded to its end: swap. Old content moves aside (renames, same filesystem),
-    // the staged content moves in; a failure moves the old content back.
-    Fd ws(::open(workspaceDir.c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC));
-    Fd st(::open(staging.c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC));
-    const fs::path old = scratchDir / ("old-" + randomSuffix());
-    fs::create_directory(old, ec);
-    Fd od(::open(old.c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC));
-    if (ws.fd < 0 || st.fd < 0 || od.fd < 0)
-        return fail(ErrorCode::FailedPrecondition, sysError("cannot open the workspace " + workspaceDir.string()));
-    std::vector<std::string> movedOut, movedIn;
-    auto rollback = [&](const std::string &why) -> Result<SnapshotInfo> {
-        for (const auto &n : movedIn)
-            ::renameat(ws.fd, n.c_str(), st.fd, n.c_str());
-        for (const auto &n : movedOut)
-            ::renameat(od.fd, n.c_str(), ws.fd, n.c_str());
-        removeTree(old);
-        return fail(ErrorCode::Internal, "restoring snapshot '" + ref + "': " + why + "; the workspace was put back as it was");
-    };
-    for (const auto &n : listNames(ws.fd)) {
-        if (::renameat(ws.fd, n.c_str(), od.fd, n.c_str()) != 0)
-            return rollback(sysError("cannot move " + n + " aside"));
-        movedOut.push_back(n);
-    }
-    for (const auto &n : listNames(st.fd)) {
-        if (::renameat(st.fd, n.c_str(), ws.fd, n.c_str()) != 0)
-            return rollback(sysError("cannot move " + n + " in"));
-        movedIn.push_back(n);
-    }
-    removeTree(old);
+    info.fileCount = *fileCount;
     info.sizeBytes = static_cast<int64_t>(fs::file_size(*path, ec));
     info.durationMs = static_cast<double>(monotonicUs() - t0) / 1000.0;
     return info;
 }
 
-Result<std::vector<SnapshotEntry>> SnapshotStore::list(const std::string &ref, const std::string &pathPrefix)
+Result<std::vector<SnapshotFile>> SnapshotStore::list(const std::string &ref, const std::string &pathPrefix)
 {
     auto path = archivePath(ref);
     if (!path)
         return std::unexpected(path.error());
-    std::string prefix = pathPrefix;
-    while (!prefix.empty() && prefix.front() == '/')
-        prefix.erase(0, 1);
-    prefix = normalizeEntryPath(prefix);
+    const std::string prefix = requestedEntryPath(pathPrefix);
     Reader r;
-    if (archive_read_open_filename(r.a, path->c_str(), kCopyBuffer) != ARCHIVE_OK)
-        return fail(ErrorCode::FailedPrecondition, damaged(ref, r.error()));
-    std::vector<SnapshotEntry> out;
-    for (;;) {
-        archive_entry *entry = nullptr;
-        int rc = archive_read_next_header(r.a, &entry);
-        if (rc == ARCHIVE_EOF)
-            break;
-        if (rc < ARCHIVE_WARN)
-            return fail(ErrorCode::FailedPrecondition, damaged(ref, r.error()));
-        SnapshotEntry e;
-        e.path = normalizeEntryPath(archive_entry_pathname(entry) ? archive_entry_pathname(entry) : "");
+    if (!r.open(*path))
+        return r.damage(ref);
+    std::vector<SnapshotFile> out;
+    while (archive_entry *entry = r.next()) {
+        SnapshotFile e;
+        e.path = entryPath(entry);
         if (e.path.empty())
             continue;
         if (!prefix.empty() && e.path != prefix && e.path.rfind(prefix + "/", 0) != 0)
@@ -624,6 +668,8 @@ Result<std::vector<SnapshotEntry>> SnapshotStore::list(const std::string &ref, c
         e.mtimeUnixMs = static_cast<int64_t>(archive_entry_mtime(entry)) * 1000 + archive_entry_mtime_nsec(entry) / 1000000;
         out.push_back(std::move(e));
     }
+    if (r.failed())
+        return r.damage(ref);
     if (!prefix.empty() && out.empty())
         return fail(ErrorCode::NotFound, "snapshot '" + ref + "' has no '" + prefix + "'; list it without a path to see what it holds");
     return out;
@@ -634,10 +680,7 @@ Result<SnapshotChunk> SnapshotStore::read(const std::string &ref, const std::str
     auto path = archivePath(ref);
     if (!path)
         return std::unexpected(path.error());
-    std::string want = pathIn;
-    while (!want.empty() && want.front() == '/')
-        want.erase(0, 1);
-    want = normalizeEntryPath(want);
+    const std::string want = requestedEntryPath(pathIn);
     if (want.empty())
         return fail(ErrorCode::InvalidArgument, "name a file of the snapshot to read (ListSnapshotFiles lists them)");
     if (offset < 0)
@@ -646,16 +689,10 @@ Result<SnapshotChunk> SnapshotStore::read(const std::string &ref, const std::str
         maxBytes = 1ll << 20;
     maxBytes = std::min(maxBytes, kMaxReadBytes);
     Reader r;
-    if (archive_read_open_filename(r.a, path->c_str(), kCopyBuffer) != ARCHIVE_OK)
-        return fail(ErrorCode::FailedPrecondition, damaged(ref, r.error()));
-    for (;;) {
-        archive_entry *entry = nullptr;
-        int rc = archive_read_next_header(r.a, &entry);
-        if (rc == ARCHIVE_EOF)
-            break;
-        if (rc < ARCHIVE_WARN)
-            return fail(ErrorCode::FailedPrecondition, damaged(ref, r.error()));
-        if (normalizeEntryPath(archive_entry_pathname(entry) ? archive_entry_pathname(entry) : "") != want)
+    if (!r.open(*path))
+        return r.damage(ref);
+    while (archive_entry *entry = r.next()) {
+        if (entryPath(entry) != want)
             continue;
         if (archive_entry_filetype(entry) == AE_IFDIR)
             return fail(ErrorCode::FailedPrecondition, "'" + want + "' is a directory in snapshot '" + ref + "'; list it instead");
@@ -684,6 +721,8 @@ Result<SnapshotChunk> SnapshotStore::read(const std::string &ref, const std::str
         chunk.eof = chunk.offset + static_cast<int64_t>(chunk.content.size()) >= chunk.size;
         return chunk;
     }
+    if (r.failed())
+        return r.damage(ref);
     return fail(ErrorCode::NotFound, "snapshot '" + ref + "' has no file '" + want + "'; list it to see what it holds");
 }
 

@@ -23,6 +23,7 @@
 // Threads: all methods may be called from any thread; refs are allocated under a mutex.
 
 #include "common/result.h"
+#include "common/sandbox_values.h"
 
 #include <cstdint>
 #include <filesystem>
@@ -42,22 +43,10 @@ struct SnapshotInfo {
     double durationMs = 0;
 };
 
-struct SnapshotEntry {
-    std::string path;        // relative, "/"-separated
-    bool isDir = false;
-    bool isSymlink = false;
-    std::string symlinkTarget;
-    int64_t size = 0;
-    uint32_t mode = 0;
-    int64_t mtimeUnixMs = 0;
-};
-
-struct SnapshotChunk {
-    std::string content;
-    int64_t offset = 0;
-    int64_t size = 0;        // the whole file
-    bool eof = false;
-};
+// One file of a snapshot and a chunk of its content: the values the broker's pool client uses too
+// (common/sandbox_values.h).
+using paddock::SnapshotChunk;
+using paddock::SnapshotFile;
 
 // A sandbox's block of host ids (pool/runtimes/sandbox_identity.h): inside id i is host id
 // hostId + i for i < count. count == 0: no mapping.
@@ -83,7 +72,7 @@ public:
     // damaged archive or a refused entry (nothing in workspaceDir changed then).
     Result<SnapshotInfo> restore(const std::string &ref, const std::filesystem::path &workspaceDir,
                                  const std::filesystem::path &scratchDir, OwnerMap owners = {});
-    Result<std::vector<SnapshotEntry>> list(const std::string &ref, const std::string &pathPrefix);
+    Result<std::vector<SnapshotFile>> list(const std::string &ref, const std::string &pathPrefix);
     Result<SnapshotChunk> read(const std::string &ref, const std::string &path, int64_t offset, int64_t maxBytes);
     Result<int64_t> sizeOf(const std::string &ref) const;
     // Deletes the archive and its meta file; fine when it does not exist.
