@@ -12,101 +12,93 @@
 #include <cstdio>
 #include <pthread.h>
 
+using namespace paddock;
+
 namespace {
 
 constexpr int kExitRuntimeError = 1;
 constexpr int kExitConfigError = 3;
 
-} // namespace
-
-int main(int argc, char **argv)
-{
-    using namespace paddock;
-
-    CLI::App app{"paddockd: the Paddock broker. Keeps every agent session's durable log, runs the agent loop one "
-                 "step at a time, and sends execution to sandboxes on paddock-pool hosts."};
+// The command line as given; each set flag overrides the config file.
+struct Flags {
     std::string configFile;
     std::string dataDir;
     std::string socketPath;
-    std::vector<std::string> poolFlags;
+    std::vector<std::string> pools;
     std::string playbookDir;
     bool allowLocal = false;
     int workers = 0;
     std::string logLevel;
     bool checkConfig = false;
+};
+
+void addFlags(CLI::App &app, Flags &flags)
+{
     app.set_version_flag("--version", std::string("paddockd ") + PADDOCK_VERSION);
-    app.add_option("--config", configFile,
+    app.add_option("--config", flags.configFile,
                    "Config file (TOML). Default: $XDG_CONFIG_HOME/paddock/broker.toml if it exists, otherwise the "
                    "embedded default (one local pool on 127.0.0.1:7701, local execution allowed)");
-    app.add_option("--data-dir", dataDir, "Where the database (broker.db) lives. Default: $XDG_DATA_HOME/paddock");
-    app.add_option("--socket", socketPath, "Unix socket to listen on. Default: $XDG_RUNTIME_DIR/paddock/broker.sock");
-    app.add_option("--pool", poolFlags, "A pool as NAME=HOST:PORT; repeatable; replaces the config's pools");
-    app.add_option("--playbook-dir", playbookDir, "Where the scripted model finds playbooks by name");
-    app.add_flag("--allow-local-execution", allowLocal,
+    app.add_option("--data-dir", flags.dataDir, "Where the database (broker.db) lives. Default: $XDG_DATA_HOME/paddock");
+    app.add_option("--socket", flags.socketPath, "Unix socket to listen on. Default: $XDG_RUNTIME_DIR/paddock/broker.sock");
+    app.add_option("--pool", flags.pools, "A pool as NAME=HOST:PORT; repeatable; replaces the config's pools");
+    app.add_option("--playbook-dir", flags.playbookDir, "Where the scripted model finds playbooks by name");
+    app.add_flag("--allow-local-execution", flags.allowLocal,
                  "Allow pools on this machine (development only: agents' commands then run here)");
-    app.add_option("--workers", workers, "Step workers")->check(CLI::Range(1, 256));
-    app.add_option("--log-level", logLevel, "trace, debug, info, warn or error")
+    app.add_option("--workers", flags.workers, "Step workers")->check(CLI::Range(1, 256));
+    app.add_option("--log-level", flags.logLevel, "trace, debug, info, warn or error")
         ->check(CLI::IsMember(logLevels()));
-    app.add_flag("--check-config", checkConfig,
+    app.add_flag("--check-config", flags.checkConfig,
                  "Load the config as a start would (file or embedded default, flags applied), check it without "
                  "starting (keys, values, pools, TLS and token files, principals, policy file, playbook dir), print "
                  "each problem with file:line and the fix, or \"config OK\" and a summary; exit 0 or 3");
     app.footer("Exit codes: 0 stopped cleanly (or --check-config found no problem), 1 runtime error, 2 usage error, "
                "3 configuration error.\nConfiguration keys: docs/configuration.md.");
-    CLI11_PARSE(app, argc, argv);
+}
 
-    ConfigProblems problems;
-    server::BrokerConfig config = server::defaultBrokerConfig();
-    std::filesystem::path file = configFile;
-    if (file.empty() && std::filesystem::exists(defaultConfigDir() / "broker.toml"))
-        file = defaultConfigDir() / "broker.toml";
-    if (!file.empty()) {
-        std::error_code ec;
-        if (!std::filesystem::is_regular_file(file, ec)) {
-            std::fprintf(stderr, "paddockd: config file %s does not exist or is not a file: pass an existing file to "
-                                 "--config, or leave --config out for the embedded default\n", file.c_str());
-            return kExitConfigError;
-        }
-        config = server::loadBrokerConfig(file, config, problems);
-    }
-    if (!dataDir.empty())
-        config.dataDir = dataDir;
-    if (!socketPath.empty())
-        config.socketPath = socketPath;
-    if (!playbookDir.empty())
-        config.models.playbookDir = playbookDir;
-    if (allowLocal)
+// The flags applied over the config they override; problems found go to problems.
+void applyFlags(const Flags &flags, broker_config::BrokerConfig &config, ConfigProblems &problems)
+{
+    if (!flags.dataDir.empty())
+        config.dataDir = flags.dataDir;
+    if (!flags.socketPath.empty())
+        config.socketPath = flags.socketPath;
+    if (!flags.playbookDir.empty())
+        config.models.playbookDir = flags.playbookDir;
+    if (flags.allowLocal)
         config.allowLocalExecution = true;
-    if (workers > 0)
-        config.workers = workers;
-    if (!logLevel.empty())
-        config.logLevel = logLevel;
-    if (!poolFlags.empty()) {
+    if (flags.workers > 0)
+        config.workers = flags.workers;
+    if (!flags.logLevel.empty())
+        config.logLevel = flags.logLevel;
+    if (!flags.pools.empty()) {
         config.pools.clear();
-        for (const auto &flag : poolFlags) {
-            auto pool = server::parsePoolFlag(flag);
+        for (const auto &flag : flags.pools) {
+            auto pool = broker_config::parsePoolFlag(flag);
             if (!pool)
                 problems.add(pool.error());
             else
                 config.pools.push_back(*pool);
         }
     }
-    if (checkConfig) {
-        const std::string summary = server::checkBrokerConfig(config, problems);
-        if (!problems.empty()) {
-            printProblems(problems, "paddockd");
-            std::fprintf(stderr, "paddockd: %zu configuration problem%s in %s\n", problems.size(),
-                         problems.size() == 1 ? "" : "s",
-                         file.empty() ? "the embedded default" : file.c_str());
-            return kExitConfigError;
-        }
-        std::printf("config OK: %s\n", summary.c_str());
-        return 0;
-    }
+}
+
+// --check-config: every problem with its fix and exit 3, or "config OK" and a summary.
+int checkOnly(const broker_config::BrokerConfig &config, ConfigProblems &problems, const std::filesystem::path &file)
+{
+    const std::string summary = broker_config::checkBrokerConfig(config, problems);
     if (!problems.empty()) {
         printProblems(problems, "paddockd");
+        std::fprintf(stderr, "paddockd: %zu configuration problem%s in %s\n", problems.size(),
+                     problems.size() == 1 ? "" : "s", file.empty() ? "the embedded default" : file.c_str());
         return kExitConfigError;
     }
+    std::printf("config OK: %s\n", summary.c_str());
+    return 0;
+}
+
+// Runs the broker until SIGTERM or SIGINT; the exit code.
+int serve(broker_config::BrokerConfig config)
+{
     setupLogging("paddockd", config.logLevel);
 
     // Signals are taken by sigwait on this thread: blocked here before any thread starts, so every
@@ -130,4 +122,38 @@ int main(int argc, char **argv)
     spdlog::info("received {}, shutting down", received == SIGTERM ? "SIGTERM" : "SIGINT");
     broker.stop();
     return 0;
+}
+
+} // namespace
+
+int main(int argc, char **argv)
+{
+    CLI::App app{"paddockd: the Paddock broker. Keeps every agent session's durable log, runs the agent loop one "
+                 "step at a time, and sends execution to sandboxes on paddock-pool hosts."};
+    Flags flags;
+    addFlags(app, flags);
+    CLI11_PARSE(app, argc, argv);
+
+    ConfigProblems problems;
+    broker_config::BrokerConfig config = broker_config::defaultBrokerConfig();
+    std::filesystem::path file = flags.configFile;
+    if (file.empty() && std::filesystem::exists(defaultConfigDir() / "broker.toml"))
+        file = defaultConfigDir() / "broker.toml";
+    if (!file.empty()) {
+        std::error_code ec;
+        if (!std::filesystem::is_regular_file(file, ec)) {
+            std::fprintf(stderr, "paddockd: config file %s does not exist or is not a file: pass an existing file to "
+                                 "--config, or leave --config out for the embedded default\n", file.c_str());
+            return kExitConfigError;
+        }
+        config = broker_config::loadBrokerConfig(file, config, problems);
+    }
+    applyFlags(flags, config, problems);
+    if (flags.checkConfig)
+        return checkOnly(config, problems, file);
+    if (!problems.empty()) {
+        printProblems(problems, "paddockd");
+        return kExitConfigError;
+    }
+    return serve(std::move(config));
 }

@@ -19,7 +19,7 @@
 #include <cstring>
 #include <optional>
 
-namespace paddock::server {
+namespace paddock::broker_config {
 
 namespace {
 
@@ -527,4 +527,4 @@ Status validateBrokerConfig(const BrokerConfig &config)
     return {};
 }
 
-} // namespace paddock::server
+} // namespace paddock::broker_config

@@ -15,7 +15,7 @@
 #include <string>
 #include <vector>
 
-namespace paddock::server {
+namespace paddock::broker_config {
 
 struct PoolEndpoint {
     std::string name;
@@ -87,4 +87,4 @@ Result<std::string> readPemFile(const std::string &owner, const char *key, const
 void validateBrokerConfig(const BrokerConfig &config, ConfigProblems &problems);
 Status validateBrokerConfig(const BrokerConfig &config);
 
-} // namespace paddock::server
+} // namespace paddock::broker_config

@@ -9,7 +9,7 @@
 
 #include <unistd.h>
 
-namespace paddock::server {
+namespace paddock::broker_config {
 
 namespace {
 
@@ -81,4 +81,4 @@ std::string checkBrokerConfig(const BrokerConfig &config, ConfigProblems &proble
     return summary;
 }
 
-} // namespace paddock::server
+} // namespace paddock::broker_config

@@ -14,10 +14,10 @@
 
 #include <string>
 
-namespace paddock::server {
+namespace paddock::broker_config {
 
 // Adds every problem found. Returns the summary printed after "config OK: " (which file, the pools
 // and how each is reached, the listeners, the data directory, the policy).
 std::string checkBrokerConfig(const BrokerConfig &config, ConfigProblems &problems);
 
-} // namespace paddock::server
+} // namespace paddock::broker_config

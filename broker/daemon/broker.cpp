@@ -21,9 +21,9 @@
 namespace paddock::daemon {
 
 using server::UnixListener;
-using server::isLocalEndpoint;
-using server::readPemFile;
-using server::validateBrokerConfig;
+using broker_config::isLocalEndpoint;
+using broker_config::readPemFile;
+using broker_config::validateBrokerConfig;
 
 namespace {
 
@@ -39,6 +39,28 @@ bool socketIsLive(const std::filesystem::path &path)
     const bool live = ::connect(fd, reinterpret_cast<sockaddr *>(&addr), sizeof addr) == 0;
     ::close(fd);
     return live;
+}
+
+// Each configured pool, connected with its TLS and token files, added to pools.
+Status addPools(const BrokerConfig &config, placement::PoolSet &pools)
+{
+    for (const auto &pool : config.pools) {
+        auto connection = loadPoolConnection(pool);
+        if (!connection)
+            return std::unexpected(connection.error());
+        const bool local = isLocalEndpoint(pool.endpoint);
+        spdlog::info("pool '{}' at {}: {}{}{}", pool.name, pool.endpoint,
+                     connection->caPem.empty() ? "plaintext" : connection->certPem.empty() ? "TLS" : "mutual TLS",
+                     connection->token.empty() ? "" : ", bearer token from " + pool.tokenFile.string(),
+                     local ? ", local execution" : "");
+        if (connection->caPem.empty() && !connection->token.empty() && !local)
+            spdlog::warn("pool '{}' at {}: the bearer token travels in plaintext; set tls_ca (and start the pool with "
+                         "--tls-cert/--tls-key)", pool.name, pool.endpoint);
+        const std::string transport = connection->caPem.empty() ? "plaintext" : connection->certPem.empty() ? "tls" : "mtls";
+        const bool token = !connection->token.empty();
+        pools.add(pool_client::makeGrpcPoolClient(std::move(*connection)), local, transport, token);
+    }
+    return {};
 }
 
 } // namespace
@@ -75,22 +97,8 @@ Status Broker::start()
     poolOptions.healthIntervalMs = m_config.poolHealthIntervalMs;
     poolOptions.lostAfterMs = m_config.poolLostAfterMs;
     parts->pools.setOptions(poolOptions);
-    for (const auto &pool : m_config.pools) {
-        auto connection = loadPoolConnection(pool);
-        if (!connection)
-            return std::unexpected(connection.error());
-        const bool local = isLocalEndpoint(pool.endpoint);
-        spdlog::info("pool '{}' at {}: {}{}{}", pool.name, pool.endpoint,
-                     connection->caPem.empty() ? "plaintext" : connection->certPem.empty() ? "TLS" : "mutual TLS",
-                     connection->token.empty() ? "" : ", bearer token from " + pool.tokenFile.string(),
-                     local ? ", local execution" : "");
-        if (connection->caPem.empty() && !connection->token.empty() && !local)
-            spdlog::warn("pool '{}' at {}: the bearer token travels in plaintext; set tls_ca (and start the pool with "
-                         "--tls-cert/--tls-key)", pool.name, pool.endpoint);
-        const std::string transport = connection->caPem.empty() ? "plaintext" : connection->certPem.empty() ? "tls" : "mtls";
-        const bool token = !connection->token.empty();
-        parts->pools.add(pool_client::makeGrpcPoolClient(std::move(*connection)), local, transport, token);
-    }
+    if (auto added = addPools(m_config, parts->pools); !added)
+        return added;
     if (parts->pools.anyLocal())
         spdlog::warn("local execution: agents' commands run on this machine (allow_local_execution = true)");
     parts->pools.startHealthChecks();

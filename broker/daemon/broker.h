@@ -12,7 +12,7 @@
 
 namespace paddock::daemon {
 
-using server::BrokerConfig;   // broker/config keeps the config's loader in paddock::server
+using broker_config::BrokerConfig;
 
 class Broker {
 public:

@@ -13,6 +13,31 @@
 
 namespace paddock::daemon {
 
+namespace {
+
+// propose_change with records, within policy or approved: [{key, value}, ...] into the agent's
+// durable records (UpdateAgent's rule: records given are set, the others kept).
+std::function<Status(const std::string &, const nlohmann::json &)> recordWriter(store::AgentStore *agentsStore)
+{
+    return [agentsStore](const std::string &name, const nlohmann::json &records) -> Status {
+        auto agent = agentsStore->get(name);
+        if (!agent)
+            return std::unexpected(agent.error());
+        if (!records.is_array())
+            return fail(ErrorCode::InvalidArgument, "a record change is a JSON list of {\"key\", \"value\"} objects");
+        agent->records.clear();
+        for (const auto &record : records) {
+            if (!record.is_object() || !record.contains("key") || !record["key"].is_string() || !record.contains("value"))
+                return fail(ErrorCode::InvalidArgument, "each record is an object with a string \"key\" and a \"value\"");
+            agent->records[record["key"].get<std::string>()] = record["value"].dump();
+        }
+        auto updated = agentsStore->update(*agent);
+        return updated ? Status{} : Status{std::unexpected(updated.error())};
+    };
+}
+
+} // namespace
+
 struct BrokerWiring::Parts {
     std::unique_ptr<llm::ModelRegistry> models;
     std::unique_ptr<secrets::SecretStore> secrets;   // outlives the engine and the service that use it
@@ -27,6 +52,26 @@ struct BrokerWiring::Parts {
     std::unique_ptr<engine::StepEngine> engine;
     std::unique_ptr<server::BrokerApi> api;
     bool stopped = false;
+
+    // What the four gRPC services are given of these parts.
+    server::ServiceOptions serviceOptions(const BrokerConfig &config,
+                                          std::shared_ptr<const auth::PrincipalMap> principals,
+                                          const llm::ModelRegistry &models) const
+    {
+        server::ServiceOptions serviceOptions;
+        serviceOptions.principals = std::move(principals);
+        serviceOptions.playbookDir = config.models.playbookDir;
+        serviceOptions.defaultTier = config.defaultTier;
+        serviceOptions.debugShellIdleTimeoutMs = config.debugShellIdleTimeoutMs;
+        serviceOptions.modelNames = models.names();
+        serviceOptions.secrets = secrets.get();
+        serviceOptions.decider = decider.get();
+        serviceOptions.decisions = decisions.get();
+        serviceOptions.costs = costs.get();
+        serviceOptions.reviews = reviews.get();
+        serviceOptions.budgets = budgets.get();
+        return serviceOptions;
+    }
 };
 
 BrokerWiring::BrokerWiring() : m_parts(std::make_unique<Parts>()) {}
@@ -116,39 +161,12 @@ Result<std::unique_ptr<BrokerWiring>> BrokerWiring::create(const BrokerConfig &c
     engineOptions.sandboxIdleReleaseMs = config.sandboxIdleReleaseMs;
     engineOptions.prices = config.prices;
     engineOptions.budgets = parts->budgets.get();
-    // propose_change with records, within policy or approved: [{key, value}, ...] into the agent's
-    // durable records (UpdateAgent's rule: records given are set, the others kept).
-    engineOptions.writeRecords = [agentsStore](const std::string &name, const nlohmann::json &records) -> Status {
-        auto agent = agentsStore->get(name);
-        if (!agent)
-            return std::unexpected(agent.error());
-        if (!records.is_array())
-            return fail(ErrorCode::InvalidArgument, "a record change is a JSON list of {\"key\", \"value\"} objects");
-        agent->records.clear();
-        for (const auto &record : records) {
-            if (!record.is_object() || !record.contains("key") || !record["key"].is_string() || !record.contains("value"))
-                return fail(ErrorCode::InvalidArgument, "each record is an object with a string \"key\" and a \"value\"");
-            agent->records[record["key"].get<std::string>()] = record["value"].dump();
-        }
-        auto updated = agentsStore->update(*agent);
-        return updated ? Status{} : Status{std::unexpected(updated.error())};
-    };
+    engineOptions.writeRecords = recordWriter(agentsStore);
     engineOptions.reviewPolicy = *reviewPolicy;
     parts->engine = std::make_unique<engine::StepEngine>(store, pools, lookup, engineOptions);
 
-    server::ServiceOptions serviceOptions;
-    serviceOptions.principals = std::move(principals);
-    serviceOptions.playbookDir = config.models.playbookDir;
-    serviceOptions.defaultTier = config.defaultTier;
-    serviceOptions.debugShellIdleTimeoutMs = config.debugShellIdleTimeoutMs;
-    serviceOptions.modelNames = models->names();
-    serviceOptions.secrets = parts->secrets.get();
-    serviceOptions.decider = parts->decider.get();
-    serviceOptions.decisions = parts->decisions.get();
-    serviceOptions.costs = parts->costs.get();
-    serviceOptions.reviews = parts->reviews.get();
-    serviceOptions.budgets = parts->budgets.get();
-    parts->api = std::make_unique<server::BrokerApi>(store, *parts->hub, pools, lookup, serviceOptions);
+    parts->api = std::make_unique<server::BrokerApi>(store, *parts->hub, pools, lookup,
+                                                     parts->serviceOptions(config, std::move(principals), *models));
     return core;
 }
 

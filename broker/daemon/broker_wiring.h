@@ -25,7 +25,7 @@ class StreamHub;
 
 namespace paddock::daemon {
 
-using server::BrokerConfig;   // broker/config keeps the config's loader in paddock::server
+using broker_config::BrokerConfig;
 
 class BrokerWiring {
 public:

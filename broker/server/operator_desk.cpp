@@ -77,6 +77,41 @@ void fill(const pool_client::PostMortemInfo &pm, v1::PostMortem *out, const secr
     out->set_snapshot_ms(pm.snapshotMs);
 }
 
+// debug_shell.exec's payload: what ran, in which shell, for whom, and how it ended.
+json execRecord(const v1::DebugShell &shell, const std::vector<std::string> &argv, const std::string &by,
+                const std::string &clientUser, const Result<pool_client::ExecOutcome> &outcome)
+{
+    json payload{{"shell_id", shell.shell_id()}, {"pool", shell.pool()}, {"sandbox_id", shell.sandbox_id()},
+                 {"argv", argv}, {"by", by}};
+    if (!clientUser.empty())
+        payload["client_user"] = clientUser;
+    if (outcome) {
+        payload["exit_code"] = outcome->exitCode;
+        payload["signal"] = outcome->signal;
+        payload["duration_ms"] = outcome->durationMs;
+        payload["stdout_bytes"] = outcome->stdoutData.size();
+        payload["stderr_bytes"] = outcome->stderrData.size();
+        if (!outcome->reason.empty())
+            payload["reason"] = outcome->reason;
+    } else {
+        payload["error"] = outcome.error().message;
+    }
+    return payload;
+}
+
+// The last message of a DebugExec stream: how the command ended.
+v1::ExecResponse exitMessage(const pool_client::ExecOutcome &outcome)
+{
+    v1::ExecResponse last;
+    auto *exit = last.mutable_exit();
+    exit->set_exit_code(outcome.exitCode);
+    exit->set_signal(outcome.signal);
+    exit->set_duration_ms(outcome.durationMs);
+    exit->set_timed_out(outcome.timedOut);
+    exit->set_reason(outcome.reason);
+    return last;
+}
+
 } // namespace
 
 OperatorDesk::OperatorDesk(store::EventStore &store, const placement::PoolSet &pools, OperatorOptions options)
@@ -456,21 +491,7 @@ grpc::ServerWriteReactor<v1::ExecResponse> *OperatorDesk::debugExec(grpc::Callba
         });
         send(1, outStream.finish());
         send(2, errStream.finish());
-        json payload{{"shell_id", shell.info.shell_id()}, {"pool", shell.info.pool()}, {"sandbox_id", spec.sandboxId},
-                     {"argv", spec.argv}, {"by", by}};
-        if (!clientUser.empty())
-            payload["client_user"] = clientUser;
-        if (outcome) {
-            payload["exit_code"] = outcome->exitCode;
-            payload["signal"] = outcome->signal;
-            payload["duration_ms"] = outcome->durationMs;
-            payload["stdout_bytes"] = outcome->stdoutData.size();
-            payload["stderr_bytes"] = outcome->stderrData.size();
-            if (!outcome->reason.empty())
-                payload["reason"] = outcome->reason;
-        } else {
-            payload["error"] = outcome.error().message;
-        }
+        const json payload = execRecord(shell.info, spec.argv, by, clientUser, outcome);
         // Recorded before the caller hears the exit: what the log says is what was run.
         const auto recorded = audit(shell.info.session_id(), "debug_shell.exec", payload);
         if (!recorded)
@@ -481,14 +502,7 @@ grpc::ServerWriteReactor<v1::ExecResponse> *OperatorDesk::debugExec(grpc::Callba
             writer->finish(rpc::toGrpcStatus(outcome.error()));
             return;
         }
-        v1::ExecResponse last;
-        auto *exit = last.mutable_exit();
-        exit->set_exit_code(outcome->exitCode);
-        exit->set_signal(outcome->signal);
-        exit->set_duration_ms(outcome->durationMs);
-        exit->set_timed_out(outcome->timedOut);
-        exit->set_reason(outcome->reason);
-        writer->push(std::move(last));
+        writer->push(exitMessage(*outcome));
         writer->finish(recorded ? grpc::Status::OK
                                 : grpc::Status(grpc::StatusCode::INTERNAL, "the command ran but the audit record failed: " +
                                                                               recorded.error().message));

@@ -20,7 +20,7 @@ using namespace paddock;
 
 std::vector<ConfigSection> allSections()
 {
-    std::vector<ConfigSection> out = server::brokerConfigSections();
+    std::vector<ConfigSection> out = broker_config::brokerConfigSections();
     for (const auto *list : {&pool::poolConfigSections(), &policy::policySections(), &review::reviewPolicySections()})
         out.insert(out.end(), list->begin(), list->end());
     return out;

@@ -18,7 +18,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         out.write(reinterpret_cast<const char *>(data), static_cast<std::streamsize>(size));
     }
     paddock::ConfigProblems problems;
-    const auto config = paddock::server::loadBrokerConfig(file, paddock::server::defaultBrokerConfig(), problems);
+    const auto config = paddock::broker_config::loadBrokerConfig(file, paddock::broker_config::defaultBrokerConfig(), problems);
     (void)config.pools.size();
     (void)problems.size();
     return 0;

@@ -20,7 +20,7 @@ struct InProcessBroker::Serving {
 };
 
 InProcessBroker::InProcessBroker(std::filesystem::path dir, std::filesystem::path playbookDir)
-    : m_dir(std::move(dir)), m_config(server::defaultBrokerConfig())
+    : m_dir(std::move(dir)), m_config(broker_config::defaultBrokerConfig())
 {
     m_config.configFile = m_dir / "broker.toml";   // the secrets file is found next to it: in dir
     m_config.dataDir = m_dir;

@@ -53,7 +53,7 @@ public:
     void addPool(const std::string &name, const std::string &endpoint);
     // paddockd's configuration of this broker, to change before start() (default tier, policy_file,
     // workers, prices...); dataDir, socket and playbook directory are the test's.
-    server::BrokerConfig &config() { return m_config; }
+    broker_config::BrokerConfig &config() { return m_config; }
     // Step workers take the sessions (before start()); give it a pool with their tiers.
     void runSteps(bool run) { m_runSteps = run; }
     // Who may call (before start()); default: this process's user is admin.
@@ -63,7 +63,7 @@ public:
 private:
     struct Serving;
     std::filesystem::path m_dir;
-    server::BrokerConfig m_config;
+    broker_config::BrokerConfig m_config;
     bool m_runSteps = false;
     std::unique_ptr<store::EventStore> m_store;
     placement::PoolSet m_pools;

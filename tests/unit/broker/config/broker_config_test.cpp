@@ -14,7 +14,7 @@
 #include <ifaddrs.h>
 #include <netinet/in.h>
 
-namespace paddock::server {
+namespace paddock::broker_config {
 namespace {
 
 class BrokerConfigTest : public ::testing::Test {
@@ -339,4 +339,4 @@ TEST_F(BrokerConfigTest, CheckOfACleanConfigSummarisesIt)
 }
 
 } // namespace
-} // namespace paddock::server
+} // namespace paddock::broker_config

@@ -22,10 +22,12 @@
 #include <fstream>
 #include <sstream>
 
-namespace paddock::server {
+namespace paddock::daemon {
 namespace {
 
 using namespace std::chrono_literals;
+using broker_config::defaultBrokerConfig;
+using broker_config::validateBrokerConfig;
 namespace fs = std::filesystem;
 
 std::string readFile(const fs::path &path)
@@ -378,4 +380,4 @@ TEST_F(BrokerTlsTest, HealthAndReflectionNameEachOfTheFourServices)
 }
 
 } // namespace
-} // namespace paddock::server
+} // namespace paddock::daemon
