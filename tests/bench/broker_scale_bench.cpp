@@ -59,7 +59,9 @@ int main(int argc, char **argv)
                                      (dir / "pool").string(), "--config", (dir / "pool.toml").string(),
                                      "--log-level", "warn"},
                                     dir / "pool.log");
-    const std::string socket = (dir / "broker.sock").string();
+    // The socket in a directory of its own: paddockd makes its socket's directory 0700, and the
+    // pool's sandboxes (host uids of their own) must still pass through `dir` to their workspaces.
+    const std::string socket = (dir / "run" / "broker.sock").string();
     auto broker = test::Daemon::start({test::binaryPath("paddockd").string(), "--data-dir", (dir / "data").string(),
                                        "--socket", socket, "--pool", "local=" + endpoint, "--allow-local-execution",
                                        "--workers", std::to_string(workers), "--log-level", "warn"},
