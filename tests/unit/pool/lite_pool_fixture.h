@@ -3,51 +3,30 @@
 // A real SandboxPool with one "lite" bwrap tier in a temporary state directory, for the tests that
 // need real sandboxes and cgroups (pool_cgroup_test, pool_post_mortem_test). The test's SetUp
 // decides what to skip, then calls createPool and starts the pool; serve() puts a PoolService on
-// loopback when the test goes through gRPC. Threads: the test's thread only.
+// loopback when the test goes through gRPC. The pool, the directory and the service are
+// tests/support's InProcessPool and ServedPool. Threads: the test's thread only.
 
 #include "pool/core/sandbox_pool.h"
-#include "pool/server/pool_service.h"
+#include "tests/support/served_pool.h"
+#include "tests/support/started_pool.h"
 
 #include "paddock/v1/pool.grpc.pb.h"
 
 #include <grpcpp/grpcpp.h>
 #include <gtest/gtest.h>
 
-#include <chrono>
-#include <filesystem>
-#include <stdlib.h>
-#include <sys/stat.h>
-
 namespace paddock {
 
 class LitePoolTest : public ::testing::Test {
 protected:
-    // Creates (does not start) a pool from config, whose stateDir and initPath it sets. A fatal
-    // failure leaves m_pool null: call it inside ASSERT_NO_FATAL_FAILURE.
-    void createPool(pool::PoolConfig config)
+    // Creates (does not start) the pool: one lite bwrap tier, 1 warm of at most 8, one core, and
+    // these limits; an empty poolId keeps the default. A fatal failure leaves m_pool null: call
+    // it inside ASSERT_NO_FATAL_FAILURE.
+    void createPool(int64_t memoryBytes, int64_t pids, std::string poolId = {})
     {
-        char tmpl[] = "/tmp/paddock-lite-pool-test-XXXXXX";
-        ASSERT_NE(::mkdtemp(tmpl), nullptr);
-        ::chmod(tmpl, 0711);   // sandbox uids pass through to their workspaces
-        m_dir = tmpl;
-        config.stateDir = m_dir / "state";
-        config.initPath = PADDOCK_SANDBOX_INIT;
-        auto created = pool::SandboxPool::create(std::move(config));
-        ASSERT_TRUE(created) << created.error().message;
-        m_pool = std::move(*created);
-    }
-
-    void TearDown() override
-    {
-        if (m_server)
-            m_server->Shutdown(std::chrono::system_clock::now() + std::chrono::seconds(5));
-        if (m_pool)
-            m_pool->shutdown();
-        if (m_service)
-            m_service->stop();
-        std::error_code ec;
-        if (!m_dir.empty())
-            std::filesystem::remove_all(m_dir, ec);
+        const pool::TierConfig lite{"lite", "bwrap", 1, 8, 1.0, memoryBytes, pids};
+        ASSERT_NO_FATAL_FAILURE(m_inProcess.create("paddock-lite-pool-test", test::testPoolConfig({lite}, std::move(poolId))));
+        m_pool = &m_inProcess.pool();
     }
 
     std::string claim(const std::string &session = "lite-session")
@@ -75,20 +54,18 @@ protected:
     // A PoolService over m_pool on an ephemeral loopback port, and a stub talking to it.
     std::unique_ptr<v1::PoolService::Stub> serve()
     {
-        m_service = std::make_unique<pool::PoolService>(*m_pool);
-        grpc::ServerBuilder builder;
-        int port = 0;
-        builder.AddListeningPort("127.0.0.1:0", grpc::InsecureServerCredentials(), &port);
-        builder.RegisterService(m_service.get());
-        m_server = builder.BuildAndStart();
-        EXPECT_NE(port, 0);
-        return v1::PoolService::NewStub(grpc::CreateChannel("127.0.0.1:" + std::to_string(port), grpc::InsecureChannelCredentials()));
+        m_served = std::make_unique<test::ServedPool>(m_inProcess);
+        m_server = m_served->server();
+        EXPECT_NE(m_served->port(), 0);
+        return m_served->stub();
     }
 
-    std::filesystem::path m_dir;
-    std::unique_ptr<pool::SandboxPool> m_pool;
-    std::unique_ptr<pool::PoolService> m_service;
-    std::unique_ptr<grpc::Server> m_server;
+    // Ended in reverse: the server, the pool and the service's workers (ServedPool), then the
+    // pool's object and its directory (InProcessPool).
+    test::InProcessPool m_inProcess;
+    pool::SandboxPool *m_pool = nullptr;
+    std::unique_ptr<test::ServedPool> m_served;
+    grpc::Server *m_server = nullptr;
 };
 
 } // namespace paddock

@@ -81,9 +81,7 @@ protected:
             GTEST_SKIP() << "cgroups cannot be written: the test does not run as root";
         if (hostCgroups().expected() == "none")
             GTEST_SKIP() << "no cgroup hierarchy with the memory controller on this host";
-        pool::PoolConfig config;
-        config.tiers.push_back(pool::TierConfig{"lite", "bwrap", 1, 8, 1.0, kMemoryLimit, kPidsLimit});
-        ASSERT_NO_FATAL_FAILURE(createPool(std::move(config)));
+        ASSERT_NO_FATAL_FAILURE(createPool(kMemoryLimit, kPidsLimit));
         ASSERT_TRUE(m_pool->cgroupsEnforced()) << "running as root on a host with cgroups, the pool must enforce them";
         m_pool->start();
     }

@@ -13,6 +13,7 @@
 #include "pool/init/seccomp_policy.h"
 #include "pool/runtimes/minimal_etc.h"
 #include "tests/support/started_pool.h"
+#include "tests/support/tier_cases.h"
 
 #include <gtest/gtest.h>
 
@@ -31,13 +32,7 @@ using namespace paddock;
 
 namespace {
 
-struct TierCase {
-    std::string tier;
-    std::string runtime;
-};
-
-std::string caseName(const ::testing::TestParamInfo<TierCase> &info) { return info.param.tier; }
-void PrintTo(const TierCase &c, std::ostream *os) { *os << c.tier << " (" << c.runtime << ")"; }
+using test::TierCase;
 
 // Where docs/deployment.md tells operators to keep the pool's TLS key and bearer token.
 const fs::path kSecretDir = "/etc/paddock";
@@ -87,25 +82,17 @@ struct Harness {
             return;
         }
         bait = std::make_unique<HostBait>();
-        pool::PoolConfig config;
-        config.initPath = PADDOCK_SANDBOX_INIT;
-        config.poolId = "host-iso-" + std::to_string(::getpid());
-        pool::TierConfig tier;
-        tier.name = c.tier;
-        tier.runtime = c.runtime;
-        tier.warmCount = 0;
-        tier.maxCount = 4;
-        tier.memoryBytes = 512ll << 20;
-        tier.diskBytes = 64ll << 20;
-        config.tiers.push_back(tier);
-        started = std::make_unique<test::StartedPool>("paddock-host-iso", config);
+        const pool::TierConfig tier{.name = c.tier, .runtime = c.runtime, .warmCount = 0, .maxCount = 4,
+                                    .memoryBytes = 512ll << 20, .diskBytes = 64ll << 20};
+        started = std::make_unique<test::StartedPool>(
+            "paddock-host-iso", test::testPoolConfig({tier}, "host-iso-" + std::to_string(::getpid())));
         sandboxPool = &started->pool();
     }
 };
 
-std::map<std::string, std::unique_ptr<Harness>> &harnesses()
+test::HarnessPerTier<Harness> &harnesses()
 {
-    static std::map<std::string, std::unique_ptr<Harness>> all;
+    static test::HarnessPerTier<Harness> all;
     return all;
 }
 
@@ -115,12 +102,10 @@ protected:
 
     void SetUp() override
     {
-        auto &h = harnesses()[GetParam().tier];
-        if (!h)
-            h = std::make_unique<Harness>(GetParam());
-        if (!h->skipReason.empty())
-            GTEST_SKIP() << h->skipReason;
-        m_harness = h.get();
+        Harness &h = harnesses().of(GetParam());
+        if (!h.skipReason.empty())
+            GTEST_SKIP() << h.skipReason;
+        m_harness = &h;
         m_id = claim();
         ASSERT_FALSE(m_id.empty());
     }
@@ -331,9 +316,7 @@ TEST_P(HostIsolation, WhatAgentsRunStillWorks)
     EXPECT_EQ(sh("test -s /etc/ssl/certs/ca-certificates.crt && echo bundle").out, "bundle\n") << "the CA bundle for HTTPS";
 }
 
-INSTANTIATE_TEST_SUITE_P(Tiers, HostIsolation,
-                         ::testing::Values(TierCase{"lite", "bwrap"}, TierCase{"standard", "runsc"}, TierCase{"oci", "crun"}),
-                         caseName);
+INSTANTIATE_TEST_SUITE_P(Tiers, HostIsolation, test::everyTier(), test::tierCaseName);
 
 TEST(SeccompPolicy, EveryGroupNamesItsReasonAndKnownCalls)
 {

@@ -28,10 +28,7 @@ protected:
     {
         if (::geteuid() != 0)
             GTEST_SKIP() << "cgroups cannot be written: the test does not run as root";
-        pool::PoolConfig config;
-        config.poolId = "pm-test";
-        config.tiers.push_back(pool::TierConfig{"lite", "bwrap", 1, 8, 1.0, kMemoryLimit, 128});
-        ASSERT_NO_FATAL_FAILURE(createPool(std::move(config)));
+        ASSERT_NO_FATAL_FAILURE(createPool(kMemoryLimit, 128, "pm-test"));
         if (!m_pool->cgroupsEnforced())
             GTEST_SKIP() << "no writable cgroup hierarchy: no OOM kills to name";
         m_pool->start();

@@ -2,6 +2,7 @@
 // message, and on SIGTERM drains, releases every sandbox and exits 0.
 
 #include "broker/pool_client/grpc_pool_client.h"
+#include "tests/support/pool_temp_dir.h"
 
 #include <gtest/gtest.h>
 
@@ -61,17 +62,10 @@ class PoolProcess : public ::testing::Test {
 protected:
     void SetUp() override
     {
-        char tmpl[] = "/tmp/paddock-pool-proc-XXXXXX";
-        ASSERT_NE(::mkdtemp(tmpl), nullptr);
-        ::chmod(tmpl, 0711);   // sandbox uids pass through to their workspaces
-        m_dir = tmpl;
+        ASSERT_NO_FATAL_FAILURE(m_tempDir.make("paddock-pool-proc"));
+        m_dir = m_tempDir.path();
         fs::create_directories(m_dir / "config/paddock");
         std::ofstream(m_dir / "config/paddock/pool.toml") << "log_level = \"warn\"\n[[tier]]\nname = \"lite\"\nwarm_count = 1\nmax_count = 4\n";
-    }
-    void TearDown() override
-    {
-        std::error_code ec;
-        fs::remove_all(m_dir, ec);
     }
 
     // Starts paddock-pool with XDG_CONFIG_HOME in the temp dir; stderr goes to a file.
@@ -107,6 +101,7 @@ protected:
         return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
     }
 
+    test::PoolTempDir m_tempDir;   // removed with the fixture
     fs::path m_dir;
 };
 

@@ -8,9 +8,10 @@
 #include "pool/init/init_client.h"
 #include "pool/runtimes/oci_runtime.h"
 #include "tests/support/cpu_weight.h"
-#include "tests/support/pool_cgroups.h"
+#include "tests/support/loopback_listener.h"
 #include "tests/support/proc_file.h"
 #include "tests/support/started_pool.h"
+#include "tests/support/tier_cases.h"
 
 #include <gtest/gtest.h>
 
@@ -43,15 +44,7 @@ namespace {
 constexpr int64_t kMemoryLimit = 256ll << 20;
 constexpr int64_t kDiskLimit = 8ll << 20;   // each sandbox directory's btrfs qgroup limit
 
-struct TierCase {
-    std::string tier;
-    std::string runtime;
-};
-
-std::string caseName(const ::testing::TestParamInfo<TierCase> &info) { return info.param.tier; }
-
-// What ctest lists and a failure prints: "lite (bwrap)", not the struct's bytes.
-void PrintTo(const TierCase &c, std::ostream *os) { *os << c.tier << " (" << c.runtime << ")"; }
+using test::TierCase;
 
 std::string halfTier(const TierCase &c) { return c.tier + "-half"; }
 
@@ -69,36 +62,26 @@ struct Harness {
                          "); scripts/setup-deps installs it";
             return;
         }
-        pool::PoolConfig config;
-        config.initPath = PADDOCK_SANDBOX_INIT;
-        config.poolId = "rt-test-" + std::to_string(::getpid());
-        pool::TierConfig tier;
-        tier.name = c.tier;
-        tier.runtime = c.runtime;
-        tier.warmCount = 1;
-        tier.maxCount = 8;
-        tier.cpu = 1;
-        tier.memoryBytes = kMemoryLimit;
-        tier.pids = 256;
-        tier.diskBytes = kDiskLimit;
-        config.tiers.push_back(tier);
+        const pool::TierConfig tier{.name = c.tier, .runtime = c.runtime, .warmCount = 1, .maxCount = 8, .cpu = 1,
+                                    .memoryBytes = kMemoryLimit, .pids = 256, .diskBytes = kDiskLimit};
         // The same runtime at half a core, started cold when a test claims it (CpuThrottlingIsSampled).
-        tier.name = halfTier(c);
-        tier.cpu = 0.5;
-        tier.warmCount = 0;
-        tier.maxCount = 1;
-        config.tiers.push_back(tier);
-        started = std::make_unique<test::StartedPool>("paddock-rt-test", config);
+        pool::TierConfig half = tier;
+        half.name = halfTier(c);
+        half.cpu = 0.5;
+        half.warmCount = 0;
+        half.maxCount = 1;
+        started = std::make_unique<test::StartedPool>(
+            "paddock-rt-test", test::testPoolConfig({tier, half}, "rt-test-" + std::to_string(::getpid())));
         sandboxPool = &started->pool();
     }
 };
 
-std::map<std::string, std::unique_ptr<Harness>> &harnesses()
+test::HarnessPerTier<Harness> &harnesses()
 {
     // The pools make their cgroups under this process's: a weighted one, so that a sandbox gets
     // its cpu quota on a busy host (CpuThrottlingIsSampled). Made first, so it outlives the pools.
     static test::CpuWeight weight;
-    static std::map<std::string, std::unique_ptr<Harness>> all;
+    static test::HarnessPerTier<Harness> all;
     return all;
 }
 
@@ -108,12 +91,10 @@ protected:
 
     void SetUp() override
     {
-        auto &h = harnesses()[GetParam().tier];
-        if (!h)
-            h = std::make_unique<Harness>(GetParam());
-        if (!h->skipReason.empty())
-            GTEST_SKIP() << h->skipReason;
-        m_harness = h.get();
+        Harness &h = harnesses().of(GetParam());
+        if (!h.skipReason.empty())
+            GTEST_SKIP() << h.skipReason;
+        m_harness = &h;
         auto c = pool().claim(GetParam().tier, "isolation-test", "");
         ASSERT_TRUE(c) << c.error().message;
         EXPECT_EQ(c->runtime, GetParam().runtime);
@@ -149,20 +130,6 @@ protected:
     Harness *m_harness = nullptr;
     std::string m_id;
 };
-
-int listenOnLoopback(int &port)
-{
-    int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-    sockaddr_in addr {};
-    addr.sin_family = AF_INET;
-    addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-    if (::bind(fd, reinterpret_cast<sockaddr *>(&addr), sizeof addr) != 0 || ::listen(fd, 16) != 0)
-        return -1;
-    socklen_t len = sizeof addr;
-    ::getsockname(fd, reinterpret_cast<sockaddr *>(&addr), &len);
-    port = ntohs(addr.sin_port);
-    return fd;
-}
 
 // Host processes whose command line mentions `needle`.
 std::vector<pid_t> processesMentioning(const std::string &needle)
@@ -242,7 +209,7 @@ TEST_P(TierIsolation, TheInitsSocketCannotBeReplacedFromInside)
 TEST_P(TierIsolation, HostLoopbackIsUnreachable)
 {
     int port = 0;
-    int fd = listenOnLoopback(port);
+    int fd = test::listenOnLoopback(port);
     ASSERT_GE(fd, 0);
     const std::string connect = "import socket; s=socket.create_connection(('127.0.0.1', " + std::to_string(port) +
                                 "), timeout=2); print('connected')";
@@ -479,9 +446,7 @@ TEST_P(TierIsolation, DiskLimitIsEnforced)
     EXPECT_NE(sh("head -c 8388608 /dev/zero > /workspace/over && sync /workspace/over").exit.exitCode, 0);
 }
 
-INSTANTIATE_TEST_SUITE_P(Tiers, TierIsolation,
-                         ::testing::Values(TierCase{"lite", "bwrap"}, TierCase{"standard", "runsc"}, TierCase{"oci", "crun"}),
-                         caseName);
+INSTANTIATE_TEST_SUITE_P(Tiers, TierIsolation, test::everyTier(), test::tierCaseName);
 
 // Allowlist tiers on every runtime: a command's HTTP request leaves the sandbox only through the
 // pool's egress proxy (the socket the runtime binds in, the init's forwarder), which refuses the
@@ -495,27 +460,14 @@ TEST_P(TierEgress, RequestsGoThroughTheProxyWhichRefusesTheHostsLoopback)
     if (!pool::makeRuntime(GetParam().runtime))
         GTEST_SKIP() << "runtime '" << GetParam().runtime << "' is not on this machine; scripts/setup-deps installs it";
     int port = 0;
-    int listenFd = listenOnLoopback(port);
+    int listenFd = test::listenOnLoopback(port);
     ASSERT_GE(listenFd, 0);
-    char tmpl[] = "/tmp/paddock-rt-egress-XXXXXX";
-    ASSERT_NE(::mkdtemp(tmpl), nullptr);
-    ::chmod(tmpl, 0711);   // sandbox uids pass through to their workspaces
-    const fs::path dir = tmpl;
-    pool::PoolConfig config;
-    config.stateDir = dir / "state";
-    config.initPath = PADDOCK_SANDBOX_INIT;
-    config.poolId = "rt-egress-" + std::to_string(::getpid());
-    pool::TierConfig tier;
-    tier.name = GetParam().tier;
-    tier.runtime = GetParam().runtime;
-    tier.warmCount = 0;
-    tier.network = "allowlist";
-    tier.allowlist = {"allowed.test"};
-    config.tiers.push_back(tier);
-    auto created = pool::SandboxPool::create(config);
-    ASSERT_TRUE(created) << created.error().message;
-    std::unique_ptr<pool::SandboxPool> owned = std::move(*created);
-    auto &sandboxPool = *owned;
+    const pool::TierConfig tier{.name = GetParam().tier, .runtime = GetParam().runtime, .warmCount = 0,
+                                .network = "allowlist", .allowlist = {"allowed.test"}};
+    test::InProcessPool owned(test::PoolCgroupDirs::Remove);
+    ASSERT_NO_FATAL_FAILURE(
+        owned.create("paddock-rt-egress", test::testPoolConfig({tier}, "rt-egress-" + std::to_string(::getpid()))));
+    auto &sandboxPool = owned.pool();
     sandboxPool.start();
     auto claimed = sandboxPool.claim(tier.name, "egress-test", "");
     ASSERT_TRUE(claimed) << claimed.error().message;
@@ -536,14 +488,9 @@ TEST_P(TierEgress, RequestsGoThroughTheProxyWhichRefusesTheHostsLoopback)
     pollfd pfd {listenFd, POLLIN, 0};
     EXPECT_EQ(::poll(&pfd, 1, 0), 0) << "the host's loopback server was reached";
     ::close(listenFd);
-    test::endPoolAndItsCgroups(owned);
-    std::error_code ec;
-    fs::remove_all(dir, ec);
 }
 
-INSTANTIATE_TEST_SUITE_P(Tiers, TierEgress,
-                         ::testing::Values(TierCase{"lite", "bwrap"}, TierCase{"standard", "runsc"}, TierCase{"oci", "crun"}),
-                         caseName);
+INSTANTIATE_TEST_SUITE_P(Tiers, TierEgress, test::everyTier(), test::tierCaseName);
 
 TEST(MakeRuntime, UnknownOrMissingRuntimesAreClearStartErrors)
 {
@@ -555,13 +502,8 @@ TEST(MakeRuntime, UnknownOrMissingRuntimesAreClearStartErrors)
     // A runtime whose binary is not on PATH: the pool refuses to start, naming the tier and the fix.
     const std::string savedPath = std::getenv("PATH") ? std::getenv("PATH") : "";
     ::setenv("PATH", "/nonexistent-paddock-bin", 1);
-    pool::PoolConfig config;
+    pool::PoolConfig config = test::testPoolConfig({pool::TierConfig{.name = "standard", .runtime = "runsc"}});
     config.stateDir = fs::temp_directory_path() / ("paddock-rt-missing-" + std::to_string(::getpid()));
-    config.initPath = PADDOCK_SANDBOX_INIT;
-    pool::TierConfig tier;
-    tier.name = "standard";
-    tier.runtime = "runsc";
-    config.tiers.push_back(tier);
     auto created = pool::SandboxPool::create(config);
     ::setenv("PATH", savedPath.c_str(), 1);
     ASSERT_FALSE(created);
@@ -617,10 +559,9 @@ TEST(PoolKilled, NoSandboxOfAnyRuntimeOutlivesAKillNineOfThePool)
     for (const std::string runtime : {"bwrap", "runsc", "crun"})
         if (pool::makeRuntime(runtime) && ++tierCount)
             tiers += "[[tier]]\nname = \"t-" + runtime + "\"\nruntime = \"" + runtime + "\"\nwarm_count = 1\n";
-    char tmpl[] = "/tmp/paddock-rt-kill-XXXXXX";
-    ASSERT_NE(::mkdtemp(tmpl), nullptr);
-    ::chmod(tmpl, 0711);   // sandbox uids pass through to their workspaces
-    const fs::path dir = tmpl;
+    test::PoolTempDir tempDir;
+    ASSERT_NO_FATAL_FAILURE(tempDir.make("paddock-rt-kill"));
+    const fs::path dir = tempDir.path();
     std::ofstream(dir / "pool.toml") << "log_level = \"warn\"\n" << tiers;
     auto startPool = [&] {
         pid_t pid = ::fork();
@@ -682,8 +623,6 @@ TEST(PoolKilled, NoSandboxOfAnyRuntimeOutlivesAKillNineOfThePool)
     EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << "status " << status;
     EXPECT_EQ(mountsUnder(), 0u);
     EXPECT_FALSE(fs::exists(dir / "state" / "workspaces.btrfs")) << "a clean shutdown deletes the workspace image";
-    std::error_code ec;
-    fs::remove_all(dir, ec);
 }
 
 TEST(SpawnPriority, SandboxesOfARealTimePoolRunAtNormalPriority)
@@ -701,10 +640,9 @@ TEST(SpawnPriority, SandboxesOfARealTimePoolRunAtNormalPriority)
         auto runtime = pool::makeRuntime(name);   // its spawner thread inherits SCHED_FIFO
         if (!runtime)
             continue;
-        char tmpl[] = "/tmp/paddock-rt-prio-XXXXXX";
-        ASSERT_NE(::mkdtemp(tmpl), nullptr);
-        ::chmod(tmpl, 0711);   // sandbox uids pass through to their workspaces
-        const fs::path dir = tmpl;
+        test::PoolTempDir tempDir;
+        ASSERT_NO_FATAL_FAILURE(tempDir.make("paddock-rt-prio"));
+        const fs::path dir = tempDir.path();
         pool::SandboxSpec spec;
         spec.id = "prio-" + std::to_string(::getpid());
         spec.workspaceDir = dir / "workspace";
@@ -722,8 +660,6 @@ TEST(SpawnPriority, SandboxesOfARealTimePoolRunAtNormalPriority)
         ASSERT_TRUE(r) << r.error().message;
         EXPECT_EQ(out, std::to_string(SCHED_OTHER) + "\n") << name << ": the sandbox inherited a real-time policy";
         (*sandbox)->kill();
-        std::error_code ec;
-        fs::remove_all(dir, ec);
     }
     ::pthread_setschedparam(::pthread_self(), oldPolicy, &oldParam);
 }

@@ -3,8 +3,10 @@
 
 #include "broker/pool_client/grpc_pool_client.h"
 #include "pool/core/sandbox_pool.h"
-#include "pool/server/pool_service.h"
 #include "tests/support/proc_file.h"
+#include "tests/support/loopback_listener.h"
+#include "tests/support/served_pool.h"
+#include "tests/support/started_pool.h"
 
 #include <grpcpp/grpcpp.h>
 #include <gtest/gtest.h>
@@ -28,48 +30,21 @@ using namespace paddock;
 namespace {
 
 struct PoolHarness {
-    fs::path dir;
-    std::unique_ptr<pool::SandboxPool> sandboxPool;
-    std::unique_ptr<pool::PoolService> service;
-    std::unique_ptr<grpc::Server> server;
+    test::InProcessPool inProcess;
+    std::unique_ptr<test::ServedPool> served;   // ends the server, the pool, then the service
+    pool::SandboxPool *sandboxPool = nullptr;
     std::unique_ptr<pool_client::PoolClient> client;
-    int port = 0;
 
     PoolHarness()
     {
         // A variable only the test process has: it must never show up inside a sandbox.
         ::setenv("PADDOCK_TEST_HOST_ONLY_VAR", "leaked-if-you-see-this", 1);
-        char tmpl[] = "/tmp/paddock-pool-test-XXXXXX";
-        if (!::mkdtemp(tmpl))
-            std::abort();
-        ::chmod(tmpl, 0711);   // sandbox uids pass through to their workspaces
-        dir = tmpl;
-        pool::PoolConfig config;
-        config.stateDir = dir / "state";
-        config.initPath = PADDOCK_SANDBOX_INIT;
-        config.tiers.push_back(pool::TierConfig{"lite", "bwrap", 2, 16, 0.5, 512ll << 20});
-        auto created = pool::SandboxPool::create(config);
-        if (!created) {
-            std::fprintf(stderr, "cannot create the pool: %s\n", created.error().message.c_str());
-            std::abort();
-        }
-        sandboxPool = std::move(*created);
-        service = std::make_unique<pool::PoolService>(*sandboxPool);
-        grpc::ServerBuilder builder;
-        builder.AddListeningPort("127.0.0.1:0", grpc::InsecureServerCredentials(), &port);
-        builder.RegisterService(service.get());
-        server = builder.BuildAndStart();
+        const pool::TierConfig lite{"lite", "bwrap", 2, 16, 0.5, 512ll << 20};
+        inProcess.createOrAbort("paddock-pool-test", test::testPoolConfig({lite}));
+        sandboxPool = &inProcess.pool();
+        served = std::make_unique<test::ServedPool>(inProcess);
         sandboxPool->start();
-        client = pool_client::makeGrpcPoolClient("test", "127.0.0.1:" + std::to_string(port));
-    }
-
-    ~PoolHarness()
-    {
-        server->Shutdown(std::chrono::system_clock::now() + std::chrono::seconds(5));
-        sandboxPool->shutdown();
-        service->stop();
-        std::error_code ec;
-        fs::remove_all(dir, ec);
+        client = pool_client::makeGrpcPoolClient("test", served->address());
     }
 };
 
@@ -113,20 +88,6 @@ protected:
     std::string m_id;
 };
 
-int listenOnLoopback(int &port)
-{
-    int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-    sockaddr_in addr {};
-    addr.sin_family = AF_INET;
-    addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-    if (::bind(fd, reinterpret_cast<sockaddr *>(&addr), sizeof addr) != 0 || ::listen(fd, 16) != 0)
-        return -1;
-    socklen_t len = sizeof addr;
-    ::getsockname(fd, reinterpret_cast<sockaddr *>(&addr), &len);
-    port = ntohs(addr.sin_port);
-    return fd;
-}
-
 } // namespace
 
 TEST_F(LiteSandbox, ProcOneIsTheSandboxInit)
@@ -156,7 +117,7 @@ TEST_F(LiteSandbox, EnvironmentHasOnlyPathHomeLang)
 TEST_F(LiteSandbox, HostLoopbackIsUnreachable)
 {
     int port = 0;
-    int fd = listenOnLoopback(port);
+    int fd = test::listenOnLoopback(port);
     ASSERT_GE(fd, 0);
     // bash has /dev/tcp; the listener is reachable from the host side (control).
     ASSERT_EQ(::system(("bash -c 'echo > /dev/tcp/127.0.0.1/" + std::to_string(port) + "' 2>/dev/null").c_str()), 0);
@@ -320,7 +281,7 @@ TEST_F(LiteSandbox, WriteThroughASymlinkOutOfTheWorkspaceIsRefused)
 TEST_F(LiteSandbox, ReleaseDeletesTheWorkspace)
 {
     ASSERT_TRUE(client().writeFile(m_id, "keep.txt", "x"));
-    const fs::path ws = g_harness->dir / "state/sandboxes" / m_id / "workspace";
+    const fs::path ws = g_harness->inProcess.sandboxDir(m_id) / "workspace";
     ASSERT_TRUE(fs::exists(ws / "keep.txt"));
     ASSERT_TRUE(client().release(m_id));
     EXPECT_FALSE(fs::exists(ws.parent_path()));
@@ -395,7 +356,7 @@ TEST_F(LiteSandbox, AKilledSandboxIsReportedAsDead)
 {
     // Nothing inside can kill PID 1 (the kernel drops those signals), so kill bwrap from the
     // host, as an OOM killer or an operator would.
-    const std::string ws = (g_harness->dir / "state/sandboxes" / m_id / "workspace").string();
+    const std::string ws = (g_harness->inProcess.sandboxDir(m_id) / "workspace").string();
     int killed = 0;
     for (const auto &entry : fs::directory_iterator("/proc")) {
         const std::string cmdline = test::readProcFile(entry.path() / "cmdline");   // the process may be exiting
@@ -423,7 +384,7 @@ TEST_F(LiteSandbox, SandboxOutlivesTheThreadThatStartedIt)
 {
     // bwrap --die-with-parent is PR_SET_PDEATHSIG, which fires when the spawning *thread* ends.
     // Cold starts run on short-lived worker threads; their sandboxes must not die with them.
-    std::vector<pool::ClaimResult> claims;
+    std::vector<pool::ClaimedSandbox> claims;
     std::thread([&] {
         for (int i = 0; i < 4; ++i) {
             auto c = g_harness->sandboxPool->claim("lite", "thread-test", "");

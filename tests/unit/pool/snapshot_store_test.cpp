@@ -151,7 +151,7 @@ TEST_F(SnapshotStoreTest, ListsAndReadsFilesStraightFromTheArchive)
     ASSERT_TRUE(snap);
     auto all = m_store->list(snap->ref, "");
     ASSERT_TRUE(all) << all.error().message;
-    std::map<std::string, pool::SnapshotEntry> byPath;
+    std::map<std::string, pool::SnapshotFile> byPath;
     for (const auto &e : *all)
         byPath[e.path] = e;
     ASSERT_TRUE(byPath.count("src/deep/er/main.c"));

@@ -4,6 +4,7 @@
 // TierIsolation.DiskLimitIsEnforced (pool_runtime_isolation_test.cpp).
 
 #include "pool/runtimes/workspace_fs.h"
+#include "tests/support/pool_temp_dir.h"
 
 #include <gtest/gtest.h>
 
@@ -58,10 +59,8 @@ class WorkspaceFsTest : public ::testing::Test {
 protected:
     void SetUp() override
     {
-        char tmpl[] = "/tmp/paddock-wsfs-test-XXXXXX";
-        ASSERT_NE(::mkdtemp(tmpl), nullptr);
-        ::chmod(tmpl, 0711);   // sandbox uids pass through to their workspaces
-        m_dir = tmpl;
+        ASSERT_NO_FATAL_FAILURE(m_tempDir.make("paddock-wsfs-test"));
+        m_dir = m_tempDir.path();
         m_mount = m_dir / "sandboxes";
         fs::create_directories(m_mount);
         auto mounted = pool::WorkspaceFs::mount(m_dir / "image", m_mount, kImageBytes);
@@ -73,9 +72,8 @@ protected:
     {
         m_fs.reset();
         pool::WorkspaceFs::detachStale(m_mount);
-        std::error_code ec;
-        fs::remove_all(m_dir, ec);
     }
+    test::PoolTempDir m_tempDir;   // removed with the fixture, after TearDown has unmounted
     fs::path m_dir, m_mount;
     std::unique_ptr<pool::WorkspaceFs> m_fs;
 };
@@ -136,10 +134,9 @@ TEST(WorkspaceFsUnavailable, NotRootIsAClearError)
 {
     if (::geteuid() != 0)
         GTEST_SKIP() << "not root: the refusal is what every mount here gets";
-    char tmpl[] = "/tmp/paddock-wsfs-noroot-XXXXXX";
-    ASSERT_NE(::mkdtemp(tmpl), nullptr);
-    ::chmod(tmpl, 0711);   // sandbox uids pass through to their workspaces
-    const fs::path dir = tmpl;
+    test::PoolTempDir tempDir;
+    ASSERT_NO_FATAL_FAILURE(tempDir.make("paddock-wsfs-noroot"));
+    const fs::path dir = tempDir.path();
     fs::permissions(dir, fs::perms::all);
     int pipeFds[2];
     ASSERT_EQ(::pipe(pipeFds), 0);
@@ -164,6 +161,4 @@ TEST(WorkspaceFsUnavailable, NotRootIsAClearError)
     EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << message;
     EXPECT_NE(message.find("does not run as root"), std::string::npos) << message;
     EXPECT_EQ(mountsAt(dir / "sandboxes"), 0u);
-    std::error_code ec;
-    fs::remove_all(dir, ec);
 }
