@@ -19,6 +19,7 @@
 #include <cerrno>
 #include <chrono>
 #include <random>
+#include <utility>
 #include <fcntl.h>
 #include <sys/eventfd.h>
 #include <sys/file.h>
@@ -67,6 +68,24 @@ Result<std::map<std::string, std::unique_ptr<Runtime>>> makeRuntimes(const PoolC
 
 // One pool per state directory: a second one would delete the first one's sandboxes (create()
 // clears them). The descriptor holds the lock for the pool's life.
+// The state directory's lock while create() runs: closed on every early return, handed to the
+// pool at the end.
+class HeldLock {
+public:
+    explicit HeldLock(int fd) : m_fd(fd) {}
+    ~HeldLock()
+    {
+        if (m_fd >= 0)
+            ::close(m_fd);
+    }
+    HeldLock(const HeldLock &) = delete;
+    HeldLock &operator=(const HeldLock &) = delete;
+    int release() { return std::exchange(m_fd, -1); }
+
+private:
+    int m_fd;
+};
+
 Result<int> lockStateDir(const fs::path &stateDir)
 {
     const fs::path lockPath = stateDir / "pool.lock";
@@ -187,12 +206,10 @@ Result<std::unique_ptr<SandboxPool>> SandboxPool::create(PoolConfig config)
     auto locked = lockStateDir(config.stateDir);
     if (!locked)
         return std::unexpected(locked.error());
-    const int lockFd = *locked;
+    HeldLock lock(*locked);   // released to the pool below; closed on every early return
     auto hardening = prepareSandboxHardening(config);
-    if (!hardening) {
-        ::close(lockFd);
+    if (!hardening)
         return std::unexpected(hardening.error());
-    }
     CgroupLayout layout = detectCgroupLayout();
     auto cgroups = CgroupManager::create(layout, config.poolId);
     const fs::path sandboxes = config.stateDir / "sandboxes";
@@ -208,20 +225,16 @@ Result<std::unique_ptr<SandboxPool>> SandboxPool::create(PoolConfig config)
     if (!disk)
         return std::unexpected(disk.error());
     auto snapshots = SnapshotStore::open(config.snapshotDir);
-    if (!snapshots) {
-        ::close(lockFd);
+    if (!snapshots)
         return std::unexpected(snapshots.error());
-    }
     auto postMortems = openPostMortems(config, snapshots->get());
-    if (!postMortems) {
-        ::close(lockFd);
+    if (!postMortems)
         return std::unexpected(postMortems.error());
-    }
     auto pool = std::unique_ptr<SandboxPool>(new SandboxPool(std::move(config), std::move(*runtimes)));
     pool->m_snapshots = std::move(*snapshots);
     pool->m_postMortems = std::move(*postMortems);
     pool->pruneSnapshots(true);
-    pool->m_lockFd = lockFd;
+    pool->m_lockFd = lock.release();
     pool->m_cgroupLayout = std::move(layout);
     pool->m_cgroups = std::move(cgroups);
     pool->m_workspaceFs = std::move(disk->workspaceFs);
@@ -412,10 +425,11 @@ Result<uint64_t> SandboxPool::makeSandboxDir(const TierConfig &tier, const Sandb
     if (!ec)
         fs::create_directories(spec.controlDir, ec);
     if (ec) {
+        const std::string why = ec.message();   // before the clean-up below overwrites ec
         if (cgroup)
             cgroup->remove();
         removeSandboxDir(spec.id, dir, spec.runtimeDir, workspaceFs, ec);
-        return fail(ErrorCode::FailedPrecondition, "cannot create " + dir.string() + ": " + ec.message() +
+        return fail(ErrorCode::FailedPrecondition, "cannot create " + dir.string() + ": " + why +
                                                        "; check that the pool's --state-dir is writable and has space");
     }
     fs::permissions(spec.controlDir, fs::perms::owner_all, ec);

@@ -324,9 +324,18 @@ void runCommand(int conn, const std::string &program, std::vector<std::string> &
         args.push_back(s.data());
     args.push_back(nullptr);
 
-    int in[2], out[2], err[2];
+    int in[2] = {-1, -1}, out[2] = {-1, -1}, err[2] = {-1, -1};
+    // Every end still open, closed when the command cannot run: the init lives as long as the
+    // sandbox, and a command that fails to start must not cost it descriptors.
+    auto closePipes = [&] {
+        for (int fd : {in[0], in[1], out[0], out[1], err[0], err[1]})
+            if (fd >= 0)
+                ::close(fd);
+    };
     if (::pipe2(in, O_CLOEXEC) != 0 || ::pipe2(out, O_CLOEXEC) != 0 || ::pipe2(err, O_CLOEXEC) != 0) {
-        sendError(conn, "internal", "cannot create pipes: " + errnoText(errno));
+        const int error = errno;
+        closePipes();
+        sendError(conn, "internal", "cannot create pipes: " + errnoText(error));
         return;
     }
 
@@ -339,6 +348,7 @@ void runCommand(int conn, const std::string &program, std::vector<std::string> &
         std::string msg = "paddock-sandbox-init: cannot run " + program + ": " + errnoText(spawnErr) + "\n";
         if (spawnErr == EAGAIN)
             msg += "the sandbox may be out of processes\n";
+        closePipes();
         sendNotRun(conn, msg, spawnErr == ENOENT ? 127 : 126);
         return;
     }

@@ -6,10 +6,12 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <csignal>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <sstream>
 #include <sys/socket.h>
 #include <sys/wait.h>
 #include <thread>
@@ -165,6 +167,53 @@ TEST_F(InitProcess, UnknownCommandIs127)
     auto r = run({"no-such-command-paddock"});
     EXPECT_EQ(r.exit.exitCode, 127);
     EXPECT_NE(r.err.find("command not found"), std::string::npos);
+}
+
+// A command that cannot start (a file without an exec bit: EACCES at spawn) is 126, and costs the
+// init nothing: its handlers live as long as the sandbox, so the six pipe ends a failed start used
+// to leave open would add up until no command could run.
+TEST_F(InitProcess, CommandsThatCannotStartLeakNoDescriptors)
+{
+    const fs::path script = m_dir / "ws" / "not-executable.sh";
+    std::ofstream(script) << "#!/bin/sh\necho never\n";
+    fs::permissions(script, fs::perms::owner_read | fs::perms::owner_write);
+    // The most descriptors any handler process holds. Handlers are forked ahead and kept, so what
+    // one leaks stays with it; PID 1 may fork another while the loop runs, which has the same
+    // start as the others, so the most (not the sum) is what a leak raises.
+    auto openDescriptors = [&] {
+        long most = 0;
+        std::error_code ec;
+        for (const auto &entry : fs::directory_iterator("/proc", ec)) {
+            const std::string name = entry.path().filename();
+            if (name.find_first_not_of("0123456789") != std::string::npos)
+                continue;
+            std::ifstream stat(entry.path() / "stat");
+            std::string line;
+            std::getline(stat, line);
+            const auto close = line.rfind(')');
+            if (close == std::string::npos)
+                continue;
+            std::istringstream fields(line.substr(close + 2));
+            char state = 0;
+            long ppid = 0;
+            fields >> state >> ppid;
+            if (ppid != m_pid)
+                continue;
+            std::error_code fdEc;
+            most = std::max<long>(most, std::distance(fs::directory_iterator(entry.path() / "fd", fdEc),
+                                                      fs::directory_iterator()));
+        }
+        return most;
+    };
+    run({"/bin/true"});   // the init's own descriptors settle after its first command
+    const auto before = openDescriptors();
+    ASSERT_GT(before, 0);
+    for (int i = 0; i < 20; ++i) {
+        auto r = run({script.string()});
+        EXPECT_EQ(r.exit.exitCode, 126) << r.err;
+        EXPECT_NE(r.err.find("cannot run"), std::string::npos) << r.err;
+    }
+    EXPECT_EQ(openDescriptors(), before) << "a failed start left descriptors open in the init";
 }
 
 TEST_F(InitProcess, FilesRoundTrip)
