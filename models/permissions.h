@@ -1,7 +1,7 @@
 #pragma once
 // What the connected principal may do, as the broker said (WhoAmI's permitted_methods), so views
 // can disable what the role does not allow and say why in the tooltip. Views ask by the
-// BrokerService method's short name: allows("CancelSession"), reason("CancelSession").
+// broker method's short name (unique across its four services): allows("CancelSession").
 //
 // Before the broker has answered (or when it cannot say: an older broker) nothing is disabled for
 // permissions' sake: the broker still checks every call and its refusal is shown.

@@ -1,5 +1,5 @@
 #pragma once
-// Roles and the one table that says which role each BrokerService method needs
+// Roles and the one table that says which role each method of the broker's four services needs
 // (docs/permissions.md). A method that is not in the table is refused to everyone, so a new RPC
 // stays closed until someone decides who may call it (permissions_test walks the service descriptor
 // to prove every RPC is listed).

@@ -47,7 +47,7 @@ std::string whoCanCall(auth::Role needed)
     return "admin";
 }
 
-// The method a call names in its ":path" pseudo-header ("/paddock.v1.BrokerService/WhoAmI" ->
+// The method a call names in its ":path" pseudo-header ("/paddock.v1.AccessService/WhoAmI" ->
 // "WhoAmI"), for the audit record of a call refused before it reached its handler.
 std::string methodOf(const grpc::AuthMetadataProcessor::InputMetadata &metadata)
 {

@@ -3,8 +3,8 @@
 // connection handed to gRPC by fd) and through gRPC's own unix listener. Sequential unary calls,
 // each way:
 //   health    grpc.health.v1.Health/Check: no role check; the raw mechanism
-//   listpools BrokerService/ListPools with no pools: callerOf + the role check + an empty answer
-//   whoami    BrokerService/WhoAmI: the same plus the permitted-methods list
+//   listpools OperationsService/ListPools with no pools: callerOf + the role check + an empty answer
+//   whoami    AccessService/WhoAmI: the same plus the permitted-methods list
 // Prints the median and p99 of each, and the ratios against health on the same connection and
 // against health on gRPC's own listener. Not a test.
 //

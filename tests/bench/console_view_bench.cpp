@@ -5,7 +5,7 @@
 // paint   first paint of a 1,000,000-event trace: the TraceModel already holds the events; the
 //         figure is from showing the session view to its first painted frame. Budget: 1 s.
 // scroll  the trace scrolled by pages; each step's scroll + synchronous repaint. Budget p99 16 ms.
-// stream  a real broker (BrokerService + SQLite store + StreamHub, the code paddockd runs, in this
+// stream  a real broker (its gRPC services + SQLite store + StreamHub, the code paddockd runs, in this
 //         process on a unix socket) receives 50,000 events/s for one session, appended through its
 //         store; the real GrpcConsoleClient and MainWindow follow that session. A 1 ms QTimer probe
 //         measures the GUI thread's stalls; trace repaints count frames. Budgets: stall p99 50 ms,

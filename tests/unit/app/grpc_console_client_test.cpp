@@ -1,4 +1,4 @@
-// GrpcConsoleClient against a real BrokerService on a unix socket in a temporary directory, with the
+// GrpcConsoleClient against the real broker services on a unix socket in a temporary directory, with the
 // real SQLite store. Events are appended straight to the store so the tests know exactly what the
 // client must deliver. Waits are bounded event-loop loops; nothing asserts on wall-clock time.
 

@@ -1,4 +1,4 @@
-// The permission table against the service it guards: every BrokerService RPC has a rule (a new
+// The permission table against the service it guards: every RPC of the broker's services has a rule (a new
 // RPC without one is refused to everybody, so this test names it), roles nest as documented, and
 // tokens verify only as issued.
 

@@ -1,4 +1,4 @@
-// BrokerService and its live streams over a real gRPC server on a unix socket in a temporary
+// SessionService and its live streams over a real gRPC server on a unix socket in a temporary
 // directory, with the real SQLite store. Events are appended straight to the store, so the tests
 // control exactly what the streams must deliver.
 
