@@ -56,14 +56,14 @@ struct BrokerWiring::Parts {
     // What the four gRPC services are given of these parts.
     server::ServiceOptions serviceOptions(const BrokerConfig &config,
                                           std::shared_ptr<const auth::PrincipalMap> principals,
-                                          const llm::ModelRegistry &models) const
+                                          const llm::ModelRegistry &registry) const
     {
         server::ServiceOptions serviceOptions;
         serviceOptions.principals = std::move(principals);
         serviceOptions.playbookDir = config.models.playbookDir;
         serviceOptions.defaultTier = config.defaultTier;
         serviceOptions.debugShellIdleTimeoutMs = config.debugShellIdleTimeoutMs;
-        serviceOptions.modelNames = models.names();
+        serviceOptions.modelNames = registry.names();
         serviceOptions.secrets = secrets.get();
         serviceOptions.decider = decider.get();
         serviceOptions.decisions = decisions.get();

@@ -27,6 +27,25 @@ std::string dumpJson(const json &j)
     return j.dump(-1, ' ', false, json::error_handler_t::replace);
 }
 
+// Whether events appended during a step are only what people do to a live session from outside
+// the engine: pause or resume it, override its tier (with its decision), fetch or decide a review.
+// Anything else (a terminal state, another worker's step) means the step's result is stale.
+bool onlyPeopleActed(const std::vector<core::Event> &events)
+{
+    for (const auto &e : events) {
+        if (e.kind == core::kind::StateChanged) {
+            const auto payload = json::parse(e.payload, nullptr, false);
+            const std::string status = payload.is_object() ? payload.value("status", std::string()) : std::string();
+            if (status != "paused" && status != "running")
+                return false;
+        } else if (e.kind != core::kind::TierOverride && e.kind != core::kind::EnvDecision
+                   && e.kind != core::kind::ApprovalFetched && e.kind != core::kind::ApprovalDecided) {
+            return false;
+        }
+    }
+    return true;
+}
+
 } // namespace
 
 core::NewEvent event(const char *kind, const json &payload)
@@ -194,13 +213,28 @@ StepOutcome StepEngine::appendResult(const Action &action, std::vector<core::New
     request.sessionId = action.state.id;
     request.expectedLastSeq = action.state.lastSeq;
     request.events = std::move(events);
-    auto appended = m_store.appendSync(std::move(request));
-    if (!appended) {
-        // Aborted: someone appended first (a cancel, or another worker after our lease expired).
-        // The next step derives its action from the new tail.
-        return {action.kind, false, 0, appended.error().message};
+    auto appended = m_store.appendSync(request);
+    // A person acted on the session while its step ran (paused or resumed it, overrode its tier,
+    // read or decided a review): what the step did has still happened, so it is recorded after
+    // their events rather than thrown away and done again on resume: a paused command must never
+    // run twice. A step the log has moved past otherwise (a cancel, or another worker after this
+    // lease expired) is dropped, and the next step derives its action from the new tail.
+    for (int attempt = 0; !appended && appended.error().code == ErrorCode::Aborted && attempt < 8; ++attempt) {
+        auto since = m_store.readEvents(request.sessionId, request.expectedLastSeq + 1, INT_MAX);
+        if (!since || since->empty() || !onlyPeopleActed(*since))
+            break;
+        request.expectedLastSeq = since->back().seq;
+        appended = m_store.appendSync(request);
     }
+    if (!appended)
+        return {action.kind, false, 0, appended.error().message};
     return {action.kind, true, 0, {}};
+}
+
+bool StepEngine::hasActiveStep(const std::string &sessionId) const
+{
+    std::lock_guard lock(m_leasesMutex);
+    return std::ranges::any_of(m_activeLeases, [&](const auto &entry) { return entry.second.sessionId == sessionId; });
 }
 
 void StepEngine::idleLoop()

@@ -133,6 +133,8 @@ private:
     // Gives back the sandboxes of sessions paused for longer than sandboxIdleReleaseMs.
     void idleLoop();
     void releaseIdle(const std::string &sessionId);
+    // Whether a worker is in a step of this session now (it holds the session's lease).
+    bool hasActiveStep(const std::string &sessionId) const;
     StepOutcome appendResult(const Action &action, std::vector<core::NewEvent> events);
 
     store::EventStore &m_store;
@@ -145,7 +147,7 @@ private:
     std::thread m_keeper;
     std::thread m_idleReleaser;
 
-    std::mutex m_leasesMutex;                     // guards m_activeLeases, m_keeperWake, m_idle
+    mutable std::mutex m_leasesMutex;             // guards m_activeLeases, m_keeperWake, m_idle
     std::condition_variable m_keeperWake;
     std::condition_variable m_idle;               // m_activeLeases became empty
     std::map<int, store::Lease> m_activeLeases;   // worker index -> lease of its step in progress

@@ -254,6 +254,11 @@ StepOutcome StepEngine::releaseSandbox(const Action &action, std::span<const cor
 
 void StepEngine::releaseIdle(const std::string &sessionId)
 {
+    // A step still running in the session (a command that was running when it was paused) keeps
+    // its sandbox: its result is recorded first (appendResult), and the next pass gives the
+    // sandbox back with that result in its snapshot.
+    if (hasActiveStep(sessionId))
+        return;
     auto log = m_store.readEvents(sessionId, 1, INT_MAX);
     if (!log)
         return;

@@ -2,7 +2,8 @@
 // sandboxes. A paused session gives its sandbox back after the broker's idle limit and gets a new
 // one, restored from the snapshot, on resume; a session overridden to another tier mid-run moves
 // there at its next step (snapshot, claim, restore); an unknown tier is refused and nothing is
-// recorded.
+// recorded. A command running when its session is paused runs once: its result is recorded before
+// the sandbox is given back.
 
 #include "tests/integration/daemons_fixture.h"
 
@@ -156,6 +157,63 @@ TEST_F(SandboxMove, PausedSessionGivesItsSandboxBackAndGetsItsFilesBackOnResume)
     std::cout << "idle give-back: snapshot " << idle.value("snapshot", "") << ", restore "
               << restored[0]["payload"].value("restore_ms", 0.0) << " ms, "
               << restored[0]["payload"].value("restored_files", 0) << " file(s)\n";
+}
+
+// Paused while a command runs: the command finishes in its sandbox and its result is recorded
+// before the sandbox is given back; on resume it is not run again. The command appends a line, so
+// a second run would show in the count the next step reads.
+TEST_F(SandboxMove, PausedWhileACommandRunsTheCommandRunsOnce)
+{
+    const std::string appendOnce = "echo x >> lines.txt; sleep 3";
+    const CliResult submitted =
+        cli({"submit", "--tier", "lite", "--output", "json", "--playbook",
+             writeFile("append.toml", "name = \"appends-once\"\ngoal = \"append a line, then count the lines\"\n"
+                                      "[[step]]\ntool = \"run_command\"\ncommand = \"" + appendOnce + "\"\n"
+                                      "[[step]]\ntool = \"run_command\"\ncommand = \"wc -l < lines.txt\"\n")
+                 .string()});
+    ASSERT_EQ(submitted.exitCode, 0) << submitted.err;
+    const std::string id = json::parse(submitted.out).value("id", std::string());
+    ASSERT_FALSE(id.empty());
+    auto calls = [&](const json &log) {
+        int n = 0;
+        for (const auto &e : ofKind(log, "tool.call"))
+            n += e["payload"].value("arguments", json::object()).value("command", "") == appendOnce;
+        return n;
+    };
+    waitFor(id, [&](const json &log) { return calls(log) > 0; });
+    const CliResult paused = cli({"pause", id, "--reason", "while the command runs"});
+    ASSERT_EQ(paused.exitCode, 0) << paused.err;
+    json events = waitFor(id, [](const json &log) {
+        for (const auto &e : ofKind(log, "sandbox.released"))
+            if (e["payload"].value("reason", "") == "idle")
+                return true;
+        return false;
+    });
+    auto resultsOf = [&](const json &log) {
+        std::vector<json> out;
+        for (const auto &e : ofKind(log, "tool.result"))
+            if (e["payload"].value("command", "") == appendOnce)
+                out.push_back(e);
+        return out;
+    };
+    const auto firstResults = resultsOf(events);
+    ASSERT_EQ(firstResults.size(), 1u) << "the command's result is recorded before its sandbox is given back:\n"
+                                       << events.dump(1);
+    EXPECT_EQ(firstResults[0]["payload"].value("exit_code", -1), 0) << firstResults[0].dump();
+    const auto released = ofKind(events, "sandbox.released");
+    EXPECT_GT(seqOf(released.back()), seqOf(firstResults[0]));
+
+    const CliResult resumed = cli({"resume", id});
+    ASSERT_EQ(resumed.exitCode, 0) << resumed.err;
+    events = waitFor(id, ended);
+    EXPECT_EQ(ofKind(events, "state.changed").back()["payload"].value("status", ""), "succeeded") << events.dump(1);
+    EXPECT_EQ(calls(events), 1) << events.dump(1);
+    EXPECT_EQ(resultsOf(events).size(), 1u) << events.dump(1);
+    std::string count = "(none)";
+    for (const auto &e : ofKind(events, "tool.result"))
+        if (e["payload"].value("command", "") == "wc -l < lines.txt")
+            count = e["payload"].value("stdout", "");
+    EXPECT_EQ(count, "1\n") << "the appending command ran more than once:\n" << events.dump(1);
 }
 
 TEST_F(SandboxMove, OverriddenSessionContinuesInTheNewTierWithItsFiles)
