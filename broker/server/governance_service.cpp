@@ -17,32 +17,7 @@
 
 namespace paddock::server {
 
-
 namespace {
-
-grpc::ServerUnaryReactor *answer(grpc::CallbackServerContext *context, const Status &status)
-{
-    auto *reactor = context->DefaultReactor();
-    reactor->Finish(status ? grpc::Status::OK : toGrpcStatus(status.error()));
-    return reactor;
-}
-
-template <typename T>
-grpc::ServerUnaryReactor *answer(grpc::CallbackServerContext *context, const Result<T> &result)
-{
-    return answer(context, result ? Status{} : Status{std::unexpected(result.error())});
-}
-
-// A mutating call's answer, after its audit record (docs/permissions.md): written right after the
-// change; a record that cannot be written turns an OK into INTERNAL saying so.
-template <typename T>
-grpc::ServerUnaryReactor *concluded(Access &access, grpc::CallbackServerContext *context, Access::Call &call,
-                                    const Result<T> &result)
-{
-    auto *reactor = context->DefaultReactor();
-    reactor->Finish(access.conclude(call, result ? grpc::Status::OK : toGrpcStatus(result.error())));
-    return reactor;
-}
 
 void toProto(const agents::Agent &agent, v1::Agent *out)
 {
@@ -108,26 +83,26 @@ grpc::ServerUnaryReactor *GovernanceService::CreateAgent(grpc::CallbackServerCon
 {
     auto call = m_context.access.authorize(ctx, "CreateAgent", req->name());
     if (!call)
-        return answer(ctx, call);
+        return finish(ctx, call);
     auto agent = agentFromProto(*req);   // FAILED_PRECONDITION without an agent store
     if (!agent)
-        return concluded(m_context.access, ctx, *call, agent);
+        return finish(ctx, m_context.access.conclude(*call, statusOf(agent)));
     store::AgentStore *store = m_context.options.decider->agentStore();
     if (agent->owner.empty())
         agent->owner = call->caller.principal;
     auto created = store->create(*agent);
     if (created)
         toProto(*created, resp);
-    return concluded(m_context.access, ctx, *call, created);
+    return finish(ctx, m_context.access.conclude(*call, statusOf(created)));
 }
 
 grpc::ServerUnaryReactor *GovernanceService::GetAgent(grpc::CallbackServerContext *ctx, const v1::GetAgentRequest *req,
                                                   v1::Agent *resp)
 {
     if (auto call = m_context.access.authorize(ctx, "GetAgent", req->name()); !call)
-        return answer(ctx, call);
+        return finish(ctx, call);
     if (req->name().empty())
-        return answer(ctx, Status{fail(ErrorCode::InvalidArgument, "no agent name given: `paddockctl agents ls` lists them")});
+        return finish(ctx, Status{fail(ErrorCode::InvalidArgument, "no agent name given: `paddockctl agents ls` lists them")});
     if (req->name() == agents::kDefaultAgentName || !m_context.options.decider || !m_context.options.decider->agentStore()) {
         auto agent = m_context.options.decider ? m_context.options.decider->agent(req->name())
                                        : Result<agents::Agent>(agents::builtInDefaultAgent(m_context.options.defaultTier));
@@ -135,33 +110,33 @@ grpc::ServerUnaryReactor *GovernanceService::GetAgent(grpc::CallbackServerContex
             agent = fail(ErrorCode::NotFound, "no agent '" + req->name() + "'");
         if (agent)
             toProto(*agent, resp);
-        return answer(ctx, agent);
+        return finish(ctx, agent);
     }
     auto agent = m_context.options.decider->agentStore()->get(req->name());
     if (agent)
         toProto(*agent, resp);
-    return answer(ctx, agent);
+    return finish(ctx, agent);
 }
 
 grpc::ServerUnaryReactor *GovernanceService::ListAgents(grpc::CallbackServerContext *ctx, const v1::ListAgentsRequest *req,
                                                     v1::ListAgentsResponse *resp)
 {
     if (auto call = m_context.access.authorize(ctx, "ListAgents"); !call)
-        return answer(ctx, call);
+        return finish(ctx, call);
     const int pageSize = req->page_size() > 0 ? std::min(req->page_size(), 1000) : 100;
     // The built-in agent comes first, on the first page.
     if (req->page_token().empty())
         toProto(agents::builtInDefaultAgent(m_context.options.defaultTier), resp->add_agents());
     store::AgentStore *store = m_context.options.decider ? m_context.options.decider->agentStore() : nullptr;
     if (!store)
-        return answer(ctx, Status{});
+        return finish(ctx, Status{});
     auto page = store->list(pageSize, req->page_token());
     if (page) {
         for (const auto &agent : page->agents)
             toProto(agent, resp->add_agents());
         resp->set_next_page_token(page->nextPageToken);
     }
-    return answer(ctx, page);
+    return finish(ctx, page);
 }
 
 grpc::ServerUnaryReactor *GovernanceService::UpdateAgent(grpc::CallbackServerContext *ctx, const v1::Agent *req,
@@ -169,10 +144,10 @@ grpc::ServerUnaryReactor *GovernanceService::UpdateAgent(grpc::CallbackServerCon
 {
     auto call = m_context.access.authorize(ctx, "UpdateAgent", req->name());
     if (!call)
-        return answer(ctx, call);
+        return finish(ctx, call);
     auto agent = agentFromProto(*req);   // FAILED_PRECONDITION without an agent store
     if (!agent)
-        return concluded(m_context.access, ctx, *call, agent);
+        return finish(ctx, m_context.access.conclude(*call, statusOf(agent)));
     store::AgentStore *store = m_context.options.decider->agentStore();
     if (agent->owner.empty()) {
         // Keep the owner when the caller left it out.
@@ -182,7 +157,7 @@ grpc::ServerUnaryReactor *GovernanceService::UpdateAgent(grpc::CallbackServerCon
     auto updated = store->update(*agent);
     if (updated)
         toProto(*updated, resp);
-    return concluded(m_context.access, ctx, *call, updated);
+    return finish(ctx, m_context.access.conclude(*call, statusOf(updated)));
 }
 
 grpc::ServerUnaryReactor *GovernanceService::ListDecisions(grpc::CallbackServerContext *ctx,
@@ -190,17 +165,17 @@ grpc::ServerUnaryReactor *GovernanceService::ListDecisions(grpc::CallbackServerC
                                                        v1::ListDecisionsResponse *resp)
 {
     if (auto call = m_context.access.authorize(ctx, "ListDecisions", req->session_id()); !call)
-        return answer(ctx, call);
+        return finish(ctx, call);
     if (!m_context.options.decisions)
-        return answer(ctx, noAgents());
+        return finish(ctx, noAgents());
     static const std::vector<std::string> outcomes{"pending", "ok", "oom", "timeout", "over_allocated",
                                                    "under_allocated", "refused", "needs_review"};
     if (!req->outcome().empty() && std::ranges::find(outcomes, req->outcome()) == outcomes.end())
-        return answer(ctx, Status{fail(ErrorCode::InvalidArgument, "unknown outcome '" + req->outcome() + "': use pending, "
+        return finish(ctx, Status{fail(ErrorCode::InvalidArgument, "unknown outcome '" + req->outcome() + "': use pending, "
                                        "ok, oom, timeout, over_allocated, under_allocated, refused or needs_review")});
     static const std::vector<std::string> choosers{"default", "agent", "platform", "human"};
     if (!req->chooser().empty() && std::ranges::find(choosers, req->chooser()) == choosers.end())
-        return answer(ctx, Status{fail(ErrorCode::InvalidArgument, "unknown chooser '" + req->chooser()
+        return finish(ctx, Status{fail(ErrorCode::InvalidArgument, "unknown chooser '" + req->chooser()
                                        + "': use default, agent, platform or human")});
     store::DecisionQuery query;
     query.sessionId = req->session_id();
@@ -216,16 +191,16 @@ grpc::ServerUnaryReactor *GovernanceService::ListDecisions(grpc::CallbackServerC
             toProto(decision, resp->add_decisions());
         resp->set_next_page_token(page->nextPageToken);
     }
-    return answer(ctx, page);
+    return finish(ctx, page);
 }
 
 grpc::ServerUnaryReactor *GovernanceService::GetDecisionStats(grpc::CallbackServerContext *ctx,
                                                           const v1::GetDecisionStatsRequest *req, v1::DecisionStats *resp)
 {
     if (auto call = m_context.access.authorize(ctx, "GetDecisionStats"); !call)
-        return answer(ctx, call);
+        return finish(ctx, call);
     if (!m_context.options.decisions)
-        return answer(ctx, noAgents());
+        return finish(ctx, noAgents());
     auto lines = m_context.options.decisions->stats(req->group_by());
     if (lines) {
         for (const auto &line : *lines) {
@@ -240,7 +215,7 @@ grpc::ServerUnaryReactor *GovernanceService::GetDecisionStats(grpc::CallbackServ
             out->set_under_allocated(line.underAllocated);
         }
     }
-    return answer(ctx, lines);
+    return finish(ctx, lines);
 }
 
 
