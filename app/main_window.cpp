@@ -173,6 +173,12 @@ void MainWindow::wireClient()
         }
     });
     connect(m_client, &ConsoleClient::poolsChanged, this, &MainWindow::onPoolsChanged);
+    connect(m_client, &ConsoleClient::storageChanged, this, [this](const CheckpointStorage &storage, const QString &error) {
+        if (error.isEmpty())
+            m_poolsModel->setStorage(storage);
+        else
+            m_poolsModel->setStorageError(error);
+    });
     connect(m_client, &ConsoleClient::actionFinished, this, &MainWindow::onActionFinished);
     connect(m_client, &ConsoleClient::permissionsChanged, this, &MainWindow::onPermissionsChanged);
 

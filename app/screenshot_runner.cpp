@@ -283,6 +283,11 @@ void ScreenshotRunner::stepPools()
 {
     if (!waitFor(m_window->poolsModel()->poolCount() > 0, "the broker's pools"))
         return;
+    // The checkpoint store's card; an older broker (or one without a store) refuses the figures.
+    const PoolsModel *pools = m_window->poolsModel();
+    if (!waitForOptional(pools->hasStorage(), !pools->hasStorage() && !pools->storageError().isEmpty(),
+                         "the checkpoint store's figures"))
+        return;
     if (m_stepClock.elapsed() < 400)
         return;
     save(QStringLiteral("pools.png"));

@@ -11,6 +11,7 @@
 #include "cli/cost_commands.h"
 #include "cli/review_commands.h"
 #include "cli/secrets_commands.h"
+#include "cli/storage_commands.h"
 #include "common/clock.h"
 #include "rpc/broker_stubs.h"
 
@@ -544,6 +545,8 @@ std::string actionName(const Invocation &inv)
     case Command::AgentsRecordsGet: return "cannot run the agents command";
     case Command::DecisionsList:
     case Command::DecisionsStats: return "cannot read decisions";
+    case Command::Storage: return "cannot read the checkpoint store's figures";
+    case Command::StorageCollect: return "cannot collect checkpoints";
     }
     return "cannot run the command";
 }
@@ -619,6 +622,8 @@ int runInvocation(const Invocation &inv, const Environment &env, std::ostream &o
     case Command::AgentsRecordsGet: return runAgentsCommand(inv, call, out, err);
     case Command::DecisionsList:
     case Command::DecisionsStats: return runDecisionsCommand(inv, call, out, err);
+    case Command::Storage:
+    case Command::StorageCollect: return runStorageCommand(inv, call, out, err);
     }
     return toInt(ExitCode::Error);
 }

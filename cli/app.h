@@ -25,7 +25,8 @@ enum class Command { Submit, List, Show, Events, Cancel, Pause, Resume, Pools, S
                      SnapshotList, DebugShell, OverrideTier, ReviewsList, ReviewsShow, ReviewsApprove, ReviewsReject,
                      ReviewsStats, Cost, Budgets, Whoami, TokensCreate, TokensList, TokensRevoke, Audit,
                      AgentsCreate, AgentsList, AgentsShow, AgentsEdit, AgentsRecordsSet, AgentsRecordsGet,  // agents_commands.h
-                     DecisionsList, DecisionsStats };                                                        // decisions_commands.h
+                     DecisionsList, DecisionsStats,                                                          // decisions_commands.h
+                     Storage, StorageCollect };                                                              // storage_commands.h
 
 // Everything the command line said. Fields that a command does not use stay at their defaults.
 struct Invocation {
@@ -98,6 +99,8 @@ struct Invocation {
     std::string recordKey, recordJson;
     // decisions (cli/decisions_commands.h); ls also uses sessionFilter, agent, tier and limit
     std::string decisionChooser, decisionOutcome, decisionGroupBy;
+    // storage collect (cli/storage_commands.h)
+    bool dryRun = false;
 };
 
 struct ParseOutcome {

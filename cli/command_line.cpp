@@ -16,6 +16,7 @@
 #include "cli/override_command.h"
 #include "cli/review_commands.h"
 #include "cli/secrets_commands.h"
+#include "cli/storage_commands.h"
 
 #include <CLI/CLI.hpp>
 
@@ -159,6 +160,7 @@ struct Subcommands {
     CostSubcommands cost;
     AgentsSubcommands agents;
     DecisionsSubcommands decisions;
+    StorageSubcommands storage;
 };
 
 Subcommands addSubcommands(CLI::App &app, Invocation &inv)
@@ -173,6 +175,7 @@ Subcommands addSubcommands(CLI::App &app, Invocation &inv)
     commands.cost = addCostCommands(app, inv);
     commands.agents = addAgentsCommands(app, inv);
     commands.decisions = addDecisionsCommands(app, inv);
+    commands.storage = addStorageCommands(app, inv);
     return commands;
 }
 
@@ -194,7 +197,9 @@ std::optional<Command> parsedCommand(const Subcommands &commands, Invocation &in
         return command;
     if (auto command = parsedAgentsCommand(commands.agents, inv))
         return command;
-    return parsedDecisionsCommand(commands.decisions);
+    if (auto command = parsedDecisionsCommand(commands.decisions))
+        return command;
+    return parsedStorageCommand(commands.storage);
 }
 
 } // namespace

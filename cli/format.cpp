@@ -501,6 +501,10 @@ json poolsToJson(const v1::ListPoolsResponse &pools)
                         {"history", history},
                         {"disk_limits", pool.disk_limits()},
                         {"cgroups", pool.cgroups()},
+                        {"lost", pool.lost()},
+                        {"sessions_moved_away", pool.sessions_moved_away()},
+                        {"moved_session_ids", std::vector<std::string>(pool.moved_session_ids().begin(),
+                                                                       pool.moved_session_ids().end())},
                         {"tiers", tiers}});
     }
     return json{{"local_execution", pools.local_execution()}, {"pools", list}};
@@ -516,7 +520,7 @@ std::string formatPoolsTable(const v1::ListPoolsResponse &pools)
                    + fmt::format("{} {} warm/{} claimed/{} max", tier.tier().name(), tier.warm(), tier.claimed(),
                                  tier.max());
         }
-        std::string health = pool.healthy() ? "healthy" : "unhealthy";
+        std::string health = pool.healthy() ? "healthy" : pool.lost() ? "lost" : "unhealthy";
         if (!pool.error().empty())
             health += " (" + pool.error() + ")";
         std::string transport = pool.transport().empty() ? "plaintext" : pool.transport();
@@ -531,6 +535,14 @@ std::string formatPoolsTable(const v1::ListPoolsResponse &pools)
     // Whether the tiers' limits hold on each pool: memory, cpu and pids (cgroups), and disk_mb
     // (btrfs qgroups), and why not.
     for (const auto &pool : pools.pools()) {
+        if (pool.sessions_moved_away() > 0) {
+            std::string ids;
+            for (const auto &id : pool.moved_session_ids())
+                ids += (ids.empty() ? "" : ", ") + id;
+            out += fmt::format("{}: {} session(s) moved to other pools after it was lost, with their workspaces "
+                               "restored from checkpoints: {}\n",
+                               pool.name(), pool.sessions_moved_away(), ids);
+        }
         if (!pool.cgroups().empty())
             out += pool.name() + ": cgroups: " + pool.cgroups() + "\n";
         if (!pool.disk_limits().empty())

@@ -17,6 +17,7 @@ const char *errorCodeName(ErrorCode code)
     case ErrorCode::PermissionDenied: return "permission_denied";
     case ErrorCode::Cancelled: return "cancelled";
     case ErrorCode::Unimplemented: return "unimplemented";
+    case ErrorCode::DataLoss: return "data_loss";
     case ErrorCode::Internal: return "internal";
     }
     return "unknown";

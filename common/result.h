@@ -21,6 +21,7 @@ enum class ErrorCode {
     PermissionDenied,
     Cancelled,
     Unimplemented,
+    DataLoss,           // stored bytes are damaged or missing: name what, never guess
     Internal,
 };
 

@@ -89,6 +89,29 @@ struct PoolInfo {
     QString error;
     QList<TierInfo> tiers;
     QList<PoolHealthPoint> history = {};   // oldest first; empty when the broker keeps none
+    bool lost = false;                     // unhealthy past pool_lost_after_ms: its sessions moved away
+    qint64 sessionsMovedAway = 0;          // since the broker started
+    QStringList movedSessionIds = {};      // the last 50, oldest first
+};
+
+// The broker's checkpoint store (GetStorage; docs/checkpoints.md "Retention and collection"):
+// where it is, what it holds and what a collection now would free.
+struct CheckpointStorage {
+    QString store;                   // "broker" or "s3"
+    QString where;                   // "the broker's checkpoint directory /var/lib/paddock/checkpoints"
+    qint64 retentionHours = 0;       // ended sessions' checkpoints kept this long; 0: forever
+    qint64 chunks = 0;
+    qint64 manifests = 0;
+    qint64 bytesStored = 0;          // chunks and manifests
+    qint64 logicalBytes = 0;         // the workspaces' file bytes, every manifest summed
+    double dedupRatio = 0;           // logicalBytes / chunk bytes; 0 without chunks
+    qint64 freeableBytes = 0;        // what a collection now would free
+    qint64 freeableChunks = 0;
+    qint64 freeableManifests = 0;
+    QString problem = {};            // why a collection would not free all it should
+    qint64 lastCollectionUnixMs = 0; // 0: none since the broker started
+    qint64 lastFreedBytes = 0;
+    qint64 computedUnixMs = 0;
 };
 
 enum class ConnectionState { Disconnected, Connecting, Connected, Broken };
@@ -108,4 +131,5 @@ struct SubmitRequest {
 Q_DECLARE_METATYPE(paddock::console::SessionInfo)
 Q_DECLARE_METATYPE(paddock::console::EventRecord)
 Q_DECLARE_METATYPE(paddock::console::PoolInfo)
+Q_DECLARE_METATYPE(paddock::console::CheckpointStorage)
 Q_DECLARE_METATYPE(paddock::console::TierInfo)

@@ -1,8 +1,10 @@
 #include "models/pools_model.h"
 
 #include "models/console_format.h"
+#include "models/snapshot_files_model.h"
 
 #include <QDateTime>
+#include <QLocale>
 
 #include <limits>
 
@@ -163,6 +165,16 @@ Qt::ItemFlags PoolsModel::flags(const QModelIndex &index) const
     return flags;
 }
 
+QString PoolsModel::healthText(const PoolInfo &pool)
+{
+    QString text = pool.healthy ? QStringLiteral("healthy") : pool.lost ? QStringLiteral("lost") : QStringLiteral("unreachable");
+    if (pool.sessionsMovedAway > 0)
+        text += QStringLiteral(" · %1 session(s) moved away").arg(pool.sessionsMovedAway);
+    if (!pool.healthy && !pool.error.isEmpty())
+        text += QStringLiteral(": ") + pool.error;
+    return text;
+}
+
 QVariant PoolsModel::poolData(const PoolInfo &pool, int column, int role) const
 {
     const Totals t = totals(pool);
@@ -171,9 +183,7 @@ QVariant PoolsModel::poolData(const PoolInfo &pool, int column, int role) const
         switch (column) {
         case Name: return pool.name;
         case Health:
-            if (pool.healthy)
-                return QStringLiteral("healthy");
-            return pool.error.isEmpty() ? QStringLiteral("unreachable") : QStringLiteral("unreachable: ") + pool.error;
+            return healthText(pool);
         case Runtime: return {};
         case Warm: return t.warm;
         case Claimed: return t.claimed;
@@ -207,6 +217,11 @@ QVariant PoolsModel::poolData(const PoolInfo &pool, int column, int role) const
         if (!pool.healthy)
             tip += QStringLiteral("\nUnreachable: %1\nSessions cannot get sandboxes from this pool until it answers again.")
                        .arg(pool.error.isEmpty() ? QStringLiteral("no answer") : pool.error);
+        if (pool.sessionsMovedAway > 0)
+            tip += QStringLiteral("\n%1 session(s) left it for other pools, their workspaces restored from "
+                                  "checkpoints: %2")
+                       .arg(pool.sessionsMovedAway)
+                       .arg(pool.movedSessionIds.join(QStringLiteral(", ")));
         if (m_stale)
             tip += QStringLiteral("\nNot connected to the broker: this may be out of date.");
         return tip;
@@ -403,6 +418,53 @@ void PoolsModel::setStale(bool stale)
                          {StaleRole, Qt::ToolTipRole});
     }
     emit staleChanged(stale);
+}
+
+void PoolsModel::setStorage(const CheckpointStorage &storage)
+{
+    m_storage = storage;
+    m_hasStorage = true;
+    m_storageError.clear();
+    emit storageChanged();
+}
+
+void PoolsModel::setStorageError(const QString &error)
+{
+    m_storageError = error;
+    emit storageChanged();
+}
+
+StorageCardText storageCardText(const CheckpointStorage &s, bool utc)
+{
+    QLocale locale = QLocale::c();   // "3,401" wherever the console runs, like paddockctl
+    locale.setNumberOptions(QLocale::DefaultNumberOptions);
+    auto count = [&](qint64 n, const QString &noun) {
+        QString text = locale.toString(n) + QLatin1Char(' ') + noun;
+        return n == 1 ? text : text + QLatin1Char('s');
+    };
+    StorageCardText text;
+    text.where = s.where;
+    QStringList figures{QStringLiteral("%1 stored").arg(formatBytes(s.bytesStored)),
+                        QStringLiteral("%1 of workspaces").arg(formatBytes(s.logicalBytes))};
+    if (s.dedupRatio > 0)
+        figures << QStringLiteral("dedup %1x").arg(s.dedupRatio, 0, 'f', 1);
+    figures << QStringLiteral("collection would free %1").arg(formatBytes(s.freeableBytes));
+    text.figures = figures.join(QStringLiteral(" · "));
+    QStringList detail{
+        QStringLiteral("%1 and %2").arg(count(s.chunks, QStringLiteral("chunk")), count(s.manifests, QStringLiteral("manifest"))),
+        QStringLiteral("%1 and %2 to collect").arg(count(s.freeableChunks, QStringLiteral("chunk")),
+                                                   count(s.freeableManifests, QStringLiteral("manifest"))),
+        s.retentionHours == 0 ? QStringLiteral("ended sessions kept forever")
+                              : QStringLiteral("ended sessions kept %1 h").arg(s.retentionHours)};
+    if (s.lastCollectionUnixMs > 0) {
+        const QDateTime local = QDateTime::fromMSecsSinceEpoch(s.lastCollectionUnixMs);
+        const QDateTime at = utc ? local.toUTC() : local;
+        detail << QStringLiteral("last collection %1 freed %2")
+                      .arg(at.toString(QStringLiteral("yyyy-MM-dd HH:mm")), formatBytes(s.lastFreedBytes));
+    }
+    text.detail = detail.join(QStringLiteral(" · "));
+    text.warning = s.problem;
+    return text;
 }
 
 } // namespace paddock::console

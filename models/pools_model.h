@@ -6,6 +6,9 @@
 // Health over time: each setPools() adds a point per pool (healthy, warm, claimed) to a bounded
 // history, unless the broker sent its own history for that pool (PoolInfo::history), which wins.
 //
+// The checkpoint store's figures (setStorage(), from ConsoleClient::storageChanged) ride along: they
+// are not rows; storageCardText() puts them in words for the view's card.
+//
 // Known limits: when the set of pools or tiers changes the model resets (rare: a pool joining or
 // leaving); otherwise an update is a dataChanged, so expansion and selection survive. The
 // console's own history only covers the polls it made (every 5 s while the page is shown).
@@ -27,6 +30,16 @@ QString formatLatencyUs(qint64 us);
 QString latencyBucketLabel(const TierInfo &tier, int bucket);
 // What the warm sandboxes cost while idle: warm x price per hour, in dollars per hour.
 double idleCostPerHour(const TierInfo &tier);
+
+// The Pools view's checkpoint store card, in words.
+struct StorageCardText {
+    QString where;     // "the broker's checkpoint directory /var/lib/paddock/checkpoints"
+    QString figures;   // "1.2 GiB stored · 5.8 GiB of workspaces · dedup 4.8x · collection would free 310 MiB"
+    QString detail;    // "3,401 chunks and 212 manifests · ended sessions kept 168 h · last collection ..."
+    QString warning;   // why a collection would not free all it should; empty when nothing is wrong
+};
+// lastCollection times are local unless utc.
+StorageCardText storageCardText(const CheckpointStorage &storage, bool utc = false);
 
 class PoolsModel : public QAbstractItemModel {
     Q_OBJECT
@@ -55,6 +68,9 @@ public:
     // What a tier promises about its host, in a few words for its Isolation cell ("own ids, seccomp,
     // minimal /etc"); the tooltip has the pool's full sentences.
     static QString isolationSummary(const TierInfo &tier);
+    // The Health cell: "healthy", "unreachable: ...", or "lost · 12 session(s) moved away: ..."
+    // once the broker gave up on it and its sessions went to other pools.
+    static QString healthText(const PoolInfo &pool);
 
     explicit PoolsModel(QObject *parent = nullptr);
 
@@ -77,8 +93,17 @@ public:
     bool isStale() const { return m_stale; }
     void setStale(bool stale);
 
+    // The figures replace the ones before and clear the error; an error keeps the last figures
+    // (the view says they were not refreshed).
+    void setStorage(const CheckpointStorage &storage);
+    void setStorageError(const QString &error);
+    bool hasStorage() const { return m_hasStorage; }
+    const CheckpointStorage &storage() const { return m_storage; }
+    QString storageError() const { return m_storageError; }
+
 signals:
     void staleChanged(bool stale);
+    void storageChanged();
 
 private:
     QVariant poolData(const PoolInfo &pool, int column, int role) const;
@@ -89,6 +114,9 @@ private:
     QHash<QString, QList<PoolHealthPoint>> m_history;
     bool m_localExecution = false;
     bool m_stale = false;
+    CheckpointStorage m_storage;
+    bool m_hasStorage = false;
+    QString m_storageError;
 };
 
 } // namespace paddock::console

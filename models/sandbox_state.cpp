@@ -4,6 +4,8 @@
 #include <QJsonDocument>
 #include <QJsonObject>
 
+#include <algorithm>
+
 namespace paddock::console {
 namespace {
 
@@ -13,9 +15,23 @@ QString tr(const char *text) { return QCoreApplication::translate("SandboxState"
 
 bool SandboxState::apply(const EventRecord &event)
 {
-    if (!event.kind.startsWith(u"sandbox."))
+    if (!event.kind.startsWith(u"sandbox.") && event.kind != u"checkpoint")
         return false;
     const QJsonObject payload = QJsonDocument::fromJson(event.payloadJson).object();
+    // A checkpoint names the workspace; a sandbox given back with one names it too.
+    if (const QString manifest = payload.value(u"manifest").toString();
+        !manifest.isEmpty() && (event.kind == u"checkpoint" || event.kind == u"sandbox.released")) {
+        if (manifest != checkpoint)
+            checkpointAfterCall.clear();   // a checkpoint taken at the release: after no call
+        checkpoint = manifest;
+        checkpointUnixMs = event.timeUnixMs;
+        if (event.kind == u"checkpoint") {
+            checkpointStore = payload.value(u"store").toString();
+            checkpointAfterCall = payload.value(u"after_call").toString();
+        }
+    }
+    if (event.kind == u"sandbox.restored" || event.kind == u"sandbox.moved")
+        restoreMs = payload.value(u"restore_ms").toDouble(restoreMs);
     if (event.kind == u"sandbox.claimed") {
         ++claims;
         pool = payload.value(u"pool").toString();
@@ -63,6 +79,23 @@ QString SandboxState::claimText() const
     QString text = tr("%1, %2").arg(latency, warm ? tr("warm sandbox") : tr("cold start"));
     if (claims > 1)
         text += tr(" (claim %1)").arg(claims);
+    return text;
+}
+
+QString SandboxState::checkpointText(qint64 nowUnixMs) const
+{
+    if (checkpoint.isEmpty())
+        return tr("none yet");
+    const QString where = checkpointStore == u"s3" ? tr("in the S3 bucket") : tr("in the broker's store");
+    const qint64 ageS = std::max<qint64>(0, (nowUnixMs - checkpointUnixMs) / 1000);
+    const QString age = ageS < 120 ? tr("%1 s old").arg(ageS)
+        : ageS < 7200             ? tr("%1 min old").arg(ageS / 60)
+                                  : tr("%1 h old").arg(ageS / 3600);
+    QString text = tr("%1 %2, %3").arg(checkpoint.left(12), where, age);
+    if (!checkpointAfterCall.isEmpty())
+        text += tr(", after call %1").arg(checkpointAfterCall);
+    if (restoreMs >= 0)
+        text += tr("; last restore %1 ms").arg(restoreMs, 0, 'f', restoreMs < 10 ? 1 : 0);
     return text;
 }
 

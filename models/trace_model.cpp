@@ -321,6 +321,7 @@ struct TraceModel::KindDerivers {
             {QStringLiteral("session.created"), &sessionCreated},
             {QStringLiteral("egress.allowed"), &egress},
             {QStringLiteral("egress.refused"), &egress},
+            {QStringLiteral("checkpoint"), &checkpoint},
         };
         const auto found = byName.constFind(kind);
         if (found != byName.constEnd())
@@ -503,21 +504,46 @@ struct TraceModel::KindDerivers {
         d.summary = parts.join(QStringLiteral(" · "));
     }
 
+    // The workspace a checkpoint or a restore names: "checkpoint 3f2a9c0d1e2f" (its manifest id,
+    // shortened), or "snapshot <ref>" of an older pool snapshot; empty for none.
+    static QString workspaceRef(const QJsonObject &p)
+    {
+        const QString manifest = str(p, "manifest");
+        if (!manifest.isEmpty())
+            return QStringLiteral("checkpoint ") + manifest.left(12);
+        const QString ref = str(p, "snapshot_ref").isEmpty() ? str(p, "snapshot") : str(p, "snapshot_ref");
+        return ref.isEmpty() ? QString() : QStringLiteral("snapshot ") + ref;
+    }
+
+    // A checkpoint after a step (docs/checkpoints.md): what changed, what it cost.
+    static void checkpoint(const QString &, const QJsonObject &p, const QByteArray &, Derived &d)
+    {
+        QStringList parts{workspaceRef(p)};
+        parts << QStringLiteral("%1 changed, %2 removed").arg(num(p, "changed")).arg(num(p, "removed"));
+        parts << QStringLiteral("%1 B sent").arg(num(p, "sent_bytes"));
+        if (!str(p, "store").isEmpty())
+            parts << (str(p, "store") == u"s3" ? QStringLiteral("in S3") : QStringLiteral("in the broker's store"));
+        d.latencyMs = num(p, "duration_ms", -1);
+        d.summary = parts.join(QStringLiteral(" · "));
+    }
+
     // Every kind of EventCategory::Snapshot or EventCategory::Restore.
     static void snapshotOrRestore(const QString &kind, const QJsonObject &p, const QByteArray &, Derived &d)
     {
         const bool restore = eventCategory(kind) == EventCategory::Restore;
-        const QString ref = str(p, "snapshot_ref").isEmpty() ? str(p, "snapshot") : str(p, "snapshot_ref");
+        const QString ref = workspaceRef(p);
         QStringList parts;
-        parts << (restore ? QStringLiteral("restored ") : QStringLiteral("snapshot ")) + (ref.isEmpty() ? QStringLiteral("(none)") : ref);
+        parts << (restore ? QStringLiteral("restored ") : QString()) + (ref.isEmpty() ? QStringLiteral("no workspace") : ref);
         const QString sandbox = str(p, "sandbox_id");
         if (!sandbox.isEmpty())
             parts << (restore ? QStringLiteral("into ") : QStringLiteral("of ")) + sandbox;
         if (p.value(QLatin1String("file_count")).isDouble())
             parts << QStringLiteral("%1 files").arg(num(p, "file_count"));
+        if (p.value(QLatin1String("restored_files")).isDouble())
+            parts << QStringLiteral("%1 files").arg(num(p, "restored_files"));
         if (p.value(QLatin1String("size_bytes")).isDouble())
             parts << QStringLiteral("%1 bytes").arg(num(p, "size_bytes"));
-        d.latencyMs = num(p, "duration_ms", -1);
+        d.latencyMs = num(p, "restore_ms", num(p, "duration_ms", -1));
         const QString error = str(p, "error");
         if (!error.isEmpty()) {
             parts << QStringLiteral("error: ") + error;
@@ -539,8 +565,10 @@ struct TraceModel::KindDerivers {
         const QString toTier = str(p, "to_tier").isEmpty() ? str(p, "tier") : str(p, "to_tier");
         if (!fromTier.isEmpty() && !toTier.isEmpty() && fromTier != toTier)
             parts << QStringLiteral("tier %1 → %2").arg(fromTier, toTier);
-        const QString ref = str(p, "snapshot_ref").isEmpty() ? str(p, "snapshot") : str(p, "snapshot_ref");
-        parts << (ref.isEmpty() ? QStringLiteral("no snapshot: empty workspace") : QStringLiteral("from snapshot ") + ref);
+        const QString ref = workspaceRef(p);
+        parts << (ref.isEmpty() ? QStringLiteral("no checkpoint: empty workspace") : QStringLiteral("from ") + ref);
+        if (p.value(QLatin1String("restore_ms")).isDouble())
+            d.latencyMs = num(p, "restore_ms");
         const QString reason = str(p, "reason").isEmpty() ? str(p, "error") : str(p, "reason");
         if (!reason.isEmpty())
             parts << reason;

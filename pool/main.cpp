@@ -7,6 +7,7 @@
 #include "pool/core/sandbox_pool.h"
 #include "pool/server/pool_auth.h"
 #include "pool/server/pool_service.h"
+#include "rpc/limits.h"
 
 #include <CLI/CLI.hpp>
 #include <grpcpp/ext/proto_server_reflection_plugin.h>
@@ -120,6 +121,7 @@ std::unique_ptr<grpc::Server> startServer(const pool::PoolConfig &config, pool::
     grpc::ServerBuilder builder;
     // Without this a second pool could share the port (SO_REUSEPORT) instead of failing.
     builder.AddChannelArgument(GRPC_ARG_ALLOW_REUSEPORT, 0);
+    builder.SetMaxReceiveMessageSize(rpc::kMaxPoolMessageBytes);   // a checkpoint's manifest (rpc/limits.h)
     builder.AddListeningPort(config.listen, credentials, &port);
     builder.RegisterService(&service);
     std::unique_ptr<grpc::Server> server = builder.BuildAndStart();

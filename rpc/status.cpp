@@ -17,6 +17,7 @@ grpc::StatusCode toGrpcCode(ErrorCode code)
     case ErrorCode::PermissionDenied: return grpc::StatusCode::PERMISSION_DENIED;
     case ErrorCode::Cancelled: return grpc::StatusCode::CANCELLED;
     case ErrorCode::Unimplemented: return grpc::StatusCode::UNIMPLEMENTED;
+    case ErrorCode::DataLoss: return grpc::StatusCode::DATA_LOSS;
     case ErrorCode::Internal: return grpc::StatusCode::INTERNAL;
     }
     return grpc::StatusCode::UNKNOWN;
@@ -43,6 +44,7 @@ ErrorCode fromGrpcCode(grpc::StatusCode code)
     case grpc::StatusCode::UNAUTHENTICATED: return ErrorCode::PermissionDenied;
     case grpc::StatusCode::CANCELLED: return ErrorCode::Cancelled;
     case grpc::StatusCode::UNIMPLEMENTED: return ErrorCode::Unimplemented;
+    case grpc::StatusCode::DATA_LOSS: return ErrorCode::DataLoss;
     default: return ErrorCode::Internal;
     }
 }

@@ -2,6 +2,7 @@
 
 #include "models/pools_model.h"
 #include "views/pool_charts.h"
+#include "views/storage_card.h"
 #include "views/theme.h"
 
 #include <QApplication>
@@ -148,6 +149,8 @@ PoolsView::PoolsView(QWidget *parent)
     layout->addLayout(summaryRow);
     layout->addWidget(m_localBanner);
     layout->addWidget(m_staleBanner);
+    m_storage = new StorageCard(this);
+    layout->addWidget(m_storage);
     m_splitter = new QSplitter(Qt::Vertical, this);
     m_splitter->setObjectName(QStringLiteral("poolsSplitter"));
     m_splitter->addWidget(m_tree);
@@ -194,6 +197,7 @@ void PoolsView::setModel(PoolsModel *model)
     connect(m_proxy, &QAbstractItemModel::modelReset, this, &PoolsView::updateCharts);
     connect(m_tree->selectionModel(), &QItemSelectionModel::currentRowChanged, this, &PoolsView::updateCharts);
     connect(m_model, &PoolsModel::staleChanged, this, [this](bool stale) { m_staleBanner->setVisible(stale); });
+    m_storage->setModel(model);
     expandPools();
     updateBanner();
     updateCharts();

@@ -2,7 +2,8 @@
 // Pools: each pool the broker knows with its health and endpoint, and under it each tier with its
 // runtime, a warm/claimed/max bar, warm-pool hit rate, claim latency (p50/p99), refill rate, cold
 // fallbacks and the idle cost of its warm sandboxes. Under the table: the selected tier's claim
-// latency histogram and its pool's health over time.
+// latency histogram and its pool's health over time. Above the table: the checkpoint store's card
+// (storage_card.h).
 //
 // Threads: GUI thread only.
 
@@ -19,6 +20,7 @@ class PoolsModel;
 class PoolsHeaderProxy;
 class LatencyHistogramPlot;
 class HealthTimelinePlot;
+class StorageCard;
 
 // Warm and claimed sandboxes as a stacked bar against the tier's (or pool's) maximum.
 class CapacityDelegate : public QStyledItemDelegate {
@@ -49,6 +51,7 @@ public:
     QTreeView *treeView() const { return m_tree; }
     LatencyHistogramPlot *latencyPlot() const { return m_latency; }
     HealthTimelinePlot *healthPlot() const { return m_health; }
+    StorageCard *storageCard() const { return m_storage; }
     QString summaryText() const;
 
 protected:
@@ -69,6 +72,7 @@ private:
     QSplitter *m_splitter = nullptr;
     LatencyHistogramPlot *m_latency = nullptr;
     HealthTimelinePlot *m_health = nullptr;
+    StorageCard *m_storage = nullptr;
 };
 
 } // namespace paddock::console

@@ -3,8 +3,10 @@
 #include "views/resource_curve_plot.h"
 #include "views/theme.h"
 
+#include <QDateTime>
 #include <QFormLayout>
 #include <QLabel>
+#include <QTimer>
 #include <QVBoxLayout>
 
 namespace paddock::console {
@@ -35,6 +37,8 @@ SandboxCard::SandboxCard(QWidget *parent)
     m_sandboxLabel = makeValue();
     m_runtimeLabel = makeValue();
     m_claimLabel = makeValue();
+    m_checkpointLabel = makeValue();
+    m_checkpointLabel->setWordWrap(true);
     m_stateLabel = makeValue();
     m_stateLabel->setWordWrap(true);
     form->addRow(tr("Pool"), m_poolLabel);
@@ -42,8 +46,14 @@ SandboxCard::SandboxCard(QWidget *parent)
     form->addRow(tr("Sandbox"), m_sandboxLabel);
     form->addRow(tr("Runtime"), m_runtimeLabel);
     form->addRow(tr("Claim"), m_claimLabel);
+    form->addRow(tr("Checkpoint"), m_checkpointLabel);
     form->addRow(tr("State"), m_stateLabel);
     layout->addLayout(form);
+    auto *ageTimer = new QTimer(this);
+    connect(ageTimer, &QTimer::timeout, this, [this] {
+        m_checkpointLabel->setText(m_state.checkpointText(QDateTime::currentMSecsSinceEpoch()));
+    });
+    ageTimer->start(5000);
     m_samplesTitle = new QLabel(tr("CPU and memory"), this);
     m_samplesTitle->setFont(title->font());
     layout->addWidget(m_samplesTitle);
@@ -114,6 +124,8 @@ void SandboxCard::refresh()
     m_sandboxLabel->setText(orDash(m_state.sandboxText(m_session)));
     m_runtimeLabel->setText(orDash(m_state.runtimeText()));
     m_claimLabel->setText(orDash(m_state.claimText()));
+    m_checkpointLabel->setText(m_state.checkpointText(QDateTime::currentMSecsSinceEpoch()));
+    m_checkpointLabel->setToolTip(m_state.checkpoint);
     m_stateLabel->setText(m_state.stateText(m_session));
     Theme::setTextRole(m_stateLabel, m_state.failed() ? TextRole::Error : TextRole::Normal);
 

@@ -57,6 +57,7 @@ private:
     QLabel *m_sandboxLabel = nullptr;
     QLabel *m_runtimeLabel = nullptr;
     QLabel *m_claimLabel = nullptr;
+    QLabel *m_checkpointLabel = nullptr;   // its age is redrawn every few seconds
     QLabel *m_stateLabel = nullptr;
     QLabel *m_samplesTitle = nullptr;
     ResourceCurvePlot *m_plot = nullptr;

@@ -51,6 +51,7 @@ public:
     // Older history: up to count events from fromSeq, answered by historyArrived.
     virtual void fetchHistory(const QString &id, qint64 fromSeq, int count) = 0;
 
+    // Asks for the pools (poolsChanged) and the checkpoint store's figures (storageChanged).
     virtual void refreshPools() = 0;
 
     // Actions; each is answered by actionFinished.
@@ -97,6 +98,8 @@ signals:
     void eventsArrived(const QString &sessionId);
     void historyArrived(const QString &sessionId, const QList<paddock::console::EventRecord> &events);
     void poolsChanged(const QList<paddock::console::PoolInfo> &pools, bool localExecution);
+    // The checkpoint store's figures; on error (for people: what went wrong) storage is empty.
+    void storageChanged(const paddock::console::CheckpointStorage &storage, const QString &error);
     // action: "submit", "cancel", "pause", "resume". sessionId is the new session for a submit.
     void actionFinished(const QString &action, bool ok, const QString &message, const QString &sessionId);
 

@@ -132,6 +132,11 @@ void FakeConsoleClient::pushPools(const QList<PoolInfo> &pools, bool localExecut
     emit poolsChanged(pools, localExecution);
 }
 
+void FakeConsoleClient::pushStorage(const CheckpointStorage &storage, const QString &error)
+{
+    emit storageChanged(error.isEmpty() ? storage : CheckpointStorage{}, error);
+}
+
 void FakeConsoleClient::setConnectionState(ConnectionState state, const QString &detail)
 {
     if (state == m_state)

@@ -68,6 +68,8 @@ public:
     void pushEvents(const QString &sessionId, const QList<EventRecord> &events);
     void pushHistory(const QString &sessionId, const QList<EventRecord> &events);
     void pushPools(const QList<PoolInfo> &pools, bool localExecution);
+    // Emits storageChanged (an error instead when error is not empty).
+    void pushStorage(const CheckpointStorage &storage, const QString &error = {});
     // Emits connectionStateChanged when the state changes (like the real client).
     void setConnectionState(ConnectionState state, const QString &detail = {});
     // When set, fetchHistory answers by itself (on flush, or at once with autoFlush).

@@ -430,6 +430,18 @@ void GrpcConsoleClient::refreshPools()
             sharedState->poolsReady = true;
             sharedState->wakeLocked();
         });
+    // The figures may take the broker a while to count (it keeps them a minute): a longer deadline.
+    d->unary<v1::GetStorageRequest, v1::StorageInfo>(
+        &v1::OperationsService::StubInterface::async_interface::GetStorage, v1::GetStorageRequest(), kUnaryDeadlineMs,
+        [sharedState](const grpc::Status &status, const v1::StorageInfo &response) {
+            CheckpointStorage storage;
+            QString error;
+            if (status.ok())
+                storage = toCheckpointStorage(response);
+            else
+                error = QStringLiteral("could not read the checkpoint store's figures: %1").arg(statusText(status));
+            sharedState->post([storage, error](GrpcConsoleClient *c) { emit c->storageChanged(storage, error); });
+        });
 }
 
 void GrpcConsoleClient::submitSession(const SubmitRequest &request)

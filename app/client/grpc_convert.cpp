@@ -43,6 +43,10 @@ PoolInfo toPoolInfo(const v1::PoolInfo &p)
     info.healthy = p.healthy();
     info.local = p.local();
     info.error = qs(p.error());
+    info.lost = p.lost();
+    info.sessionsMovedAway = p.sessions_moved_away();
+    for (const auto &id : p.moved_session_ids())
+        info.movedSessionIds.append(qs(id));
     for (const auto &t : p.tiers()) {
         TierInfo tier;
         tier.name = qs(t.tier().name());
@@ -145,6 +149,30 @@ QString statusText(const grpc::Status &status)
     if (message.isEmpty())
         message = QStringLiteral("gRPC status %1").arg(static_cast<int>(status.error_code()));
     return message;
+}
+
+CheckpointStorage toCheckpointStorage(const v1::StorageInfo &s)
+{
+    CheckpointStorage out;
+    out.store = qs(s.store());
+    out.where = qs(s.where());
+    out.retentionHours = s.retention_hours();
+    out.chunks = s.chunks();
+    out.manifests = s.manifests();
+    out.bytesStored = s.bytes_stored();
+    out.logicalBytes = s.logical_bytes();
+    out.dedupRatio = s.dedup_ratio();
+    const auto &would = s.would_free();
+    out.freeableBytes = would.chunk_bytes_freed() + would.manifest_bytes_freed();
+    out.freeableChunks = would.chunks_freed();
+    out.freeableManifests = would.manifests_freed();
+    out.problem = qs(would.problem());
+    if (s.has_last_collection()) {
+        out.lastCollectionUnixMs = s.last_collection().time_unix_ms();
+        out.lastFreedBytes = s.last_collection().chunk_bytes_freed() + s.last_collection().manifest_bytes_freed();
+    }
+    out.computedUnixMs = s.computed_unix_ms();
+    return out;
 }
 
 } // namespace paddock::console

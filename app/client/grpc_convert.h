@@ -23,6 +23,7 @@ namespace paddock::console {
 
 SessionInfo toSessionInfo(const v1::Session &s);
 PoolInfo toPoolInfo(const v1::PoolInfo &p);
+CheckpointStorage toCheckpointStorage(const v1::StorageInfo &s);
 QByteArray toByteArray(const std::string &data);
 PostMortemInfo toPostMortem(const v1::PostMortem &p);
 SnapshotFile toSnapshotFile(const v1::SnapshotFile &f);

@@ -32,6 +32,8 @@ constexpr MethodRule kRules[] = {
     {"DebugExec", R::Operator, true},
     {"CloseDebugShell", R::Operator, true},
     {"WatchSandboxSamples", R::Viewer, false},
+    {"GetStorage", R::Viewer, false},
+    {"CollectStorage", R::Operator, true},
     {"SetSecret", R::Admin, true},
     {"ListSecrets", R::Engineer, false},
     {"DeleteSecret", R::Admin, true},

@@ -268,7 +268,7 @@ const std::vector<ConfigSection> &brokerConfigSections()
              {"data_dir", "socket", "workers", "lease_ms", "default_tier", "allow_local_execution", "log_level",
               "pool_health_interval_ms", "pool_lost_after_ms", "debug_shell_idle_timeout_ms",
               "sandbox_idle_release_ms", "listen_tcp", "tls_cert", "tls_key", "policy_file", "pool", "principal",
-              "models", "prices"}},
+              "models", "prices", "checkpoints"}},
             {"broker.toml", "[[pool]]", {"name", "endpoint", "tls_ca", "tls_cert", "tls_key", "tls_server_name", "token_file"}},
             {"broker.toml", "[[principal]]", {"name", "role", "unix_users", "uids"}},
         };
@@ -276,6 +276,7 @@ const std::vector<ConfigSection> &brokerConfigSections()
             out.push_back(section);
         for (const auto &section : cost::priceSections())
             out.push_back(section);
+        out.push_back(checkpointsSection());
         return out;
     }();
     return sections;
@@ -312,6 +313,11 @@ BrokerConfig loadBrokerConfig(const std::filesystem::path &file, BrokerConfig co
     if (auto *node = table.get("models"); node && !models)
         problem(*node, "models must be a table: [models]");
     config.models = llm::parseModelsConfig(models ? *models : empty, file.string(), baseDir, config.models, problems);
+    auto *checkpoints = table.get_as<toml::table>("checkpoints");
+    if (auto *node = table.get("checkpoints"); node && !checkpoints)
+        problem(*node, "checkpoints must be a table: [checkpoints]");
+    if (checkpoints)
+        config.checkpoints = parseCheckpointsConfig(file, *checkpoints, config.checkpoints, problems);
     return config;
 }
 

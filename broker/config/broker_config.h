@@ -5,6 +5,7 @@
 // docs/configuration.md lists every key with its default.
 
 #include "broker/auth/principals.h"
+#include "broker/config/checkpoints_config.h"
 #include "broker/cost/prices.h"
 #include "broker/llm/model_registry.h"
 #include "broker/pool_client/grpc_pool_client.h"
@@ -54,6 +55,7 @@ struct BrokerConfig {
     std::filesystem::path policyFile;     // TOML policy ([review], [[tier_rule]]); empty: built-in defaults
     std::string policyFileWhere;          // "file:line" of policy_file, for messages about it
     cost::PriceTable prices = cost::defaultPriceTable();   // [prices]: model tokens and snapshot storage
+    CheckpointsConfig checkpoints;        // [checkpoints]: where workspace checkpoints are kept
 };
 
 // The embedded default, before any file or flag.

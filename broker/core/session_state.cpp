@@ -124,7 +124,8 @@ void applyEvent(SessionState &state, const Event &event)
         || event.kind == kind::SandboxClaimed || event.kind == kind::SandboxReleased
         || event.kind == kind::SandboxFailed || event.kind == kind::SandboxLost || event.kind == kind::ToolResult
         || event.kind == kind::TierOverride || event.kind == kind::Cost || event.kind == kind::BudgetWarning
-        || event.kind == kind::ApprovalRequested || event.kind == kind::ApprovalDecided || event.kind == kind::EnvDecision;
+        || event.kind == kind::ApprovalRequested || event.kind == kind::ApprovalDecided || event.kind == kind::EnvDecision
+        || event.kind == kind::Checkpoint;
     if (!interesting)
         return;
 
@@ -173,6 +174,11 @@ void applyEvent(SessionState &state, const Event &event)
     } else if (event.kind == kind::SandboxReleased || event.kind == kind::SandboxFailed
                || event.kind == kind::SandboxLost) {
         state.sandboxId.clear();
+        if (auto manifest = stringField(payload, "manifest"); !manifest.empty())
+            state.checkpoint = manifest;
+    } else if (event.kind == kind::Checkpoint) {
+        if (auto manifest = stringField(payload, "manifest"); !manifest.empty())
+            state.checkpoint = manifest;
     } else if (event.kind == kind::ToolResult) {
         ++state.steps;
     } else if (event.kind == kind::TierOverride) {

@@ -41,6 +41,9 @@ struct SessionState {
     std::string statusReason;
     std::string pool;           // of the current sandbox
     std::string sandboxId;      // empty when no sandbox is held
+    // The manifest id of the workspace's last durable checkpoint (a checkpoint event, or a sandbox
+    // given back with one: idle, moved); "" while there is none. Restores start from it.
+    std::string checkpoint;
     int64_t steps = 0;          // tool results recorded
     int64_t costMicros = 0;
     int64_t modelCostMicros = 0;     // cost events of kind "model"

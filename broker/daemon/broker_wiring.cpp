@@ -1,5 +1,8 @@
 #include "broker/daemon/broker_wiring.h"
 
+#include "broker/checkpoints/checkpoint_collector.h"
+#include "broker/checkpoints/local_blob_store.h"
+#include "broker/checkpoints/s3_blob_store.h"
 #include "broker/cost/budget_source.h"
 #include "broker/engine/step_engine.h"
 #include "broker/policy/policy_file.h"
@@ -10,6 +13,8 @@
 #include "common/paths.h"
 
 #include <spdlog/spdlog.h>
+
+#include <climits>
 
 namespace paddock::daemon {
 
@@ -36,6 +41,48 @@ std::function<Status(const std::string &, const nlohmann::json &)> recordWriter(
     };
 }
 
+checkpoints::S3Options s3Options(const broker_config::CheckpointsConfig &settings)
+{
+    checkpoints::S3Options options;
+    options.endpoint = settings.endpoint;
+    options.bucket = settings.bucket;
+    options.region = settings.region;
+    options.prefix = settings.prefix;
+    options.pathStyle = settings.pathStyle;
+    options.credentialsFile = settings.credentialsFile;
+    options.timeoutMs = settings.timeoutMs;
+    return options;
+}
+
+// The checkpoint store [checkpoints] names: the broker's own directory (the default) or a bucket.
+Result<std::unique_ptr<checkpoints::CheckpointStore>> openCheckpointStore(const BrokerConfig &config)
+{
+    const auto &settings = config.checkpoints;
+    std::unique_ptr<checkpoints::BlobStore> blobs;
+    if (settings.store == "s3") {
+        auto bucket = checkpoints::S3BlobStore::open(s3Options(settings));
+        if (!bucket)
+            return std::unexpected(bucket.error());
+        blobs = std::move(*bucket);
+    } else {
+        auto dir = checkpoints::LocalBlobStore::open(settings.dir.empty() ? config.dataDir / "checkpoints" : settings.dir);
+        if (!dir)
+            return std::unexpected(dir.error());
+        blobs = std::move(*dir);
+    }
+    spdlog::info("checkpoints: {}", blobs->describe());
+    // Behind a GuardedBlobStore: collection never deletes what a checkpoint in progress counts on.
+    return std::make_unique<checkpoints::CheckpointStore>(std::make_unique<checkpoints::GuardedBlobStore>(std::move(blobs)),
+                                                          settings.store);
+}
+
+checkpoints::CollectorOptions collectorOptions(const BrokerConfig &config)
+{
+    checkpoints::CollectorOptions options;
+    options.retentionHours = config.checkpoints.retentionHours;
+    return options;
+}
+
 } // namespace
 
 struct BrokerWiring::Parts {
@@ -49,6 +96,10 @@ struct BrokerWiring::Parts {
     std::unique_ptr<review::ReviewDesk> reviews;
     std::unique_ptr<cost::IndexedBudgets> budgets;
     std::unique_ptr<server::StreamHub> hub;
+    std::unique_ptr<checkpoints::CheckpointStore> checkpointStore;
+    std::unique_ptr<checkpoints::Checkpointer> checkpointer;
+    std::unique_ptr<checkpoints::PostMortemArchive> postMortems;
+    std::unique_ptr<checkpoints::CheckpointCollector> collector;
     std::unique_ptr<engine::StepEngine> engine;
     std::unique_ptr<server::BrokerApi> api;
     bool stopped = false;
@@ -70,6 +121,9 @@ struct BrokerWiring::Parts {
         serviceOptions.costs = costs.get();
         serviceOptions.reviews = reviews.get();
         serviceOptions.budgets = budgets.get();
+        serviceOptions.postMortems = postMortems.get();
+        serviceOptions.checkpointer = checkpointer.get();
+        serviceOptions.storage = collector.get();
         return serviceOptions;
     }
 };
@@ -153,7 +207,23 @@ Result<std::unique_ptr<BrokerWiring>> BrokerWiring::create(const BrokerConfig &c
     parts->decider = std::make_unique<engine::EnvironmentDecider>(parts->agents.get(), pools, std::move(*tierPolicy),
                                                                   config.defaultTier);
 
+    auto checkpointStore = openCheckpointStore(config);
+    if (!checkpointStore)
+        return std::unexpected(checkpointStore.error());
+    parts->checkpointStore = std::move(*checkpointStore);
+    parts->checkpointer = std::make_unique<checkpoints::Checkpointer>(*parts->checkpointStore);
+    parts->postMortems = std::make_unique<checkpoints::PostMortemArchive>(
+        *parts->checkpointStore, pools, [&store](const std::string &sessionId) {
+            return store.readEvents(sessionId, 1, INT_MAX);
+        });
+    // Retention runs from the start, off the engine's path; its blobs are the guard put in front above.
+    parts->collector = std::make_unique<checkpoints::CheckpointCollector>(
+        *parts->checkpointStore, static_cast<checkpoints::GuardedBlobStore &>(parts->checkpointStore->blobs()), store,
+        collectorOptions(config));
+    parts->collector->start();
+
     engine::EngineOptions engineOptions;
+    engineOptions.checkpointer = parts->checkpointer.get();
     engineOptions.decider = parts->decider.get();
     engineOptions.workers = config.workers;
     engineOptions.leaseMs = config.leaseMs;
@@ -183,6 +253,7 @@ server::StreamHub &BrokerWiring::hub()
 void BrokerWiring::startEngine()
 {
     m_parts->engine->start();
+    m_parts->postMortems->start();
 }
 
 void BrokerWiring::startReviews()
@@ -201,10 +272,14 @@ void BrokerWiring::stop()
     if (m_parts->stopped)
         return;
     m_parts->stopped = true;
+    if (m_parts->collector)
+        m_parts->collector->stop();
     if (m_parts->reviews)
         m_parts->reviews->stop();
     if (m_parts->engine)
         m_parts->engine->stop();
+    if (m_parts->postMortems)
+        m_parts->postMortems->stop();
     if (m_parts->hub)
         m_parts->hub->stop();
 }

@@ -1,14 +1,15 @@
 #pragma once
 // What a broker serves with, wired from its config as paddockd runs it: the agents' and decisions'
 // stores, the policy file's review and tier tables, the cost ledger and budgets, the review desk,
-// the models, the secrets, the stream hub, the environment decider, the step engine and the gRPC
-// API over them (broker/server/broker_api.h). Broker (broker.h) puts the configured pools, the
+// the models, the secrets, the stream hub, the environment decider, the checkpoint store with its
+// collection (broker/checkpoints/checkpoint_collector.h), the step engine and the gRPC API over
+// them (broker/server/broker_api.h). Broker (broker.h) puts the configured pools, the
 // sockets and the gRPC server around it; tests/support/in_process_broker puts a test's pools and
 // socket around the same wiring, so the tests serve what paddockd serves.
 //
 // Threads: create(), startEngine(), startReviews(), beginShutdown() and stop() on the owner's
-// thread. The parts run on their own threads (step workers, stream pump, review expiry) and the
-// service on gRPC's.
+// thread. The parts run on their own threads (step workers, stream pump, review expiry, the
+// checkpoint collection, started by create()) and the service on gRPC's.
 
 #include "broker/auth/principals.h"
 #include "broker/placement/pool_set.h"

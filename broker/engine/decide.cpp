@@ -43,6 +43,12 @@ Billing billingOf(std::span<const core::Event> events)
         } else if (event.kind == core::kind::SandboxReleased || event.kind == core::kind::SandboxFailed
                    || event.kind == core::kind::SandboxLost) {
             billing.held = false;
+            // A sandbox given back with a checkpoint taken then: storage is billed at its size.
+            if (event.kind == core::kind::SandboxReleased) {
+                const json payload = parsePayload(event);
+                if (payload.contains("manifest") && payload.contains("size_bytes"))
+                    billing.checkpointBytes = payload.value("size_bytes", billing.checkpointBytes);
+            }
         } else if (event.kind == core::kind::Checkpoint) {
             const json payload = parsePayload(event);
             billing.checkpointBytes = payload.value("size_bytes", int64_t{0});
@@ -115,7 +121,7 @@ Action decide(std::span<const core::Event> events)
 
     // Tool calls without a result, in the order the model made them; count model errors since the
     // last response.
-    std::vector<llm::ToolCall> calls;
+    std::vector<std::pair<llm::ToolCall, int64_t>> calls;   // with the seq of its tool.call
     std::set<std::string> resolved;
     std::map<std::string, json> reviewOfCall;     // tool call id -> approval.requested payload
     std::map<std::string, json> decisionOfReview; // review id -> approval.decided payload
@@ -123,7 +129,7 @@ Action decide(std::span<const core::Event> events)
     std::string lastModelError;
     for (const auto &event : events) {
         if (event.kind == core::kind::ToolCall) {
-            calls.push_back(toolCallFromJson(parsePayload(event)));
+            calls.emplace_back(toolCallFromJson(parsePayload(event)), event.seq);
         } else if (event.kind == core::kind::ToolResult) {
             resolved.insert(parsePayload(event).value("call_id", std::string()));
         } else if (event.kind == core::kind::ModelResponse) {
@@ -142,11 +148,14 @@ Action decide(std::span<const core::Event> events)
             decisionOfReview[reviewId] = std::move(payload);
         }
     }
-    for (const auto &call : calls) {
+    for (const auto &[call, seq] : calls) {
         if (resolved.contains(call.id))
             continue;
         action.kind = call.name == llm::tool::Finish ? ActionKind::Finish : ActionKind::RunTool;
         action.call = call;
+        // A call's key comes from its own tool.call, not from the log's end: events people add
+        // meanwhile (a pause, an override) must not make a repeat of the call look like a new one.
+        action.idempotencyKey = state.id + ":" + std::to_string(seq + 1);
         if (auto review = reviewOfCall.find(call.id); review != reviewOfCall.end()) {
             action.review = review->second;
             auto decided = decisionOfReview.find(review->second.value("review_id", std::string()));
@@ -164,6 +173,37 @@ Action decide(std::span<const core::Event> events)
     }
     action.kind = ActionKind::CallModel;
     return action;
+}
+
+std::optional<Action> openCommandOf(std::span<const core::Event> events)
+{
+    Action action;
+    action.state = core::foldEvents(events);
+    if (action.state.sandboxId.empty())
+        return std::nullopt;
+    std::vector<std::pair<llm::ToolCall, int64_t>> calls;   // since the last claim, with their seqs
+    std::set<std::string> resolved;
+    for (const auto &event : events) {
+        if (event.kind == core::kind::SandboxClaimed)
+            calls.clear();
+        else if (event.kind == core::kind::ToolCall)
+            calls.emplace_back(toolCallFromJson(parsePayload(event)), event.seq);
+        else if (event.kind == core::kind::ToolResult)
+            resolved.insert(parsePayload(event).value("call_id", std::string()));
+    }
+    for (const auto &[call, seq] : calls) {
+        if (resolved.contains(call.id))
+            continue;
+        if (call.name != llm::tool::RunCommand)
+            return std::nullopt;
+        action.kind = ActionKind::RunTool;
+        action.call = call;
+        action.idempotencyKey = action.state.id + ":" + std::to_string(seq + 1);
+        action.replayOnly = true;
+        action.billing = billingOf(events);
+        return action;
+    }
+    return std::nullopt;
 }
 
 llm::ModelContext buildModelContext(std::span<const core::Event> events)

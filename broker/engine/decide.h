@@ -7,6 +7,7 @@
 #include "broker/core/session_state.h"
 #include "broker/llm/model_adapter.h"
 
+#include <optional>
 #include <span>
 #include <string>
 
@@ -52,14 +53,25 @@ struct Action {
     nlohmann::json review;
     nlohmann::json decision;
     // Every external call made for this action carries this key: "<session>:<seq>", where seq is
-    // the seq its result will be appended at.
+    // the seq its result will be appended at (RunTool and Finish: the seq right after the call's
+    // own tool.call, whatever was appended since).
     std::string idempotencyKey;
+    // RunTool: only a run the pool already recorded under idempotencyKey may answer; nothing new
+    // is started (the idle releaser recovering a command of a paused session, step_engine.h).
+    bool replayOnly = false;
 };
 
 // Consecutive model errors after which a session fails instead of retrying.
 inline constexpr int kMaxConsecutiveModelErrors = 3;
 
 Action decide(std::span<const core::Event> events);
+
+// A command that may be running (or have run) in the session's sandbox without its result in the
+// log: the first call without a result since the last claim, when it is a run_command. The action
+// runs it with replayOnly, so only the pool's record of that run answers. nullopt when there is
+// none (or the session holds no sandbox). For the idle releaser (step_engine.h): a paused session's
+// command is recorded before its sandbox is given back.
+std::optional<Action> openCommandOf(std::span<const core::Event> events);
 
 // The model's view of the session: goal, playbook and every earlier turn with its tool results.
 llm::ModelContext buildModelContext(std::span<const core::Event> events);

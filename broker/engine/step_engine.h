@@ -10,6 +10,7 @@
 // gives back the sandboxes of sessions paused (or waiting for a review) past the idle limit
 // (compare-and-append, no lease: such sessions are not leased).
 
+#include "broker/checkpoints/checkpointer.h"
 #include "broker/cost/budgets.h"
 #include "broker/cost/prices.h"
 #include "broker/engine/decide.h"
@@ -39,9 +40,12 @@ struct EngineOptions {
     int64_t retryAfterUnavailableMs = 1000;       // back-off when a pool or model is unreachable
     int64_t drainMs = 2000;                       // stop(): how long steps in progress may finish
     std::string workerPrefix = "worker";
-    // A paused session that still holds a sandbox gives it back after this long (snapshot first);
-    // the claim on resume restores the snapshot. 0: never.
+    // A paused session that still holds a sandbox gives it back after this long (checkpoint
+    // first); the claim on resume restores the checkpoint. 0: never.
     int64_t sandboxIdleReleaseMs = 60000;
+    // Where checkpoints go after each step and come back from after a move, an idle release or a
+    // lost pool (docs/checkpoints.md). nullptr: none are taken (tests of other things).
+    checkpoints::Checkpointer *checkpointer = nullptr;
     // Granted secrets go into each command's environment, and every event the engine appends is
     // redacted for every value this store holds. nullptr: no secrets (tests that need none).
     const secrets::SecretStore *secrets = nullptr;
@@ -106,11 +110,25 @@ private:
     // propose_change: applied at once within policy, else opens a review; once decided, applies
     // the approved change or records the rejection as the tool's result.
     StepOutcome proposeChange(const Action &action);
-    // A snapshot of the workspace after a step that changed it, recorded with the step's result:
-    // if the pool is lost later, the session resumes from here (docs/deployment.md). The error
-    // when the pool did not answer (unavailable, deadline, cancelled); a snapshot that failed
-    // otherwise is logged and skipped.
-    Status addCheckpoint(const Action &action, pool_client::PoolClient &pool, std::vector<core::NewEvent> &events);
+    // A checkpoint of the workspace after a step that may have changed it, recorded with the
+    // step's result once it is durable in the checkpoint store: if the pool is lost later, the
+    // session resumes from here. Nothing is added when the workspace did not change.
+    checkpoints::Outcome<void> addCheckpoint(const Action &action, pool_client::PoolClient &pool,
+                                             std::vector<core::NewEvent> &events);
+    // What a failed checkpoint after a step means: pool trouble (poolTrouble decides), a store
+    // that did not answer (retry later), anything else pauses the session with the reason.
+    StepOutcome checkpointFailed(const Action &action, pool_client::PoolClient &pool, const checkpoints::Failure &failure);
+    // The checkpoint for giving a sandbox back (idle, tier move): the session's last when nothing
+    // changed since, else a new one. {manifest, checkpoint ("current" or "new"), sizes}.
+    checkpoints::Outcome<nlohmann::json> checkpointWorkspace(pool_client::PoolClient &pool, const core::SessionState &state);
+    // Restores checkpoint `manifest` into a claimed sandbox; "" restores nothing (an empty workspace).
+    checkpoints::Outcome<checkpoints::RestoreResult> restoreWorkspace(pool_client::PoolClient &pool,
+                                                                      const std::string &sandboxId,
+                                                                      const std::string &manifest);
+    // A claim whose restore failed: retried later, or (the checkpoint is damaged or gone from the
+    // store) the session pauses with the reason.
+    StepOutcome restoreFailed(const Action &action, pool_client::PoolClient &pool, const std::string &manifest,
+                              const checkpoints::Failure &failure);
     // Applies an approved (or within-policy) change; fills the tool result.
     Status applyChange(const Action &action, pool_client::PoolClient *pool, const nlohmann::json &arguments,
                        nlohmann::json &result);

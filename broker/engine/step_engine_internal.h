@@ -23,6 +23,9 @@ inline constexpr const char *kSandboxLost = core::kind::SandboxLost;
 inline constexpr const char *kSandboxMoved = core::kind::SandboxMoved;
 inline constexpr const char *kSandboxWaiting = core::kind::SandboxWaiting;
 
+// StepOutcome::note of a replayOnly RunTool the pool had no run for: the command never started.
+inline constexpr const char *kNothingRan = "the command never started in this sandbox";
+
 // An event to append, its payload dumped as JSON (invalid UTF-8 replaced). step_engine.cpp.
 core::NewEvent event(const char *kind, const nlohmann::json &payload);
 
@@ -42,12 +45,6 @@ std::string clipOutput(const std::string &data, bool *clipped);
 // Every command the broker runs for a session carries the hosts approved for it; the pool's proxy
 // allows them while that command runs (docs/egress.md, "Approved hosts"). step_engine_tools.cpp.
 std::vector<pool_client::EgressGrant> egressGrants(const core::SessionState &state);
-
-// A snapshot of the sandbox's workspace for giving it back: the current checkpoint's when nothing
-// changed since, otherwise a new one. {snapshot_ref, snapshot ("checkpoint" or "new")}.
-// step_engine_sandbox.cpp.
-Result<nlohmann::json> workspaceSnapshot(pool_client::PoolClient &pool, const std::string &sandboxId,
-                                         std::span<const core::Event> log);
 
 // The sandbox.claimed event of a claim on the named pool. step_engine_sandbox.cpp.
 core::NewEvent sandboxClaimed(const std::string &pool, const pool_client::ClaimedSandbox &claimed, double pricePerHour);

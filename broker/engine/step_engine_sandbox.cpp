@@ -17,19 +17,6 @@ namespace {
 
 using nlohmann::json;
 
-// The latest workspace snapshot the log records (a checkpoint event), or null.
-json lastCheckpoint(std::span<const core::Event> log)
-{
-    for (auto it = log.rbegin(); it != log.rend(); ++it) {
-        if (it->kind != core::kind::Checkpoint)
-            continue;
-        auto payload = json::parse(it->payload, nullptr, false);
-        if (payload.is_object() && payload.contains("snapshot_ref") && payload["snapshot_ref"].is_string())
-            return payload;
-    }
-    return nullptr;
-}
-
 // The payload of the last sandbox.lost after the last sandbox.claimed, or null.
 json lastLossSinceClaim(std::span<const core::Event> log)
 {
@@ -44,53 +31,76 @@ json lastLossSinceClaim(std::span<const core::Event> log)
     return nullptr;
 }
 
-// The payload of a sandbox.released given back idle with a snapshot, after the last claim, or null:
-// the next claim restores that snapshot.
-json idleReleaseSinceClaim(std::span<const core::Event> log)
+// Why the sandbox before this claim went: "idle", "failed", "tier_move"... for sandbox.restored.
+std::string whySandboxWent(std::span<const core::Event> log)
 {
     for (auto it = log.rbegin(); it != log.rend(); ++it) {
-        if (it->kind == core::kind::SandboxClaimed)
-            return nullptr;
+        if (it->kind == core::kind::SandboxFailed)
+            return "failed";
         if (it->kind == core::kind::SandboxReleased) {
             auto payload = json::parse(it->payload, nullptr, false);
-            if (payload.is_object() && payload.value("reason", std::string()) == "idle"
-                && payload.contains("snapshot_ref") && payload["snapshot_ref"].is_string())
-                return payload;
-            return nullptr;
+            return payload.is_object() ? payload.value("reason", std::string("released")) : "released";
         }
     }
-    return nullptr;
+    return "released";
 }
 
-// The latest checkpoint when nothing has run in the sandbox since it was taken, or null.
-json currentCheckpoint(std::span<const core::Event> log)
+// A pool snapshot an earlier broker recorded instead of a checkpoint (before docs/checkpoints.md):
+// the snapshot_ref of the last checkpoint or idle give-back that names no manifest, when no
+// manifest came after it. "" when there is none.
+std::string legacySnapshotRef(std::span<const core::Event> log)
 {
     for (auto it = log.rbegin(); it != log.rend(); ++it) {
-        if (it->kind == core::kind::ToolResult || it->kind == core::kind::SandboxClaimed)
-            return nullptr;
-        if (it->kind == core::kind::Checkpoint) {
-            auto payload = json::parse(it->payload, nullptr, false);
-            if (payload.is_object() && payload.contains("snapshot_ref") && payload["snapshot_ref"].is_string())
-                return payload;
-            return nullptr;
-        }
+        if (it->kind != core::kind::Checkpoint && it->kind != core::kind::SandboxReleased)
+            continue;
+        const json payload = json::parse(it->payload, nullptr, false);
+        if (!payload.is_object())
+            continue;
+        if (payload.contains("manifest"))
+            return {};
+        if (payload.contains("snapshot_ref") && payload["snapshot_ref"].is_string())
+            return payload["snapshot_ref"];
     }
-    return nullptr;
+    return {};
+}
+
+json restoreFields(const checkpoints::RestoreResult &restored)
+{
+    return {{"manifest", restored.manifestId}, {"restored_files", restored.files},
+            {"restored_bytes", restored.bytes}, {"restore_ms", restored.durationMs}};
 }
 
 } // namespace
 
-Result<json> workspaceSnapshot(pool_client::PoolClient &pool, const std::string &sandboxId,
-                               std::span<const core::Event> log)
+checkpoints::Outcome<json> StepEngine::checkpointWorkspace(pool_client::PoolClient &pool, const core::SessionState &state)
 {
-    const json checkpoint = currentCheckpoint(log);
-    if (!checkpoint.is_null())
-        return json{{"snapshot_ref", checkpoint["snapshot_ref"]}, {"snapshot", "checkpoint"}};
-    auto taken = pool.snapshot(sandboxId);
+    if (!m_options.checkpointer)
+        return std::unexpected(checkpoints::Failure{checkpoints::FailedAt::Store,
+                                                    {ErrorCode::Unimplemented, "this broker keeps no checkpoints"}});
+    auto taken = m_options.checkpointer->take(pool, state.sandboxId, state.checkpoint);
     if (!taken)
         return std::unexpected(taken.error());
-    return json{{"snapshot_ref", taken->ref}, {"snapshot", "new"}, {"files", taken->fileCount},
-                {"size_bytes", taken->sizeBytes}, {"snapshot_ms", taken->durationMs}};
+    json fields{{"manifest", taken->manifestId}, {"checkpoint", taken->unchanged ? "current" : "new"}};
+    if (!taken->unchanged) {
+        fields["files"] = taken->files;
+        fields["size_bytes"] = taken->fileBytes;
+        fields["sent_bytes"] = taken->bytesSent;
+        fields["checkpoint_ms"] = taken->durationMs;
+    }
+    return fields;
+}
+
+checkpoints::Outcome<checkpoints::RestoreResult> StepEngine::restoreWorkspace(pool_client::PoolClient &pool,
+                                                                              const std::string &sandboxId,
+                                                                              const std::string &manifest)
+{
+    if (manifest.empty())
+        return checkpoints::RestoreResult{};   // nothing was ever checkpointed: an empty workspace is right
+    if (!m_options.checkpointer)
+        return std::unexpected(checkpoints::Failure{
+            checkpoints::FailedAt::Store,
+            {ErrorCode::NotFound, "this broker keeps no checkpoints, so checkpoint " + manifest + " cannot be restored"}});
+    return m_options.checkpointer->restore(pool, sandboxId, manifest);
 }
 
 core::NewEvent sandboxClaimed(const std::string &pool, const pool_client::ClaimedSandbox &claimed, double pricePerHour)
@@ -140,85 +150,130 @@ StepOutcome StepEngine::claimSandbox(const Action &action, std::span<const core:
     if (action.state.status == core::SessionStatus::Queued)
         events.push_back(event(core::kind::StateChanged, {{"status", "running"}}));
     events.push_back(sandboxClaimed((*pool)->name(), *claimed, m_pools.pricePerHour((*pool)->name(), claimed->tier)));
+    // A session that held a sandbox before (given back idle, lost with its pool, failed) goes on
+    // with the workspace of its last checkpoint, restored from the checkpoint store.
+    const std::string &manifest = action.state.checkpoint;
+    auto restored = restoreWorkspace(**pool, claimed->sandboxId, manifest);
+    if (!restored) {
+        (void)(*pool)->release(claimed->sandboxId);
+        return restoreFailed(action, **pool, manifest, restored.error());
+    }
+    if (const std::string legacy = manifest.empty() ? legacySnapshotRef(log) : ""; !legacy.empty()) {
+        // Recorded by an earlier broker: that pool's own snapshot, restorable where it is.
+        auto fromPool = (*pool)->restore(claimed->sandboxId, legacy);
+        if (!fromPool)
+            spdlog::warn("session {}: snapshot {} of an earlier broker not restored on pool '{}': {}", action.state.id,
+                         legacy, (*pool)->name(), fromPool.error().message);
+        else
+            restored->files = fromPool->fileCount;
+    }
     m_pools.noteClaimed((*pool)->name());
-    // A claim after the session's pool was lost is a move: say from where to where, and with
-    // which workspace.
     const json lost = lastLossSinceClaim(log);
     if (!lost.is_null()) {
+        // A claim after the session's pool was lost is a move: say from where to where, and with
+        // which workspace.
         json moved{{"from_pool", lost.value("pool", std::string())},
                    {"from_sandbox_id", lost.value("sandbox_id", std::string())},
                    {"to_pool", (*pool)->name()},
                    {"to_sandbox_id", claimed->sandboxId},
-                   {"snapshot_ref", nullptr},
-                   {"workspace", "empty"},
-                   {"note", "no snapshot of this session's workspace exists, so it continues in an empty "
-                            "workspace on pool '" + (*pool)->name() + "'"}};
-        const json checkpoint = lastCheckpoint(log);
-        if (!checkpoint.is_null()) {
-            const std::string ref = checkpoint["snapshot_ref"];
-            auto restored = (*pool)->restore(claimed->sandboxId, ref);
-            if (restored) {
-                moved["snapshot_ref"] = ref;
-                moved["workspace"] = "restored";
-                moved["restored_files"] = restored->fileCount;
-                moved["note"] = "restored snapshot " + ref + " (taken after call "
-                    + checkpoint.value("after_call", std::string("?")) + ") into a new sandbox on pool '"
-                    + (*pool)->name() + "'";
-            } else {
-                moved["snapshot_ref"] = ref;
-                moved["note"] = "snapshot " + ref + " could not be restored on pool '" + (*pool)->name() + "' ("
-                    + restored.error().message + "), so the session continues in an empty workspace; pools "
-                    "restore each other's snapshots only when they share snapshot_dir";
-            }
-        }
+                   {"workspace", manifest.empty() ? "empty" : "restored"}};
+        moved.update(restoreFields(*restored));
+        moved["note"] = manifest.empty()
+            ? "no checkpoint of this session's workspace exists yet, so it continues in an empty workspace on pool '"
+                + (*pool)->name() + "'"
+            : "restored checkpoint " + manifest.substr(0, 12) + " from " + m_options.checkpointer->store().describe()
+                + " into a new sandbox on pool '" + (*pool)->name() + "'";
         if (lost.contains("interrupted_call"))
             moved["repeats_call"] = lost["interrupted_call"];
         events.push_back(event(kSandboxMoved, moved));
         spdlog::info("session {} moved from pool '{}' to pool '{}' ({})", action.state.id,
                      lost.value("pool", std::string()), (*pool)->name(), moved["note"].get<std::string>());
-    }
-    // A claim after the sandbox was given back idle: the workspace comes back from its snapshot.
-    const json given = lost.is_null() ? idleReleaseSinceClaim(log) : json();
-    if (!given.is_null()) {
-        const std::string ref = given["snapshot_ref"];
-        json restoredEvent{{"snapshot_ref", ref}, {"pool", (*pool)->name()}, {"sandbox_id", claimed->sandboxId},
-                           {"tier", claimed->tier}};
-        auto restored = (*pool)->restore(claimed->sandboxId, ref);
-        if (!restored) {
-            // The session must not go on in an empty workspace without saying so; the claim is
-            // given back and retried (a transient pool error heals; the log keeps the reason).
-            spdlog::warn("session {}: snapshot {} not restored on pool '{}': {}", action.state.id, ref,
-                         (*pool)->name(), restored.error().message);
-            (void)(*pool)->release(claimed->sandboxId);
-            return {action.kind, false, m_options.retryAfterUnavailableMs,
-                    "restore of " + ref + " failed: " + restored.error().message};
-        }
-        restoredEvent["restored_files"] = restored->fileCount;
-        restoredEvent["restore_ms"] = restored->durationMs;
+    } else if (!manifest.empty()) {
+        json restoredEvent{{"pool", (*pool)->name()}, {"sandbox_id", claimed->sandboxId}, {"tier", claimed->tier},
+                           {"after", whySandboxWent(log)}};
+        restoredEvent.update(restoreFields(*restored));
         events.push_back(event(core::kind::SandboxRestored, restoredEvent));
     }
-    return appendResult(action, std::move(events));
+    auto outcome = appendResult(action, std::move(events));
+    if (outcome.appended && !lost.is_null())
+        m_pools.noteMovedAway(lost.value("pool", std::string()), action.state.id);   // the Pools view lists it
+    return outcome;
 }
 
-Status StepEngine::addCheckpoint(const Action &action, pool_client::PoolClient &pool, std::vector<core::NewEvent> &events)
+StepOutcome StepEngine::restoreFailed(const Action &action, pool_client::PoolClient &pool, const std::string &manifest,
+                                      const checkpoints::Failure &failure)
 {
-    auto snapshot = pool.snapshot(action.state.sandboxId);
-    if (snapshot) {
-        events.push_back(event(core::kind::Checkpoint, {{"snapshot_ref", snapshot->ref},
-                                                        {"pool", pool.name()},
-                                                        {"sandbox_id", action.state.sandboxId},
-                                                        {"after_call", action.call.id},
-                                                        {"size_bytes", snapshot->sizeBytes},
-                                                        {"files", snapshot->fileCount},
-                                                        {"duration_ms", snapshot->durationMs}}));
+    const Error &error = failure.error;
+    spdlog::warn("session {}: checkpoint {} not restored on pool '{}': {}", action.state.id, manifest, pool.name(),
+                 error.message);
+    // A checkpoint the store holds damaged or not at all will not heal by retrying: the session
+    // pauses with the reason, and nothing of its log changes. Anything else (the store or the
+    // pool did not answer, or the pool failed) is retried.
+    const bool lostForGood = failure.at == checkpoints::FailedAt::Store
+        && (error.code == ErrorCode::DataLoss || error.code == ErrorCode::NotFound);
+    if (!lostForGood) {
+        if (failure.at == checkpoints::FailedAt::Pool && error.code == ErrorCode::Unavailable)
+            m_pools.reportUnavailable(pool.name(), error.message);
+        return {action.kind, false, m_options.retryAfterUnavailableMs,
+                "restore of checkpoint " + manifest + " failed: " + error.message};
+    }
+    return appendResult(action, {event(core::kind::StateChanged,
+                                       {{"status", "paused"},
+                                        {"reason", "the workspace cannot be restored: " + error.message
+                                                       + "; repair the checkpoint store and resume the session, "
+                                                         "or cancel it"}})});
+}
+
+StepOutcome StepEngine::checkpointFailed(const Action &action, pool_client::PoolClient &pool,
+                                         const checkpoints::Failure &failure)
+{
+    const Error &error = failure.error;
+    if (failure.at == checkpoints::FailedAt::Pool)
+        if (auto outcome = poolTrouble(action, pool, error))
+            return *outcome;
+    if (failure.at == checkpoints::FailedAt::Store
+        && (error.code == ErrorCode::Unavailable || error.code == ErrorCode::DeadlineExceeded))
+        return StepOutcome{action.kind, false, m_options.retryAfterUnavailableMs, "checkpoint store: " + error.message};
+    // Recorded without its checkpoint, the step's result would outlive the only copy of what it
+    // did. The session pauses instead; resumed, the step's result comes from the exec's
+    // idempotency record and is recorded with its checkpoint.
+    spdlog::warn("session {}: no checkpoint after call {}: {}", action.state.id, action.call.id, error.message);
+    return appendResult(action, {event(core::kind::StateChanged,
+                                       {{"status", "paused"},
+                                        {"reason", "the checkpoint after call " + action.call.id + " could not be kept: "
+                                                       + error.message + "; resume the session once that is fixed"}})});
+}
+
+checkpoints::Outcome<void> StepEngine::addCheckpoint(const Action &action, pool_client::PoolClient &pool,
+                                                     std::vector<core::NewEvent> &events)
+{
+    if (!m_options.checkpointer)
+        return {};
+    auto taken = m_options.checkpointer->take(pool, action.state.sandboxId, action.state.checkpoint);
+    if (!taken) {
+        if (taken.error().error.code != ErrorCode::Unimplemented)
+            return std::unexpected(taken.error());
+        spdlog::warn("session {}: pool '{}' takes no checkpoints ({}); upgrade paddock-pool", action.state.id,
+                     pool.name(), taken.error().error.message);
         return {};
     }
-    const ErrorCode code = snapshot.error().code;
-    if (code == ErrorCode::Unavailable || code == ErrorCode::DeadlineExceeded || code == ErrorCode::Cancelled)
-        return std::unexpected(snapshot.error());
-    if (code != ErrorCode::Unimplemented)
-        spdlog::warn("session {}: no snapshot after call {} on pool '{}': {}", action.state.id, action.call.id,
-                     pool.name(), snapshot.error().message);
+    if (taken->unchanged || taken->manifestId.empty())
+        return {};   // the checkpoint before still describes the workspace
+    events.push_back(event(core::kind::Checkpoint, {{"manifest", taken->manifestId},
+                                                    {"store", m_options.checkpointer->store().kind()},
+                                                    {"base", taken->base},
+                                                    {"pool", pool.name()},
+                                                    {"sandbox_id", action.state.sandboxId},
+                                                    {"after_call", action.call.id},
+                                                    {"files", taken->files},
+                                                    {"size_bytes", taken->fileBytes},
+                                                    {"changed", taken->changed},
+                                                    {"removed", taken->removed},
+                                                    {"new_chunks", taken->chunksNew},
+                                                    {"sent_bytes", taken->bytesSent},
+                                                    {"stored_bytes", taken->bytesStored},
+                                                    {"scan_ms", taken->scanMs},
+                                                    {"duration_ms", taken->durationMs}}));
     return {};
 }
 
@@ -269,11 +324,23 @@ void StepEngine::releaseIdle(const std::string &sessionId)
     pool_client::PoolClient *pool = m_pools.find(state.pool);
     if (!pool)
         return;   // the pool is gone from the config; the resume's first step says so
-    auto snapshot = workspaceSnapshot(*pool, state.sandboxId, *log);
+    // A command that was running when the broker stopped (and the session was paused): its result
+    // comes from the pool's record of the run and is recorded, with its checkpoint, before the
+    // sandbox goes back; the next pass gives the sandbox back. A command that never started stays
+    // for the resumed session to run, once.
+    if (auto open = openCommandOf(*log)) {
+        const StepOutcome recovered = runTool(*open);
+        if (recovered.appended || recovered.note != kNothingRan) {
+            spdlog::info("session {}: call {} that ran before the pause: {}", sessionId, open->call.id,
+                         recovered.appended ? "result recorded" : recovered.note);
+            return;
+        }
+    }
+    auto snapshot = checkpointWorkspace(*pool, state);
     if (!snapshot) {
-        // Without a snapshot the workspace would be lost: keep the sandbox and try again later.
-        spdlog::warn("session {}: sandbox {} kept although idle: no snapshot ({})", sessionId, state.sandboxId,
-                     snapshot.error().message);
+        // Without a checkpoint the workspace would be lost: keep the sandbox and try again later.
+        spdlog::warn("session {}: sandbox {} kept although idle: no checkpoint ({})", sessionId, state.sandboxId,
+                     snapshot.error().error.message);
         return;
     }
     json payload{{"sandbox_id", state.sandboxId}, {"pool", state.pool}, {"reason", "idle"},
@@ -293,8 +360,8 @@ void StepEngine::releaseIdle(const std::string &sessionId)
     if (auto done = pool->release(state.sandboxId); !done)
         spdlog::warn("session {}: idle sandbox {} not released on pool '{}': {}", sessionId, state.sandboxId,
                      pool->name(), done.error().message);
-    spdlog::info("session {}: idle sandbox {} given back, workspace in snapshot {}", sessionId, state.sandboxId,
-                 payload["snapshot_ref"].get<std::string>());
+    spdlog::info("session {}: idle sandbox {} given back, workspace in checkpoint {}", sessionId, state.sandboxId,
+                 payload["manifest"].get<std::string>());
 }
 
 std::optional<StepOutcome> StepEngine::poolTrouble(const Action &action, pool_client::PoolClient &pool, const Error &error)

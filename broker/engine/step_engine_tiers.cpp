@@ -41,24 +41,24 @@ StepOutcome StepEngine::moveTier(const Action &action, std::span<const core::Eve
     auto pool = m_pools.choose(action.tier);
     if (!pool)
         return waitForPool(action, pool.error());   // the session stays where it is
-    auto snapshot = workspaceSnapshot(*from, state.sandboxId, log);
+    auto snapshot = checkpointWorkspace(*from, state);
     if (!snapshot) {
-        if (snapshot.error().code == ErrorCode::Unavailable)
-            m_pools.reportUnavailable(from->name(), snapshot.error().message);
-        return {action.kind, false, m_options.retryAfterUnavailableMs,
-                "no snapshot to move with: " + snapshot.error().message};
+        const Error &error = snapshot.error().error;
+        if (snapshot.error().at == checkpoints::FailedAt::Pool && error.code == ErrorCode::Unavailable)
+            m_pools.reportUnavailable(from->name(), error.message);
+        return {action.kind, false, m_options.retryAfterUnavailableMs, "no checkpoint to move with: " + error.message};
     }
-    const std::string ref = (*snapshot)["snapshot_ref"];
+    const std::string manifest = (*snapshot)["manifest"];
     // The outcome of the tier being left, while the pool still has its samples.
     auto leftTier = tierOutcome(from, state, log);
     auto claimed = (*pool)->claim(action.tier, state.id, action.idempotencyKey);
     if (!claimed)
         return {action.kind, false, m_options.retryAfterUnavailableMs, claimed.error().message};
-    auto restored = (*pool)->restore(claimed->sandboxId, ref);
+    auto restored = restoreWorkspace(**pool, claimed->sandboxId, manifest);
     if (!restored) {
         (void)(*pool)->release(claimed->sandboxId);
         return {action.kind, false, m_options.retryAfterUnavailableMs,
-                "snapshot " + ref + " not restored: " + restored.error().message};
+                "checkpoint " + manifest + " not restored: " + restored.error().error.message};
     }
     m_pools.noteClaimed((*pool)->name());
     json released{{"sandbox_id", state.sandboxId}, {"pool", state.pool}, {"reason", "tier_move"}};
@@ -75,11 +75,14 @@ StepOutcome StepEngine::moveTier(const Action &action, std::span<const core::Eve
                                            {"to_tier", claimed->tier},
                                            {"to_pool", (*pool)->name()},
                                            {"to_sandbox_id", claimed->sandboxId},
-                                           {"snapshot_ref", ref},
-                                           {"workspace", "restored"},
-                                           {"restored_files", restored->fileCount},
+                                           {"manifest", manifest},
+                                           {"workspace", manifest.empty() ? "empty" : "restored"},
+                                           {"restored_files", restored->files},
+                                           {"restored_bytes", restored->bytes},
+                                           {"restore_ms", restored->durationMs},
                                            {"note", "moved from tier '" + fromTier + "' to tier '" + claimed->tier
-                                                + "' with snapshot " + ref}}));
+                                                + (manifest.empty() ? "' with an empty workspace"
+                                                                    : "' with checkpoint " + manifest.substr(0, 12))}}));
     auto outcome = appendResult(action, std::move(events));
     // Whoever recorded first owns the log: on a lost race the new sandbox goes back, the old stays.
     pool_client::PoolClient *giveBack = outcome.appended ? from : *pool;

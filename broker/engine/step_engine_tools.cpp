@@ -185,6 +185,7 @@ StepOutcome StepEngine::runTool(const Action &action)
         spec.argv = {"/bin/sh", "-c", stringArg(call, "command")};
         spec.timeoutMs = call.arguments.value("timeout_ms", m_options.defaultCommandTimeoutMs);
         spec.idempotencyKey = action.idempotencyKey;
+        spec.replayOnly = action.replayOnly;
         spec.egressGrants = egressGrants(action.state);
         result["command"] = stringArg(call, "command");
         done = runCommand(*pool, spec, action, redacted, result, egressEvents);
@@ -199,6 +200,8 @@ StepOutcome StepEngine::runTool(const Action &action)
 
     if (!done) {
         const auto &error = done.error();
+        if (action.replayOnly && error.code == ErrorCode::NotFound)
+            return {action.kind, false, 0, kNothingRan};
         if (auto outcome = poolTrouble(action, *pool, error))
             return *outcome;
         // Anything else is the tool's own failure (a missing file, say): the model gets to see it.
@@ -218,8 +221,7 @@ StepOutcome StepEngine::runTool(const Action &action)
         // the one call repeated on another (tests/integration/multi_host_test.cpp). poolTrouble
         // decides which, as for the exec itself (addCheckpoint fails only with its codes).
         if (auto checkpointed = addCheckpoint(action, *pool, egressEvents); !checkpointed)
-            if (auto outcome = poolTrouble(action, *pool, checkpointed.error()))
-                return *outcome;
+            return checkpointFailed(action, *pool, checkpointed.error());
     }
     return appendResult(action, std::move(egressEvents));
 }

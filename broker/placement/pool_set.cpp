@@ -157,7 +157,21 @@ PoolHealth PoolSet::health(size_t index) const
     const State &state = m_states.at(index);
     PoolHealth out = state.health;
     out.history.assign(state.history.begin(), state.history.end());
+    out.lost = state.unhealthySinceUs >= 0 && monotonicUs() - state.unhealthySinceUs >= m_options.lostAfterMs * 1000;
     return out;
+}
+
+void PoolSet::noteMovedAway(const std::string &name, const std::string &sessionId) const
+{
+    auto index = indexOf(name);
+    if (!index)
+        return;   // gone from the config: nobody lists it
+    std::lock_guard lock(m_mutex);
+    PoolHealth &health = m_states.at(*index).health;
+    health.movedAway++;
+    health.movedAwaySessions.push_back(sessionId);
+    if (health.movedAwaySessions.size() > kMovedAwayKept)
+        health.movedAwaySessions.erase(health.movedAwaySessions.begin());
 }
 
 std::optional<size_t> PoolSet::indexOf(const std::string &name) const

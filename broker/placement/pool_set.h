@@ -44,6 +44,11 @@ struct PoolHealth {
     int64_t checkedUnixMs = 0;
     int64_t unhealthySinceUnixMs = 0;   // 0 while healthy
     std::vector<HealthSample> history;  // oldest first
+    bool lost = false;                  // unhealthy for lostAfterMs: its sessions move to other pools
+    // Sessions that left this pool for another after it was lost, since the broker started: how
+    // many, and the last kMovedAwayKept of them, oldest first.
+    int64_t movedAway = 0;
+    std::vector<std::string> movedAwaySessions;
 };
 
 struct PoolSetOptions {
@@ -113,6 +118,9 @@ public:
     void reportUnavailable(const std::string &name, const std::string &error) const;
     // True when `name` has been unhealthy for at least lostAfterMs. Unknown names are lost.
     bool isLost(const std::string &name) const;
+    // A session left pool `name` (lost) for another: counted in its health (movedAway).
+    void noteMovedAway(const std::string &name, const std::string &sessionId) const;
+    static constexpr size_t kMovedAwayKept = 50;
     const PoolSetOptions &options() const { return m_options; }
 
 private:

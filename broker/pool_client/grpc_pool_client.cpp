@@ -1,6 +1,7 @@
 #include "broker/pool_client/grpc_pool_client.h"
 
 #include "paddock/v1/pool.grpc.pb.h"
+#include "rpc/limits.h"
 #include "rpc/status.h"
 
 #include <grpcpp/grpcpp.h>
@@ -32,6 +33,7 @@ std::shared_ptr<grpc::Channel> makeChannel(const PoolConnection &connection)
     args.SetInt(GRPC_ARG_INITIAL_RECONNECT_BACKOFF_MS, kInitialReconnectBackoffMs);
     args.SetInt(GRPC_ARG_MIN_RECONNECT_BACKOFF_MS, kInitialReconnectBackoffMs);
     args.SetInt(GRPC_ARG_MAX_RECONNECT_BACKOFF_MS, kMaxReconnectBackoffMs);
+    args.SetMaxReceiveMessageSize(rpc::kMaxPoolMessageBytes);   // a checkpoint's listing (rpc/limits.h)
     if (connection.caPem.empty())
         return grpc::CreateCustomChannel(connection.endpoint, grpc::InsecureChannelCredentials(), args);
     grpc::SslCredentialsOptions tls;
@@ -50,6 +52,15 @@ bool looksLikeTlsFailure(const std::string &message)
                                            "TLS", "tsi", "peer name"};
     return std::any_of(std::begin(kMarkers), std::end(kMarkers),
                        [&](const char *marker) { return message.find(marker) != std::string::npos; });
+}
+
+std::vector<ContentChunk> fromChunks(const google::protobuf::RepeatedPtrField<v1::CheckpointChunk> &chunks)
+{
+    std::vector<ContentChunk> out;
+    out.reserve(static_cast<size_t>(chunks.size()));
+    for (const auto &c : chunks)
+        out.push_back({c.hash(), c.data()});
+    return out;
 }
 
 ResourcePoint toResourcePoint(const v1::ResourceSample &s)
@@ -104,6 +115,7 @@ public:
         req.set_timeout_ms(spec.timeoutMs);
         req.set_stdin(spec.stdinData);
         req.set_idempotency_key(spec.idempotencyKey);
+        req.set_replay_only(spec.replayOnly);
         for (const auto &g : spec.egressGrants) {
             auto *grant = req.add_egress_grants();
             grant->set_host(g.host);
@@ -271,6 +283,93 @@ public:
             return failure("restore", s);
         }
         return SnapshotInfo{ref, 0, resp.file_count(), resp.duration_ms()};
+    }
+
+    // ---- checkpoints ----
+
+    Result<TakenCheckpoint> takeCheckpoint(const std::string &sandboxId, const std::string &baseManifest) override
+    {
+        v1::TakeCheckpointRequest req;
+        req.set_sandbox_id(sandboxId);
+        req.set_base_manifest(baseManifest);
+        auto resp = unary(&Stub::TakeCheckpoint, "take_checkpoint", kSnapshotDeadlineMs, req);
+        if (!resp)
+            return std::unexpected(resp.error());
+        TakenCheckpoint out{resp->token(), resp->base(), resp->delta(), resp->unchanged()};
+        out.chunks = fromChunks(resp->chunks());
+        for (const auto &p : resp->pending())
+            out.pending.emplace_back(p.hash(), p.size());
+        out.filesScanned = resp->files_scanned();
+        out.filesHashed = resp->files_hashed();
+        out.bytesHashed = resp->bytes_hashed();
+        out.skipped = resp->skipped();
+        out.scanMs = resp->scan_ms();
+        return out;
+    }
+
+    Result<std::vector<ContentChunk>> readCheckpointChunks(const std::string &sandboxId, const std::string &token,
+                                                           const std::vector<std::string> &hashes) override
+    {
+        v1::ReadCheckpointChunksRequest req;
+        req.set_sandbox_id(sandboxId);
+        req.set_token(token);
+        for (const auto &h : hashes)
+            req.add_hashes(h);
+        auto resp = unary(&Stub::ReadCheckpointChunks, "read_checkpoint_chunks", kSnapshotDeadlineMs, req);
+        if (!resp)
+            return std::unexpected(resp.error());
+        return fromChunks(resp->chunks());
+    }
+
+    Status commitCheckpoint(const std::string &sandboxId, const std::string &token, const std::string &manifestId) override
+    {
+        v1::CommitCheckpointRequest req;
+        req.set_sandbox_id(sandboxId);
+        req.set_token(token);
+        req.set_manifest_id(manifestId);
+        if (auto resp = unary(&Stub::CommitCheckpoint, "commit_checkpoint", kFileDeadlineMs, req); !resp)
+            return std::unexpected(resp.error());
+        return {};
+    }
+
+    Result<RestoreStart> beginRestore(const std::string &sandboxId, const std::string &manifestId,
+                                      const std::string &manifestJson) override
+    {
+        v1::BeginRestoreRequest req;
+        req.set_sandbox_id(sandboxId);
+        req.set_manifest_id(manifestId);
+        req.set_manifest(manifestJson);
+        auto resp = unary(&Stub::BeginRestore, "begin_restore", kSnapshotDeadlineMs, req);
+        if (!resp)
+            return std::unexpected(resp.error());
+        return RestoreStart{resp->token(), {resp->missing().begin(), resp->missing().end()}};
+    }
+
+    Status putRestoreChunks(const std::string &sandboxId, const std::string &token,
+                            const std::vector<ContentChunk> &chunks) override
+    {
+        v1::PutRestoreChunksRequest req;
+        req.set_sandbox_id(sandboxId);
+        req.set_token(token);
+        for (const auto &c : chunks) {
+            auto *out = req.add_chunks();
+            out->set_hash(c.hash);
+            out->set_data(c.data);
+        }
+        if (auto resp = unary(&Stub::PutRestoreChunks, "put_restore_chunks", kSnapshotDeadlineMs, req); !resp)
+            return std::unexpected(resp.error());
+        return {};
+    }
+
+    Result<RestoredWorkspace> finishRestore(const std::string &sandboxId, const std::string &token) override
+    {
+        v1::FinishRestoreRequest req;
+        req.set_sandbox_id(sandboxId);
+        req.set_token(token);
+        auto resp = unary(&Stub::FinishRestore, "finish_restore", kSnapshotDeadlineMs, req);
+        if (!resp)
+            return std::unexpected(resp.error());
+        return RestoredWorkspace{resp->file_count(), resp->bytes(), resp->duration_ms()};
     }
 
     Result<std::vector<PostMortemInfo>> listPostMortems(const std::string &sessionId, int limit) override

@@ -34,6 +34,7 @@ struct ExecSpec {
     std::string stdinData;
     std::string idempotencyKey;
     std::vector<EgressGrant> egressGrants;   // allowed by the pool's egress proxy while this command runs
+    bool replayOnly = false;              // only the run recorded under idempotencyKey answers; NotFound if none
 };
 
 // One attempt of a sandbox to reach out through its pool's egress proxy (allowlist tiers).
@@ -110,6 +111,39 @@ struct PoolStatus {
     std::vector<TierStatus> tiers;
 };
 
+// A chunk of workspace content, named by the SHA-256 of its bytes (checkpoint/manifest.h).
+struct ContentChunk {
+    std::string hash;
+    std::string data;
+};
+
+// What TakeCheckpoint answers (pool.proto): a delta against `base` and the new chunks, some inline,
+// the rest to fetch with readCheckpointChunks.
+struct TakenCheckpoint {
+    std::string token;
+    std::string base;                     // the delta's base: the one asked for, or "" (a full listing)
+    std::string delta;                    // checkpoint::Delta as JSON
+    bool unchanged = false;
+    std::vector<ContentChunk> chunks;
+    std::vector<std::pair<std::string, int64_t>> pending;   // hash, size
+    int64_t filesScanned = 0;
+    int64_t filesHashed = 0;
+    int64_t bytesHashed = 0;
+    int64_t skipped = 0;
+    double scanMs = 0;
+};
+
+struct RestoreStart {
+    std::string token;
+    std::vector<std::string> missing;     // chunk hashes the pool needs
+};
+
+struct RestoredWorkspace {
+    int64_t fileCount = 0;
+    int64_t bytes = 0;
+    double durationMs = 0;
+};
+
 // Called with chunks of output as they arrive (stream 1 = stdout, 2 = stderr).
 using OutputSink = std::function<void(int stream, const std::string &chunk)>;
 
@@ -139,6 +173,38 @@ public:
     {
         return unimplemented("Restore");
     }
+    // Checkpoints (pool.proto TakeCheckpoint .. FinishRestore; broker/checkpoints/checkpointer.h
+    // drives them).
+    virtual Result<TakenCheckpoint> takeCheckpoint(const std::string & /*sandboxId*/, const std::string & /*baseManifest*/)
+    {
+        return unimplemented("TakeCheckpoint");
+    }
+    virtual Result<std::vector<ContentChunk>> readCheckpointChunks(const std::string & /*sandboxId*/,
+                                                                   const std::string & /*token*/,
+                                                                   const std::vector<std::string> & /*hashes*/)
+    {
+        return unimplemented("ReadCheckpointChunks");
+    }
+    virtual Status commitCheckpoint(const std::string & /*sandboxId*/, const std::string & /*token*/,
+                                    const std::string & /*manifestId*/)
+    {
+        return unimplemented("CommitCheckpoint");
+    }
+    virtual Result<RestoreStart> beginRestore(const std::string & /*sandboxId*/, const std::string & /*manifestId*/,
+                                              const std::string & /*manifestJson*/)
+    {
+        return unimplemented("BeginRestore");
+    }
+    virtual Status putRestoreChunks(const std::string & /*sandboxId*/, const std::string & /*token*/,
+                                    const std::vector<ContentChunk> & /*chunks*/)
+    {
+        return unimplemented("PutRestoreChunks");
+    }
+    virtual Result<RestoredWorkspace> finishRestore(const std::string & /*sandboxId*/, const std::string & /*token*/)
+    {
+        return unimplemented("FinishRestore");
+    }
+
     // Newest first; output and samples left out (getPostMortem has them). sessionId "" for all.
     virtual Result<std::vector<PostMortemInfo>> listPostMortems(const std::string & /*sessionId*/, int /*limit*/)
     {

@@ -174,4 +174,45 @@ bool matches(const v1::SessionFilter &filter, const core::SessionState &state)
     return true;
 }
 
+void toProto(const checkpoints::CollectionReport &report, v1::StorageCollection *out)
+{
+    out->set_dry_run(report.dryRun);
+    out->set_time_unix_ms(report.atUnixMs);
+    out->set_duration_ms(report.durationMs);
+    out->set_chunks_freed(report.chunksFreed);
+    out->set_chunk_bytes_freed(report.chunkBytesFreed);
+    out->set_manifests_freed(report.manifestsFreed);
+    out->set_manifest_bytes_freed(report.manifestBytesFreed);
+    out->set_chunks_kept(report.chunksKept);
+    out->set_manifests_kept(report.manifestsKept);
+    out->set_kept_for_grace(report.keptForGrace);
+    out->set_missing_manifests(report.missingManifests);
+    out->set_live_sessions(report.liveSessions);
+    out->set_retained_sessions(report.retainedSessions);
+    out->set_expired_sessions(report.expiredSessions);
+    out->set_chunks_swept(report.chunksSwept);
+    out->set_problem(report.problem);
+}
+
+void toProto(checkpoints::CheckpointCollector &collector, const checkpoints::StorageFigures &figures,
+             v1::StorageInfo *out)
+{
+    out->set_store(collector.store().kind());
+    out->set_where(collector.store().describe());
+    out->set_retention_hours(collector.retentionHours());
+    out->set_grace_ms(checkpoints::kCollectGraceMs);
+    out->set_chunks(figures.chunks);
+    out->set_chunk_bytes(figures.chunkBytes);
+    out->set_manifests(figures.manifests);
+    out->set_manifest_bytes(figures.manifestBytes);
+    out->set_bytes_stored(figures.bytesStored());
+    out->set_logical_bytes(figures.logicalBytes);
+    out->set_unreadable_manifests(figures.unreadableManifests);
+    out->set_dedup_ratio(figures.dedupRatio());
+    toProto(figures.wouldFree, out->mutable_would_free());
+    if (auto last = collector.lastCollection())
+        toProto(*last, out->mutable_last_collection());
+    out->set_computed_unix_ms(figures.computedUnixMs);
+}
+
 } // namespace paddock::server

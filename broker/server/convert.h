@@ -2,6 +2,7 @@
 // Translations between the broker's own types and the generated protobuf/gRPC types. Only
 // broker/server sees the generated code.
 
+#include "broker/checkpoints/checkpoint_collector.h"
 #include "broker/core/event.h"
 #include "broker/core/session_state.h"
 #include "broker/policy/environment.h"
@@ -25,6 +26,10 @@ void toProto(const core::SessionState &state, v1::Session *out);
 void toProto(const policy::TierDecision &decision, v1::EnvironmentDecision *out);
 void toProto(const store::DecisionRecord &decision, v1::EnvironmentDecision *out);
 void toProto(const pool_client::ResourcePoint &point, v1::ResourceSample *out);
+void toProto(const checkpoints::CollectionReport &report, v1::StorageCollection *out);
+// The figures with what the collector knows besides: the store, the retention, the last collection.
+void toProto(checkpoints::CheckpointCollector &collector, const checkpoints::StorageFigures &figures,
+             v1::StorageInfo *out);
 
 v1::SessionStatus toProto(core::SessionStatus status);
 std::optional<core::SessionStatus> fromProto(v1::SessionStatus status);

@@ -12,11 +12,16 @@ namespace paddock::server {
 
 namespace {
 
+constexpr const char *kNoCheckpointStore = "this broker keeps no checkpoint store, so it has no storage to show or "
+                                           "collect; paddockd opens one from [checkpoints] in broker.toml";
+
 OperatorOptions operatorOptions(const ServiceOptions &options)
 {
     OperatorOptions operatorOptions;
     operatorOptions.debugShellIdleTimeoutMs = options.debugShellIdleTimeoutMs;
     operatorOptions.secrets = options.secrets;
+    operatorOptions.archive = options.postMortems;
+    operatorOptions.checkpointer = options.checkpointer;
     return operatorOptions;
 }
 
@@ -50,6 +55,10 @@ grpc::ServerUnaryReactor *OperationsService::ListPools(grpc::CallbackServerConte
         info->set_healthy(status.has_value());
         info->set_checked_unix_ms(health.checkedUnixMs);
         info->set_unhealthy_since_unix_ms(health.unhealthySinceUnixMs);
+        info->set_lost(health.lost);
+        info->set_sessions_moved_away(health.movedAway);
+        for (const auto &id : health.movedAwaySessions)
+            info->add_moved_session_ids(id);
         for (const auto &sample : health.history) {
             auto *out = info->add_history();
             out->set_time_unix_ms(sample.timeUnixMs);
@@ -168,6 +177,43 @@ grpc::ServerUnaryReactor *OperationsService::CloseDebugShell(grpc::CallbackServe
     if (auto recorded = call ? m_context.access.recordNow(*call, {}) : Status(std::unexpected(call.error())); !recorded)
         return finishUnary(ctx, rpc::toGrpcStatus(recorded.error()));
     return m_desk->closeDebugShell(ctx, req, resp);
+}
+
+grpc::ServerUnaryReactor *OperationsService::GetStorage(grpc::CallbackServerContext *ctx, const v1::GetStorageRequest *,
+                                                    v1::StorageInfo *resp)
+{
+    if (auto call = m_context.access.authorize(ctx, "GetStorage"); !call)
+        return finish(ctx, call);
+    checkpoints::CheckpointCollector *collector = m_context.options.storage;
+    if (!collector)
+        return finish(ctx, grpc::Status(grpc::StatusCode::FAILED_PRECONDITION, kNoCheckpointStore));
+    auto *reactor = ctx->DefaultReactor();
+    collector->figuresLater([reactor, resp, collector](Result<checkpoints::StorageFigures> figures) {
+        if (figures)
+            toProto(*collector, *figures, resp);
+        reactor->Finish(statusOf(figures));
+    });
+    return reactor;
+}
+
+grpc::ServerUnaryReactor *OperationsService::CollectStorage(grpc::CallbackServerContext *ctx,
+                                                        const v1::CollectStorageRequest *req, v1::StorageCollection *resp)
+{
+    // Like a debug shell, audited before the work starts (the broker's log says what was freed).
+    auto call = m_context.access.authorize(ctx, "CollectStorage", "checkpoint store");
+    const std::string detail = req->dry_run() ? "dry run" : "collect";
+    if (auto recorded = call ? m_context.access.recordNow(*call, detail) : Status(std::unexpected(call.error())); !recorded)
+        return finishUnary(ctx, rpc::toGrpcStatus(recorded.error()));
+    checkpoints::CheckpointCollector *collector = m_context.options.storage;
+    if (!collector)
+        return finish(ctx, grpc::Status(grpc::StatusCode::FAILED_PRECONDITION, kNoCheckpointStore));
+    auto *reactor = ctx->DefaultReactor();
+    collector->collectLater(req->dry_run(), [reactor, resp](Result<checkpoints::CollectionReport> report) {
+        if (report)
+            toProto(*report, resp);
+        reactor->Finish(statusOf(report));
+    });
+    return reactor;
 }
 
 } // namespace paddock::server

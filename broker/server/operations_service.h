@@ -2,7 +2,8 @@
 // OperationsService (proto/paddock/v1/operations.proto): execution capacity (ListPools), and what
 // operators inspect of sandboxes without SSH: post-mortems, snapshot files and debug shells
 // (OperatorDesk, operator_desk.h) and live resource samples of a claimed sandbox (SampleWatches,
-// sample_watch.h).
+// sample_watch.h); the checkpoint store's figures and collection (CheckpointCollector,
+// broker/checkpoints/checkpoint_collector.h).
 //
 // Threads: methods run on gRPC's callback threads; pool calls that block run on the desk's
 // workers; sample watches on their own poller. The destructor closes every shell and ends every
@@ -43,6 +44,12 @@ public:
 
     grpc::ServerWriteReactor<v1::SandboxSamples> *WatchSandboxSamples(grpc::CallbackServerContext *ctx,
                                                                       const v1::WatchSandboxSamplesRequest *req) override;
+
+    // The checkpoint store's figures and collection, answered from the collector's thread.
+    grpc::ServerUnaryReactor *GetStorage(grpc::CallbackServerContext *ctx, const v1::GetStorageRequest *req,
+                                         v1::StorageInfo *resp) override;
+    grpc::ServerUnaryReactor *CollectStorage(grpc::CallbackServerContext *ctx, const v1::CollectStorageRequest *req,
+                                             v1::StorageCollection *resp) override;
 
 private:
     ServiceContext &m_context;

@@ -1,5 +1,6 @@
 #include "broker/server/operator_desk.h"
 
+#include "broker/checkpoints/checkpoint_files.h"
 #include "broker/server/caller.h"
 #include "broker/server/convert.h"
 
@@ -17,9 +18,7 @@ namespace {
 
 using nlohmann::json;
 
-constexpr int64_t kChunkBytes = 1 << 20;       // a download streams 1 MiB per message
 constexpr size_t kMaxQueuedChunks = 4;         // then the reader waits for the client
-constexpr int kDefaultListPerPool = 100;
 
 std::string newShellId()
 {
@@ -30,51 +29,6 @@ std::string newShellId()
     for (int i = 0; i < 12; ++i, bits >>= 4)
         id += digits[bits & 0xf];
     return id;
-}
-
-// The pool keeps a failed command's output as it was; what the broker serves is redacted for
-// every secret it holds (redactor may be null: no secrets).
-void fill(const pool_client::PostMortemInfo &pm, v1::PostMortem *out, const secrets::Redactor *redactor)
-{
-    auto r = [redactor](const std::string &text) { return redactor ? redactor->redact(text) : text; };
-    out->set_sandbox_id(pm.sandboxId);
-    out->set_session_id(pm.sessionId);
-    out->set_tier(pm.tier);
-    out->set_reason(pm.reason);
-    out->set_exit_code(pm.exitCode);
-    out->set_signal(pm.signal);
-    out->set_last_stdout(r(pm.lastStdout));
-    out->set_last_stderr(r(pm.lastStderr));
-    for (const auto &s : pm.samples)
-        toProto(s, out->add_samples());
-    for (const auto &p : pm.processes) {
-        auto *o = out->add_processes();
-        o->set_pid(p.pid);
-        o->set_ppid(p.ppid);
-        o->set_state(p.state);
-        o->set_rss_bytes(p.rssBytes);
-        o->set_command(r(p.command));
-    }
-    out->set_snapshot_ref(pm.snapshotRef);
-    out->set_time_unix_ms(pm.timeUnixMs);
-    out->set_pool_id(pm.poolId);
-    out->set_pool(pm.pool);
-    for (const auto &a : pm.argv)
-        out->add_argv(r(a));
-    out->set_duration_ms(pm.durationMs);
-    out->mutable_limits()->set_cpu(pm.cpuLimit);
-    out->mutable_limits()->set_memory_bytes(pm.memoryLimitBytes);
-    out->mutable_limits()->set_pids(pm.pidsLimit);
-    out->mutable_limits()->set_disk_bytes(pm.diskLimitBytes);
-    out->set_runtime(pm.runtime);
-    out->set_processes_note(pm.processesNote);
-    out->set_snapshot_error(pm.snapshotError);
-    out->set_snapshot_size_bytes(pm.snapshotSizeBytes);
-    out->set_stdout_bytes(pm.stdoutBytes);
-    out->set_stderr_bytes(pm.stderrBytes);
-    out->set_detail(r(pm.detail));
-    out->set_peak_memory_bytes(pm.peakMemoryBytes);
-    out->set_snapshot_ms(pm.snapshotMs);
 }
 
 // debug_shell.exec's payload: what ran, in which shell, for whom, and how it ended.
@@ -238,129 +192,35 @@ Status OperatorDesk::closeShell(const Shell &shell, const std::string &reason, c
     return released;
 }
 
-grpc::ServerUnaryReactor *OperatorDesk::listPostMortems(grpc::CallbackServerContext *ctx,
-                                                           const v1::ListPoolPostMortemsRequest *req,
-                                                           v1::ListPoolPostMortemsResponse *resp)
+Result<OperatorDesk::ShellSandbox> OperatorDesk::restoredSandbox(const FoundPostMortem &found, const std::string &tier,
+                                                                const std::string &shellId)
 {
-    return runUnary(ctx, [this, req, resp]() -> grpc::Status {
-        if (req->page_size() < 0)
-            return {grpc::StatusCode::INVALID_ARGUMENT, "page_size must be 0 (the default, 100) or more"};
-        if (!req->pool().empty())
-            if (auto p = pool(req->pool()); !p)
-                return rpc::toGrpcStatus(p.error());
-        const int limit = req->page_size() == 0 ? kDefaultListPerPool : std::min(req->page_size(), 1000);
-        std::vector<pool_client::PostMortemInfo> all;
-        const auto &entries = m_pools.entries();
-        for (size_t i = 0; i < entries.size(); ++i) {
-            auto *client = entries[i].client.get();
-            if (!req->pool().empty() && client->name() != req->pool())
-                continue;
-            const auto health = m_pools.health(i);
-            if (health.checked && !health.healthy) {
-                auto *e = resp->add_pool_errors();
-                e->set_pool(client->name());
-                e->set_error("the pool is unhealthy (" + health.lastError + "); its post-mortems are listed when it answers again");
-                continue;
-            }
-            auto listed = client->listPostMortems(req->session_id(), limit);
-            if (!listed) {
-                auto *e = resp->add_pool_errors();
-                e->set_pool(client->name());
-                e->set_error(listed.error().message);
-                continue;
-            }
-            all.insert(all.end(), listed->begin(), listed->end());
+    pool_client::PoolClient *client = found.pool;
+    if (!client) {
+        // The post-mortem's pool is gone: any pool offering the tier will do.
+        auto chosen = m_pools.choose(tier);
+        if (!chosen)
+            return std::unexpected(chosen.error());
+        client = *chosen;
+    }
+    auto claimed = client->claim(tier, found.info.sessionId + ":debug", shellId);
+    if (!claimed)
+        return std::unexpected(claimed.error());
+    Result<int64_t> files = fail(ErrorCode::FailedPrecondition, "this broker keeps no checkpoints");
+    if (const std::string manifest = checkpoints::manifestOfRef(found.info.snapshotRef); !manifest.empty()) {
+        if (m_options.checkpointer) {
+            auto restored = m_options.checkpointer->restore(*client, claimed->sandboxId, manifest);
+            files = restored ? Result<int64_t>(restored->files) : std::unexpected(restored.error().error);
         }
-        std::stable_sort(all.begin(), all.end(), [](const auto &a, const auto &b) { return a.timeUnixMs > b.timeUnixMs; });
-        const auto secrets = m_options.secrets ? m_options.secrets->snapshot() : nullptr;
-        for (const auto &pm : all)
-            fill(pm, resp->add_post_mortems(), secrets ? &secrets->redactor : nullptr);
-        return grpc::Status::OK;
-    });
-}
-
-grpc::ServerUnaryReactor *OperatorDesk::getPostMortem(grpc::CallbackServerContext *ctx, const v1::GetPoolPostMortemRequest *req,
-                                                         v1::PostMortem *resp)
-{
-    return runUnary(ctx, [this, req, resp]() -> grpc::Status {
-        auto client = pool(req->pool());
-        if (!client)
-            return rpc::toGrpcStatus(client.error());
-        if (req->sandbox_id().empty())
-            return {grpc::StatusCode::INVALID_ARGUMENT, "name the failed sandbox (`paddockctl postmortems ls` lists them)"};
-        auto pm = (*client)->getPostMortem(req->sandbox_id());
-        if (!pm)
-            return rpc::toGrpcStatus(pm.error());
-        const auto secrets = m_options.secrets ? m_options.secrets->snapshot() : nullptr;
-        fill(*pm, resp, secrets ? &secrets->redactor : nullptr);
-        return grpc::Status::OK;
-    });
-}
-
-grpc::ServerUnaryReactor *OperatorDesk::listSnapshotFiles(grpc::CallbackServerContext *ctx,
-                                                             const v1::ListPoolSnapshotFilesRequest *req,
-                                                             v1::ListSnapshotFilesResponse *resp)
-{
-    return runUnary(ctx, [this, req, resp]() -> grpc::Status {
-        auto client = pool(req->pool());
-        if (!client)
-            return rpc::toGrpcStatus(client.error());
-        auto files = (*client)->listSnapshotFiles(req->snapshot_ref(), req->path_prefix());
-        if (!files)
-            return rpc::toGrpcStatus(files.error());
-        for (const auto &f : *files) {
-            auto *o = resp->add_files();
-            o->set_path(f.path);
-            o->set_is_dir(f.isDir);
-            o->set_is_symlink(f.isSymlink);
-            o->set_symlink_target(f.symlinkTarget);
-            o->set_size(f.size);
-            o->set_mode(f.mode);
-            o->set_mtime_unix_ms(f.mtimeUnixMs);
-        }
-        return grpc::Status::OK;
-    });
-}
-
-grpc::ServerWriteReactor<v1::FileChunk> *OperatorDesk::readSnapshotFile(grpc::CallbackServerContext *,
-                                                                           const v1::ReadPoolSnapshotFileRequest *req)
-{
-    auto *writer = new QueuedWriter<v1::FileChunk>(kMaxQueuedChunks, QueuedWriter<v1::FileChunk>::Overflow::Wait);
-    post([this, writer, req] {
-        auto client = pool(req->pool());
-        if (!client) {
-            writer->finish(rpc::toGrpcStatus(client.error()));
-            return;
-        }
-        if (req->offset() < 0 || req->max_bytes() < 0) {
-            writer->finish({grpc::StatusCode::INVALID_ARGUMENT, "offset and max_bytes must be 0 or more"});
-            return;
-        }
-        int64_t offset = req->offset();
-        int64_t left = req->max_bytes() > 0 ? req->max_bytes() : INT64_MAX;
-        for (;;) {
-            auto chunk = (*client)->readSnapshotFile(req->snapshot_ref(), req->path(), offset, std::min(left, kChunkBytes));
-            if (!chunk) {
-                writer->finish(rpc::toGrpcStatus(chunk.error()));
-                return;
-            }
-            const int64_t got = static_cast<int64_t>(chunk->content.size());
-            v1::FileChunk msg;
-            msg.set_offset(chunk->offset);
-            msg.set_size(chunk->size);
-            left -= got;
-            offset = chunk->offset + got;
-            const bool last = chunk->eof || left <= 0 || got == 0;
-            msg.set_eof(chunk->eof);
-            msg.set_data(std::move(chunk->content));
-            if (!writer->push(std::move(msg)))
-                break;
-            if (last)
-                break;
-        }
-        writer->finish(grpc::Status::OK);
-    });
-    return writer;
+    } else {
+        auto restored = client->restore(claimed->sandboxId, found.info.snapshotRef);
+        files = restored ? Result<int64_t>(restored->fileCount) : std::unexpected(restored.error());
+    }
+    if (!files) {
+        (void)client->release(claimed->sandboxId);
+        return std::unexpected(files.error());
+    }
+    return ShellSandbox{client, *claimed, *files};
 }
 
 grpc::ServerUnaryReactor *OperatorDesk::openDebugShell(grpc::CallbackServerContext *ctx, const v1::OpenDebugShellRequest *req,
@@ -369,50 +229,42 @@ grpc::ServerUnaryReactor *OperatorDesk::openDebugShell(grpc::CallbackServerConte
     const Caller caller = callerOf(ctx);
     const std::string &by = caller.principal, &clientUser = caller.claimed;
     return runUnary(ctx, [this, req, resp, by = by, clientUser = clientUser]() -> grpc::Status {
-        auto client = pool(req->pool());
-        if (!client)
-            return rpc::toGrpcStatus(client.error());
-        auto pm = (*client)->getPostMortem(req->sandbox_id());
-        if (!pm)
-            return rpc::toGrpcStatus(pm.error());
-        if (pm->snapshotRef.empty())
+        auto found = findPostMortem(req->pool(), req->sandbox_id());
+        if (!found)
+            return rpc::toGrpcStatus(found.error());
+        const pool_client::PostMortemInfo &pm = found->info;
+        if (pm.snapshotRef.empty())
             return {grpc::StatusCode::FAILED_PRECONDITION,
-                    "the post-mortem of '" + pm->sandboxId + "' has no workspace snapshot (" +
-                        (pm->snapshotError.empty() ? std::string("none was taken") : pm->snapshotError) +
+                    "the post-mortem of '" + pm.sandboxId + "' has no workspace snapshot (" +
+                        (pm.snapshotError.empty() ? std::string("none was taken") : pm.snapshotError) +
                         "); there is nothing to open a debug shell on"};
-        if (pm->sessionId.empty())
+        if (pm.sessionId.empty())
             return {grpc::StatusCode::FAILED_PRECONDITION,
-                    "the post-mortem of '" + pm->sandboxId + "' names no session, and debug shells are audited in the "
+                    "the post-mortem of '" + pm.sandboxId + "' names no session, and debug shells are audited in the "
                     "session's log; open a shell only on a session's sandbox"};
-        const std::string tier = req->tier().empty() ? pm->tier : req->tier();
         const std::string shellId = newShellId();
-        auto claimed = (*client)->claim(tier, pm->sessionId + ":debug", shellId);
-        if (!claimed)
-            return rpc::toGrpcStatus(claimed.error());
-        auto restored = (*client)->restore(claimed->sandboxId, pm->snapshotRef);
-        if (!restored) {
-            (void)(*client)->release(claimed->sandboxId);
-            return rpc::toGrpcStatus(restored.error());
-        }
+        auto sandbox = restoredSandbox(*found, req->tier().empty() ? pm.tier : req->tier(), shellId);
+        if (!sandbox)
+            return rpc::toGrpcStatus(sandbox.error());
         v1::DebugShell info;
         info.set_shell_id(shellId);
-        info.set_pool((*client)->name());
-        info.set_sandbox_id(claimed->sandboxId);
-        info.set_tier(claimed->tier);
-        info.set_session_id(pm->sessionId);
-        info.set_post_mortem_sandbox_id(pm->sandboxId);
-        info.set_snapshot_ref(pm->snapshotRef);
+        info.set_pool(sandbox->pool->name());
+        info.set_sandbox_id(sandbox->claimed.sandboxId);
+        info.set_tier(sandbox->claimed.tier);
+        info.set_session_id(pm.sessionId);
+        info.set_post_mortem_sandbox_id(pm.sandboxId);
+        info.set_snapshot_ref(pm.snapshotRef);
         info.set_idle_timeout_ms(m_options.debugShellIdleTimeoutMs);
         info.set_opened_by(by);
         json payload{{"shell_id", shellId}, {"pool", info.pool()}, {"sandbox_id", info.sandbox_id()}, {"tier", info.tier()},
-                     {"post_mortem_sandbox_id", pm->sandboxId}, {"snapshot_ref", pm->snapshotRef}, {"by", by},
-                     {"restored_files", restored->fileCount}};
+                     {"post_mortem_sandbox_id", pm.sandboxId}, {"snapshot_ref", pm.snapshotRef}, {"by", by},
+                     {"restored_files", sandbox->restoredFiles}, {"archived", found->archived}};
         if (!clientUser.empty())
             payload["client_user"] = clientUser;
-        if (auto st = audit(pm->sessionId, "debug_shell.opened", payload); !st) {
-            (void)(*client)->release(info.sandbox_id());
+        if (auto st = audit(pm.sessionId, "debug_shell.opened", payload); !st) {
+            (void)sandbox->pool->release(info.sandbox_id());
             return {grpc::StatusCode::FAILED_PRECONDITION,
-                    "cannot record the debug shell in session '" + pm->sessionId + "''s log (" + st.error().message +
+                    "cannot record the debug shell in session '" + pm.sessionId + "''s log (" + st.error().message +
                         "), so it was not opened; debug shells are audited in the failed session's log"};
         }
         {
@@ -420,7 +272,7 @@ grpc::ServerUnaryReactor *OperatorDesk::openDebugShell(grpc::CallbackServerConte
             m_shells[shellId] = Shell{info, monotonicUs(), 0, false};
         }
         spdlog::info("debug shell {} opened on {} ({}, tier {}) from {} of session {}", shellId, info.sandbox_id(), info.pool(),
-                     info.tier(), pm->snapshotRef, pm->sessionId);
+                     info.tier(), pm.snapshotRef, pm.sessionId);
         *resp = info;
         return grpc::Status::OK;
     });

@@ -2,10 +2,13 @@
 // The operators' desk: post-mortems, snapshot files and debug shells, forwarded to the pools on
 // worker threads (pool calls block). OperationsService checks the caller and records the audit
 // entry, then calls into this class (ListPostMortems, GetPostMortem, ListSnapshotFiles,
-// ReadSnapshotFile, OpenDebugShell, DebugExec, CloseDebugShell).
+// ReadSnapshotFile, OpenDebugShell, DebugExec, CloseDebugShell). When a pool does not answer or is
+// gone, its post-mortems come from the broker's archive and their workspaces from the checkpoint
+// store (operator_desk_post_mortems.cpp).
 //
 // A debug shell is a fresh sandbox of a chosen tier, on the pool that kept the post-mortem,
-// restored from its workspace snapshot. Opening it, every command run in it and closing it are
+// restored from its workspace snapshot; for an archived post-mortem, on any pool offering the
+// tier, restored from the checkpoint. Opening it, every command run in it and closing it are
 // appended to the failed session's log (debug_shell.opened, debug_shell.exec,
 // debug_shell.closed) before the caller is answered; a shell whose open cannot be recorded is not
 // opened. A shell unused for idleTimeoutMs is closed and its sandbox released.
@@ -19,6 +22,8 @@
 // unverified. Shells live in the broker's memory: a broker restart forgets them (their sandboxes
 // stay claimed until the pool is restarted).
 
+#include "broker/checkpoints/checkpointer.h"
+#include "broker/checkpoints/post_mortem_archive.h"
 #include "broker/secrets/secret_store.h"
 #include "broker/placement/pool_set.h"
 #include "broker/store/event_store.h"
@@ -46,7 +51,14 @@ struct OperatorOptions {
     int workers = 4;
     // Post-mortems served and audit events appended are redacted for every value it holds.
     const secrets::SecretStore *secrets = nullptr;
+    // Post-mortems copied off the pools' hosts, and the checkpoints their workspaces are in.
+    // nullptr: only what the pools answer.
+    checkpoints::PostMortemArchive *archive = nullptr;
+    checkpoints::Checkpointer *checkpointer = nullptr;
 };
+
+template <typename Msg>
+class QueuedWriter;
 
 class OperatorDesk {
 public:
@@ -77,6 +89,25 @@ private:
         bool closing = false;
     };
 
+    // A post-mortem from its pool, or from the archive when the pool does not answer or is gone.
+    struct FoundPostMortem {
+        pool_client::PostMortemInfo info;
+        pool_client::PoolClient *pool = nullptr;   // null: archived (snapshot_ref is a checkpoint)
+        bool archived = false;
+    };
+    Result<FoundPostMortem> findPostMortem(const std::string &pool, const std::string &sandboxId) const;
+    // A fresh sandbox of `tier` holding the post-mortem's workspace: on its own pool from the pool's
+    // snapshot, or (archived) on any pool offering the tier, from the checkpoint.
+    struct ShellSandbox {
+        pool_client::PoolClient *pool = nullptr;
+        pool_client::ClaimedSandbox claimed;
+        int64_t restoredFiles = 0;
+    };
+    Result<ShellSandbox> restoredSandbox(const FoundPostMortem &found, const std::string &tier, const std::string &shellId);
+    // Streams a file read through `read` (offset, max bytes) as FileChunks.
+    static grpc::Status streamFile(QueuedWriter<v1::FileChunk> &writer,
+                                   const std::function<Result<SnapshotChunk>(int64_t, int64_t)> &read, int64_t offset,
+                                   int64_t maxBytes);
     Result<pool_client::PoolClient *> pool(const std::string &name) const;
     grpc::ServerUnaryReactor *runUnary(grpc::CallbackServerContext *ctx, std::function<grpc::Status()> work);
     void post(std::function<void()> job);

@@ -9,6 +9,8 @@
 // is thread-safe on its own (the store, the hub, the pool set, Access).
 
 #include "broker/auth/principals.h"
+#include "broker/checkpoints/checkpoint_collector.h"
+#include "broker/checkpoints/post_mortem_archive.h"
 #include "broker/core/session_state.h"
 #include "broker/cost/budgets.h"
 #include "broker/engine/environment_decider.h"
@@ -49,6 +51,13 @@ struct ServiceOptions {
     // agent, every session on the submitted or default tier, the agent RPCs answer FAILED_PRECONDITION.
     const engine::EnvironmentDecider *decider = nullptr;
     store::DecisionStore *decisions = nullptr;   // ListDecisions, GetDecisionStats
+    // Post-mortems copied off the pools' hosts and the checkpoint store (operator_desk.h); nullptr:
+    // operators see only what the pools answer.
+    checkpoints::PostMortemArchive *postMortems = nullptr;
+    checkpoints::Checkpointer *checkpointer = nullptr;
+    // The checkpoint store's figures and collection (GetStorage, CollectStorage); nullptr: they
+    // answer FAILED_PRECONDITION.
+    checkpoints::CheckpointCollector *storage = nullptr;
 };
 
 class ServiceContext {

@@ -2,7 +2,8 @@
 // disk limits, stores), start and shutdown, starting and destroying a sandbox, claims (warm or
 // cold, idempotent by key), the refill workers and release. Execs are in sandbox_pool_exec.cpp,
 // statistics, the monitor and post-mortems in sandbox_pool_monitor.cpp, egress in
-// sandbox_pool_egress.cpp; the private types they share in sandbox_pool_internal.h.
+// sandbox_pool_egress.cpp, checkpoints in sandbox_pool_checkpoints.cpp; the private types they
+// share in sandbox_pool_internal.h.
 //
 // Threads: claim, claimIfWarm, release and waitWarm run on the callers' threads; refillLoop on
 // kRefillThreadsPerTier threads per tier. startSandbox and destroy block: never under m_mutex.
@@ -220,6 +221,10 @@ Result<std::unique_ptr<SandboxPool>> SandboxPool::create(PoolConfig config)
     std::error_code ec;
     fs::remove_all(config.stateDir / "runtime", ec);
     if (auto err = ensurePrivateDirectory(config.stateDir / "runtime", passThrough); !err.empty())
+        return fail(ErrorCode::FailedPrecondition, err + "; pass a writable --state-dir");
+    // Checkpoint spools, the pool's alone; an earlier run's pending chunks are stale.
+    fs::remove_all(config.stateDir / "checkpoints", ec);
+    if (auto err = ensurePrivateDirectory(config.stateDir / "checkpoints", 0700); !err.empty())
         return fail(ErrorCode::FailedPrecondition, err + "; pass a writable --state-dir");
     auto disk = mountDiskLimits(config, sandboxes, passThrough);
     if (!disk)
@@ -459,6 +464,11 @@ void SandboxPool::destroy(const std::shared_ptr<Sandbox> &sandbox)
     }
     if (sandbox->cgroup)
         sandbox->cgroup->remove();   // kills what outlived bwrap, then rmdir
+    {
+        // Its spool goes with the object, once a checkpoint call still running lets go of it.
+        std::lock_guard lock(sandbox->checkpointMutex);
+        sandbox->checkpoints.reset();
+    }
     std::error_code ec;
     fs::remove_all(runtimeDirOf(sandbox->id), ec);
     // The sandbox is dead: nothing inside can race the removal. Neither a subvolume's deletion

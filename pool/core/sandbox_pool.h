@@ -23,6 +23,7 @@
 #include "pool/runtimes/runtime.h"
 #include "pool/runtimes/workspace_fs.h"
 #include "pool/snapshot/snapshot_store.h"
+#include "pool/snapshot/workspace_checkpoint.h"
 
 #include <atomic>
 #include <condition_variable>
@@ -55,6 +56,7 @@ struct ExecRequest {
     std::string stdinData;
     std::string idempotencyKey;   // empty: not recorded
     std::vector<EgressGrantSpec> egressGrants;   // held by the egress proxy while this command runs
+    bool replayOnly = false;      // answer from the run recorded under idempotencyKey, or NotFound; start nothing
 };
 
 struct ExecResult {
@@ -151,6 +153,19 @@ public:
     SnapshotStore &snapshots() { return *m_snapshots; }
     PostMortemStore &postMortems() { return *m_postMortems; }
 
+    // Checkpoints of a claimed sandbox's /workspace, kept off the host by the broker
+    // (sandbox_pool_checkpoints.cpp; pool/snapshot/workspace_checkpoint.h says what each does). A
+    // sandbox's base and pending chunks live until it is released; each call blocks for its
+    // scan, transfer or restore (call them from a thread that may block).
+    Result<TakenCheckpoint> takeCheckpoint(const std::string &sandboxId, const std::string &baseManifest);
+    Result<std::vector<CheckpointChunkData>> readCheckpointChunks(const std::string &sandboxId, const std::string &token,
+                                                                  const std::vector<std::string> &hashes);
+    Status commitCheckpoint(const std::string &sandboxId, const std::string &token, const std::string &manifestId);
+    Result<RestoreBegun> beginRestore(const std::string &sandboxId, const std::string &manifestId, std::string_view manifest);
+    Status putRestoreChunks(const std::string &sandboxId, const std::string &token,
+                            std::span<const CheckpointChunkView> chunks);
+    Result<RestoreDone> finishRestore(const std::string &sandboxId, const std::string &token);
+
     // Egress (sandbox_pool_egress.cpp): the attempts a sandbox of an allowlist tier made through
     // the egress proxy during an exec, handed to done (on the proxy's thread, or inline). A
     // replayed exec gets the attempts its first run reported (kept per idempotency key); a
@@ -203,6 +218,8 @@ private:
     static OwnerMap ownerMap(const Sandbox &sandbox);
     // Its OCI bundle and runtime state: <state>/runtime/<id>, off the workspace filesystem.
     std::filesystem::path runtimeDirOf(const std::string &sandboxId) const;
+    // The checkpoints of a claimed sandbox, made at its first checkpoint call.
+    Result<std::shared_ptr<WorkspaceCheckpoints>> checkpointsOf(const std::string &sandboxId);
     static constexpr int64_t kDiskFullMarginBytes = 64 << 10;
     void wakeMonitor();
     // Builds, snapshots and stores a post-mortem (blocking: call it on the capture thread or a

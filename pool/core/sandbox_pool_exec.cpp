@@ -65,8 +65,19 @@ Result<std::shared_ptr<SandboxPool::Sandbox>> SandboxPool::execTarget(const Exec
     auto sandbox = findClaimed(request.sandboxId);
     if (sandbox && (request.argv.empty() || request.argv.front().empty()))
         return fail(ErrorCode::InvalidArgument, "exec needs a command in argv; for a shell line use [\"/bin/sh\", \"-c\", \"...\"]");
+    if (sandbox && request.replayOnly && (request.idempotencyKey.empty() || m_config.execCachePerSandbox == 0))
+        return fail(ErrorCode::InvalidArgument, "replay_only needs an idempotency_key and exec records (exec_cache_per_sandbox > 0)");
     return sandbox;
 }
+
+namespace {
+
+std::unexpected<Error> nothingRanUnder(const std::string &key)
+{
+    return fail(ErrorCode::NotFound, "no command ran under idempotency key '" + key + "' here; nothing was started");
+}
+
+} // namespace
 
 Result<ExecResult> SandboxPool::exec(const ExecRequest &request, const ChunkSink &sink)
 {
@@ -123,6 +134,8 @@ Result<ExecResult> SandboxPool::exec(const ExecRequest &request, const ChunkSink
                     sink(stream, chunk);
             return ExecResult{*result, true};
         }
+        if (request.replayOnly)
+            return nothingRanUnder(request.idempotencyKey);
         record = std::make_shared<ExecRecord>();
         sandbox->records.emplace(request.idempotencyKey, record);
         sandbox->order.push_back(request.idempotencyKey);
@@ -169,6 +182,11 @@ bool SandboxPool::execAsync(const ExecRequest &request, ChunkSink sink, ExecDone
         std::unique_lock lock(sandbox->execMutex);
         if (auto answered = replayFinished(*sandbox, request.idempotencyKey, lock, sink, done))
             return *answered;
+        if (request.replayOnly) {
+            lock.unlock();
+            done(nothingRanUnder(request.idempotencyKey));
+            return true;
+        }
     }
 
     auto connected = InitExecLoop::connect(sandbox->init.socketPath());

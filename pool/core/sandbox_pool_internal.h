@@ -2,11 +2,11 @@
 // SandboxPool's private types, shared by the files it is split into (sandbox_pool.cpp: create,
 // claims, refill, release and starting a sandbox; sandbox_pool_exec.cpp: execs and file
 // operations; sandbox_pool_monitor.cpp: samples, status, the monitor, snapshots and post-mortems;
-// sandbox_pool_egress.cpp). Not for anyone outside SandboxPool.
+// sandbox_pool_egress.cpp; sandbox_pool_checkpoints.cpp). Not for anyone outside SandboxPool.
 //
 // Threads: as in sandbox_pool.h. Tier's counters and a Sandbox's state, session and claim key are
 // guarded by the pool's m_mutex; a Sandbox's exec records by its execMutex, its samples by its
-// sampleMutex, its pending captures by its captureMutex.
+// sampleMutex, its pending captures by its captureMutex, its checkpoints by its checkpointMutex.
 
 #include "pool/core/sandbox_pool.h"
 
@@ -56,6 +56,11 @@ struct SandboxPool::Sandbox {
     std::map<std::string, std::shared_ptr<ExecRecord>> records;
     std::deque<std::string> order;
     int64_t recordBytes = 0;
+
+    // Checkpoints (sandbox_pool_checkpoints.cpp): made at the first checkpoint call, dropped by
+    // destroy(); the object serialises its own calls.
+    std::mutex checkpointMutex;
+    std::shared_ptr<WorkspaceCheckpoints> checkpoints;   // guarded by checkpointMutex
 
     // Post-mortem captures queued or running: destroy() waits for them before deleting the
     // workspace they archive.

@@ -43,6 +43,7 @@ public:
         request.timeoutMs = req.timeout_ms();
         request.stdinData = req.stdin();
         request.idempotencyKey = req.idempotency_key();
+        request.replayOnly = req.replay_only();
         for (const auto &g : req.egress_grants())
             request.egressGrants.push_back({g.host(), g.review_id()});
         // Started right here on the gRPC thread (connect and send do not block); the exec loop's

@@ -64,6 +64,20 @@ public:
     grpc::ServerUnaryReactor *GetSamples(grpc::CallbackServerContext *ctx, const v1::GetSamplesRequest *req,
                                          v1::GetSamplesResponse *resp) override;
 
+    // Checkpoints (pool_service_checkpoints.cpp); all run on the TaskRunner.
+    grpc::ServerUnaryReactor *TakeCheckpoint(grpc::CallbackServerContext *ctx, const v1::TakeCheckpointRequest *req,
+                                             v1::TakeCheckpointResponse *resp) override;
+    grpc::ServerUnaryReactor *ReadCheckpointChunks(grpc::CallbackServerContext *ctx, const v1::ReadCheckpointChunksRequest *req,
+                                                   v1::ReadCheckpointChunksResponse *resp) override;
+    grpc::ServerUnaryReactor *CommitCheckpoint(grpc::CallbackServerContext *ctx, const v1::CommitCheckpointRequest *req,
+                                               v1::CommitCheckpointResponse *resp) override;
+    grpc::ServerUnaryReactor *BeginRestore(grpc::CallbackServerContext *ctx, const v1::BeginRestoreRequest *req,
+                                           v1::BeginRestoreResponse *resp) override;
+    grpc::ServerUnaryReactor *PutRestoreChunks(grpc::CallbackServerContext *ctx, const v1::PutRestoreChunksRequest *req,
+                                               v1::PutRestoreChunksResponse *resp) override;
+    grpc::ServerUnaryReactor *FinishRestore(grpc::CallbackServerContext *ctx, const v1::FinishRestoreRequest *req,
+                                            v1::FinishRestoreResponse *resp) override;
+
 private:
     // Runs work on the runner and finishes the reactor with its status.
     grpc::ServerUnaryReactor *runUnary(grpc::CallbackServerContext *ctx, std::function<grpc::Status()> work);

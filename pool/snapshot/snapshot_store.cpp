@@ -12,10 +12,8 @@
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
-#include <dirent.h>
 #include <fcntl.h>
 #include <fstream>
-#include <random>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -28,74 +26,6 @@ constexpr int kMaxDepth = 256;
 constexpr size_t kCopyBuffer = 256 * 1024;
 const char *kArchiveSuffix = ".tar.zst";
 const char *kMetaSuffix = ".meta";
-
-std::string randomSuffix()
-{
-    thread_local std::mt19937_64 rng{std::random_device{}()};
-    char buf[17];
-    std::snprintf(buf, sizeof buf, "%016llx", static_cast<unsigned long long>(rng()));
-    return buf;
-}
-
-struct Fd {
-    int fd = -1;
-    explicit Fd(int f = -1) : fd(f) {}
-    Fd(const Fd &) = delete;
-    Fd &operator=(const Fd &) = delete;
-    ~Fd()
-    {
-        if (fd >= 0)
-            ::close(fd);
-    }
-};
-
-std::string sysError(const std::string &what)
-{
-    return what + ": " + std::strerror(errno);
-}
-
-// Names in a directory, sorted, without "." and "..".
-std::vector<std::string> listNames(int dirfd)
-{
-    std::vector<std::string> names;
-    int dupfd = ::dup(dirfd);
-    if (dupfd < 0)
-        return names;
-    DIR *d = ::fdopendir(dupfd);
-    if (!d) {
-        ::close(dupfd);
-        return names;
-    }
-    ::rewinddir(d);
-    while (dirent *e = ::readdir(d)) {
-        if (std::strcmp(e->d_name, ".") == 0 || std::strcmp(e->d_name, "..") == 0)
-            continue;
-        names.emplace_back(e->d_name);
-    }
-    ::closedir(d);
-    std::sort(names.begin(), names.end());
-    return names;
-}
-
-// Removes name under dirfd, recursively, never following a symlink.
-void removeAt(int dirfd, const std::string &name)
-{
-    if (::unlinkat(dirfd, name.c_str(), 0) == 0 || errno == ENOENT)
-        return;
-    Fd sub(::openat(dirfd, name.c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC));
-    if (sub.fd < 0)
-        return;
-    for (const auto &child : listNames(sub.fd))
-        removeAt(sub.fd, child);
-    ::unlinkat(dirfd, name.c_str(), AT_REMOVEDIR);
-}
-
-void removeTree(const fs::path &path)
-{
-    Fd parent(::open(path.parent_path().c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC));
-    if (parent.fd >= 0)
-        removeAt(parent.fd, path.filename().string());
-}
 
 struct ArchiveSink {
     int fd = -1;
@@ -124,16 +54,6 @@ la_ssize_t sinkWrite(struct archive *a, void *client, const void *buf, size_t n)
     sink->crc = crc32(sink->crc, static_cast<const Bytef *>(buf), static_cast<uInt>(n));
     sink->size += static_cast<int64_t>(n);
     return static_cast<la_ssize_t>(n);
-}
-
-// Nobody, inside: what a file of a host id outside the sandbox's block is archived as.
-constexpr uint32_t kOverflowId = 65534;
-
-uint32_t insideId(const OwnerMap &map, uint32_t host)
-{
-    if (map.count == 0)
-        return 0;
-    return host >= map.hostId && host - map.hostId < map.count ? host - map.hostId : kOverflowId;
 }
 
 struct Walk {
@@ -179,16 +99,16 @@ bool walkDir(Walk &w, int dirfd, const std::string &rel, int depth)
             archive_entry_set_symlink(entry.get(), target.c_str());
         } else if (S_ISDIR(st.st_mode)) {
             Fd sub(::openat(dirfd, name.c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC));
-            if (sub.fd < 0)
+            if (!sub.valid())
                 continue;
-            ::fstat(sub.fd, &st);
+            ::fstat(sub.get(), &st);
             archive_entry_copy_stat(entry.get(), &st);
             archive_entry_set_size(entry.get(), 0);
         } else if (S_ISREG(st.st_mode)) {
             Fd file(::openat(dirfd, name.c_str(), O_RDONLY | O_NOFOLLOW | O_CLOEXEC | O_NOCTTY | O_NONBLOCK));
-            if (file.fd < 0)
+            if (!file.valid())
                 continue;
-            ::fstat(file.fd, &st);
+            ::fstat(file.get(), &st);
             if (!S_ISREG(st.st_mode))
                 continue;   // swapped meanwhile
             archive_entry_copy_stat(entry.get(), &st);
@@ -198,7 +118,7 @@ bool walkDir(Walk &w, int dirfd, const std::string &rel, int depth)
                 return false;
             int64_t left = st.st_size;
             while (left > 0) {
-                ssize_t n = ::read(file.fd, w.buffer.data(), static_cast<size_t>(std::min<int64_t>(left, kCopyBuffer)));
+                ssize_t n = ::read(file.get(), w.buffer.data(), static_cast<size_t>(std::min<int64_t>(left, kCopyBuffer)));
                 if (n < 0 && errno == EINTR)
                     continue;
                 if (n <= 0)
@@ -222,7 +142,7 @@ bool walkDir(Walk &w, int dirfd, const std::string &rel, int depth)
         w.files++;
         if (S_ISDIR(st.st_mode)) {
             Fd sub(::openat(dirfd, name.c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC));
-            if (sub.fd >= 0 && !walkDir(w, sub.fd, path, depth + 1))
+            if (sub.valid() && !walkDir(w, sub.get(), path, depth + 1))
                 return false;
         }
     }
@@ -367,7 +287,7 @@ Status checkAgainstMeta(const std::string &ref, const fs::path &archivePath, con
     int64_t size = 0;
     std::vector<char> buf(kCopyBuffer);
     ssize_t n;
-    while (fd.fd >= 0 && (n = ::read(fd.fd, buf.data(), buf.size())) > 0) {
+    while (fd.valid() && (n = ::read(fd.get(), buf.data(), buf.size())) > 0) {
         crc = crc32(crc, reinterpret_cast<const Bytef *>(buf.data()), static_cast<uInt>(n));
         size += n;
     }
@@ -393,15 +313,6 @@ Result<int64_t> extractArchive(const std::string &ref, const fs::path &archivePa
     archive_write_disk_set_options(ext, ARCHIVE_EXTRACT_TIME | ARCHIVE_EXTRACT_PERM | ARCHIVE_EXTRACT_SECURE_SYMLINKS |
                                             ARCHIVE_EXTRACT_SECURE_NODOTDOT | ARCHIVE_EXTRACT_NO_OVERWRITE |
                                             (owners.count ? ARCHIVE_EXTRACT_OWNER : 0));
-    // An id inside the archive becomes the same id inside the restoring sandbox; one beyond its
-    // block becomes its nobody (or its root, for a block too small to have one).
-    auto hostOf = [&](la_int64_t inside, uint32_t poolId) -> uint32_t {
-        if (owners.count == 0)
-            return poolId;
-        if (inside >= 0 && inside < owners.count)
-            return owners.hostId + static_cast<uint32_t>(inside);
-        return owners.hostId + (kOverflowId < owners.count ? kOverflowId : 0);
-    };
     int64_t fileCount = 0;
     while (archive_entry *entry = r.next()) {
         const std::string name = entryPath(entry);
@@ -417,8 +328,9 @@ Result<int64_t> extractArchive(const std::string &ref, const fs::path &archivePa
         if (const char *hl = archive_entry_hardlink(entry))
             archive_entry_set_hardlink(entry, (staging / normalizeEntryPath(hl)).c_str());
         archive_entry_set_perm(entry, archive_entry_perm(entry) & 01777);   // no setuid or setgid bits
-        archive_entry_set_uid(entry, hostOf(archive_entry_uid(entry), ::geteuid()));
-        archive_entry_set_gid(entry, hostOf(archive_entry_gid(entry), ::getegid()));
+        // An id inside the archive becomes the same id inside the restoring sandbox (hostIdOf).
+        archive_entry_set_uid(entry, hostIdOf(owners, archive_entry_uid(entry), ::geteuid()));
+        archive_entry_set_gid(entry, hostIdOf(owners, archive_entry_gid(entry), ::getegid()));
         if (archive_write_header(ext, entry) < ARCHIVE_WARN)
             return fail(ErrorCode::FailedPrecondition, "snapshot '" + ref + "' cannot be restored: " + name + ": " +
                                                            archive_error_string(ext) + "; the workspace was not changed");
@@ -446,42 +358,6 @@ Result<int64_t> extractArchive(const std::string &ref, const fs::path &archivePa
     if (archive_write_close(ext) < ARCHIVE_WARN)
         return fail(ErrorCode::Internal, "restoring snapshot '" + ref + "': " + std::string(archive_error_string(ext)));
     return fileCount;
-}
-
-// Swaps the workspace's content for staging's. Old content moves aside (renames, same filesystem),
-// the staged content moves in; a failure moves the old content back.
-Status swapWorkspace(const std::string &ref, const fs::path &workspaceDir, const fs::path &staging,
-                     const fs::path &scratchDir)
-{
-    std::error_code ec;
-    Fd ws(::open(workspaceDir.c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC));
-    Fd st(::open(staging.c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC));
-    const fs::path old = scratchDir / ("old-" + randomSuffix());
-    fs::create_directory(old, ec);
-    Fd od(::open(old.c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC));
-    if (ws.fd < 0 || st.fd < 0 || od.fd < 0)
-        return fail(ErrorCode::FailedPrecondition, sysError("cannot open the workspace " + workspaceDir.string()));
-    std::vector<std::string> movedOut, movedIn;
-    auto rollback = [&](const std::string &why) -> Status {
-        for (const auto &n : movedIn)
-            ::renameat(ws.fd, n.c_str(), st.fd, n.c_str());
-        for (const auto &n : movedOut)
-            ::renameat(od.fd, n.c_str(), ws.fd, n.c_str());
-        removeTree(old);
-        return fail(ErrorCode::Internal, "restoring snapshot '" + ref + "': " + why + "; the workspace was put back as it was");
-    };
-    for (const auto &n : listNames(ws.fd)) {
-        if (::renameat(ws.fd, n.c_str(), od.fd, n.c_str()) != 0)
-            return rollback(sysError("cannot move " + n + " aside"));
-        movedOut.push_back(n);
-    }
-    for (const auto &n : listNames(st.fd)) {
-        if (::renameat(st.fd, n.c_str(), ws.fd, n.c_str()) != 0)
-            return rollback(sysError("cannot move " + n + " in"));
-        movedIn.push_back(n);
-    }
-    removeTree(old);
-    return {};
 }
 
 } // namespace
@@ -536,7 +412,7 @@ Result<SnapshotInfo> SnapshotStore::create(const fs::path &workspaceDir, const s
 {
     const int64_t t0 = monotonicUs();
     Fd ws(::open(workspaceDir.c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC));
-    if (ws.fd < 0)
+    if (!ws.valid())
         return fail(ErrorCode::FailedPrecondition, sysError("cannot open the workspace " + workspaceDir.string()));
     const fs::path tmp = m_dir / (".tmp-" + randomSuffix());
     ArchiveSink sink;
@@ -553,7 +429,7 @@ Result<SnapshotInfo> SnapshotStore::create(const fs::path &workspaceDir, const s
     bool ok = archive_write_open(w.out, &sink, nullptr, sinkWrite, nullptr) == ARCHIVE_OK;
     if (!ok)
         w.error = std::string("archive: ") + archive_error_string(w.out);
-    ok = ok && walkDir(w, ws.fd, "", 0);
+    ok = ok && walkDir(w, ws.get(), "", 0);
     if (archive_write_close(w.out) != ARCHIVE_OK && ok) {
         ok = false;
         w.error = std::string("archive: ") + archive_error_string(w.out);
@@ -632,7 +508,7 @@ Result<SnapshotInfo> SnapshotStore::restore(const std::string &ref, const fs::pa
     if (!fileCount)
         return std::unexpected(fileCount.error());
     // The archive decoded to its end: swap.
-    if (auto swapped = swapWorkspace(ref, workspaceDir, staging, scratchDir); !swapped)
+    if (auto swapped = swapWorkspace(workspaceDir, staging, scratchDir, "snapshot '" + ref + "'"); !swapped)
         return std::unexpected(swapped.error());
     SnapshotInfo info;
     info.ref = ref;

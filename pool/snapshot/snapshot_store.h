@@ -24,6 +24,7 @@
 
 #include "common/result.h"
 #include "common/sandbox_values.h"
+#include "pool/snapshot/workspace_files.h"
 
 #include <cstdint>
 #include <filesystem>
@@ -47,13 +48,6 @@ struct SnapshotInfo {
 // (common/sandbox_values.h).
 using paddock::SnapshotChunk;
 using paddock::SnapshotFile;
-
-// A sandbox's block of host ids (pool/runtimes/sandbox_identity.h): inside id i is host id
-// hostId + i for i < count. count == 0: no mapping.
-struct OwnerMap {
-    uint32_t hostId = 0;
-    uint32_t count = 0;
-};
 
 class SnapshotStore {
 public:

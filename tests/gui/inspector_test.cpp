@@ -399,6 +399,17 @@ TEST_F(InspectorTest, TheScreenshotRunnerSavesThePoolsAndInspectorViews)
     client.setExecHandler([](const QString &) { return FakeConsoleClient::ExecResult{"total 8\ndrwxr-xr-x 2 sandbox sandbox 4096 src\nsandbox\n", {}, 0}; });
     QTemporaryDir temp;
     const QString dir = qEnvironmentVariableIsEmpty("PADDOCK_INSPECTOR_SHOTS") ? temp.path() : qEnvironmentVariable("PADDOCK_INSPECTOR_SHOTS");
+    // The checkpoint store's card in the Pools view: the fake answers what a broker would.
+    CheckpointStorage storage;
+    storage.store = QStringLiteral("broker");
+    storage.where = QStringLiteral("the broker's checkpoint directory /var/lib/paddock/checkpoints");
+    storage.retentionHours = 168;
+    storage.chunks = 3401;
+    storage.manifests = 212;
+    storage.bytesStored = 1288490188;
+    storage.logicalBytes = 6227702579;
+    storage.dedupRatio = 4.8;
+    client.pushStorage(storage);
     ScreenshotRunner runner(&window, dir);
     runner.setTimeoutMs(5000);
     QSignalSpy finished(&runner, &ScreenshotRunner::finished);

@@ -3,7 +3,7 @@
 // one, restored from the snapshot, on resume; a session overridden to another tier mid-run moves
 // there at its next step (snapshot, claim, restore); an unknown tier is refused and nothing is
 // recorded. A command running when its session is paused runs once: its result is recorded before
-// the sandbox is given back.
+// the sandbox is given back, also when the broker is killed during the pause.
 
 #include "tests/integration/daemons_fixture.h"
 
@@ -131,7 +131,7 @@ TEST_F(SandboxMove, PausedSessionGivesItsSandboxBackAndGetsItsFilesBackOnResume)
     const auto released = ofKind(events, "sandbox.released");
     ASSERT_EQ(released.size(), 1u) << events.dump(1);
     const json idle = released[0]["payload"];
-    const std::string ref = idle.value("snapshot_ref", "");
+    const std::string ref = idle.value("manifest", "");
     EXPECT_FALSE(ref.empty()) << idle.dump();
     const auto claimsBefore = ofKind(events, "sandbox.claimed");
     ASSERT_EQ(claimsBefore.size(), 1u);
@@ -150,11 +150,12 @@ TEST_F(SandboxMove, PausedSessionGivesItsSandboxBackAndGetsItsFilesBackOnResume)
     EXPECT_NE(claims[1]["payload"].value("sandbox_id", ""), claims[0]["payload"].value("sandbox_id", ""));
     const auto restored = ofKind(events, "sandbox.restored");
     ASSERT_EQ(restored.size(), 1u) << events.dump(1);
-    EXPECT_EQ(restored[0]["payload"].value("snapshot_ref", ""), ref);
+    EXPECT_EQ(restored[0]["payload"].value("manifest", ""), ref);
+    EXPECT_EQ(restored[0]["payload"].value("after", ""), "idle");
     EXPECT_EQ(restored[0]["payload"].value("sandbox_id", ""), claims[1]["payload"].value("sandbox_id", ""));
     EXPECT_GT(seqOf(restored[0]), seqOf(released[0]));
     EXPECT_EQ(catOutput(events), "written before the sandbox changed");
-    std::cout << "idle give-back: snapshot " << idle.value("snapshot", "") << ", restore "
+    std::cout << "idle give-back: checkpoint " << idle.value("checkpoint", "") << ", restore "
               << restored[0]["payload"].value("restore_ms", 0.0) << " ms, "
               << restored[0]["payload"].value("restored_files", 0) << " file(s)\n";
 }
@@ -216,6 +217,71 @@ TEST_F(SandboxMove, PausedWhileACommandRunsTheCommandRunsOnce)
     EXPECT_EQ(count, "1\n") << "the appending command ran more than once:\n" << events.dump(1);
 }
 
+// The same with the broker killed (kill -9) right after the pause, while the command still runs:
+// the broker that starts next finds the command's call without a result and a paused session. It
+// asks the pool for that run's result only (nothing new is started), records it with its
+// checkpoint, then gives the sandbox back; resumed, the session does not run the command again.
+TEST_F(SandboxMove, PausedWhileACommandRunsAndTheBrokerKilledTheCommandRunsOnce)
+{
+    const std::string appendOnce = "echo x >> lines.txt; sleep 3";
+    const CliResult submitted =
+        cli({"submit", "--tier", "lite", "--output", "json", "--playbook",
+             writeFile("append.toml", "name = \"appends-once\"\ngoal = \"append a line, then count the lines\"\n"
+                                      "[[step]]\ntool = \"run_command\"\ncommand = \"" + appendOnce + "\"\n"
+                                      "[[step]]\ntool = \"run_command\"\ncommand = \"wc -l < lines.txt\"\n")
+                 .string()});
+    ASSERT_EQ(submitted.exitCode, 0) << submitted.err;
+    const std::string id = json::parse(submitted.out).value("id", std::string());
+    ASSERT_FALSE(id.empty());
+    auto resultsOf = [&](const json &log) {
+        std::vector<json> out;
+        for (const auto &e : ofKind(log, "tool.result"))
+            if (e["payload"].value("command", "") == appendOnce)
+                out.push_back(e);
+        return out;
+    };
+    waitFor(id, [&](const json &log) {
+        for (const auto &e : ofKind(log, "tool.call"))
+            if (e["payload"].value("arguments", json::object()).value("command", "") == appendOnce)
+                return true;
+        return false;
+    });
+    // Into the command's sleep: its line is written; its result is seconds away.
+    std::this_thread::sleep_for(std::chrono::milliseconds(800));
+    const CliResult paused = cli({"pause", id, "--reason", "while the command runs"});
+    ASSERT_EQ(paused.exitCode, 0) << paused.err;
+    ASSERT_TRUE(resultsOf(eventsOf(id)).empty()) << "the command ended before the broker was killed; the test "
+                                                    "proves nothing then";
+    m_broker->daemon.kill9();
+    auto restarted = startBroker(*m_dir, m_pool->endpoint);
+    ASSERT_TRUE(restarted) << restarted.error().message;
+    m_broker = std::make_unique<BrokerProcess>(std::move(*restarted));
+
+    json events = waitFor(id, [](const json &log) {
+        for (const auto &e : ofKind(log, "sandbox.released"))
+            if (e["payload"].value("reason", "") == "idle")
+                return true;
+        return false;
+    });
+    const auto firstResults = resultsOf(events);
+    ASSERT_EQ(firstResults.size(), 1u) << "the command's result is recorded before its sandbox is given back:\n"
+                                       << events.dump(1);
+    EXPECT_EQ(firstResults[0]["payload"].value("exit_code", -1), 0) << firstResults[0].dump();
+    EXPECT_TRUE(firstResults[0]["payload"].value("replayed", false)) << "answered from the pool's record of the run";
+    EXPECT_GT(seqOf(ofKind(events, "sandbox.released").back()), seqOf(firstResults[0]));
+
+    const CliResult resumed = cli({"resume", id});
+    ASSERT_EQ(resumed.exitCode, 0) << resumed.err;
+    events = waitFor(id, ended);
+    EXPECT_EQ(ofKind(events, "state.changed").back()["payload"].value("status", ""), "succeeded") << events.dump(1);
+    EXPECT_EQ(resultsOf(events).size(), 1u) << events.dump(1);
+    std::string count = "(none)";
+    for (const auto &e : ofKind(events, "tool.result"))
+        if (e["payload"].value("command", "") == "wc -l < lines.txt")
+            count = e["payload"].value("stdout", "");
+    EXPECT_EQ(count, "1\n") << "the appending command ran more than once:\n" << events.dump(1);
+}
+
 TEST_F(SandboxMove, OverriddenSessionContinuesInTheNewTierWithItsFiles)
 {
     const std::string id = submit();
@@ -247,7 +313,7 @@ TEST_F(SandboxMove, OverriddenSessionContinuesInTheNewTierWithItsFiles)
     EXPECT_EQ(move.value("from_sandbox_id", ""), claims[0]["payload"].value("sandbox_id", ""));
     EXPECT_EQ(move.value("to_sandbox_id", ""), claims[1]["payload"].value("sandbox_id", ""));
     EXPECT_EQ(claims[1]["payload"].value("tier", ""), "lite2");
-    EXPECT_FALSE(move.value("snapshot_ref", "").empty());
+    EXPECT_FALSE(move.value("manifest", "").empty());
     EXPECT_EQ(move.value("workspace", ""), "restored");
     EXPECT_GT(seqOf(moves[0]), seqOf(overrides[0]));
     // The old sandbox was given back with the move.

@@ -1,12 +1,13 @@
 #pragma once
 // The step engine's GoogleTest fixture, shared by the engine, review, secrets and failover tests and
-// the in-process review test: a fresh SQLite store in a temporary directory of its own, a PoolSet
-// the test fills with its pools, the real scripted model, and helpers to submit sessions, take
-// steps and read their logs.
+// the in-process review test: a fresh SQLite store and a checkpoint store (the broker's own, files)
+// in a temporary directory of its own, a PoolSet the test fills with its pools, the real scripted
+// model, and helpers to submit sessions, take steps and read their logs.
 //
 // Threads: the test's thread. Engines made here may start() their own workers; stop them (or let
 // them go out of scope) before TearDown closes the store.
 
+#include "broker/checkpoints/local_blob_store.h"
 #include "broker/engine/step_engine.h"
 #include "broker/llm/scripted_model.h"
 #include "broker/store/sqlite_event_store.h"
@@ -38,6 +39,10 @@ protected:
         auto store = store::openSqliteEventStore(m_dir / "broker.db");
         ASSERT_TRUE(store) << store.error().message;
         m_store = std::move(*store);
+        auto blobs = checkpoints::LocalBlobStore::open(m_dir / "checkpoints");
+        ASSERT_TRUE(blobs) << blobs.error().message;
+        m_checkpointStore = std::make_unique<checkpoints::CheckpointStore>(std::move(*blobs), "broker");
+        m_checkpointer = std::make_unique<checkpoints::Checkpointer>(*m_checkpointStore);
     }
 
     void TearDown() override
@@ -64,8 +69,11 @@ protected:
         return appended ? appended->state.id : std::string();
     }
 
+    // Checkpoints go to the fixture's checkpoint store unless options name another.
     engine::StepEngine makeEngine(engine::EngineOptions options = {})
     {
+        if (!options.checkpointer)
+            options.checkpointer = m_checkpointer.get();
         return engine::StepEngine(*m_store, m_pools, [this](const std::string &name) -> llm::ModelAdapter * {
             return name == "scripted" ? &m_scripted : nullptr;
         }, std::move(options));
@@ -142,6 +150,8 @@ protected:
 
     std::filesystem::path m_dir;
     std::unique_ptr<store::EventStore> m_store;
+    std::unique_ptr<checkpoints::CheckpointStore> m_checkpointStore;
+    std::unique_ptr<checkpoints::Checkpointer> m_checkpointer;
     placement::PoolSet m_pools;
     llm::ScriptedModel m_scripted;
     int m_sessions = 0;

@@ -15,6 +15,8 @@
 // a hook says otherwise; a sandbox is not checked against the claims before an exec.
 
 #include "broker/pool_client/pool_client.h"
+#include "checkpoint/manifest.h"
+#include "checkpoint/sha256.h"
 
 #include <algorithm>
 #include <condition_variable>
@@ -172,6 +174,97 @@ public:
         if (auto failing = m_restoreErrors.find(ref); failing != m_restoreErrors.end())
             return std::unexpected(failing->second);
         return pool_client::SnapshotInfo{ref, 100, 1, 0.1};
+    }
+
+    // Checkpoints, once setSnapshots(true): every checkpoint finds one new file in the sandbox's
+    // workspace ("step-<n>.txt", n counting this pool's checkpoints), so none is unchanged; the
+    // delta is against the asked base when the sandbox holds it (committed or restored), else a
+    // full listing. Each restore is remembered as "sandbox <- manifest id", like a snapshot's.
+    Result<pool_client::TakenCheckpoint> takeCheckpoint(const std::string &sandboxId, const std::string &base) override
+    {
+        std::lock_guard lock(m_mutex);
+        if (!m_snapshots)
+            return PoolClient::takeCheckpoint(sandboxId, base);
+        if (m_down)
+            return unreachable();
+        m_snapshotsTaken.push_back(sandboxId);
+        Workspace &workspace = m_workspaces[sandboxId];
+        const std::string content = sandboxId + " " + std::to_string(m_snapshotsTaken.size()) + "\n";
+        const std::string hash = checkpoint::sha256Hex(content);
+        checkpoint::Manifest next = workspace.files;
+        next.entries.push_back({"step-" + std::to_string(m_snapshotsTaken.size()) + ".txt", checkpoint::EntryType::File,
+                                0644, 0, 0, static_cast<int64_t>(content.size()), 0, "", {hash}});
+        (void)next.normalise();
+        const bool holdsBase = !base.empty() && base == workspace.base;
+        checkpoint::Delta delta = checkpoint::diff(holdsBase ? workspace.files : checkpoint::Manifest{}, next);
+        delta.base = holdsBase ? base : "";
+        pool_client::TakenCheckpoint taken;
+        taken.token = "t" + std::to_string(m_snapshotsTaken.size());
+        taken.base = delta.base;
+        taken.delta = delta.toJson();
+        m_chunks[hash] = content;
+        for (const auto &e : delta.changed)
+            for (const auto &chunk : e.chunks)
+                taken.chunks.push_back({chunk, m_chunks[chunk]});
+        workspace.pending = std::move(next);
+        return taken;
+    }
+
+    Status commitCheckpoint(const std::string &sandboxId, const std::string & /*token*/, const std::string &manifestId) override
+    {
+        std::lock_guard lock(m_mutex);
+        Workspace &workspace = m_workspaces[sandboxId];
+        workspace.files = workspace.pending;
+        workspace.base = manifestId;
+        return {};
+    }
+
+    Result<pool_client::RestoreStart> beginRestore(const std::string &sandboxId, const std::string &manifestId,
+                                                   const std::string &manifestJson) override
+    {
+        std::lock_guard lock(m_mutex);
+        if (!m_snapshots)
+            return PoolClient::beginRestore(sandboxId, manifestId, manifestJson);
+        if (m_down)
+            return unreachable();
+        m_restores.push_back(sandboxId + " <- " + manifestId);
+        if (auto failing = m_restoreErrors.find(manifestId); failing != m_restoreErrors.end())
+            return std::unexpected(failing->second);
+        auto manifest = checkpoint::Manifest::parse(manifestJson);
+        if (!manifest)
+            return std::unexpected(manifest.error());
+        m_workspaces[sandboxId].pending = *manifest;
+        m_workspaces[sandboxId].base = manifestId;
+        return pool_client::RestoreStart{"r-" + sandboxId, manifest->chunkHashes()};
+    }
+
+    Status putRestoreChunks(const std::string & /*sandboxId*/, const std::string & /*token*/,
+                            const std::vector<pool_client::ContentChunk> &chunks) override
+    {
+        std::lock_guard lock(m_mutex);
+        for (const auto &chunk : chunks)
+            m_chunks[chunk.hash] = chunk.data;
+        return {};
+    }
+
+    Result<pool_client::RestoredWorkspace> finishRestore(const std::string &sandboxId, const std::string & /*token*/) override
+    {
+        std::lock_guard lock(m_mutex);
+        Workspace &workspace = m_workspaces[sandboxId];
+        workspace.files = workspace.pending;
+        return pool_client::RestoredWorkspace{static_cast<int64_t>(workspace.files.entries.size()),
+                                              workspace.files.fileBytes(), 0.1};
+    }
+
+    // The files of a sandbox's workspace as the fake's checkpoints and restores left it.
+    std::vector<std::string> workspaceFiles(const std::string &sandboxId) const
+    {
+        std::lock_guard lock(m_mutex);
+        std::vector<std::string> out;
+        if (auto it = m_workspaces.find(sandboxId); it != m_workspaces.end())
+            for (const auto &e : it->second.files.entries)
+                out.push_back(e.path);
+        return out;
     }
 
     // Newest first, at most `limit` when it is above 0.
@@ -366,13 +459,13 @@ public:
         m_readFileHook = std::move(hook);
     }
 
-    // Snapshot and Restore answer (instead of Unimplemented).
+    // Snapshot, Restore and the checkpoint calls answer (instead of Unimplemented).
     void setSnapshots(bool supported)
     {
         std::lock_guard lock(m_mutex);
         m_snapshots = supported;
     }
-    // A restore from this ref is recorded, then fails with the error.
+    // A restore from this ref (a snapshot ref or a manifest id) is recorded, then fails with the error.
     void failRestoreOf(const std::string &ref, Error error)
     {
         std::lock_guard lock(m_mutex);
@@ -445,13 +538,13 @@ public:
         std::lock_guard lock(m_mutex);
         return m_statusCalls;
     }
-    // The sandbox ids snapshotted, in order.
+    // The sandbox ids snapshotted or checkpointed, in order.
     std::vector<std::string> snapshots() const
     {
         std::lock_guard lock(m_mutex);
         return m_snapshotsTaken;
     }
-    // "sandbox <- ref", one per restore asked for (the failed ones too).
+    // "sandbox <- ref" (or manifest id), one per restore asked for (the failed ones too).
     std::vector<std::string> restores() const
     {
         std::lock_guard lock(m_mutex);
@@ -484,6 +577,13 @@ private:
     int64_t m_cancelGeneration = 0;
     ReadFileHook m_readFileHook;
     bool m_snapshots = false;
+    struct Workspace {
+        checkpoint::Manifest files;     // as of the last commit or restore
+        checkpoint::Manifest pending;   // taken, not committed yet
+        std::string base;               // the manifest id the broker knows `files` by
+    };
+    std::map<std::string, Workspace> m_workspaces;
+    std::map<std::string, std::string> m_chunks;   // every chunk this fake made or was sent
     std::map<std::string, Error> m_restoreErrors;
     std::map<std::string, std::map<std::string, StoredFile>> m_snapshotFiles;   // ref -> path -> file
     std::map<std::string, std::vector<pool_client::ResourcePoint>> m_samples;

@@ -6,6 +6,7 @@
 // paddock_pool_server. Threads: the test's main thread.
 
 #include "pool/server/pool_service.h"
+#include "rpc/limits.h"
 #include "tests/support/started_pool.h"
 
 #include "paddock/v1/pool.grpc.pb.h"
@@ -25,6 +26,7 @@ public:
         m_service = std::make_unique<pool::PoolService>(inProcess.pool());
         grpc::ServerBuilder builder;
         builder.AddListeningPort("127.0.0.1:0", grpc::InsecureServerCredentials(), &m_port);
+        builder.SetMaxReceiveMessageSize(rpc::kMaxPoolMessageBytes);
         builder.RegisterService(m_service.get());
         m_server = builder.BuildAndStart();
     }

@@ -330,6 +330,27 @@ TEST_F(GrpcConsoleClientTest, AMissingBrokerIsBrokenOnceThenConnectedWhenItAppea
     EXPECT_EQ(m_client->connectionState(), ConnectionState::Disconnected);
 }
 
+TEST_F(GrpcConsoleClientTest, RefreshingThePoolsBringsTheCheckpointStoresFigures)
+{
+    m_broker->start();
+    QList<CheckpointStorage> answers;
+    QStringList errors;
+    QObject::connect(m_client.get(), &ConsoleClient::storageChanged, m_client.get(),
+                     [&](const CheckpointStorage &storage, const QString &error) {
+                         answers << storage;
+                         errors << error;
+                     });
+    m_client->connectToBroker(address());
+    ASSERT_TRUE(connected());
+    ASSERT_TRUE(waitFor([&] { return !answers.isEmpty(); })) << "the figures come with the pools on connect";
+    EXPECT_TRUE(errors.first().isEmpty()) << errors.first().toStdString();
+    EXPECT_EQ(answers.first().store, QStringLiteral("broker"));
+    EXPECT_TRUE(answers.first().where.startsWith(QStringLiteral("the broker's checkpoint directory "))) << answers.first().where.toStdString();
+    EXPECT_EQ(answers.first().retentionHours, 168);
+    EXPECT_EQ(answers.first().chunks, 0);
+    EXPECT_GT(answers.first().computedUnixMs, 0);
+}
+
 TEST_F(GrpcConsoleClientTest, SampleWatchDeliversLiveSamplesUntilTheSandboxIsReleased)
 {
     auto pool = samplingPool();

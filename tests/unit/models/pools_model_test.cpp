@@ -44,6 +44,22 @@ TEST(PoolsModelTest, PoolsWithTheirTiers)
     EXPECT_EQ(model.index(1, 0).data(PoolsModel::PoolInfoRole).value<PoolInfo>().name, QStringLiteral("far"));
 }
 
+// A pool the broker gave up on, and the sessions that left it with their workspaces.
+TEST(PoolsModelTest, ALostPoolSaysWhichSessionsLeftIt)
+{
+    PoolsModel model;
+    PoolInfo east = pool(QStringLiteral("east"), false, 0);
+    east.lost = true;
+    east.sessionsMovedAway = 2;
+    east.movedSessionIds = {QStringLiteral("s-1"), QStringLiteral("s-7")};
+    model.setPools({east, pool(QStringLiteral("west"), true, 2)}, false);
+    EXPECT_EQ(model.index(0, PoolsModel::Health).data().toString(),
+              QStringLiteral("lost · 2 session(s) moved away: connection refused"));
+    const QString tip = model.index(0, PoolsModel::Health).data(Qt::ToolTipRole).toString();
+    EXPECT_TRUE(tip.contains(QStringLiteral("s-1, s-7"))) << tip.toStdString();
+    EXPECT_EQ(model.index(1, PoolsModel::Health).data().toString(), QStringLiteral("healthy"));
+}
+
 TEST(PoolsModelTest, SameShapeUpdatesInPlaceOtherwiseResets)
 {
     PoolsModel model;
@@ -150,6 +166,70 @@ TEST(PoolsModelTest, EachTierSaysWhatItPromisesAboutItsHost)
     EXPECT_EQ(model.index(1, PoolsModel::Isolation, exec).data().toString(), QStringLiteral("pool's user, NO seccomp, empty /etc"));
     EXPECT_EQ(model.index(0, PoolsModel::Isolation, model.index(1, 0)).data().toString(), QStringLiteral("not reported"));
     EXPECT_EQ(model.headerData(PoolsModel::Isolation, Qt::Horizontal).toString(), QStringLiteral("Isolation"));
+}
+
+CheckpointStorage storage()
+{
+    CheckpointStorage s;
+    s.store = QStringLiteral("broker");
+    s.where = QStringLiteral("the broker's checkpoint directory /var/lib/paddock/checkpoints");
+    s.retentionHours = 168;
+    s.chunks = 3401;
+    s.manifests = 212;
+    s.bytesStored = 1288490188;
+    s.logicalBytes = 6227702579;
+    s.dedupRatio = 4.84;
+    s.freeableBytes = 310LL << 20;
+    s.freeableChunks = 41;
+    s.freeableManifests = 30;
+    return s;
+}
+
+TEST(PoolsModelTest, TheCheckpointStoreFiguresInWords)
+{
+    const StorageCardText text = storageCardText(storage());
+    EXPECT_EQ(text.where, QStringLiteral("the broker's checkpoint directory /var/lib/paddock/checkpoints"));
+    EXPECT_EQ(text.figures, QStringLiteral("1.2 GiB stored · 5.8 GiB of workspaces · dedup 4.8x · collection would free 310 MiB"));
+    EXPECT_EQ(text.detail, QStringLiteral("3,401 chunks and 212 manifests · 41 chunks and 30 manifests to collect · "
+                                          "ended sessions kept 168 h"));
+    EXPECT_TRUE(text.warning.isEmpty());
+
+    CheckpointStorage s = storage();
+    s.retentionHours = 0;
+    s.chunks = 1;
+    s.manifests = 1;
+    s.dedupRatio = 0;
+    s.freeableChunks = 0;
+    s.freeableManifests = 0;
+    s.lastCollectionUnixMs = 1'700'000'000'000;
+    s.lastFreedBytes = 2048;
+    s.problem = QStringLiteral("no chunk was collected: 1 kept checkpoint manifest cannot be read");
+    const StorageCardText other = storageCardText(s, true);
+    EXPECT_EQ(other.figures, QStringLiteral("1.2 GiB stored · 5.8 GiB of workspaces · collection would free 310 MiB"));
+    EXPECT_EQ(other.detail, QStringLiteral("1 chunk and 1 manifest · 0 chunks and 0 manifests to collect · ended sessions "
+                                           "kept forever · last collection 2023-11-14 22:13 freed 2.0 KiB"));
+    EXPECT_EQ(other.warning, s.problem);
+}
+
+TEST(PoolsModelTest, StorageFiguresRideAlongAndAnErrorKeepsTheLastOnes)
+{
+    PoolsModel model;
+    QAbstractItemModelTester tester(&model, QAbstractItemModelTester::FailureReportingMode::Fatal);
+    QSignalSpy changed(&model, &PoolsModel::storageChanged);
+    QSignalSpy reset(&model, &QAbstractItemModel::modelReset);
+    EXPECT_FALSE(model.hasStorage());
+    model.setStorage(storage());
+    EXPECT_TRUE(model.hasStorage());
+    EXPECT_EQ(model.storage().chunks, 3401);
+    model.setStorageError(QStringLiteral("could not read the checkpoint store's figures: deadline exceeded"));
+    EXPECT_TRUE(model.hasStorage());
+    EXPECT_EQ(model.storage().chunks, 3401);
+    EXPECT_FALSE(model.storageError().isEmpty());
+    model.setStorage(storage());
+    EXPECT_TRUE(model.storageError().isEmpty());
+    EXPECT_EQ(changed.count(), 3);
+    EXPECT_EQ(reset.count(), 0) << "the figures are not rows";
+    EXPECT_EQ(model.rowCount(), 0);
 }
 
 } // namespace

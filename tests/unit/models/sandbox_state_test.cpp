@@ -47,6 +47,29 @@ TEST(SandboxStateTest, ClaimsFailuresAndReleasesFoldOverTheSessionsRow)
     EXPECT_FALSE(s.live(running));
 }
 
+TEST(SandboxStateTest, SaysWhereTheLastCheckpointLivesAndHowOldItIs)
+{
+    SandboxState s;
+    EXPECT_EQ(s.checkpointText(0), QStringLiteral("none yet"));
+    EventRecord checkpoint = event(2, QStringLiteral("checkpoint"),
+                                   R"({"manifest":"3f2a9c0d1e2f00000000000000000000000000000000000000000000000000aa",)"
+                                   R"("store":"broker","after_call":"c3"})");
+    checkpoint.timeUnixMs = 1'000'000;
+    EXPECT_TRUE(s.apply(checkpoint));
+    EXPECT_EQ(s.checkpointText(1'012'000), QStringLiteral("3f2a9c0d1e2f in the broker's store, 12 s old, after call c3"));
+    EXPECT_EQ(s.checkpointText(1'000'000 + 3 * 3600 * 1000), QStringLiteral("3f2a9c0d1e2f in the broker's store, 3 h old, after call c3"));
+    EventRecord moved = event(3, QStringLiteral("sandbox.moved"), R"({"from_pool":"a","to_pool":"b","restore_ms":41.5})");
+    moved.timeUnixMs = 1'020'000;
+    EXPECT_TRUE(s.apply(moved));
+    EXPECT_EQ(s.checkpointText(1'020'000),
+              QStringLiteral("3f2a9c0d1e2f in the broker's store, 20 s old, after call c3; last restore 42 ms"));
+    EventRecord released = event(4, QStringLiteral("sandbox.released"),
+                                 R"({"reason":"idle","manifest":"77aa9c0d1e2f00000000000000000000000000000000000000000000000000bb"})");
+    released.timeUnixMs = 1'030'000;
+    s.apply(released);
+    EXPECT_TRUE(s.checkpointText(1'030'000).startsWith(QStringLiteral("77aa9c0d1e2f"))) << "given back with a newer one";
+}
+
 TEST(ToolCallPairingTest, ACallFindsItsResultByCallIdAndSaysWhenThereIsNone)
 {
     TraceModel model;

@@ -1,6 +1,6 @@
 // View tests, offscreen, with QTest input over the real models: filter the sessions table by
 // typing, open a session with Enter and with a double-click, group by status, expand a tool
-// call's output, follow the tail, the cost plot's dirty flag, the pools view.
+// call's output, follow the tail, the cost plot's dirty flag, the pools view and its checkpoint store card.
 
 #include "models/cost_series.h"
 #include "models/pools_model.h"
@@ -14,6 +14,7 @@
 #include "views/sandbox_card.h"
 #include "views/session_view.h"
 #include "views/sessions_view.h"
+#include "views/storage_card.h"
 #include "views/submit_dialog.h"
 #include "views/trace_view.h"
 #include "views_test_support.h"
@@ -307,6 +308,40 @@ TEST(PoolsViewTest, ShowsPoolsTiersAndLocalExecution)
     auto *banner = view.findChild<QLabel *>(QStringLiteral("localExecutionBanner"));
     ASSERT_NE(banner, nullptr);
     EXPECT_TRUE(banner->isVisible());
+}
+
+TEST(PoolsViewTest, TheCheckpointStoreCardAppearsWithTheFigures)
+{
+    ensureApplication();
+    PoolsModel model;
+    PoolsView view;
+    view.setModel(&model);
+    view.resize(1000, 400);
+    view.show();
+    ASSERT_TRUE(QTest::qWaitForWindowExposed(&view));
+    StorageCard *card = view.storageCard();
+    ASSERT_NE(card, nullptr);
+    EXPECT_FALSE(card->isVisible()) << "no figures yet";
+    model.setStorageError(QStringLiteral("could not read the checkpoint store's figures: unimplemented"));
+    EXPECT_FALSE(card->isVisible()) << "a broker without the call has no card";
+
+    CheckpointStorage storage;
+    storage.where = QStringLiteral("the broker's checkpoint directory /srv/checkpoints");
+    storage.retentionHours = 168;
+    storage.chunks = 12;
+    storage.manifests = 3;
+    storage.bytesStored = 3 << 20;
+    storage.logicalBytes = 9 << 20;
+    storage.dedupRatio = 3.0;
+    storage.freeableBytes = 1 << 20;
+    model.setStorage(storage);
+    EXPECT_TRUE(card->isVisible());
+    EXPECT_EQ(card->whereText(), storage.where);
+    EXPECT_EQ(card->figuresText(), QStringLiteral("3.0 MiB stored · 9.0 MiB of workspaces · dedup 3.0x · collection would free 1.0 MiB"));
+    EXPECT_TRUE(card->warningText().isEmpty());
+    model.setStorageError(QStringLiteral("could not read the checkpoint store's figures: deadline exceeded"));
+    EXPECT_TRUE(card->isVisible());
+    EXPECT_EQ(card->warningText(), QStringLiteral("Not refreshed: could not read the checkpoint store's figures: deadline exceeded"));
 }
 
 TEST(DialogsTest, SubmitDialogBuildsARequest)

@@ -112,6 +112,22 @@ TEST_F(BrokerConfigTest, NoPoolsIsRefused)
     EXPECT_NE(valid.error().message.find("--pool"), std::string::npos);
 }
 
+TEST_F(BrokerConfigTest, CheckpointRetentionIsHoursAndZeroKeepsForever)
+{
+    EXPECT_EQ(defaultBrokerConfig().checkpoints.retentionHours, 168);
+    const std::string pool = "[[pool]]\nname = \"p\"\nendpoint = \"10.0.0.1:7701\"\n";
+    auto day = loadBrokerConfig(write(pool + "[checkpoints]\nretention_hours = 24\n"), defaultBrokerConfig());
+    ASSERT_TRUE(day) << day.error().message;
+    EXPECT_EQ(day->checkpoints.retentionHours, 24);
+    auto forever = loadBrokerConfig(write(pool + "[checkpoints]\nretention_hours = 0\n"), defaultBrokerConfig());
+    ASSERT_TRUE(forever) << forever.error().message;
+    EXPECT_EQ(forever->checkpoints.retentionHours, 0);
+    auto negative = loadBrokerConfig(write(pool + "[checkpoints]\nretention_hours = -1\n"), defaultBrokerConfig());
+    ASSERT_FALSE(negative);
+    EXPECT_NE(negative.error().message.find("broker.toml:5: retention_hours must be an integer >= 0"), std::string::npos)
+        << negative.error().message;
+}
+
 TEST(PoolFlag, ParsesNameAndEndpoint)
 {
     auto pool = parsePoolFlag("east=10.0.0.5:7701");

@@ -71,6 +71,40 @@ TEST(Decide, PendingToolCallRunsBeforeAnythingElse)
     EXPECT_EQ(action.idempotencyKey, "s1:5");
 }
 
+// A pause and a resume after the call was recorded must not make its repeat look like a new run:
+// the pool answers a repeat from its record only when the key is the same.
+TEST(Decide, ACallKeepsItsKeyWhateverIsAppendedAfterIt)
+{
+    Log log;
+    log.created().claimed().response("c1", "run_command");
+    const std::string key = decide(log.events()).idempotencyKey;
+    log.state("paused").state("running");
+    const Action action = decide(log.events());
+    EXPECT_EQ(action.kind, ActionKind::RunTool);
+    EXPECT_EQ(action.idempotencyKey, key);
+}
+
+TEST(Decide, OpenCommandOfAPausedSessionIsAReplayOnlyRun)
+{
+    Log log;
+    log.created().claimed().response("c1", "run_command").state("paused");
+    EXPECT_EQ(decide(log.events()).kind, ActionKind::None);
+    auto open = openCommandOf(log.events());
+    ASSERT_TRUE(open);
+    EXPECT_EQ(open->kind, ActionKind::RunTool);
+    EXPECT_EQ(open->call.id, "c1");
+    EXPECT_TRUE(open->replayOnly);
+    EXPECT_EQ(open->idempotencyKey, "s1:5");
+    log.add(core::kind::ToolResult, {{"call_id", "c1"}, {"name", "run_command"}});
+    EXPECT_FALSE(openCommandOf(log.events())) << "recorded: nothing open";
+    Log other;
+    other.created().claimed().response("c2", "write_file").state("paused");
+    EXPECT_FALSE(openCommandOf(other.events())) << "only commands have a run to replay";
+    Log moved;
+    moved.created().claimed().response("c3", "run_command").claimed().state("paused");
+    EXPECT_FALSE(openCommandOf(moved.events())) << "a call from before the claim never ran in this sandbox";
+}
+
 TEST(Decide, ResolvedCallLeadsBackToTheModel)
 {
     Log log;
@@ -198,5 +232,21 @@ TEST(Decide, TierOverrideWithoutASandboxClaimsTheNewTier)
     EXPECT_EQ(action.tier, "heavy");
 }
 
+// Storage is billed at the size of the workspace's latest checkpoint, also one taken when the
+// sandbox was given back (recorded in sandbox.released).
+TEST(Billing, ACheckpointTakenAtAReleaseSetsTheBilledSize)
+{
+    Log log;
+    log.created().claimed();
+    log.add(core::kind::Checkpoint, {{"manifest", std::string(64, 'a')}, {"size_bytes", 100}});
+    EXPECT_EQ(billingOf(log.events()).checkpointBytes, 100);
+    log.add(core::kind::SandboxReleased, {{"reason", "idle"}, {"manifest", std::string(64, 'b')}, {"checkpoint", "new"},
+                                          {"size_bytes", 5000}});
+    EXPECT_EQ(billingOf(log.events()).checkpointBytes, 5000);
+    log.add(core::kind::SandboxReleased, {{"reason", "idle"}, {"manifest", std::string(64, 'b')}, {"checkpoint", "current"}});
+    EXPECT_EQ(billingOf(log.events()).checkpointBytes, 5000) << "the same checkpoint: the same size";
+}
+
 } // namespace
 } // namespace paddock::engine
+

@@ -165,16 +165,22 @@ TEST_F(FailoverTest, ACommandWhoseSnapshotThePoolNeverTookIsRepeatedAfterTheMove
         if (log[i].kind == core::kind::SandboxLost)
             break;
         if (log[i].kind == core::kind::Checkpoint)
-            lastCheckpointBeforeLoss = json::parse(log[i].payload)["snapshot_ref"];
+            lastCheckpointBeforeLoss = json::parse(log[i].payload)["manifest"];
         if (log[i].kind == core::kind::ToolResult) {
             ASSERT_LT(i + 1, log.size());
             EXPECT_EQ(log[i + 1].kind, core::kind::Checkpoint) << "a result recorded without its snapshot";
             EXPECT_NE(json::parse(log[i].payload)["call_id"], third) << "recorded before the loss";
         }
     }
-    EXPECT_EQ(moves[0]["snapshot_ref"], lastCheckpointBeforeLoss);
+    EXPECT_EQ(moves[0]["manifest"], lastCheckpointBeforeLoss);
+    EXPECT_EQ(m_b->restores(), std::vector<std::string>{moves[0]["to_sandbox_id"].get<std::string>() + " <- "
+                                                        + lastCheckpointBeforeLoss});
+    // The workspace restored on b is the one after the second command: the fake's two files.
+    auto restored = m_checkpointStore->getManifest(lastCheckpointBeforeLoss);
+    ASSERT_TRUE(restored) << restored.error().message;
+    EXPECT_EQ(restored->entries.size(), 2u);
     for (const auto &c : payloadsOf(log, core::kind::Checkpoint)) {
-        if (c["snapshot_ref"] == lastCheckpointBeforeLoss) {
+        if (c["manifest"] == lastCheckpointBeforeLoss) {
             EXPECT_EQ(c["after_call"], second);
         }
     }

@@ -596,7 +596,7 @@ TEST_F(ReviewEngineTest, RequestBeyondTheBoundWaitsForATierEscalationAndApproval
     EXPECT_EQ(moves[0]["workspace"], "restored");
     const std::string moved = moves[0]["to_sandbox_id"];
     ASSERT_EQ(m_pool->restores().size(), 1u);
-    EXPECT_EQ(m_pool->restores()[0], moved + " <- " + moves[0]["snapshot_ref"].get<std::string>());
+    EXPECT_EQ(m_pool->restores()[0], moved + " <- " + moves[0]["manifest"].get<std::string>());
     EXPECT_EQ(sandboxOfCommand("cat notes.txt"), moved);
     // The approver's decision is the one that gets the standard tier's outcome at the release.
     const auto outcomes = payloadsOf(log, core::kind::EnvOutcome);

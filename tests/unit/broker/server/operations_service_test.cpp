@@ -2,9 +2,15 @@
 // on the post-mortem's pool from its snapshot, every step is in the failed session's log before
 // the caller hears back, an idle shell is closed and its sandbox released, a shell that cannot be
 // audited is not opened, and a pool that does not answer is named in the post-mortem list while
-// the others are still listed. The store, the service and gRPC are real (a unix socket).
+// the others are still listed. With the broker's archive, a post-mortem of a pool that is gone is
+// still listed and read, its workspace files come from the checkpoint store and its debug shell
+// opens on another pool. The store, the checkpoint store, the service and gRPC are real (a unix
+// socket).
 
+#include "broker/checkpoints/checkpoint_files.h"
+#include "broker/checkpoints/local_blob_store.h"
 #include "broker/server/broker_api.h"
+#include "common/clock.h"
 #include "broker/server/stream_hub.h"
 #include "broker/server/unix_listener.h"
 #include "rpc/broker_stubs.h"
@@ -70,6 +76,7 @@ protected:
         });
         m_pools.add(std::move(pool), false);
         auto down = std::make_unique<test::FakePoolClient>("west");
+        m_west = down.get();
         down->setDown(true);
         m_pools.add(std::move(down), false);
         m_pool->addPostMortem(postMortem("lite-failed", "s-1", "lite-failed-1", 2000));
@@ -83,6 +90,8 @@ protected:
         m_hub->start();
         server::ServiceOptions options;
         options.debugShellIdleTimeoutMs = idleMs;
+        options.postMortems = m_archive.get();
+        options.checkpointer = m_checkpointer.get();
         m_service = std::make_unique<server::BrokerApi>(*m_store, *m_hub, m_pools,
                                                             [](const std::string &) -> llm::ModelAdapter * { return nullptr; },
                                                             options);
@@ -163,10 +172,25 @@ protected:
         return reader->Finish();
     }
 
+    // The broker's archive and checkpoint store, for the tests of a pool that is gone.
+    void withArchive()
+    {
+        auto blobs = checkpoints::LocalBlobStore::open(m_dir / "checkpoints");
+        ASSERT_TRUE(blobs) << blobs.error().message;
+        m_checkpoints = std::make_unique<checkpoints::CheckpointStore>(std::move(*blobs), "broker");
+        m_checkpointer = std::make_unique<checkpoints::Checkpointer>(*m_checkpoints);
+        m_archive = std::make_unique<checkpoints::PostMortemArchive>(
+            *m_checkpoints, m_pools, [this](const std::string &id) { return m_store->readEvents(id, 1, 1000); });
+    }
+
     fs::path m_dir;
     std::unique_ptr<store::EventStore> m_store;
+    std::unique_ptr<checkpoints::CheckpointStore> m_checkpoints;
+    std::unique_ptr<checkpoints::Checkpointer> m_checkpointer;
+    std::unique_ptr<checkpoints::PostMortemArchive> m_archive;
     placement::PoolSet m_pools;
     test::FakePoolClient *m_pool = nullptr;
+    test::FakePoolClient *m_west = nullptr;
     std::unique_ptr<server::StreamHub> m_hub;
     std::unique_ptr<server::BrokerApi> m_service;
     std::unique_ptr<server::UnixListener> m_listener;
@@ -282,4 +306,71 @@ TEST_F(OperatorServiceTest, ListNamesAPoolThatDoesNotAnswerAndListsTheOthers)
     v1::ListPoolPostMortemsResponse one;
     ASSERT_TRUE(m_stub->operations->ListPostMortems(&ctx2, req, &one).ok());
     EXPECT_EQ(one.post_mortems_size(), 2);
+}
+
+// West fails a sandbox of session s-1, the archive copies the post-mortem, then west goes away for
+// good. The operator still lists and reads the post-mortem, browses and downloads the workspace
+// (the checkpoint recorded with the failed command) and opens a debug shell on east from it.
+TEST_F(OperatorServiceTest, APostMortemOfAPoolThatIsGoneIsServedFromTheArchive)
+{
+    withArchive();
+    m_west->setDown(false);
+    m_west->setTier("lite", 1, 0, 8);
+    m_west->setSnapshots(true);
+    auto sandbox = m_west->claim("lite", "s-1", "k");
+    ASSERT_TRUE(sandbox);
+    auto taken = m_checkpointer->take(*m_west, sandbox->sandboxId, "");
+    ASSERT_TRUE(taken) << taken.error().error.message;
+    const int64_t failedAt = nowUnixMs();
+    store::AppendRequest step;
+    step.sessionId = "s-1";
+    step.events.push_back({core::kind::ToolResult, json{{"call_id", "c1"}, {"exit_code", 137}}.dump(), 0});
+    step.events.push_back({core::kind::Checkpoint, json{{"manifest", taken->manifestId}}.dump(), 0});
+    ASSERT_TRUE(m_store->appendSync(step));
+    m_west->addPostMortem(postMortem(sandbox->sandboxId, "s-1", "west-local-1", failedAt));
+    ASSERT_EQ(*m_archive->copyNow(), 5) << "east's four and west's one";
+    m_west->setDown(true);
+    start(600000);
+
+    grpc::ClientContext ctx;
+    v1::ListPoolPostMortemsRequest req;
+    req.set_pool("west");
+    v1::ListPoolPostMortemsResponse listed;
+    ASSERT_TRUE(m_stub->operations->ListPostMortems(&ctx, req, &listed).ok());
+    ASSERT_EQ(listed.post_mortems_size(), 1);
+    const v1::PostMortem &pm = listed.post_mortems(0);
+    EXPECT_TRUE(pm.archived());
+    EXPECT_EQ(pm.pool(), "west");
+    EXPECT_EQ(pm.snapshot_ref(), "checkpoint:" + taken->manifestId);
+    ASSERT_EQ(listed.pool_errors_size(), 1);
+    EXPECT_NE(listed.pool_errors(0).error().find("archive"), std::string::npos) << listed.pool_errors(0).error();
+
+    grpc::ClientContext filesCtx;
+    v1::ListPoolSnapshotFilesRequest filesReq;
+    filesReq.set_pool("west");
+    filesReq.set_snapshot_ref(pm.snapshot_ref());
+    v1::ListSnapshotFilesResponse files;
+    ASSERT_TRUE(m_stub->operations->ListSnapshotFiles(&filesCtx, filesReq, &files).ok());
+    ASSERT_EQ(files.files_size(), 1);
+    grpc::ClientContext readCtx;
+    v1::ReadPoolSnapshotFileRequest readReq;
+    readReq.set_pool("west");
+    readReq.set_snapshot_ref(pm.snapshot_ref());
+    readReq.set_path(files.files(0).path());
+    auto reader = m_stub->operations->ReadSnapshotFile(&readCtx, readReq);
+    std::string content;
+    v1::FileChunk chunk;
+    while (reader->Read(&chunk))
+        content += chunk.data();
+    ASSERT_TRUE(reader->Finish().ok());
+    EXPECT_EQ(content, sandbox->sandboxId + " 1\n") << "the fake pool's first checkpointed file";
+
+    v1::DebugShell shell;
+    auto st = open("west", sandbox->sandboxId, &shell);
+    ASSERT_TRUE(st.ok()) << st.error_message();
+    EXPECT_EQ(shell.pool(), "east") << "west is gone: any pool offering the tier";
+    EXPECT_EQ(m_pool->restores(), std::vector<std::string>{shell.sandbox_id() + " <- " + taken->manifestId});
+    const auto audited = audit();
+    ASSERT_FALSE(audited.empty());
+    EXPECT_EQ(audited.back()["payload"].value("archived", false), true);
 }
