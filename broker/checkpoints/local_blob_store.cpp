@@ -7,6 +7,7 @@
 #include <random>
 #include <sys/stat.h>
 #include <unistd.h>
+#include <vector>
 
 namespace paddock::checkpoints {
 namespace fs = std::filesystem;
@@ -96,6 +97,11 @@ Status LocalBlobStore::put(const std::string &key, std::string_view bytes)
     auto path = pathOf(key);
     if (!path)
         return std::unexpected(path.error());
+    // Directories made for this key are made durable too (their entries in their parents), up to
+    // the store's own directory: a fsynced file in a directory that vanishes at a power cut is lost.
+    std::vector<fs::path> made;
+    for (fs::path dir = path->parent_path(); dir != m_dir && !fs::exists(dir); dir = dir.parent_path())
+        made.push_back(dir);
     std::error_code ec;
     fs::create_directories(path->parent_path(), ec);
     if (ec)
@@ -114,6 +120,9 @@ Status LocalBlobStore::put(const std::string &key, std::string_view bytes)
     }
     if (!fsyncDir(path->parent_path()))
         return ioError("cannot make durable", key, errno);
+    for (const auto &dir : made)
+        if (!fsyncDir(dir.parent_path()))
+            return ioError("cannot make durable the directory of", key, errno);
     return {};
 }
 

@@ -20,6 +20,7 @@ constexpr int kListPerPool = 100;
 // A failed command's result is recorded right after its post-mortem is taken; a result later than
 // this belongs to another step.
 constexpr int64_t kResultWithinMs = 5000;
+constexpr int64_t kExpiryEveryUs = 3600LL * 1000 * 1000;
 
 // A name as a blob key component: [a-z0-9._-], anything else as '_'.
 std::string keyPart(const std::string &name)
@@ -147,8 +148,9 @@ std::string manifestAtFailure(std::span<const core::Event> log, int64_t timeUnix
 }
 
 PostMortemArchive::PostMortemArchive(CheckpointStore &store, const placement::PoolSet &pools, LogReader readLog,
-                                     int64_t intervalMs)
-    : m_store(store), m_pools(pools), m_readLog(std::move(readLog)), m_intervalMs(intervalMs)
+                                     int64_t intervalMs, int64_t retentionMs)
+    : m_store(store), m_pools(pools), m_readLog(std::move(readLog)), m_intervalMs(intervalMs),
+      m_retentionMs(retentionMs)
 {
 }
 
@@ -193,6 +195,11 @@ void PostMortemArchive::copierLoop()
         lock.unlock();
         if (auto copied = copyNow(); !copied)
             spdlog::warn("post-mortem archive: {}", copied.error().message);
+        if (m_retentionMs > 0 && monotonicUs() - m_lastExpiryUs >= kExpiryEveryUs) {
+            m_lastExpiryUs = monotonicUs();
+            if (auto expired = expire(nowUnixMs() - m_retentionMs); expired && *expired > 0)
+                spdlog::info("post-mortem archive: {} post-mortem(s) past retention deleted", *expired);
+        }
         lock.lock();
     }
 }
@@ -258,6 +265,25 @@ Result<int> PostMortemArchive::copyNow()
         }
     }
     return copied;
+}
+
+Result<int> PostMortemArchive::expire(int64_t olderThanUnixMs)
+{
+    std::lock_guard lock(m_mutex);
+    if (auto loaded = loadIndex(); !loaded)
+        return std::unexpected(loaded.error());
+    int removed = 0;
+    for (auto it = m_index.begin(); it != m_index.end();) {
+        if (it->second.info.timeUnixMs >= olderThanUnixMs) {
+            ++it;
+            continue;
+        }
+        if (auto gone = m_store.blobs().remove(it->first); !gone)
+            return std::unexpected(gone.error());
+        it = m_index.erase(it);
+        ++removed;
+    }
+    return removed;
 }
 
 Status PostMortemArchive::loadIndex()

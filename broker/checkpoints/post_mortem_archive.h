@@ -14,9 +14,11 @@
 // Threads: start(), stop() on the owner's thread; the copier on its own; list(), get(), nudge()
 // and copyNow() from any thread (the index has its own mutex).
 //
+// Retention: an archived post-mortem older than retentionMs is deleted (the copier looks once an
+// hour); its checkpoint is then collected like any other (checkpoint_collector.h). 0 keeps them.
+//
 // Known limits: a host that dies within the copy interval of a failure takes that post-mortem with
-// it (the session's log and checkpoints are safe); the archive keeps what it copied until the
-// checkpoint collection removes it (checkpoint_collector.h).
+// it (the session's log and checkpoints are safe).
 
 #include "broker/checkpoints/checkpoint_store.h"
 #include "broker/core/event.h"
@@ -50,8 +52,10 @@ public:
     // The session's log, for manifestAtFailure.
     using LogReader = std::function<Result<std::vector<core::Event>>(const std::string &sessionId)>;
 
+    static constexpr int64_t kCopyIntervalMs = 1000;
+
     PostMortemArchive(CheckpointStore &store, const placement::PoolSet &pools, LogReader readLog,
-                      int64_t intervalMs = 1000);
+                      int64_t intervalMs = kCopyIntervalMs, int64_t retentionMs = 0);
     ~PostMortemArchive();
     PostMortemArchive(const PostMortemArchive &) = delete;
     PostMortemArchive &operator=(const PostMortemArchive &) = delete;
@@ -62,6 +66,8 @@ public:
     void nudge();
     // One pass over every healthy pool now; the number of post-mortems copied.
     Result<int> copyNow();
+    // Deletes the archived post-mortems taken before olderThanUnixMs; how many went.
+    Result<int> expire(int64_t olderThanUnixMs);
 
     // Newest first; sessionId or pool "" for all; the index is read from the store on first use.
     Result<std::vector<ArchivedPostMortem>> list(const std::string &sessionId, const std::string &pool, int limit);
@@ -79,6 +85,8 @@ private:
     const placement::PoolSet &m_pools;
     LogReader m_readLog;
     const int64_t m_intervalMs;
+    const int64_t m_retentionMs;
+    int64_t m_lastExpiryUs = 0;   // the copier's thread only
 
     std::mutex m_mutex;
     std::condition_variable m_wake;

@@ -213,9 +213,9 @@ Result<std::unique_ptr<BrokerWiring>> BrokerWiring::create(const BrokerConfig &c
     parts->checkpointStore = std::move(*checkpointStore);
     parts->checkpointer = std::make_unique<checkpoints::Checkpointer>(*parts->checkpointStore);
     parts->postMortems = std::make_unique<checkpoints::PostMortemArchive>(
-        *parts->checkpointStore, pools, [&store](const std::string &sessionId) {
-            return store.readEvents(sessionId, 1, INT_MAX);
-        });
+        *parts->checkpointStore, pools,
+        [&store](const std::string &sessionId) { return store.readEvents(sessionId, 1, INT_MAX); },
+        checkpoints::PostMortemArchive::kCopyIntervalMs, config.checkpoints.retentionHours * 3600 * 1000);
     // Retention runs from the start, off the engine's path; its blobs are the guard put in front above.
     parts->collector = std::make_unique<checkpoints::CheckpointCollector>(
         *parts->checkpointStore, static_cast<checkpoints::GuardedBlobStore &>(parts->checkpointStore->blobs()), store,

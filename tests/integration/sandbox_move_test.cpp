@@ -68,6 +68,57 @@ protected:
     }
 
     // Polls the log until pred holds (or about 60 s pass); returns the last log read.
+    // The pause tests' command: it appends a line, then sleeps, so a second run would show.
+    static constexpr const char *kAppendOnce = "echo x >> lines.txt; sleep 3";
+
+    // Submits "append a line (kAppendOnce), then count the lines"; the session's id.
+    std::string submitAppendThenCount()
+    {
+        const CliResult submitted =
+            cli({"submit", "--tier", "lite", "--output", "json", "--playbook",
+                 writeFile("append.toml", std::string("name = \"appends-once\"\ngoal = \"append a line, then count the "
+                                                      "lines\"\n[[step]]\ntool = \"run_command\"\ncommand = \"")
+                                              + kAppendOnce + "\"\n[[step]]\ntool = \"run_command\"\ncommand = "
+                                                              "\"wc -l < lines.txt\"\n")
+                     .string()});
+        EXPECT_EQ(submitted.exitCode, 0) << submitted.err;
+        const json session = json::parse(submitted.out, nullptr, false);
+        return session.is_object() ? session.value("id", std::string()) : std::string();
+    }
+
+    // The tool.call events of kAppendOnce, and its tool.result events.
+    static int appendCalls(const json &log)
+    {
+        int n = 0;
+        for (const auto &e : ofKind(log, "tool.call"))
+            n += e["payload"].value("arguments", json::object()).value("command", "") == kAppendOnce;
+        return n;
+    }
+    static std::vector<json> appendResults(const json &log)
+    {
+        std::vector<json> out;
+        for (const auto &e : ofKind(log, "tool.result"))
+            if (e["payload"].value("command", "") == kAppendOnce)
+                out.push_back(e);
+        return out;
+    }
+    static bool givenBackIdle(const json &log)
+    {
+        for (const auto &e : ofKind(log, "sandbox.released"))
+            if (e["payload"].value("reason", "") == "idle")
+                return true;
+        return false;
+    }
+    // What the counting step printed.
+    static std::string lineCount(const json &log)
+    {
+        std::string count = "(none)";
+        for (const auto &e : ofKind(log, "tool.result"))
+            if (e["payload"].value("command", "") == "wc -l < lines.txt")
+                count = e["payload"].value("stdout", "");
+        return count;
+    }
+
     json waitFor(const std::string &id, const std::function<bool(const json &)> &pred)
     {
         json events;
@@ -121,13 +172,7 @@ TEST_F(SandboxMove, PausedSessionGivesItsSandboxBackAndGetsItsFilesBackOnResume)
     const CliResult paused = cli({"pause", id, "--reason", "lunch"});
     ASSERT_EQ(paused.exitCode, 0) << paused.err;
 
-    json events = waitFor(id, [](const json &log) {
-        for (const auto &e : ofKind(log, "sandbox.released")) {
-            if (e["payload"].value("reason", "") == "idle")
-                return true;
-        }
-        return false;
-    });
+    json events = waitFor(id, givenBackIdle);
     const auto released = ofKind(events, "sandbox.released");
     ASSERT_EQ(released.size(), 1u) << events.dump(1);
     const json idle = released[0]["payload"];
@@ -165,56 +210,25 @@ TEST_F(SandboxMove, PausedSessionGivesItsSandboxBackAndGetsItsFilesBackOnResume)
 // a second run would show in the count the next step reads.
 TEST_F(SandboxMove, PausedWhileACommandRunsTheCommandRunsOnce)
 {
-    const std::string appendOnce = "echo x >> lines.txt; sleep 3";
-    const CliResult submitted =
-        cli({"submit", "--tier", "lite", "--output", "json", "--playbook",
-             writeFile("append.toml", "name = \"appends-once\"\ngoal = \"append a line, then count the lines\"\n"
-                                      "[[step]]\ntool = \"run_command\"\ncommand = \"" + appendOnce + "\"\n"
-                                      "[[step]]\ntool = \"run_command\"\ncommand = \"wc -l < lines.txt\"\n")
-                 .string()});
-    ASSERT_EQ(submitted.exitCode, 0) << submitted.err;
-    const std::string id = json::parse(submitted.out).value("id", std::string());
+    const std::string id = submitAppendThenCount();
     ASSERT_FALSE(id.empty());
-    auto calls = [&](const json &log) {
-        int n = 0;
-        for (const auto &e : ofKind(log, "tool.call"))
-            n += e["payload"].value("arguments", json::object()).value("command", "") == appendOnce;
-        return n;
-    };
-    waitFor(id, [&](const json &log) { return calls(log) > 0; });
+    waitFor(id, [](const json &log) { return appendCalls(log) > 0; });
     const CliResult paused = cli({"pause", id, "--reason", "while the command runs"});
     ASSERT_EQ(paused.exitCode, 0) << paused.err;
-    json events = waitFor(id, [](const json &log) {
-        for (const auto &e : ofKind(log, "sandbox.released"))
-            if (e["payload"].value("reason", "") == "idle")
-                return true;
-        return false;
-    });
-    auto resultsOf = [&](const json &log) {
-        std::vector<json> out;
-        for (const auto &e : ofKind(log, "tool.result"))
-            if (e["payload"].value("command", "") == appendOnce)
-                out.push_back(e);
-        return out;
-    };
-    const auto firstResults = resultsOf(events);
+    json events = waitFor(id, givenBackIdle);
+    const auto firstResults = appendResults(events);
     ASSERT_EQ(firstResults.size(), 1u) << "the command's result is recorded before its sandbox is given back:\n"
                                        << events.dump(1);
     EXPECT_EQ(firstResults[0]["payload"].value("exit_code", -1), 0) << firstResults[0].dump();
-    const auto released = ofKind(events, "sandbox.released");
-    EXPECT_GT(seqOf(released.back()), seqOf(firstResults[0]));
+    EXPECT_GT(seqOf(ofKind(events, "sandbox.released").back()), seqOf(firstResults[0]));
 
     const CliResult resumed = cli({"resume", id});
     ASSERT_EQ(resumed.exitCode, 0) << resumed.err;
     events = waitFor(id, ended);
     EXPECT_EQ(ofKind(events, "state.changed").back()["payload"].value("status", ""), "succeeded") << events.dump(1);
-    EXPECT_EQ(calls(events), 1) << events.dump(1);
-    EXPECT_EQ(resultsOf(events).size(), 1u) << events.dump(1);
-    std::string count = "(none)";
-    for (const auto &e : ofKind(events, "tool.result"))
-        if (e["payload"].value("command", "") == "wc -l < lines.txt")
-            count = e["payload"].value("stdout", "");
-    EXPECT_EQ(count, "1\n") << "the appending command ran more than once:\n" << events.dump(1);
+    EXPECT_EQ(appendCalls(events), 1) << events.dump(1);
+    EXPECT_EQ(appendResults(events).size(), 1u) << events.dump(1);
+    EXPECT_EQ(lineCount(events), "1\n") << "the appending command ran more than once:\n" << events.dump(1);
 }
 
 // The same with the broker killed (kill -9) right after the pause, while the command still runs:
@@ -223,47 +237,22 @@ TEST_F(SandboxMove, PausedWhileACommandRunsTheCommandRunsOnce)
 // checkpoint, then gives the sandbox back; resumed, the session does not run the command again.
 TEST_F(SandboxMove, PausedWhileACommandRunsAndTheBrokerKilledTheCommandRunsOnce)
 {
-    const std::string appendOnce = "echo x >> lines.txt; sleep 3";
-    const CliResult submitted =
-        cli({"submit", "--tier", "lite", "--output", "json", "--playbook",
-             writeFile("append.toml", "name = \"appends-once\"\ngoal = \"append a line, then count the lines\"\n"
-                                      "[[step]]\ntool = \"run_command\"\ncommand = \"" + appendOnce + "\"\n"
-                                      "[[step]]\ntool = \"run_command\"\ncommand = \"wc -l < lines.txt\"\n")
-                 .string()});
-    ASSERT_EQ(submitted.exitCode, 0) << submitted.err;
-    const std::string id = json::parse(submitted.out).value("id", std::string());
+    const std::string id = submitAppendThenCount();
     ASSERT_FALSE(id.empty());
-    auto resultsOf = [&](const json &log) {
-        std::vector<json> out;
-        for (const auto &e : ofKind(log, "tool.result"))
-            if (e["payload"].value("command", "") == appendOnce)
-                out.push_back(e);
-        return out;
-    };
-    waitFor(id, [&](const json &log) {
-        for (const auto &e : ofKind(log, "tool.call"))
-            if (e["payload"].value("arguments", json::object()).value("command", "") == appendOnce)
-                return true;
-        return false;
-    });
+    waitFor(id, [](const json &log) { return appendCalls(log) > 0; });
     // Into the command's sleep: its line is written; its result is seconds away.
     std::this_thread::sleep_for(std::chrono::milliseconds(800));
     const CliResult paused = cli({"pause", id, "--reason", "while the command runs"});
     ASSERT_EQ(paused.exitCode, 0) << paused.err;
-    ASSERT_TRUE(resultsOf(eventsOf(id)).empty()) << "the command ended before the broker was killed; the test "
-                                                    "proves nothing then";
+    ASSERT_TRUE(appendResults(eventsOf(id)).empty()) << "the command ended before the broker was killed; the test "
+                                                        "proves nothing then";
     m_broker->daemon.kill9();
     auto restarted = startBroker(*m_dir, m_pool->endpoint);
     ASSERT_TRUE(restarted) << restarted.error().message;
     m_broker = std::make_unique<BrokerProcess>(std::move(*restarted));
 
-    json events = waitFor(id, [](const json &log) {
-        for (const auto &e : ofKind(log, "sandbox.released"))
-            if (e["payload"].value("reason", "") == "idle")
-                return true;
-        return false;
-    });
-    const auto firstResults = resultsOf(events);
+    json events = waitFor(id, givenBackIdle);
+    const auto firstResults = appendResults(events);
     ASSERT_EQ(firstResults.size(), 1u) << "the command's result is recorded before its sandbox is given back:\n"
                                        << events.dump(1);
     EXPECT_EQ(firstResults[0]["payload"].value("exit_code", -1), 0) << firstResults[0].dump();
@@ -274,12 +263,8 @@ TEST_F(SandboxMove, PausedWhileACommandRunsAndTheBrokerKilledTheCommandRunsOnce)
     ASSERT_EQ(resumed.exitCode, 0) << resumed.err;
     events = waitFor(id, ended);
     EXPECT_EQ(ofKind(events, "state.changed").back()["payload"].value("status", ""), "succeeded") << events.dump(1);
-    EXPECT_EQ(resultsOf(events).size(), 1u) << events.dump(1);
-    std::string count = "(none)";
-    for (const auto &e : ofKind(events, "tool.result"))
-        if (e["payload"].value("command", "") == "wc -l < lines.txt")
-            count = e["payload"].value("stdout", "");
-    EXPECT_EQ(count, "1\n") << "the appending command ran more than once:\n" << events.dump(1);
+    EXPECT_EQ(appendResults(events).size(), 1u) << events.dump(1);
+    EXPECT_EQ(lineCount(events), "1\n") << "the appending command ran more than once:\n" << events.dump(1);
 }
 
 TEST_F(SandboxMove, OverriddenSessionContinuesInTheNewTierWithItsFiles)

@@ -136,6 +136,12 @@ TEST_F(PostMortemArchiveTest, APostMortemOutlivesItsPool)
     auto missing = fresh.get("east", "lite-9");
     ASSERT_FALSE(missing);
     EXPECT_EQ(missing.error().code, ErrorCode::NotFound);
+
+    // Past retention, the archived copy goes (its checkpoint is then collected like any other).
+    EXPECT_EQ(*fresh.expire(450'000), 0) << "taken at 450 000: not older than that";
+    EXPECT_EQ(*fresh.expire(450'001), 1);
+    EXPECT_TRUE(fresh.list("", "", 0)->empty());
+    EXPECT_TRUE(m_store->blobs().list("post-mortems/")->empty());
 }
 
 } // namespace
