@@ -104,6 +104,27 @@ struct BrokerWiring::Parts {
     std::unique_ptr<server::BrokerApi> api;
     bool stopped = false;
 
+    // The checkpoint store [checkpoints] names, the Checkpointer over it, the post-mortem archive
+    // and the collection (started here, off the engine's path).
+    Status openCheckpoints(const BrokerConfig &config, store::EventStore &store, const placement::PoolSet &pools)
+    {
+        auto opened = openCheckpointStore(config);
+        if (!opened)
+            return std::unexpected(opened.error());
+        checkpointStore = std::move(*opened);
+        checkpointer = std::make_unique<checkpoints::Checkpointer>(*checkpointStore);
+        postMortems = std::make_unique<checkpoints::PostMortemArchive>(
+            *checkpointStore, pools,
+            [&store](const std::string &sessionId) { return store.readEvents(sessionId, 1, INT_MAX); },
+            checkpoints::PostMortemArchive::kCopyIntervalMs, config.checkpoints.retentionHours * 3600 * 1000);
+        // The collection's blobs are the guard openCheckpointStore put in front of the backend.
+        collector = std::make_unique<checkpoints::CheckpointCollector>(
+            *checkpointStore, static_cast<checkpoints::GuardedBlobStore &>(checkpointStore->blobs()), store,
+            collectorOptions(config));
+        collector->start();
+        return {};
+    }
+
     // What the four gRPC services are given of these parts.
     server::ServiceOptions serviceOptions(const BrokerConfig &config,
                                           std::shared_ptr<const auth::PrincipalMap> principals,
@@ -207,20 +228,8 @@ Result<std::unique_ptr<BrokerWiring>> BrokerWiring::create(const BrokerConfig &c
     parts->decider = std::make_unique<engine::EnvironmentDecider>(parts->agents.get(), pools, std::move(*tierPolicy),
                                                                   config.defaultTier);
 
-    auto checkpointStore = openCheckpointStore(config);
-    if (!checkpointStore)
-        return std::unexpected(checkpointStore.error());
-    parts->checkpointStore = std::move(*checkpointStore);
-    parts->checkpointer = std::make_unique<checkpoints::Checkpointer>(*parts->checkpointStore);
-    parts->postMortems = std::make_unique<checkpoints::PostMortemArchive>(
-        *parts->checkpointStore, pools,
-        [&store](const std::string &sessionId) { return store.readEvents(sessionId, 1, INT_MAX); },
-        checkpoints::PostMortemArchive::kCopyIntervalMs, config.checkpoints.retentionHours * 3600 * 1000);
-    // Retention runs from the start, off the engine's path; its blobs are the guard put in front above.
-    parts->collector = std::make_unique<checkpoints::CheckpointCollector>(
-        *parts->checkpointStore, static_cast<checkpoints::GuardedBlobStore &>(parts->checkpointStore->blobs()), store,
-        collectorOptions(config));
-    parts->collector->start();
+    if (auto opened = parts->openCheckpoints(config, store, pools); !opened)
+        return std::unexpected(opened.error());
 
     engine::EngineOptions engineOptions;
     engineOptions.checkpointer = parts->checkpointer.get();
