@@ -17,6 +17,7 @@ inline constexpr const char *SandboxFailed = "sandbox.failed";
 inline constexpr const char *SandboxLost = "sandbox.lost";        // its pool was lost; the sandbox with it
 inline constexpr const char *SandboxMoved = "sandbox.moved";      // claimed on another pool after a loss
 inline constexpr const char *SandboxWaiting = "sandbox.waiting";  // no pool can take the claim now
+inline constexpr const char *CheckpointWaiting = "checkpoint.waiting";  // the checkpoint store does not answer
 inline constexpr const char *SandboxRestored = "sandbox.restored"; // a new sandbox got the workspace given back idle
 inline constexpr const char *TierOverride = "tier.override";       // a human moved the session to another tier
 inline constexpr const char *ModelRequest = "model.request";

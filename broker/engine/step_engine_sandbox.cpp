@@ -214,8 +214,19 @@ StepOutcome StepEngine::restoreFailed(const Action &action, pool_client::PoolCli
     if (!lostForGood) {
         if (failure.at == checkpoints::FailedAt::Pool && error.code == ErrorCode::Unavailable)
             m_pools.reportUnavailable(pool.name(), error.message);
-        return {action.kind, false, m_options.retryAfterUnavailableMs,
-                "restore of checkpoint " + manifest + " failed: " + error.message};
+        const bool storeAway = failure.at == checkpoints::FailedAt::Store
+            && (error.code == ErrorCode::Unavailable || error.code == ErrorCode::DeadlineExceeded);
+        if (!storeAway || action.state.lastEventKind == core::kind::CheckpointWaiting)
+            return {action.kind, false, m_options.retryAfterUnavailableMs,
+                    "restore of checkpoint " + manifest + " failed: " + error.message};
+        // Waiting for the store: said once in the log, then retried.
+        auto outcome = appendResult(action, {event(core::kind::CheckpointWaiting,
+                                                   {{"restore", manifest},
+                                                    {"store", m_options.checkpointer->store().kind()},
+                                                    {"code", errorCodeName(error.code)},
+                                                    {"reason", error.message}})});
+        outcome.retryAfterMs = m_options.retryAfterUnavailableMs;
+        return outcome;
     }
     return appendResult(action, {event(core::kind::StateChanged,
                                        {{"status", "paused"},
@@ -232,8 +243,19 @@ StepOutcome StepEngine::checkpointFailed(const Action &action, pool_client::Pool
         if (auto outcome = poolTrouble(action, pool, error))
             return *outcome;
     if (failure.at == checkpoints::FailedAt::Store
-        && (error.code == ErrorCode::Unavailable || error.code == ErrorCode::DeadlineExceeded))
-        return StepOutcome{action.kind, false, m_options.retryAfterUnavailableMs, "checkpoint store: " + error.message};
+        && (error.code == ErrorCode::Unavailable || error.code == ErrorCode::DeadlineExceeded)) {
+        // The step waits for the store, and its log says why once (not once per retry). Retried,
+        // the step is the same run: the pool answers it from its record under the call's key.
+        if (action.state.lastEventKind == core::kind::CheckpointWaiting)
+            return {action.kind, false, m_options.retryAfterUnavailableMs, "checkpoint store: " + error.message};
+        auto outcome = appendResult(action, {event(core::kind::CheckpointWaiting,
+                                                   {{"after_call", action.call.id},
+                                                    {"store", m_options.checkpointer->store().kind()},
+                                                    {"code", errorCodeName(error.code)},
+                                                    {"reason", error.message}})});
+        outcome.retryAfterMs = m_options.retryAfterUnavailableMs;
+        return outcome;
+    }
     // Recorded without its checkpoint, the step's result would outlive the only copy of what it
     // did. The session pauses instead; resumed, the step's result comes from the exec's
     // idempotency record and is recorded with its checkpoint.

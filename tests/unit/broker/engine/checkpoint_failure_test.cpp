@@ -1,10 +1,12 @@
 // When the checkpoint store cannot keep or give back a workspace, the session says why and loses
 // nothing: a full store (a real tmpfs, root only) pauses the session before the step's result is
-// recorded, and the step, resumed, is answered under the same idempotency key; a checkpoint whose
-// chunk is damaged in the store pauses the session that needs it on another pool, naming the
-// chunk. The real engine, SQLite store, scripted model and checkpoint store; the pools are the
+// recorded, and the step, resumed, is answered under the same idempotency key; an S3 endpoint that
+// refuses makes the step wait, saying so once in the log (checkpoint.waiting), its result not
+// recorded; a checkpoint whose chunk is damaged in the store pauses the session that needs it on
+// another pool, naming the chunk. The real engine, SQLite store, scripted model and checkpoint store; the pools are the
 // shared fake (it speaks the checkpoint protocol).
 
+#include "broker/checkpoints/s3_blob_store.h"
 #include "tests/support/engine_fixture.h"
 #include "tests/support/fake_pool_client.h"
 
@@ -14,6 +16,10 @@
 #include <cstring>
 #include <fstream>
 #include <sys/mount.h>
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <unistd.h>
 
 namespace paddock::engine {
 namespace {
@@ -118,6 +124,50 @@ TEST_F(CheckpointFailureTest, AFullStorePausesTheSessionAndTheStepIsRecordedOnce
     log = events(id);
     EXPECT_EQ(count(log, core::kind::ToolResult), count(log, core::kind::ToolCall)) << "each call answered once";
     EXPECT_EQ(count(log, core::kind::Checkpoint), 2) << "one per command";
+}
+
+TEST_F(CheckpointFailureTest, AnS3EndpointThatRefusesMakesTheStepWaitAndSaySoOnce)
+{
+    // A port nobody listens on: bound, then closed.
+    const int probe = ::socket(AF_INET, SOCK_STREAM, 0);
+    sockaddr_in addr{};
+    addr.sin_family = AF_INET;
+    addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    ASSERT_EQ(::bind(probe, reinterpret_cast<sockaddr *>(&addr), sizeof addr), 0);
+    socklen_t length = sizeof addr;
+    ASSERT_EQ(::getsockname(probe, reinterpret_cast<sockaddr *>(&addr), &length), 0);
+    ::close(probe);
+    const auto credentials = m_dir / "s3.credentials";
+    std::ofstream(credentials) << "";
+    fs::permissions(credentials, fs::perms::owner_read | fs::perms::owner_write);
+    std::ofstream(credentials) << "[default]\naws_access_key_id = KEY\naws_secret_access_key = SECRET\n";
+    checkpoints::S3Options s3;
+    s3.endpoint = "http://127.0.0.1:" + std::to_string(ntohs(addr.sin_port));
+    s3.bucket = "checkpoints";
+    s3.credentialsFile = credentials;
+    s3.timeoutMs = 2000;
+    auto bucket = checkpoints::S3BlobStore::open(s3);
+    ASSERT_TRUE(bucket) << bucket.error().message;
+    checkpoints::CheckpointStore store(std::move(*bucket), "s3");
+    checkpoints::Checkpointer checkpointer(store);
+    const std::string id = submit(kTwoCommands);
+    EngineOptions options;
+    options.checkpointer = &checkpointer;
+    auto engine = makeEngine(options);
+    takeSteps(engine, 6);   // claim, model, the command (waits), and retries of it
+
+    const auto log = events(id);
+    EXPECT_EQ(count(log, core::kind::ToolResult), 0) << "no result without its checkpoint";
+    ASSERT_EQ(count(log, core::kind::CheckpointWaiting), 1) << "said once, not once per retry";
+    const json waiting = payloadsOf(log, core::kind::CheckpointWaiting)[0];
+    EXPECT_EQ(waiting["store"], "s3");
+    EXPECT_EQ(waiting["code"], "unavailable");
+    EXPECT_NE(waiting["reason"].get<std::string>().find(s3.endpoint), std::string::npos) << waiting.dump();
+    EXPECT_EQ(session(id).status, core::SessionStatus::Running) << "waiting, not failed";
+    const auto keys = execKeys();
+    ASSERT_GE(keys.size(), 2u) << "the step was retried";
+    EXPECT_TRUE(std::all_of(keys.begin(), keys.end(), [&](const std::string &k) { return k == keys[0]; }))
+        << "every retry is the same run";
 }
 
 TEST_F(CheckpointFailureTest, ADamagedCheckpointPausesTheSessionThatNeedsItNamingTheChunk)
