@@ -519,7 +519,8 @@ json postMortemToJson(const v1::PostMortem &pm, bool full)
            {"tier", pm.tier()}, {"runtime", pm.runtime()}, {"reason", pm.reason()}, {"detail", textJson(pm.detail())},
            {"exit_code", pm.exit_code()}, {"signal", pm.signal()}, {"duration_ms", pm.duration_ms()},
            {"time_unix_ms", pm.time_unix_ms()}, {"snapshot_ref", pm.snapshot_ref()},
-           {"snapshot_size_bytes", pm.snapshot_size_bytes()}, {"peak_memory_bytes", pm.peak_memory_bytes()}};
+           {"snapshot_size_bytes", pm.snapshot_size_bytes()}, {"peak_memory_bytes", pm.peak_memory_bytes()},
+           {"archived", pm.archived()}};
     json argv = json::array();
     for (const auto &a : pm.argv())
         argv.push_back(textJson(a));
@@ -555,8 +556,10 @@ std::string formatPostMortem(const v1::PostMortem &pm, int64_t nowUnixMs)
     std::string cmd;
     for (const auto &a : pm.argv())
         cmd += (cmd.empty() ? "" : " ") + a;
-    o << "sandbox:   " << pm.pool() << "/" << pm.sandbox_id() << " (tier " << pm.tier() << ", " << pm.runtime() << ")\n"
-      << "session:   " << pm.session_id() << "\n"
+    o << "sandbox:   " << pm.pool() << "/" << pm.sandbox_id() << " (tier " << pm.tier() << ", " << pm.runtime() << ")\n";
+    if (pm.archived())
+        o << "archived:  the pool did not answer; this is the broker's copy, its workspace the checkpoint below\n";
+    o << "session:   " << pm.session_id() << "\n"
       << "reason:    " << pm.reason() << "\n"
       << "exit:      " << (pm.signal() ? "killed by signal " + std::to_string(pm.signal()) : "code " + std::to_string(pm.exit_code()))
       << "\n"

@@ -199,8 +199,23 @@ Result<OperatorDesk::ShellSandbox> OperatorDesk::restoredSandbox(const FoundPost
     if (!client) {
         // The post-mortem's pool is gone: any pool offering the tier will do.
         auto chosen = m_pools.choose(tier);
-        if (!chosen)
-            return std::unexpected(chosen.error());
+        if (!chosen) {
+            // Placement speaks for a waiting session ("the session waits ..."), and its
+            // Unavailable reads to paddockctl as a lost broker; a shell is opened now or not at
+            // all, so say that, as FailedPrecondition.
+            std::string why = chosen.error().message;
+            if (const auto cut = why.find(" the session waits"); cut != std::string::npos) {
+                why.resize(cut);
+                while (!why.empty() && (why.back() == ';' || why.back() == ':'))
+                    why.pop_back();
+                why += "; start a pool offering tier '" + tier + "' (`paddockctl pools` shows which the broker sees "
+                       "healthy) and try again";
+            }
+            const ErrorCode code = chosen.error().code == ErrorCode::Unavailable ? ErrorCode::FailedPrecondition
+                                                                                   : chosen.error().code;
+            return fail(code, "the post-mortem's pool '" + found.info.pool + "' does not answer, so its shell opens "
+                                  "on another pool from the broker's archive, and " + why);
+        }
         client = *chosen;
     }
     auto claimed = client->claim(tier, found.info.sessionId + ":debug", shellId);
