@@ -9,8 +9,11 @@
 
 #include <nlohmann/json.hpp>
 
+#include <filesystem>
 #include <fstream>
+#include <string>
 #include <thread>
+#include <unistd.h>
 
 namespace paddock::test {
 
@@ -29,6 +32,19 @@ inline int runToEnd(const std::vector<std::string> &argv, const std::filesystem:
 inline bool haveOpenssl()
 {
     return std::filesystem::exists("/usr/bin/openssl");
+}
+
+// Why a test of pools in network namespaces over TLS cannot run here, "" when it can: it needs
+// root (ip netns), iproute2 and openssl (test certificates). `test` names it in the reason.
+inline std::string namespacesUnavailable(const std::string &test)
+{
+    if (::geteuid() != 0)
+        return test + " makes network namespaces (ip netns), which needs root; run it as root";
+    if (!std::filesystem::exists("/usr/sbin/ip"))
+        return "no /usr/sbin/ip: install iproute2 (scripts/setup-deps)";
+    if (!haveOpenssl())
+        return "no /usr/bin/openssl to make test certificates: run scripts/setup-deps";
+    return {};
 }
 
 // A CA (ca.pem, ca.key) in dir/name, and certificates it signs.

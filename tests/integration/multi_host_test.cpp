@@ -57,12 +57,8 @@ protected:
     void SetUp() override
     {
         PADDOCK_SKIP_IF_MISSING(kDaemonBinaries);
-        if (::geteuid() != 0)
-            GTEST_SKIP() << "the multi-host test makes network namespaces (ip netns), which needs root; run it as root";
-        if (!std::filesystem::exists("/usr/sbin/ip"))
-            GTEST_SKIP() << "no /usr/sbin/ip: install iproute2 (scripts/setup-deps)";
-        if (!haveOpenssl())
-            GTEST_SKIP() << "no /usr/bin/openssl to make test certificates: run scripts/setup-deps";
+        if (const std::string why = namespacesUnavailable("the multi-host test"); !why.empty())
+            GTEST_SKIP() << why;
         m_dir = std::make_unique<TempDir>("paddock-multihost");
         m_net = std::make_unique<TestNetwork>(m_dir->path());
         if (const std::string error = m_net->create(); !error.empty()) {
