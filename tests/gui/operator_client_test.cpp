@@ -2,12 +2,18 @@
 // against the real broker service in this process (tests/support/in_process_broker) with no pool
 // behind it: every call is answered once, through the coalesced tick, with an error a person can
 // act on; a failed download leaves no file, whole or partial. And ListPools' health history reaches
-// the console's PoolInfo.
+// the console's PoolInfo. Last, with a pool behind it that then stops answering: the post-mortem it
+// kept is listed and its workspace read from the broker's archive and checkpoint store.
 
 #include "app/client/grpc_console_client.h"
 #include "tests/support/qt_wait.h"
 
+#include "tests/support/fake_pool_client.h"
 #include "tests/support/in_process_broker.h"
+
+#include "common/clock.h"
+
+#include <nlohmann/json.hpp>
 
 #include <QCoreApplication>
 #include <QElapsedTimer>
@@ -170,3 +176,108 @@ int main(int argc, char **argv)
     ::testing::InitGoogleTest(&argc, argv);
     return RUN_ALL_TESTS();
 }
+
+namespace paddock::console {
+namespace {
+
+// The console's inspector after a pool host is gone: a session runs on pool east (the shared fake
+// pool client, which speaks the checkpoint protocol), a sandbox of it fails, the broker's archive
+// copies the post-mortem, then east stops answering. GrpcConsoleClient still lists the
+// post-mortem, its snapshot ref is the checkpoint in the broker's store, and the workspace's file
+// is listed and read from there (docs/checkpoints.md, "Post-mortems off the host").
+TEST(OperatorClientArchiveTest, ThePostMortemOfAPoolThatIsGoneIsListedAndReadFromTheArchive)
+{
+    const auto dir = std::filesystem::temp_directory_path() / ("poc-archive-" + std::to_string(::getpid()));
+    std::filesystem::remove_all(dir);
+    std::filesystem::create_directories(dir);
+    auto broker = std::make_unique<test::InProcessBroker>(dir);
+    auto east = std::make_unique<test::FakePoolClient>("east");
+    test::FakePoolClient *pool = east.get();
+    pool->setTier("lite", 1, 0, 8);
+    pool->setSnapshots(true);
+    broker->pools().add(std::move(east), false);
+    broker->runSteps(true);
+    ASSERT_TRUE(broker->openStore().has_value());
+    store::AppendRequest created;
+    created.sessionId = "s-arch";
+    created.expectedLastSeq = 0;
+    created.events.push_back({core::kind::SessionCreated,
+                              R"({"goal":"g","model":"scripted","tier":"lite","playbook_toml":"name = \"one\"\ngoal = \"g\"\n[[step]]\ntool = \"run_command\"\ncommand = \"make\"\n"})",
+                              0});
+    ASSERT_TRUE(broker->store().appendSync(created));
+    ASSERT_TRUE(broker->start().has_value());
+    // The command ran and its checkpoint is in the broker's store.
+    std::string sandbox;
+    ASSERT_TRUE(waitFor([&] {
+        auto log = broker->store().readEvents("s-arch", 1, 1000);
+        bool checkpointed = false;
+        for (const auto &e : log ? *log : std::vector<core::Event>{}) {
+            checkpointed |= e.kind == core::kind::Checkpoint;
+            if (e.kind == core::kind::SandboxClaimed)
+                sandbox = nlohmann::json::parse(e.payload).value("sandbox_id", "");
+        }
+        return checkpointed;
+    }, 20000));
+    pool_client::PostMortemInfo failed;
+    failed.sandboxId = sandbox;
+    failed.sessionId = "s-arch";
+    failed.tier = "lite";
+    failed.reason = "oom_killed";
+    failed.snapshotRef = "east-local-1";
+    failed.timeUnixMs = nowUnixMs();
+    pool->addPostMortem(failed);
+    ASSERT_TRUE(waitFor([&] {
+        return std::filesystem::exists(dir / "checkpoints" / "post-mortems" / "east")
+            && !std::filesystem::is_empty(dir / "checkpoints" / "post-mortems" / "east");
+    }, 20000)) << "the archive copied the post-mortem";
+    pool->setDown(true);
+
+    GrpcConsoleClient client;
+    client.connectToBroker(QString::fromStdString(broker->address()));
+    ASSERT_TRUE(waitFor([&] { return client.connectionState() == ConnectionState::Connected; }));
+    QList<PostMortemInfo> listed;
+    bool answered = false;
+    QObject::connect(&client, &ConsoleClient::postMortemsListed, &client,
+                     [&](const QString &, const QList<PostMortemInfo> &list, const QStringList &, const QString &) {
+                         listed = list;
+                         answered = true;
+                     });
+    client.listPostMortems(QStringLiteral("s-arch"));
+    ASSERT_TRUE(waitFor([&] { return answered; }));
+    ASSERT_EQ(listed.size(), 1);
+    EXPECT_EQ(listed[0].pool, QStringLiteral("east"));
+    const QString ref = listed[0].snapshotRef;
+    EXPECT_TRUE(ref.startsWith(QStringLiteral("checkpoint:"))) << ref.toStdString();
+
+    QList<SnapshotFile> files;
+    QString filesError;
+    bool filesAnswered = false;
+    QObject::connect(&client, &ConsoleClient::snapshotFilesListed, &client,
+                     [&](const QString &, const QString &, const QList<SnapshotFile> &list, const QString &error) {
+                         files = list;
+                         filesError = error;
+                         filesAnswered = true;
+                     });
+    client.listSnapshotFiles(QStringLiteral("east"), ref, QString());
+    ASSERT_TRUE(waitFor([&] { return filesAnswered; }));
+    ASSERT_TRUE(filesError.isEmpty()) << filesError.toStdString();
+    ASSERT_EQ(files.size(), 1);
+    QByteArray content;
+    QString readError;
+    bool read = false;
+    QObject::connect(&client, &ConsoleClient::snapshotFileRead, &client,
+                     [&](const QString &, const QString &, const QString &, const QByteArray &bytes, qint64, const QString &error) {
+                         content = bytes;
+                         readError = error;
+                         read = true;
+                     });
+    client.readSnapshotFile(QStringLiteral("east"), ref, files[0].path, 1024);
+    ASSERT_TRUE(waitFor([&] { return read; }));
+    EXPECT_TRUE(readError.isEmpty()) << readError.toStdString();
+    EXPECT_EQ(content.toStdString(), sandbox + " 1\n") << "the fake pool's first checkpointed file, from the broker's store";
+    broker.reset();
+    std::filesystem::remove_all(dir);
+}
+
+} // namespace
+} // namespace paddock::console
