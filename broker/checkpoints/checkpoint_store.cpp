@@ -19,18 +19,20 @@ std::string CheckpointStore::manifestKey(const std::string &id)
     return "manifests/" + id;
 }
 
-Result<bool> CheckpointStore::putChunk(const std::string &hash, std::string_view data)
+Result<bool> CheckpointStore::putChunk(const std::string &hash, std::string_view data, bool knownAbsent)
 {
     if (!checkpoint::isSha256Hex(hash))
         return fail(ErrorCode::InvalidArgument, "a chunk name is not SHA-256 hex");
     if (checkpoint::sha256Hex(data) != hash)
         return fail(ErrorCode::DataLoss, "chunk " + hash + " arrived damaged: its " + std::to_string(data.size())
                                              + " bytes do not hash to its name");
-    auto have = m_blobs->exists(chunkKey(hash));
-    if (!have)
-        return std::unexpected(have.error());
-    if (*have)
-        return false;
+    if (!knownAbsent) {
+        auto have = m_blobs->exists(chunkKey(hash));
+        if (!have)
+            return std::unexpected(have.error());
+        if (*have)
+            return false;
+    }
     if (auto stored = m_blobs->put(chunkKey(hash), data); !stored)
         return std::unexpected(stored.error());
     return true;

@@ -34,7 +34,8 @@ public:
 
     // Stores a chunk after checking that its bytes hash to `hash` (DataLoss otherwise). true when it
     // was new, false when the store had it.
-    Result<bool> putChunk(const std::string &hash, std::string_view data);
+    // knownAbsent: the caller has just asked hasChunk (skips a second existence check, a HEAD on S3).
+    Result<bool> putChunk(const std::string &hash, std::string_view data, bool knownAbsent = false);
     Result<bool> hasChunk(const std::string &hash);
     Result<std::string> getChunk(const std::string &hash);
 

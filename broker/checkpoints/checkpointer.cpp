@@ -45,9 +45,9 @@ std::string fileUsing(const checkpoint::Manifest &manifest, const std::string &h
 // Stores a chunk the pool sent. A chunk that does not hash to its name arrived damaged: the pool's
 // failure, not the store's.
 Outcome<void> keepChunk(CheckpointStore &store, const std::string &pool, const pool_client::ContentChunk &chunk,
-                        TakeResult &result)
+                        TakeResult &result, bool knownAbsent = false)
 {
-    auto stored = store.putChunk(chunk.hash, chunk.data);
+    auto stored = store.putChunk(chunk.hash, chunk.data, knownAbsent);
     if (!stored) {
         if (stored.error().code == ErrorCode::DataLoss || stored.error().code == ErrorCode::InvalidArgument)
             return atPool(stored.error().code, "pool '" + pool + "': " + stored.error().message);
@@ -78,7 +78,8 @@ Outcome<void> Checkpointer::fetchChunks(pool_client::PoolClient &pool, const std
             if (std::find(hashes.begin(), hashes.end(), chunk.hash) == hashes.end())
                 return atPool(ErrorCode::InvalidArgument, "pool '" + pool.name() + "' sent chunk " + chunk.hash
                                                               + ", which was not asked for");
-            if (auto kept = keepChunk(m_store, pool.name(), chunk, result); !kept)
+            // Fetched only because hasChunk said the store lacks it.
+            if (auto kept = keepChunk(m_store, pool.name(), chunk, result, true); !kept)
                 return kept;
             std::erase(hashes, chunk.hash);
         }

@@ -125,6 +125,9 @@ private:
     checkpoints::Outcome<checkpoints::RestoreResult> restoreWorkspace(pool_client::PoolClient &pool,
                                                                       const std::string &sandboxId,
                                                                       const std::string &manifest);
+    // The checkpoint store did not answer: checkpoint.waiting (what + store, code, reason) once,
+    // then the step is retried.
+    StepOutcome waitForStore(const Action &action, nlohmann::json what, const Error &error);
     // A claim whose restore failed: retried later, or (the checkpoint is damaged or gone from the
     // store) the session pauses with the reason.
     StepOutcome restoreFailed(const Action &action, pool_client::PoolClient &pool, const std::string &manifest,

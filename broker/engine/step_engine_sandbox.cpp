@@ -200,6 +200,19 @@ StepOutcome StepEngine::claimSandbox(const Action &action, std::span<const core:
     return outcome;
 }
 
+StepOutcome StepEngine::waitForStore(const Action &action, json what, const Error &error)
+{
+    // Said once in the log (checkpoint.waiting), not once per retry, like sandbox.waiting.
+    if (action.state.lastEventKind == core::kind::CheckpointWaiting)
+        return {action.kind, false, m_options.retryAfterUnavailableMs, "checkpoint store: " + error.message};
+    what["store"] = m_options.checkpointer->store().kind();
+    what["code"] = errorCodeName(error.code);
+    what["reason"] = error.message;
+    auto outcome = appendResult(action, {event(core::kind::CheckpointWaiting, what)});
+    outcome.retryAfterMs = m_options.retryAfterUnavailableMs;
+    return outcome;
+}
+
 StepOutcome StepEngine::restoreFailed(const Action &action, pool_client::PoolClient &pool, const std::string &manifest,
                                       const checkpoints::Failure &failure)
 {
@@ -216,17 +229,10 @@ StepOutcome StepEngine::restoreFailed(const Action &action, pool_client::PoolCli
             m_pools.reportUnavailable(pool.name(), error.message);
         const bool storeAway = failure.at == checkpoints::FailedAt::Store
             && (error.code == ErrorCode::Unavailable || error.code == ErrorCode::DeadlineExceeded);
-        if (!storeAway || action.state.lastEventKind == core::kind::CheckpointWaiting)
-            return {action.kind, false, m_options.retryAfterUnavailableMs,
-                    "restore of checkpoint " + manifest + " failed: " + error.message};
-        // Waiting for the store: said once in the log, then retried.
-        auto outcome = appendResult(action, {event(core::kind::CheckpointWaiting,
-                                                   {{"restore", manifest},
-                                                    {"store", m_options.checkpointer->store().kind()},
-                                                    {"code", errorCodeName(error.code)},
-                                                    {"reason", error.message}})});
-        outcome.retryAfterMs = m_options.retryAfterUnavailableMs;
-        return outcome;
+        if (storeAway)
+            return waitForStore(action, {{"restore", manifest}}, error);
+        return {action.kind, false, m_options.retryAfterUnavailableMs,
+                "restore of checkpoint " + manifest + " failed: " + error.message};
     }
     return appendResult(action, {event(core::kind::StateChanged,
                                        {{"status", "paused"},
@@ -244,17 +250,8 @@ StepOutcome StepEngine::checkpointFailed(const Action &action, pool_client::Pool
             return *outcome;
     if (failure.at == checkpoints::FailedAt::Store
         && (error.code == ErrorCode::Unavailable || error.code == ErrorCode::DeadlineExceeded)) {
-        // The step waits for the store, and its log says why once (not once per retry). Retried,
-        // the step is the same run: the pool answers it from its record under the call's key.
-        if (action.state.lastEventKind == core::kind::CheckpointWaiting)
-            return {action.kind, false, m_options.retryAfterUnavailableMs, "checkpoint store: " + error.message};
-        auto outcome = appendResult(action, {event(core::kind::CheckpointWaiting,
-                                                   {{"after_call", action.call.id},
-                                                    {"store", m_options.checkpointer->store().kind()},
-                                                    {"code", errorCodeName(error.code)},
-                                                    {"reason", error.message}})});
-        outcome.retryAfterMs = m_options.retryAfterUnavailableMs;
-        return outcome;
+        // Retried, the step is the same run: the pool answers it from its record under the call's key.
+        return waitForStore(action, {{"after_call", action.call.id}}, error);
     }
     // Recorded without its checkpoint, the step's result would outlive the only copy of what it
     // did. The session pauses instead; resumed, the step's result comes from the exec's
