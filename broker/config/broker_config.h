@@ -34,7 +34,7 @@ struct BrokerConfig {
     std::filesystem::path configFile;     // empty when the embedded default is in effect
     std::filesystem::path dataDir;        // the database is dataDir/broker.db
     std::filesystem::path socketPath;
-    int workers = 32;         // a worker is held for as long as a command runs
+    int workers = 0;          // step threads (decide, append); 0: two per core. Commands hold none
     int64_t leaseMs = 30000;
     std::string defaultTier = "lite";
     bool allowLocalExecution = false;

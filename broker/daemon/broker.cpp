@@ -3,6 +3,7 @@
 #include "broker/pool_client/grpc_pool_client.h"
 #include "broker/placement/pool_set.h"
 #include "broker/daemon/broker_wiring.h"
+#include "broker/engine/step_engine.h"
 #include "broker/server/broker_api.h"
 #include "broker/server/unix_listener.h"
 #include "broker/store/sqlite_event_store.h"
@@ -170,8 +171,9 @@ Status Broker::start()
     parts->core->startEngine();
     parts->core->startReviews();
     m_parts = std::move(parts);
-    spdlog::info("broker listening on unix:{} with {} workers, database {}", m_config.socketPath.string(),
-                 m_config.workers, (m_config.dataDir / "broker.db").string());
+    spdlog::info("broker listening on unix:{} with {} step threads, database {}", m_config.socketPath.string(),
+                 m_config.workers > 0 ? m_config.workers : engine::defaultStepWorkers(),
+                 (m_config.dataDir / "broker.db").string());
     return {};
 }
 

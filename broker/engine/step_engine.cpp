@@ -1,9 +1,12 @@
-// StepEngine's loop: the worker threads that lease a session and take one step of it, the lease
-// keeper, the idle releaser's scan, the dispatch of one step to its kind of effect
-// (step_engine_*.cpp) and the compare-and-append of a step's result.
+// StepEngine's loop: the leaser that takes leases on runnable sessions and queues their steps,
+// the step threads that take a step (or finish a parked one), the lease keeper, the idle
+// releaser's scan, the dispatch of one step to its kind of effect (step_engine_*.cpp) and the
+// compare-and-append of a step's result.
 //
-// Threads: start() and stop() from the owner; each worker thread runs workerLoop, one thread
-// keeperLoop, one idleLoop. m_activeLeases is guarded by m_leasesMutex.
+// Threads: start() and stop() from the owner; one thread runs leaserLoop, `workers` threads
+// workerLoop, one keeperLoop, one idleLoop; resume() is called from whichever thread a parked
+// step's call completes on. The queues, m_activeLeases and the counters are guarded by
+// m_leasesMutex.
 
 #include "broker/engine/step_engine.h"
 #include "broker/engine/step_engine_internal.h"
@@ -70,10 +73,17 @@ int64_t nowUnixMs()
         std::chrono::system_clock::now().time_since_epoch()).count();
 }
 
+int defaultStepWorkers()
+{
+    return std::max(4, 2 * static_cast<int>(std::thread::hardware_concurrency()));
+}
+
 StepEngine::StepEngine(store::EventStore &store, const placement::PoolSet &pools, ModelLookup models,
                        EngineOptions options)
     : m_store(store), m_pools(pools), m_models(std::move(models)), m_options(std::move(options))
 {
+    if (m_options.workers <= 0)
+        m_options.workers = defaultStepWorkers();
 }
 
 StepEngine::~StepEngine()
@@ -84,8 +94,14 @@ StepEngine::~StepEngine()
 void StepEngine::start()
 {
     m_stopping = false;
+    {
+        std::lock_guard lock(m_leasesMutex);
+        m_cancelling = false;
+        m_workersQuit = false;
+    }
     for (int i = 0; i < m_options.workers; ++i)
-        m_workers.emplace_back([this, i] { workerLoop(i); });
+        m_workers.emplace_back([this] { workerLoop(); });
+    m_leaser = std::thread([this] { leaserLoop(); });
     m_keeper = std::thread([this] { keeperLoop(); });
     if (m_options.sandboxIdleReleaseMs > 0)
         m_idleReleaser = std::thread([this] { idleLoop(); });
@@ -94,18 +110,35 @@ void StepEngine::start()
 void StepEngine::stop()
 {
     m_stopping = true;
-    m_keeperWake.notify_all();
-    bool drained = true;
     {
-        std::unique_lock lock(m_leasesMutex);
-        drained = m_idle.wait_for(lock, std::chrono::milliseconds(m_options.drainMs),
-                                  [&] { return m_activeLeases.empty(); });
+        // The keeper and the idle releaser check m_stopping under the mutex before they wait:
+        // taking it here means each either sees it or is waiting for this notification.
+        std::lock_guard lock(m_leasesMutex);
     }
-    if (!drained) {
-        spdlog::info("cancelling pool calls of steps still running after {} ms; they resume on restart",
-                     m_options.drainMs);
-        m_pools.cancelInFlight();
+    m_keeperWake.notify_all();
+    m_taskSpace.notify_all();
+    if (m_leaser.joinable())
+        m_leaser.join();   // no new steps from here on
+    std::unique_lock lock(m_leasesMutex);
+    if (!m_idle.wait_for(lock, std::chrono::milliseconds(m_options.drainMs), [&] { return m_activeLeases.empty(); })) {
+        spdlog::info("cancelling the pool and model calls of {} steps still running after {} ms; they resume on "
+                     "restart", m_activeLeases.size(), m_options.drainMs);
+        m_cancelling = true;
+        // Until every call has called back: a call that was starting while the others were
+        // cancelled is caught by the next round.
+        int rounds = 0;
+        while (m_callsInFlight > 0) {
+            lock.unlock();
+            cancelCalls();
+            lock.lock();
+            m_idle.wait_for(lock, std::chrono::milliseconds(100), [&] { return m_callsInFlight == 0; });
+            if (++rounds % 100 == 0)
+                spdlog::warn("still waiting for {} cancelled calls to call back", m_callsInFlight);
+        }
     }
+    m_workersQuit = true;   // workers finish what is queued (the cancelled calls' steps), then exit
+    lock.unlock();
+    m_taskReady.notify_all();
     for (auto &worker : m_workers) {
         if (worker.joinable())
             worker.join();
@@ -117,35 +150,94 @@ void StepEngine::stop()
         m_idleReleaser.join();
 }
 
-void StepEngine::workerLoop(int index)
+void StepEngine::cancelCalls()
 {
-    const std::string workerId = m_options.workerPrefix + "-" + std::to_string(index);
+    m_pools.cancelInFlight();
+    std::set<llm::ModelAdapter *> adapters;
+    {
+        std::lock_guard lock(m_leasesMutex);
+        adapters = m_adapters;
+    }
+    for (llm::ModelAdapter *adapter : adapters)
+        adapter->cancelInFlight();
+}
+
+void StepEngine::leaserLoop()
+{
+    const std::string workerId = m_options.workerPrefix;
+    const size_t backlog = static_cast<size_t>(m_options.workers);
     while (!m_stopping) {
+        {
+            // Steps wait in the store's lease table, in its order, rather than in this queue.
+            std::unique_lock lock(m_leasesMutex);
+            m_taskSpace.wait(lock, [&] { return m_stopping || m_fresh.size() < backlog; });
+        }
+        if (m_stopping)
+            break;
         auto lease = m_store.acquireLease(workerId, m_options.leaseMs, m_options.idleWaitMs);
         if (!lease)
             continue;
         {
             std::lock_guard lock(m_leasesMutex);
-            m_activeLeases[index] = *lease;
+            m_activeLeases[lease->token] = *lease;
+            m_fresh.push_back({*lease, {}});
         }
+        m_taskReady.notify_one();
+    }
+}
+
+void StepEngine::workerLoop()
+{
+    for (;;) {
+        Task task;
+        {
+            std::unique_lock lock(m_leasesMutex);
+            m_taskReady.wait(lock, [&] { return !m_resumed.empty() || !m_fresh.empty() || m_workersQuit; });
+            if (m_resumed.empty() && m_fresh.empty())
+                return;
+            std::deque<Task> &queue = m_resumed.empty() ? m_fresh : m_resumed;
+            task = std::move(queue.front());
+            queue.pop_front();
+        }
+        m_taskSpace.notify_one();
         StepOutcome outcome;
         try {
-            outcome = runOneStep(*lease);
+            if (task.resume)
+                outcome = task.resume();
+            else if (m_cancelling)
+                outcome = {ActionKind::None, false, 0, "the broker is stopping"};
+            else
+                outcome = step(StepRun{task.lease, true});
         } catch (const std::exception &e) {
             // A bug in one step must not take the broker down; the session is retried later.
-            spdlog::error("step of session {} threw: {}", lease->sessionId, e.what());
+            spdlog::error("step of session {} threw: {}", task.lease.sessionId, e.what());
             outcome.retryAfterMs = m_options.retryAfterUnavailableMs;
         }
-        {
-            std::lock_guard lock(m_leasesMutex);
-            m_activeLeases.erase(index);
-            if (m_activeLeases.empty())
-                m_idle.notify_all();
-        }
-        if (!outcome.note.empty())
-            spdlog::debug("session {}: {} ({})", lease->sessionId, actionName(outcome.action), outcome.note);
-        m_store.releaseLease(*lease, outcome.retryAfterMs);
+        if (!outcome.parked)
+            finishStep(task.lease, outcome);
     }
+}
+
+void StepEngine::resume(const store::Lease &lease, std::function<StepOutcome()> rest)
+{
+    {
+        std::lock_guard lock(m_leasesMutex);
+        m_resumed.push_back({lease, std::move(rest)});
+    }
+    m_taskReady.notify_one();
+}
+
+void StepEngine::finishStep(const store::Lease &lease, const StepOutcome &outcome)
+{
+    {
+        std::lock_guard lock(m_leasesMutex);
+        m_activeLeases.erase(lease.token);
+        if (m_activeLeases.empty())
+            m_idle.notify_all();
+    }
+    if (!outcome.note.empty())
+        spdlog::debug("session {}: {} ({})", lease.sessionId, actionName(outcome.action), outcome.note);
+    m_store.releaseLease(lease, outcome.retryAfterMs);
 }
 
 void StepEngine::keeperLoop()
@@ -153,7 +245,7 @@ void StepEngine::keeperLoop()
     std::unique_lock lock(m_leasesMutex);
     while (!m_stopping) {
         m_keeperWake.wait_for(lock, std::chrono::milliseconds(m_options.leaseMs / 3));
-        for (auto &[index, lease] : m_activeLeases) {
+        for (auto &[token, lease] : m_activeLeases) {
             if (!m_store.renewLease(lease, m_options.leaseMs))
                 spdlog::warn("lease on session {} expired during a step; its result will lose the race",
                              lease.sessionId);
@@ -163,24 +255,47 @@ void StepEngine::keeperLoop()
 
 StepOutcome StepEngine::runOneStep(const store::Lease &lease)
 {
-    auto events = m_store.readEvents(lease.sessionId, 1, INT_MAX);
-    if (!events)
-        return {ActionKind::None, false, m_options.retryAfterUnavailableMs, events.error().message};
-    const Action action = decide(*events);
+    return step(StepRun{lease, false});
+}
+
+StepOutcome StepEngine::step(const StepRun &run)
+{
+    const std::string &id = run.lease.sessionId;
+    auto fold = m_folds.take(m_store, id);
+    if (!fold)
+        return {ActionKind::None, false, m_options.retryAfterUnavailableMs, fold.error().message};
+    const Action action = (*fold)->decide();
+    std::optional<llm::ModelContext> context;
+    if (action.kind == ActionKind::CallModel || action.withModelCall)
+        context = (*fold)->modelContext();
+    if (core::isTerminal(action.state.status) && action.state.sandboxId.empty())
+        m_folds.forget(id);   // over and holding nothing: no step comes after this one
+    else
+        m_folds.put(id, std::move(*fold));
+    // A claim, a release and a tier move look further back than the fold keeps (why the sandbox
+    // before went, the tier decision's samples): they read the whole log, once or twice per session.
+    std::vector<core::Event> log;
+    if (action.kind == ActionKind::ClaimSandbox || action.kind == ActionKind::ReleaseSandbox
+        || action.kind == ActionKind::MoveTier) {
+        auto events = m_store.readEvents(id, 1, INT_MAX);
+        if (!events)
+            return {ActionKind::None, false, m_options.retryAfterUnavailableMs, events.error().message};
+        log = std::move(*events);
+    }
 
     switch (action.kind) {
     case ActionKind::None:
         return {};
     case ActionKind::ClaimSandbox:
-        return claimSandbox(action, *events);
+        return claimSandbox(run, action, log, std::move(context));
     case ActionKind::CallModel:
-        return callModel(action, *events);
+        return callModel(run, action, std::move(*context));
     case ActionKind::RunTool:
         if (action.call.name == llm::tool::ProposeChange)
             return proposeChange(action);
         if (action.call.name == llm::tool::ReadRecords || action.call.name == llm::tool::RequestEnvironment)
             return runBrokerTool(action);
-        return runTool(action);
+        return runTool(run, action);
     case ActionKind::Finish: {
         const std::string status = stringArg(action.call, "status") == "failed" ? "failed" : "succeeded";
         json result = toolResultBase(action.call);
@@ -192,9 +307,9 @@ StepOutcome StepEngine::runOneStep(const store::Lease &lease)
     case ActionKind::FailSession:
         return appendResult(action, {event(core::kind::StateChanged, {{"status", "failed"}, {"reason", action.reason}})});
     case ActionKind::ReleaseSandbox:
-        return releaseSandbox(action, *events);
+        return releaseSandbox(action, log);
     case ActionKind::MoveTier:
-        return moveTier(action, *events);
+        return moveTier(action, log);
     }
     return {};
 }

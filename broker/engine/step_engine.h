@@ -1,20 +1,29 @@
 #pragma once
-// Step workers: each leases one runnable session, derives its next action from the log (decide.h),
-// performs that one action, compare-and-appends the result and lets the lease go. Workers hold
-// nothing between steps; a worker that dies leaves a lease that expires, and the next worker derives
-// the same action from the same log.
+// The step engine: takes one step of a runnable session at a time. A step leases the session,
+// derives its next action from the log (decide.h), performs that one action, compare-and-appends
+// the result and lets the lease go. Nothing is held between steps; a broker that dies leaves
+// leases that expire, and the next one derives the same action from the same log.
 //
-// Threads: start() spawns `workers` worker threads and one lease keeper that renews the leases of
-// steps in progress. stop() may be called from any thread; it lets each worker finish its current
-// step and joins them. runOneStep() is for tests and may be called from any thread. One more thread
-// gives back the sandboxes of sessions paused (or waiting for a review) past the idle limit
-// (compare-and-append, no lease: such sessions are not leased).
+// A step whose action waits on something slow (a command in its sandbox, a model, a claim) parks:
+// the call goes out asynchronously (PoolClient::execAsync, ModelAdapter::nextAsync) and the step
+// keeps its session's lease but no thread; when the call is done, its result is queued for a worker,
+// which records it. So the number of sessions running commands at once is bounded by the pools, not
+// by the broker's threads.
+//
+// Threads: start() spawns one leaser (it takes leases on runnable sessions and queues their steps),
+// `workers` step threads (they decide, finish parked steps and append: CPU and the store's
+// commit), one lease keeper that renews the leases of steps in progress, parked ones included, and
+// one idle releaser that gives back the sandboxes of sessions paused (or waiting for a review) past
+// the idle limit (compare-and-append, no lease: such sessions are not leased). stop() may be called
+// from any thread. runOneStep() is for tests and may be called from any thread: it waits for the
+// step's calls on the calling thread.
 
 #include "broker/checkpoints/checkpointer.h"
 #include "broker/cost/budgets.h"
 #include "broker/cost/prices.h"
 #include "broker/engine/decide.h"
 #include "broker/engine/environment_decider.h"
+#include "broker/engine/fold_cache.h"
 #include "broker/review/review_policy.h"
 #include "broker/llm/model_adapter.h"
 #include "broker/placement/pool_set.h"
@@ -23,19 +32,26 @@
 
 #include <atomic>
 #include <condition_variable>
+#include <deque>
 #include <functional>
 #include <map>
 #include <mutex>
+#include <optional>
+#include <set>
 #include <string>
 #include <thread>
 #include <vector>
 
 namespace paddock::engine {
 
+// Step threads when EngineOptions::workers is 0: enough to keep the store's commits and the
+// decisions busy on this machine (two per core, at least 4). Commands and model calls hold none.
+int defaultStepWorkers();
+
 struct EngineOptions {
-    int workers = 4;
+    int workers = 0;                              // step threads; 0: defaultStepWorkers()
     int64_t leaseMs = 30000;
-    int64_t idleWaitMs = 200;                     // how long acquireLease waits before re-checking stop
+    int64_t idleWaitMs = 200;                     // how long the leaser waits for a lease before re-checking stop
     int64_t defaultCommandTimeoutMs = 300000;
     int64_t retryAfterUnavailableMs = 1000;       // back-off when a pool or model is unreachable
     int64_t drainMs = 2000;                       // stop(): how long steps in progress may finish
@@ -75,6 +91,15 @@ struct StepOutcome {
     bool appended = false;            // false: nothing to do, lost the race, or must retry later
     int64_t retryAfterMs = 0;
     std::string note;                 // why nothing was appended, for logs and tests
+    bool parked = false;              // a call is in flight; its completion finishes the step
+};
+
+// The step in progress: the lease it holds, and how it waits for a call in flight. A worker's
+// step parks (the call's completion is queued for a worker, the step returns parked); otherwise
+// (runOneStep, the idle releaser) the calling thread waits for the call.
+struct StepRun {
+    store::Lease lease;
+    bool park = false;
 };
 
 class StepEngine {
@@ -92,17 +117,81 @@ public:
     // joins the workers.
     void stop();
 
-    // Takes one step of the session the lease is for.
+    // Takes one step of the session the lease is for, waiting for its calls on this thread.
     StepOutcome runOneStep(const store::Lease &lease);
 
 private:
-    void workerLoop(int index);
+    // A unit of work for the step threads: a new step of a leased session, or the rest of a
+    // parked one (`resume`, run once its call is done).
+    struct Task {
+        store::Lease lease;
+        std::function<StepOutcome()> resume;
+    };
+
+    void leaserLoop();
+    void workerLoop();
     void keeperLoop();
+    StepOutcome step(const StepRun &run);
+    // A step that did not park is over: its lease goes back (after retryAfterMs, if any).
+    void finishStep(const store::Lease &lease, const StepOutcome &outcome);
+    // Queues the rest of a parked step for a worker. Any thread (gRPC's, the model's event loop).
+    void resume(const store::Lease &lease, std::function<StepOutcome()> rest);
+
+    // Starts a call (start(done)) and continues with its result (then(result)): parked when the
+    // step's run parks, else waiting on this thread. step_engine_internal.h.
+    template <typename T>
+    StepOutcome awaitCall(const StepRun &run, const std::function<void(std::function<void(T)>)> &start,
+                          std::function<StepOutcome(T)> then);
+    // Two calls started together, answered as one pair once both are done (for awaitCall).
+    template <typename A, typename B, typename StartA, typename StartB>
+    static std::function<void(std::function<void(std::pair<A, B>)>)> bothCalls(StartA startA, StartB startB);
+    // Ends the calls of parked steps (pools' and models') with Cancelled; stop() calls it until
+    // every one has called back.
+    void cancelCalls();
 
     StepOutcome waitForPool(const Action &action, const Error &error);
-    StepOutcome claimSandbox(const Action &action, std::span<const core::Event> log);
-    StepOutcome callModel(const Action &action, std::span<const core::Event> events);
-    StepOutcome runTool(const Action &action);
+    // What a call's answer comes to: events to append (and how long the session waits before its
+    // next step), or (`instead`) the step's outcome without an append of its own.
+    struct Effect {
+        std::vector<core::NewEvent> events;
+        int64_t retryAfterMs = 0;
+        std::optional<StepOutcome> instead;
+    };
+    StepOutcome record(const Action &action, Effect effect);
+
+    // What a claim needs from the log before it: the loss it recovers from (null: none), why the
+    // sandbox before it went, and a pool snapshot an earlier broker recorded ("" if none).
+    struct ClaimHistory {
+        nlohmann::json lost;
+        std::string after;
+        std::string legacySnapshot;
+    };
+    // Claims a sandbox; with action.withModelCall (and the model's context) asks the model at the
+    // same time. step_engine_claims.cpp.
+    StepOutcome claimSandbox(const StepRun &run, const Action &action, std::span<const core::Event> log,
+                             std::optional<llm::ModelContext> context);
+    // The claim's answer: the restore, then sandbox.claimed and the rest.
+    Effect claimEffect(const Action &action, pool_client::PoolClient &pool, const ClaimHistory &history,
+                       Result<pool_client::ClaimedSandbox> claim);
+    // Both answers of a claim made beside a model call, recorded in one append.
+    StepOutcome claimedWithTurn(const Action &action, pool_client::PoolClient &pool, const ClaimHistory &history,
+                                Result<pool_client::ClaimedSandbox> claim, Result<llm::ModelTurn> turn);
+    // record(), and the Pools view told of a session that moved away from a lost pool.
+    StepOutcome record(const Action &action, Effect effect, const ClaimHistory &history);
+    // The session's model adapter (noted, so that stop() can cancel its calls); nullptr if none.
+    llm::ModelAdapter *adapterFor(const Action &action);
+    StepOutcome noSuchModel(const Action &action);
+    StepOutcome callModel(const StepRun &run, const Action &action, llm::ModelContext context);
+    // The model's answer: model.response, its cost and its tool calls (or the end of the session).
+    Effect modelEffect(const Action &action, Result<llm::ModelTurn> turn);
+    StepOutcome runTool(const StepRun &run, const Action &action);
+    // The rest of run_command once the pool answered.
+    StepOutcome commandDone(const Action &action, pool_client::PoolClient &pool,
+                            std::shared_ptr<const secrets::SecretsSnapshot> secrets, Result<pool_client::ExecOutcome> ran);
+    // The end of every sandbox tool's step: a failed call's meaning (poolTrouble), the checkpoint
+    // after a step that may have changed the workspace, the append.
+    StepOutcome toolDone(const Action &action, pool_client::PoolClient &pool, Status done, nlohmann::json result,
+                         std::vector<core::NewEvent> events);
     // What a pool's failure means for the step, when it is not the tool's own failure: the pool
     // is lost (sandbox.lost, the call repeats elsewhere), it did not answer (retry later) or the
     // sandbox is gone (sandbox.failed, the next step claims a new one). nullopt: the tool failed.
@@ -154,7 +243,7 @@ private:
     // Gives back the sandboxes of sessions paused for longer than sandboxIdleReleaseMs.
     void idleLoop();
     void releaseIdle(const std::string &sessionId);
-    // Whether a worker is in a step of this session now (it holds the session's lease).
+    // Whether a step of this session is in progress now, parked or not (it holds the session's lease).
     bool hasActiveStep(const std::string &sessionId) const;
     StepOutcome appendResult(const Action &action, std::vector<core::NewEvent> events);
 
@@ -165,13 +254,24 @@ private:
 
     std::atomic<bool> m_stopping{false};
     std::vector<std::thread> m_workers;
+    std::thread m_leaser;
     std::thread m_keeper;
     std::thread m_idleReleaser;
 
-    mutable std::mutex m_leasesMutex;             // guards m_activeLeases, m_keeperWake, m_idle
+    mutable std::mutex m_leasesMutex;             // guards everything below
     std::condition_variable m_keeperWake;
-    std::condition_variable m_idle;               // m_activeLeases became empty
-    std::map<int, store::Lease> m_activeLeases;   // worker index -> lease of its step in progress
+    std::condition_variable m_idle;               // m_activeLeases or m_callsInFlight became empty
+    std::condition_variable m_taskReady;          // a task was queued, or the workers are to quit
+    std::condition_variable m_taskSpace;          // a new step was taken off m_fresh
+    std::map<uint64_t, store::Lease> m_activeLeases;   // lease token -> lease of a step in progress (parked too)
+    std::deque<Task> m_resumed;                   // parked steps whose call is done: go first
+    std::deque<Task> m_fresh;                     // leased sessions whose step has not started
+    int m_callsInFlight = 0;                      // calls of parked steps that have not called back
+    bool m_cancelling = false;                    // stop() is ending calls: no new ones start
+    bool m_workersQuit = false;                   // the queues are drained: workers exit
+    std::set<llm::ModelAdapter *> m_adapters;     // adapters with calls made through this engine
+
+    FoldCache m_folds;                            // each live session's log folded so far
 };
 
 } // namespace paddock::engine

@@ -11,6 +11,11 @@
 #include <nlohmann/json.hpp>
 
 #include <cstdint>
+#include <future>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <utility>
 #include <span>
 #include <string>
 #include <vector>
@@ -48,5 +53,66 @@ std::vector<pool_client::EgressGrant> egressGrants(const core::SessionState &sta
 
 // The sandbox.claimed event of a claim on the named pool. step_engine_sandbox.cpp.
 core::NewEvent sandboxClaimed(const std::string &pool, const pool_client::ClaimedSandbox &claimed, double pricePerHour);
+
+template <typename T>
+StepOutcome StepEngine::awaitCall(const StepRun &run, const std::function<void(std::function<void(T)>)> &start,
+                                  std::function<StepOutcome(T)> then)
+{
+    if (!run.park) {
+        std::promise<T> promise;
+        auto result = promise.get_future();
+        start([&promise](T value) { promise.set_value(std::move(value)); });
+        return then(result.get());
+    }
+    {
+        std::lock_guard lock(m_leasesMutex);
+        if (m_cancelling)
+            return {ActionKind::None, false, m_options.retryAfterUnavailableMs, "the broker is stopping"};
+        ++m_callsInFlight;
+    }
+    start([this, lease = run.lease, then = std::move(then)](T value) {
+        auto shared = std::make_shared<T>(std::move(value));
+        resume(lease, [then, shared] { return then(std::move(*shared)); });
+        std::lock_guard lock(m_leasesMutex);
+        if (--m_callsInFlight == 0)
+            m_idle.notify_all();
+    });
+    StepOutcome parked;
+    parked.parked = true;
+    return parked;
+}
+
+template <typename A, typename B, typename StartA, typename StartB>
+std::function<void(std::function<void(std::pair<A, B>)>)> StepEngine::bothCalls(StartA startA, StartB startB)
+{
+    return [startA, startB](std::function<void(std::pair<A, B>)> done) {
+        struct Pending {
+            std::mutex mutex;
+            std::optional<A> a;
+            std::optional<B> b;
+            std::function<void(std::pair<A, B>)> done;
+        };
+        auto pending = std::make_shared<Pending>();
+        pending->done = std::move(done);
+        // Whichever answers second hands the pair on.
+        auto finish = [pending](std::unique_lock<std::mutex> &lock) {
+            if (!pending->a || !pending->b)
+                return;
+            std::pair<A, B> both{std::move(*pending->a), std::move(*pending->b)};
+            lock.unlock();
+            pending->done(std::move(both));
+        };
+        startA([pending, finish](A a) {
+            std::unique_lock lock(pending->mutex);
+            pending->a.emplace(std::move(a));
+            finish(lock);
+        });
+        startB([pending, finish](B b) {
+            std::unique_lock lock(pending->mutex);
+            pending->b.emplace(std::move(b));
+            finish(lock);
+        });
+    };
+}
 
 } // namespace paddock::engine

@@ -1,8 +1,8 @@
 // StepEngine's model step: asks the session's model for its next turn, and records the response,
 // its cost and the tool calls it makes (or the end of the session when it makes none).
 //
-// Threads: the step workers run it for the session they hold the lease on; the adapter's call
-// blocks that worker only.
+// Threads: the step workers run it for the session they hold the lease on. The model's call parks
+// the step (ModelAdapter::nextAsync); modelEffect runs on a worker once the model answered.
 
 #include "broker/engine/step_engine_internal.h"
 
@@ -14,32 +14,58 @@ using nlohmann::json;
 
 } // namespace
 
-StepOutcome StepEngine::callModel(const Action &action, std::span<const core::Event> events)
+llm::ModelAdapter *StepEngine::adapterFor(const Action &action)
 {
     llm::ModelAdapter *adapter = m_models(action.state.model);
-    if (!adapter) {
-        return appendResult(action, {event(core::kind::StateChanged,
-                                           {{"status", "failed"},
-                                            {"reason", "no model named '" + action.state.model
-                                                 + "' is configured on this broker"}})});
+    if (adapter) {
+        std::lock_guard lock(m_leasesMutex);
+        m_adapters.insert(adapter);   // stop() cancels its calls
     }
-    const llm::ModelContext context = buildModelContext(events);
-    auto turn = adapter->next(context);
+    return adapter;
+}
+
+StepOutcome StepEngine::noSuchModel(const Action &action)
+{
+    return appendResult(action, {event(core::kind::StateChanged,
+                                       {{"status", "failed"},
+                                        {"reason", "no model named '" + action.state.model
+                                                       + "' is configured on this broker"}})});
+}
+
+StepOutcome StepEngine::callModel(const StepRun &run, const Action &action, llm::ModelContext context)
+{
+    llm::ModelAdapter *adapter = adapterFor(action);
+    if (!adapter)
+        return noSuchModel(action);
+    using Turn = Result<llm::ModelTurn>;
+    return awaitCall<Turn>(
+        run,
+        [adapter, context = std::move(context)](std::function<void(Turn)> done) {
+            adapter->nextAsync(context, std::move(done));
+        },
+        [this, action](Turn turn) { return record(action, modelEffect(action, std::move(turn))); });
+}
+
+StepEngine::Effect StepEngine::modelEffect(const Action &action, Result<llm::ModelTurn> turn)
+{
+    Effect effect;
     if (!turn) {
         const auto &error = turn.error();
-        if (error.code == ErrorCode::FailedPrecondition) {
+        if (error.code == ErrorCode::Cancelled) {   // the broker is stopping: the next one asks again
+            effect.instead = StepOutcome{action.kind, false, m_options.retryAfterUnavailableMs, error.message};
+        } else if (error.code == ErrorCode::FailedPrecondition) {
             // Configuration problems do not heal by retrying.
-            return appendResult(action, {event(core::kind::StateChanged,
-                                               {{"status", "failed"}, {"reason", error.message}})});
+            effect.events.push_back(event(core::kind::StateChanged, {{"status", "failed"}, {"reason", error.message}}));
+        } else {
+            effect.events.push_back(event(core::kind::ModelError,
+                                          {{"error", error.message}, {"code", errorCodeName(error.code)}}));
+            effect.retryAfterMs = m_options.retryAfterUnavailableMs;
         }
-        auto outcome = appendResult(action, {event(core::kind::ModelError,
-                                                   {{"error", error.message}, {"code", errorCodeName(error.code)}})});
-        outcome.retryAfterMs = m_options.retryAfterUnavailableMs;
-        return outcome;
+        return effect;
     }
 
     json calls = json::array();
-    std::vector<core::NewEvent> out;
+    std::vector<core::NewEvent> &out = effect.events;
     for (const auto &call : turn->toolCalls)
         calls.push_back({{"id", call.id}, {"name", call.name}, {"arguments", call.arguments}});
     json response{{"model", turn->model},
@@ -75,7 +101,7 @@ StepOutcome StepEngine::callModel(const Action &action, std::span<const core::Ev
         out.push_back(event(core::kind::StateChanged,
                             {{"status", "succeeded"}, {"reason", "the model answered without calling a tool"}}));
     }
-    return appendResult(action, std::move(out));
+    return effect;
 }
 
 } // namespace paddock::engine

@@ -1,8 +1,8 @@
-// StepEngine's sandbox steps: claiming one (and restoring the workspace after a failover or an idle
-// release), checkpoints after a step, what a pool's failure means for the step, giving the sandbox
+// StepEngine's sandbox steps besides the claim (step_engine_claims.cpp): checkpoints after a step
+// and restores into a new sandbox, what a pool's failure means for the step, giving the sandbox
 // back at the end and when it sat idle.
 //
-// Threads: the step workers run these for the session they hold the lease on; releaseIdle runs on
+// Threads: the step workers run these for the session they hold the lease on. releaseIdle runs on
 // the idle releaser's thread, without a lease (compare-and-append decides).
 
 #include "broker/engine/step_engine_internal.h"
@@ -16,59 +16,6 @@ namespace paddock::engine {
 namespace {
 
 using nlohmann::json;
-
-// The payload of the last sandbox.lost after the last sandbox.claimed, or null.
-json lastLossSinceClaim(std::span<const core::Event> log)
-{
-    for (auto it = log.rbegin(); it != log.rend(); ++it) {
-        if (it->kind == core::kind::SandboxClaimed)
-            return nullptr;
-        if (it->kind == kSandboxLost) {
-            auto payload = json::parse(it->payload, nullptr, false);
-            return payload.is_object() ? payload : json::object();
-        }
-    }
-    return nullptr;
-}
-
-// Why the sandbox before this claim went: "idle", "failed", "tier_move"... for sandbox.restored.
-std::string whySandboxWent(std::span<const core::Event> log)
-{
-    for (auto it = log.rbegin(); it != log.rend(); ++it) {
-        if (it->kind == core::kind::SandboxFailed)
-            return "failed";
-        if (it->kind == core::kind::SandboxReleased) {
-            auto payload = json::parse(it->payload, nullptr, false);
-            return payload.is_object() ? payload.value("reason", std::string("released")) : "released";
-        }
-    }
-    return "released";
-}
-
-// A pool snapshot an earlier broker recorded instead of a checkpoint (before docs/checkpoints.md):
-// the snapshot_ref of the last checkpoint or idle give-back that names no manifest, when no
-// manifest came after it. "" when there is none.
-std::string legacySnapshotRef(std::span<const core::Event> log)
-{
-    for (auto it = log.rbegin(); it != log.rend(); ++it) {
-        if (it->kind != core::kind::Checkpoint && it->kind != core::kind::SandboxReleased)
-            continue;
-        const json payload = json::parse(it->payload, nullptr, false);
-        if (!payload.is_object())
-            continue;
-        if (payload.contains("manifest"))
-            return {};
-        if (payload.contains("snapshot_ref") && payload["snapshot_ref"].is_string())
-            return payload["snapshot_ref"];
-    }
-    return {};
-}
-
-json restoreFields(const checkpoints::RestoreResult &restored)
-{
-    return {{"manifest", restored.manifestId}, {"restored_files", restored.files},
-            {"restored_bytes", restored.bytes}, {"restore_ms", restored.durationMs}};
-}
 
 } // namespace
 
@@ -101,103 +48,6 @@ checkpoints::Outcome<checkpoints::RestoreResult> StepEngine::restoreWorkspace(po
             checkpoints::FailedAt::Store,
             {ErrorCode::NotFound, "this broker keeps no checkpoints, so checkpoint " + manifest + " cannot be restored"}});
     return m_options.checkpointer->restore(pool, sandboxId, manifest);
-}
-
-core::NewEvent sandboxClaimed(const std::string &pool, const pool_client::ClaimedSandbox &claimed, double pricePerHour)
-{
-    return event(core::kind::SandboxClaimed, {{"pool", pool},
-                                              {"price_per_hour", pricePerHour},
-                                              {"sandbox_id", claimed.sandboxId},
-                                              {"tier", claimed.tier},
-                                              {"runtime", claimed.runtime},
-                                              {"host", claimed.host},
-                                              {"warm", claimed.warm},
-                                              {"claim_ms", claimed.claimMs}});
-}
-
-// Every pool offering the tier is full or unreachable: the session waits, and its log says why
-// once (not once per retry) so nobody has to guess at a hang.
-StepOutcome StepEngine::waitForPool(const Action &action, const Error &error)
-{
-    if (action.state.lastEventKind == kSandboxWaiting)
-        return {action.kind, false, m_options.retryAfterUnavailableMs, error.message};
-    auto outcome = appendResult(action, {event(kSandboxWaiting, {{"tier", action.tier},
-                                                                 {"code", errorCodeName(error.code)},
-                                                                 {"reason", error.message}})});
-    outcome.retryAfterMs = m_options.retryAfterUnavailableMs;
-    return outcome;
-}
-
-StepOutcome StepEngine::claimSandbox(const Action &action, std::span<const core::Event> log)
-{
-    auto pool = m_pools.choose(action.tier);
-    if (!pool)
-        return waitForPool(action, pool.error());
-    auto claimed = (*pool)->claim(action.tier, action.state.id, action.idempotencyKey);
-    if (!claimed) {
-        const auto code = claimed.error().code;
-        if (code == ErrorCode::Unavailable)
-            m_pools.reportUnavailable((*pool)->name(), claimed.error().message);
-        if (code == ErrorCode::Unavailable || code == ErrorCode::ResourceExhausted
-            || code == ErrorCode::DeadlineExceeded || code == ErrorCode::Cancelled
-            || code == ErrorCode::PermissionDenied)
-            return {action.kind, false, m_options.retryAfterUnavailableMs, claimed.error().message};
-        return appendResult(action, {event(core::kind::StateChanged,
-                                           {{"status", "failed"},
-                                            {"reason", "could not claim a sandbox: " + claimed.error().message}})});
-    }
-    std::vector<core::NewEvent> events;
-    if (action.state.status == core::SessionStatus::Queued)
-        events.push_back(event(core::kind::StateChanged, {{"status", "running"}}));
-    events.push_back(sandboxClaimed((*pool)->name(), *claimed, m_pools.pricePerHour((*pool)->name(), claimed->tier)));
-    // A session that held a sandbox before (given back idle, lost with its pool, failed) goes on
-    // with the workspace of its last checkpoint, restored from the checkpoint store.
-    const std::string &manifest = action.state.checkpoint;
-    auto restored = restoreWorkspace(**pool, claimed->sandboxId, manifest);
-    if (!restored) {
-        (void)(*pool)->release(claimed->sandboxId);
-        return restoreFailed(action, **pool, manifest, restored.error());
-    }
-    if (const std::string legacy = manifest.empty() ? legacySnapshotRef(log) : ""; !legacy.empty()) {
-        // Recorded by an earlier broker: that pool's own snapshot, restorable where it is.
-        auto fromPool = (*pool)->restore(claimed->sandboxId, legacy);
-        if (!fromPool)
-            spdlog::warn("session {}: snapshot {} of an earlier broker not restored on pool '{}': {}", action.state.id,
-                         legacy, (*pool)->name(), fromPool.error().message);
-        else
-            restored->files = fromPool->fileCount;
-    }
-    m_pools.noteClaimed((*pool)->name());
-    const json lost = lastLossSinceClaim(log);
-    if (!lost.is_null()) {
-        // A claim after the session's pool was lost is a move: say from where to where, and with
-        // which workspace.
-        json moved{{"from_pool", lost.value("pool", std::string())},
-                   {"from_sandbox_id", lost.value("sandbox_id", std::string())},
-                   {"to_pool", (*pool)->name()},
-                   {"to_sandbox_id", claimed->sandboxId},
-                   {"workspace", manifest.empty() ? "empty" : "restored"}};
-        moved.update(restoreFields(*restored));
-        moved["note"] = manifest.empty()
-            ? "no checkpoint of this session's workspace exists yet, so it continues in an empty workspace on pool '"
-                + (*pool)->name() + "'"
-            : "restored checkpoint " + manifest.substr(0, 12) + " from " + m_options.checkpointer->store().describe()
-                + " into a new sandbox on pool '" + (*pool)->name() + "'";
-        if (lost.contains("interrupted_call"))
-            moved["repeats_call"] = lost["interrupted_call"];
-        events.push_back(event(kSandboxMoved, moved));
-        spdlog::info("session {} moved from pool '{}' to pool '{}' ({})", action.state.id,
-                     lost.value("pool", std::string()), (*pool)->name(), moved["note"].get<std::string>());
-    } else if (!manifest.empty()) {
-        json restoredEvent{{"pool", (*pool)->name()}, {"sandbox_id", claimed->sandboxId}, {"tier", claimed->tier},
-                           {"after", whySandboxWent(log)}};
-        restoredEvent.update(restoreFields(*restored));
-        events.push_back(event(core::kind::SandboxRestored, restoredEvent));
-    }
-    auto outcome = appendResult(action, std::move(events));
-    if (outcome.appended && !lost.is_null())
-        m_pools.noteMovedAway(lost.value("pool", std::string()), action.state.id);   // the Pools view lists it
-    return outcome;
 }
 
 StepOutcome StepEngine::waitForStore(const Action &action, json what, const Error &error)
@@ -348,7 +198,7 @@ void StepEngine::releaseIdle(const std::string &sessionId)
     // sandbox goes back; the next pass gives the sandbox back. A command that never started stays
     // for the resumed session to run, once.
     if (auto open = openCommandOf(*log)) {
-        const StepOutcome recovered = runTool(*open);
+        const StepOutcome recovered = runTool(StepRun{}, *open);   // waits on this thread
         if (recovered.appended || recovered.note != kNothingRan) {
             spdlog::info("session {}: call {} that ran before the pause: {}", sessionId, open->call.id,
                          recovered.appended ? "result recorded" : recovered.note);

@@ -1,12 +1,12 @@
 // StepEngine's sandbox tools: run_command, write_file and read_file, run by the session's pool in
 // its sandbox. Granted secrets go into a command's environment; output is redacted, then clipped.
 //
-// Threads: the step workers run these for the session they hold the lease on; the pool's call
-// blocks that worker only.
+// Threads: the step workers run these for the session they hold the lease on. A command parks
+// its step (no thread waits while it runs); commandDone runs on a worker once the pool answered.
+// Files are read and written inline: the pool answers those at once.
 
 #include "broker/engine/step_engine_internal.h"
 
-#include <functional>
 
 namespace paddock::engine {
 
@@ -41,8 +41,14 @@ std::vector<pool_client::EgressGrant> egressGrants(const core::SessionState &sta
 
 namespace {
 
-// Output is redacted before it is clipped, so a value cut in two by the clip cannot slip through.
-using Redact = std::function<std::string(std::string)>;
+// A secret's value never reaches the log: text from a sandbox is redacted with the values of the
+// snapshot the step used (nullptr: no secrets).
+std::string redacted(const secrets::SecretsSnapshot *secrets, std::string text)
+{
+    if (secrets)
+        secrets->redactor.redactInPlace(text);
+    return text;
+}
 
 // Granted secrets reach this command's environment only: never a sandbox at start, never the
 // log (the payload names no values, and the output is redacted). Returns the granted names the
@@ -91,33 +97,30 @@ core::NewEvent egressEvent(const std::string &callId, const pool_client::EgressA
     return event(a.allowed ? core::kind::EgressAllowed : core::kind::EgressRefused, e);
 }
 
-// run_command: how the command ended and its output into the result, its attempts to reach out
-// into egressEvents (recorded before the result). The pool's error when it did not run it.
-Status runCommand(pool_client::PoolClient &pool, const pool_client::ExecSpec &spec, const Action &action,
-                  const Redact &redacted, json &result, std::vector<core::NewEvent> &egressEvents)
+// run_command: how the command ended and its output into the result (redacted before it is
+// clipped, so a value cut in two by the clip cannot slip through), its attempts to reach out into
+// egressEvents (recorded before the result).
+void commandResult(pool_client::ExecOutcome &outcome, const std::string &poolName, const Action &action,
+                   const secrets::SecretsSnapshot *secrets, json &result, std::vector<core::NewEvent> &egressEvents)
 {
-    auto outcome = pool.exec(spec);
-    if (!outcome)
-        return std::unexpected(outcome.error());
     bool clippedOut = false;
     bool clippedErr = false;
-    result["exit_code"] = outcome->exitCode;
-    result["signal"] = outcome->signal;
-    result["stdout"] = clipOutput(redacted(std::move(outcome->stdoutData)), &clippedOut);
-    result["stderr"] = clipOutput(redacted(std::move(outcome->stderrData)), &clippedErr);
+    result["exit_code"] = outcome.exitCode;
+    result["signal"] = outcome.signal;
+    result["stdout"] = clipOutput(redacted(secrets, std::move(outcome.stdoutData)), &clippedOut);
+    result["stderr"] = clipOutput(redacted(secrets, std::move(outcome.stderrData)), &clippedErr);
     result["stdout_clipped"] = clippedOut;
     result["stderr_clipped"] = clippedErr;
-    result["duration_ms"] = outcome->durationMs;
-    result["timed_out"] = outcome->timedOut;
-    result["replayed"] = outcome->replayed;
-    for (const auto &a : outcome->egress)
+    result["duration_ms"] = outcome.durationMs;
+    result["timed_out"] = outcome.timedOut;
+    result["replayed"] = outcome.replayed;
+    for (const auto &a : outcome.egress)
         egressEvents.push_back(egressEvent(action.call.id, a));
-    if (!outcome->reason.empty())
-        result["reason"] = outcome->reason;   // the pool's name for an abnormal end
+    if (!outcome.reason.empty())
+        result["reason"] = outcome.reason;   // the pool's name for an abnormal end
     // The pool kept a post-mortem of this failure: where an operator finds it.
-    if (!outcome->reason.empty() || outcome->exitCode != 0 || outcome->signal != 0)
-        result["post_mortem"] = {{"pool", pool.name()}, {"sandbox_id", action.state.sandboxId}};
-    return {};
+    if (!outcome.reason.empty() || outcome.exitCode != 0 || outcome.signal != 0)
+        result["post_mortem"] = {{"pool", poolName}, {"sandbox_id", action.state.sandboxId}};
 }
 
 // write_file: the path and the size written into the result.
@@ -134,7 +137,8 @@ Status writeFile(pool_client::PoolClient &pool, const Action &action, json &resu
 }
 
 // read_file: the content, redacted and clipped, into the result.
-Status readFile(pool_client::PoolClient &pool, const Action &action, const Redact &redacted, json &result)
+Status readFile(pool_client::PoolClient &pool, const Action &action, const secrets::SecretsSnapshot *secrets,
+                json &result)
 {
     const llm::ToolCall &call = action.call;
     auto content = pool.readFile(action.state.sandboxId, stringArg(call, "path"));
@@ -142,14 +146,14 @@ Status readFile(pool_client::PoolClient &pool, const Action &action, const Redac
         return std::unexpected(content.error());
     bool clipped = false;
     result["path"] = stringArg(call, "path");
-    result["content"] = clipOutput(redacted(std::move(*content)), &clipped);
+    result["content"] = clipOutput(redacted(secrets, std::move(*content)), &clipped);
     result["content_clipped"] = clipped;
     return {};
 }
 
 } // namespace
 
-StepOutcome StepEngine::runTool(const Action &action)
+StepOutcome StepEngine::runTool(const StepRun &run, const Action &action)
 {
     const llm::ToolCall &call = action.call;
     pool_client::PoolClient *pool = m_pools.find(action.state.pool);
@@ -161,18 +165,10 @@ StepOutcome StepEngine::runTool(const Action &action)
     }
 
     json result = toolResultBase(call);
-    Status done;
-    std::vector<core::NewEvent> egressEvents;   // the command's attempts to reach out, before its result
     // One consistent set of secrets for the whole step: the values injected are the ones redacted.
     std::shared_ptr<const secrets::SecretsSnapshot> secrets;
     if (m_options.secrets)
         secrets = m_options.secrets->snapshot();
-    // Output is redacted before it is clipped, so a value cut in two by the clip cannot slip through.
-    auto redacted = [&](std::string text) {
-        if (secrets)
-            secrets->redactor.redactInPlace(text);
-        return text;
-    };
     if (call.name == llm::tool::RunCommand) {
         pool_client::ExecSpec spec;
         const std::vector<std::string> missing = addGrantedSecrets(spec, action.state, secrets.get());
@@ -187,29 +183,52 @@ StepOutcome StepEngine::runTool(const Action &action)
         spec.idempotencyKey = action.idempotencyKey;
         spec.replayOnly = action.replayOnly;
         spec.egressGrants = egressGrants(action.state);
-        result["command"] = stringArg(call, "command");
-        done = runCommand(*pool, spec, action, redacted, result, egressEvents);
-    } else if (call.name == llm::tool::WriteFile) {
+        using Ran = Result<pool_client::ExecOutcome>;
+        return awaitCall<Ran>(
+            run, [pool, spec](std::function<void(Ran)> done) { pool->execAsync(spec, {}, std::move(done)); },
+            [this, action, pool, secrets](Ran ran) { return commandDone(action, *pool, secrets, std::move(ran)); });
+    }
+    Status done;
+    if (call.name == llm::tool::WriteFile) {
         done = writeFile(*pool, action, result);
     } else if (call.name == llm::tool::ReadFile) {
-        done = readFile(*pool, action, redacted, result);
+        done = readFile(*pool, action, secrets.get(), result);
     } else {
         result["error"] = "unknown tool '" + call.name + "'; the tools are run_command, write_file, read_file, "
             "read_records, request_environment, propose_change and finish";
     }
+    return toolDone(action, *pool, std::move(done), std::move(result), {});
+}
 
+StepOutcome StepEngine::commandDone(const Action &action, pool_client::PoolClient &pool,
+                                    std::shared_ptr<const secrets::SecretsSnapshot> secrets,
+                                    Result<pool_client::ExecOutcome> ran)
+{
+    json result = toolResultBase(action.call);
+    result["command"] = stringArg(action.call, "command");
+    std::vector<core::NewEvent> egressEvents;   // the command's attempts to reach out, before its result
+    if (!ran)
+        return toolDone(action, pool, std::unexpected(ran.error()), std::move(result), {});
+    commandResult(*ran, pool.name(), action, secrets.get(), result, egressEvents);
+    return toolDone(action, pool, {}, std::move(result), std::move(egressEvents));
+}
+
+StepOutcome StepEngine::toolDone(const Action &action, pool_client::PoolClient &pool, Status done, json result,
+                                 std::vector<core::NewEvent> events)
+{
+    const llm::ToolCall &call = action.call;
     if (!done) {
         const auto &error = done.error();
         if (action.replayOnly && error.code == ErrorCode::NotFound)
             return {action.kind, false, 0, kNothingRan};
-        if (auto outcome = poolTrouble(action, *pool, error))
+        if (auto outcome = poolTrouble(action, pool, error))
             return *outcome;
         // Anything else is the tool's own failure (a missing file, say): the model gets to see it.
         result["error"] = error.message;
         if (error.code == ErrorCode::FailedPrecondition && error.message.find("has died") != std::string::npos)
-            result["post_mortem"] = {{"pool", pool->name()}, {"sandbox_id", action.state.sandboxId}};   // reason "crashed"
+            result["post_mortem"] = {{"pool", pool.name()}, {"sandbox_id", action.state.sandboxId}};   // reason "crashed"
     }
-    egressEvents.push_back(event(core::kind::ToolResult, result));
+    events.push_back(event(core::kind::ToolResult, result));
     // A snapshot after every step that can change the workspace, recorded with the step's result:
     // if the pool is lost later, the session resumes from here and repeats at most the one step in
     // flight (docs/deployment.md has the figures behind "every step").
@@ -220,10 +239,10 @@ StepOutcome StepEngine::runTool(const Action &action)
         // pool its result comes from the exec's idempotency record; once the pool is lost it is
         // the one call repeated on another (tests/integration/multi_host_test.cpp). poolTrouble
         // decides which, as for the exec itself (addCheckpoint fails only with its codes).
-        if (auto checkpointed = addCheckpoint(action, *pool, egressEvents); !checkpointed)
-            return checkpointFailed(action, *pool, checkpointed.error());
+        if (auto checkpointed = addCheckpoint(action, pool, events); !checkpointed)
+            return checkpointFailed(action, pool, checkpointed.error());
     }
-    return appendResult(action, std::move(egressEvents));
+    return appendResult(action, std::move(events));
 }
 
 } // namespace paddock::engine

@@ -4,13 +4,16 @@
 // ModelContext the step engine rebuilds from the log, so any worker can take any step.
 //
 // Threads: next() blocks (network) and may be called from several step workers at once; adapters
-// must be thread-safe.
+// must be thread-safe. nextAsync() returns at once and calls `done` later, exactly once: the step
+// engine uses it so that a session waiting on its model holds no thread (adapters that talk to the
+// network override it with an event loop; the default calls next() before returning).
 
 #include "common/result.h"
 
 #include <nlohmann/json.hpp>
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
@@ -82,6 +85,17 @@ public:
     // malformed response (the message quotes what was wrong), FailedPrecondition for missing
     // configuration (an API key variable that is not set).
     virtual Result<ModelTurn> next(const ModelContext &context) = 0;
+
+    // Called exactly once with what next() would have returned, on a thread of the adapter's (or,
+    // by default, on the caller's before nextAsync returns). `done` must not block: it hands the
+    // result on to whoever records it.
+    using TurnDone = std::function<void(Result<ModelTurn>)>;
+    virtual void nextAsync(ModelContext context, TurnDone done) { done(next(context)); }
+
+    // Ends every request in progress with Cancelled (the broker is stopping); their `done` still
+    // runs. Nothing is recorded for a cancelled request: the next broker asks again with the same
+    // idempotency key.
+    virtual void cancelInFlight() {}
 };
 
 } // namespace paddock::llm

@@ -1,33 +1,23 @@
 // Known limits: no streaming (the whole completion arrives at once); Retry-After given as an HTTP
-// date is ignored in favour of the computed backoff; tool results longer than kMaxToolResultChars
-// are cut in the middle before they are sent back to the model.
+// date is ignored in favour of the computed backoff (http_loop.cpp); tool results longer than
+// kMaxToolResultChars are cut in the middle before they are sent back to the model.
 
 #include "broker/llm/openai_model.h"
 
 #include "common/clock.h"
 
-#include <curl/curl.h>
-
 #include <algorithm>
-#include <cmath>
 #include <cstdlib>
 #include <fmt/format.h>
-#include <optional>
-#include <random>
-#include <thread>
+#include <future>
 
 namespace paddock::llm {
-
-struct OpenAiModel::Handle {
-    CURL *curl = nullptr;
-};
 
 namespace {
 
 constexpr size_t kExcerptChars = 300;
 constexpr size_t kMaxResponseBytes = 16 * 1024 * 1024;
 constexpr size_t kMaxToolResultChars = 32 * 1024;
-constexpr size_t kMaxIdleHandles = 8;
 constexpr int64_t kMaxConnectTimeoutMs = 10000;
 
 constexpr const char *kSystemPrompt =
@@ -38,12 +28,6 @@ constexpr const char *kSystemPrompt =
     "stdout, stderr, duration_ms and timed_out; write_file writes a whole file; read_file returns a "
     "file's content. When the goal is met, or cannot be met, call finish with status \"succeeded\" "
     "or \"failed\" and a short summary of what was done and why.";
-
-void initCurlOnce()
-{
-    static std::once_flag once;
-    std::call_once(once, [] { curl_global_init(CURL_GLOBAL_DEFAULT); });
-}
 
 // A short, single-line quote of a body for error messages.
 std::string excerpt(std::string_view text)
@@ -131,100 +115,6 @@ std::string chatUrl(const OpenAiConfig &config)
     return base + "/chat/completions";
 }
 
-struct Response {
-    CURLcode curlCode = CURLE_OK;
-    std::string curlError;
-    long status = 0;
-    std::string body;
-    std::optional<int64_t> retryAfterMs;
-    bool tooLarge = false;
-};
-
-size_t writeBody(char *data, size_t size, size_t count, void *user)
-{
-    auto *response = static_cast<Response *>(user);
-    const size_t bytes = size * count;
-    if (response->body.size() + bytes > kMaxResponseBytes) {
-        response->tooLarge = true;
-        return 0;   // makes curl fail with CURLE_WRITE_ERROR
-    }
-    response->body.append(data, bytes);
-    return bytes;
-}
-
-std::optional<int64_t> parseDelay(std::string_view value, double unitMs)
-{
-    while (!value.empty() && (value.front() == ' ' || value.front() == '\t'))
-        value.remove_prefix(1);
-    while (!value.empty() && (value.back() == ' ' || value.back() == '\r' || value.back() == '\n'))
-        value.remove_suffix(1);
-    if (value.empty())
-        return std::nullopt;
-    char *end = nullptr;
-    const std::string text(value);
-    const double number = std::strtod(text.c_str(), &end);
-    if (end != text.c_str() + text.size() || !std::isfinite(number) || number < 0)
-        return std::nullopt;   // an HTTP date, which we do not interpret
-    return static_cast<int64_t>(std::ceil(number * unitMs));
-}
-
-size_t readHeader(char *data, size_t size, size_t count, void *user)
-{
-    auto *response = static_cast<Response *>(user);
-    const size_t bytes = size * count;
-    const std::string_view line(data, bytes);
-    const size_t colon = line.find(':');
-    if (colon == std::string_view::npos) {
-        if (line.starts_with("HTTP/"))
-            response->retryAfterMs.reset();   // a new response (after a redirect or 100-continue)
-        return bytes;
-    }
-    std::string key(line.substr(0, colon));
-    std::ranges::transform(key, key.begin(), [](unsigned char c) { return static_cast<char>(std::tolower(c)); });
-    // retry-after-ms is OpenAI's finer-grained variant; it wins over retry-after when both are sent.
-    if (key == "retry-after-ms") {
-        if (auto ms = parseDelay(line.substr(colon + 1), 1.0))
-            response->retryAfterMs = ms;
-    } else if (key == "retry-after" && !response->retryAfterMs) {
-        response->retryAfterMs = parseDelay(line.substr(colon + 1), 1000.0);
-    }
-    return bytes;
-}
-
-bool retryableCurlError(CURLcode code)
-{
-    switch (code) {
-    case CURLE_UNSUPPORTED_PROTOCOL:
-    case CURLE_URL_MALFORMAT:
-    case CURLE_NOT_BUILT_IN:
-    case CURLE_FUNCTION_NOT_FOUND:
-    case CURLE_BAD_FUNCTION_ARGUMENT:
-    case CURLE_OUT_OF_MEMORY:
-    case CURLE_WRITE_ERROR:
-        return false;
-    default:
-        return true;
-    }
-}
-
-bool retryableStatus(long status)
-{
-    return status == 408 || status == 429 || status >= 500;
-}
-
-int64_t backoffMs(const OpenAiConfig &config, int retry)
-{
-    // Exponential with "equal jitter": workers that hit a rate limit together spread out again.
-    const double full = std::min<double>(static_cast<double>(config.maxBackoffMs),
-                                         static_cast<double>(config.initialBackoffMs) * std::pow(2.0, retry - 1));
-    const auto fullMs = static_cast<int64_t>(full);
-    if (fullMs <= 1)
-        return std::max<int64_t>(fullMs, 0);
-    thread_local std::mt19937_64 random{std::random_device{}()};
-    std::uniform_int_distribution<int64_t> jitter(0, fullMs / 2);
-    return fullMs - fullMs / 2 + jitter(random);
-}
-
 // The API key, read from the environment variable the config names at each call; empty when the
 // config names none (local servers need no key).
 Result<std::string> apiKeyFromEnvironment(const std::string &modelName, const OpenAiConfig &config)
@@ -243,47 +133,8 @@ Result<std::string> apiKeyFromEnvironment(const std::string &modelName, const Op
     return apiKey;
 }
 
-using HeaderList = std::unique_ptr<curl_slist, decltype(&curl_slist_free_all)>;
-
-// JSON both ways, the key when there is one, and the step's idempotency key when it has one.
-HeaderList requestHeaders(const std::string &apiKey, const std::string &idempotencyKey)
-{
-    curl_slist *headers = nullptr;
-    headers = curl_slist_append(headers, "Content-Type: application/json");
-    headers = curl_slist_append(headers, "Accept: application/json");
-    if (!apiKey.empty())
-        headers = curl_slist_append(headers, ("Authorization: Bearer " + apiKey).c_str());
-    if (!idempotencyKey.empty())
-        headers = curl_slist_append(headers, ("Idempotency-Key: " + idempotencyKey).c_str());
-    return HeaderList(headers, curl_slist_free_all);
-}
-
-// Sets the handle up for one attempt: POST body to url, the response and its headers into
-// response, curl's own error text into errorBuffer (CURL_ERROR_SIZE bytes).
-void prepareAttempt(CURL *curl, const std::string &url, const std::string &body, curl_slist *headers,
-                    Response &response, char *errorBuffer, const OpenAiConfig &config)
-{
-    curl_easy_reset(curl);
-    curl_easy_setopt(curl, CURLOPT_URL, url.c_str());
-    curl_easy_setopt(curl, CURLOPT_POST, 1L);
-    curl_easy_setopt(curl, CURLOPT_POSTFIELDS, body.data());
-    curl_easy_setopt(curl, CURLOPT_POSTFIELDSIZE_LARGE, static_cast<curl_off_t>(body.size()));
-    curl_easy_setopt(curl, CURLOPT_HTTPHEADER, headers);
-    curl_easy_setopt(curl, CURLOPT_WRITEFUNCTION, writeBody);
-    curl_easy_setopt(curl, CURLOPT_WRITEDATA, &response);
-    curl_easy_setopt(curl, CURLOPT_HEADERFUNCTION, readHeader);
-    curl_easy_setopt(curl, CURLOPT_HEADERDATA, &response);
-    curl_easy_setopt(curl, CURLOPT_ERRORBUFFER, errorBuffer);
-    curl_easy_setopt(curl, CURLOPT_NOSIGNAL, 1L);   // signals and threads do not mix
-    curl_easy_setopt(curl, CURLOPT_TIMEOUT_MS, static_cast<long>(config.timeoutMs));
-    curl_easy_setopt(curl, CURLOPT_CONNECTTIMEOUT_MS,
-                     static_cast<long>(std::min(config.timeoutMs, kMaxConnectTimeoutMs)));
-    curl_easy_setopt(curl, CURLOPT_ACCEPT_ENCODING, "");
-    curl_easy_setopt(curl, CURLOPT_USERAGENT, "paddockd");
-}
-
 // The error for an HTTP status that is neither a success nor worth a retry: what to check.
-std::unexpected<Error> refusal(const std::string &url, const Response &response, const OpenAiConfig &config)
+std::unexpected<Error> refusal(const std::string &url, const HttpResult &response, const OpenAiConfig &config)
 {
     const std::string what = fmt::format("the model API at {} refused the request with HTTP {}: \"{}\"",
                                          url, response.status, excerpt(response.body));
@@ -301,49 +152,11 @@ std::unexpected<Error> refusal(const std::string &url, const Response &response,
 
 } // namespace
 
-OpenAiModel::OpenAiModel(std::string name, OpenAiConfig config, SleepFunction sleep)
+OpenAiModel::OpenAiModel(std::string name, OpenAiConfig config, BackoffHook backoff)
     : m_name(std::move(name))
     , m_config(std::move(config))
-    , m_sleep(std::move(sleep))
+    , m_loop(std::move(backoff))
 {
-    initCurlOnce();
-    if (!m_sleep)
-        m_sleep = [](std::chrono::milliseconds delay) { std::this_thread::sleep_for(delay); };
-}
-
-OpenAiModel::~OpenAiModel()
-{
-    for (Handle *handle : m_idleHandles) {
-        curl_easy_cleanup(handle->curl);
-        delete handle;
-    }
-}
-
-OpenAiModel::Handle *OpenAiModel::acquireHandle()
-{
-    {
-        std::lock_guard lock(m_handlesMutex);
-        if (!m_idleHandles.empty()) {
-            Handle *handle = m_idleHandles.back();
-            m_idleHandles.pop_back();
-            return handle;
-        }
-    }
-    CURL *curl = curl_easy_init();
-    return curl ? new Handle{curl} : nullptr;
-}
-
-void OpenAiModel::releaseHandle(Handle *handle)
-{
-    // reset keeps the connection cache, so the next turn reuses the TCP/TLS connection.
-    curl_easy_reset(handle->curl);
-    std::lock_guard lock(m_handlesMutex);
-    if (m_idleHandles.size() < kMaxIdleHandles) {
-        m_idleHandles.push_back(handle);
-        return;
-    }
-    curl_easy_cleanup(handle->curl);
-    delete handle;
 }
 
 nlohmann::json OpenAiModel::buildRequest(const OpenAiConfig &config, const ModelContext &context)
@@ -377,7 +190,7 @@ nlohmann::json OpenAiModel::buildRequest(const OpenAiConfig &config, const Model
 }
 
 Result<ModelTurn> OpenAiModel::parseResponse(std::string_view body, const OpenAiConfig &config,
-                                             const ModelContext &context)
+                                             const std::string &idempotencyKey)
 {
     using nlohmann::json;
     const std::string url = chatUrl(config);
@@ -421,7 +234,7 @@ Result<ModelTurn> OpenAiModel::parseResponse(std::string_view body, const OpenAi
             const auto id = call.find("id");
             toolCall.id = id != call.end() && id->is_string() && !id->get<std::string>().empty()
                 ? id->get<std::string>()
-                : fmt::format("call-{}-{}", context.idempotencyKey, i);
+                : fmt::format("call-{}-{}", idempotencyKey, i);
             const auto arguments = function->find("arguments");
             if (arguments == function->end() || arguments->is_null()) {
                 toolCall.arguments = json::object();
@@ -461,78 +274,112 @@ Result<ModelTurn> OpenAiModel::parseResponse(std::string_view body, const OpenAi
     return turn;
 }
 
+
+// Everything one turn's HTTP request needs, read afresh for each turn (the key may rotate).
+Result<HttpRequest> OpenAiModel::requestFor(const ModelContext &context) const
+{
+    const auto apiKey = apiKeyFromEnvironment(m_name, m_config);
+    if (!apiKey)
+        return std::unexpected(apiKey.error());
+    HttpRequest request;
+    request.url = chatUrl(m_config);
+    request.headers = {"Content-Type: application/json", "Accept: application/json"};
+    if (!apiKey->empty())
+        request.headers.push_back("Authorization: Bearer " + *apiKey);
+    if (!context.idempotencyKey.empty())
+        request.headers.push_back("Idempotency-Key: " + context.idempotencyKey);
+    request.body = buildRequest(m_config, context).dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
+    request.timeoutMs = m_config.timeoutMs;
+    request.connectTimeoutMs = std::min(m_config.timeoutMs, kMaxConnectTimeoutMs);
+    request.maxResponseBytes = kMaxResponseBytes;
+    request.maxRetries = m_config.maxRetries;
+    request.initialBackoffMs = m_config.initialBackoffMs;
+    request.maxBackoffMs = m_config.maxBackoffMs;
+    return request;
+}
+
+// What the request's end means for the session: a turn, or an error that says what to check.
+Result<ModelTurn> OpenAiModel::turnFrom(HttpResult result, const std::string &idempotencyKey, int64_t startUs) const
+{
+    const std::string url = chatUrl(m_config);
+    using End = HttpResult::End;
+    switch (result.end) {
+    case End::Cancelled:
+        return fail(ErrorCode::Cancelled,
+                    fmt::format("the request to the model API at {} was cancelled: the broker is stopping. Nothing "
+                                "was recorded; the step asks again when the broker restarts.",
+                                url));
+    case End::TooLarge:
+        return fail(ErrorCode::InvalidArgument,
+                    fmt::format("the model API at {} sent a response larger than {} bytes; check base_url", url,
+                                kMaxResponseBytes));
+    case End::CannotSend:
+        return fail(ErrorCode::FailedPrecondition,
+                    fmt::format("cannot send a request to the model API at {}: {}. Check base_url in the "
+                                "[models.openai] config.",
+                                url, result.error));
+    case End::ConnectionError:
+    case End::Answered:
+        break;
+    }
+    if (result.end == End::Answered && result.status >= 200 && result.status < 300) {
+        auto turn = parseResponse(result.body, m_config, idempotencyKey);
+        if (turn) {
+            turn->attempts = result.attempts;
+            turn->latencyMs = static_cast<double>(monotonicUs() - startUs) / 1000.0;
+        }
+        return turn;
+    }
+    if (!result.gaveUp)
+        return refusal(url, result, m_config);
+    const std::string lastProblem = result.end == End::ConnectionError
+        ? fmt::format("connection error: {}", result.error)
+        : fmt::format("HTTP {}: \"{}\"", result.status, excerpt(result.body));
+    return fail(ErrorCode::Unavailable,
+                fmt::format("the model API at {} still failed after {} attempt(s); last: {}. The step will "
+                            "be retried; if this persists, check the service and max_retries.",
+                            url, result.attempts, lastProblem));
+}
+
+void OpenAiModel::nextAsync(ModelContext context, TurnDone done)
+{
+    // nlohmann throws on invalid UTF-8 and type errors: keep them values, on both threads.
+    auto unexpected = [this](const std::exception &e) {
+        return fail(ErrorCode::Internal, fmt::format("openai model '{}': unexpected error: {}", m_name, e.what()));
+    };
+    Result<HttpRequest> request;
+    try {
+        request = requestFor(context);
+    } catch (const std::exception &e) {
+        request = unexpected(e);
+    }
+    if (!request) {
+        done(std::unexpected(std::move(request.error())));
+        return;
+    }
+    const int64_t startUs = monotonicUs();
+    m_loop.submit(std::move(*request), [this, unexpected, key = std::move(context.idempotencyKey), startUs,
+                                        done = std::move(done)](HttpResult result) {
+        Result<ModelTurn> turn;
+        try {
+            turn = turnFrom(std::move(result), key, startUs);
+        } catch (const std::exception &e) {
+            turn = unexpected(e);
+        }
+        done(std::move(turn));
+    });
+}
+
 Result<ModelTurn> OpenAiModel::next(const ModelContext &context)
 {
-    try {
-        const auto apiKey = apiKeyFromEnvironment(m_name, m_config);
-        if (!apiKey)
-            return std::unexpected(apiKey.error());
-
-        const std::string url = chatUrl(m_config);
-        const std::string body = buildRequest(m_config, context).dump(-1, ' ', false,
-                                                                      nlohmann::json::error_handler_t::replace);
-        const HeaderList headerList = requestHeaders(*apiKey, context.idempotencyKey);
-
-        Handle *handle = acquireHandle();
-        if (handle == nullptr)
-            return fail(ErrorCode::Internal, "curl_easy_init failed; the broker is probably out of memory");
-        std::unique_ptr<Handle, std::function<void(Handle *)>> handleGuard(
-            handle, [this](Handle *h) { releaseHandle(h); });
-
-        const int64_t startUs = monotonicUs();
-        const int maxAttempts = 1 + std::max(0, m_config.maxRetries);
-        std::string lastProblem;
-        for (int attempt = 1; attempt <= maxAttempts; ++attempt) {
-            Response response;
-            CURL *curl = handle->curl;
-            char errorBuffer[CURL_ERROR_SIZE] = {};
-            prepareAttempt(curl, url, body, headerList.get(), response, errorBuffer, m_config);
-
-            response.curlCode = curl_easy_perform(curl);
-            if (response.curlCode == CURLE_OK)
-                curl_easy_getinfo(curl, CURLINFO_RESPONSE_CODE, &response.status);
-
-            if (response.tooLarge)
-                return fail(ErrorCode::InvalidArgument,
-                            fmt::format("the model API at {} sent a response larger than {} bytes; check base_url",
-                                        url, kMaxResponseBytes));
-            if (response.curlCode != CURLE_OK) {
-                const std::string detail = errorBuffer[0] != '\0' ? std::string(errorBuffer)
-                                                                  : curl_easy_strerror(response.curlCode);
-                if (!retryableCurlError(response.curlCode))
-                    return fail(ErrorCode::FailedPrecondition,
-                                fmt::format("cannot send a request to the model API at {}: {}. Check base_url "
-                                            "in the [models.openai] config.",
-                                            url, detail));
-                lastProblem = fmt::format("connection error: {}", detail);
-            } else if (response.status >= 200 && response.status < 300) {
-                auto turn = parseResponse(response.body, m_config, context);
-                if (turn) {
-                    turn->attempts = attempt;
-                    turn->latencyMs = static_cast<double>(monotonicUs() - startUs) / 1000.0;
-                }
-                return turn;
-            } else if (retryableStatus(response.status)) {
-                lastProblem = fmt::format("HTTP {}: \"{}\"", response.status, excerpt(response.body));
-            } else {
-                return refusal(url, response, m_config);
-            }
-
-            if (attempt == maxAttempts)
-                break;
-            const int64_t delayMs = response.retryAfterMs
-                ? std::min(*response.retryAfterMs, m_config.maxBackoffMs)
-                : backoffMs(m_config, attempt);
-            m_sleep(std::chrono::milliseconds(delayMs));
-        }
-        return fail(ErrorCode::Unavailable,
-                    fmt::format("the model API at {} still failed after {} attempt(s); last: {}. The step will "
-                                "be retried; if this persists, check the service and max_retries.",
-                                url, maxAttempts, lastProblem));
-    } catch (const std::exception &e) {
-        // nlohmann throws on invalid UTF-8 and type errors; keep it a value.
-        return fail(ErrorCode::Internal, fmt::format("openai model '{}': unexpected error: {}", m_name, e.what()));
-    }
+    if (m_loop.onLoopThread())
+        return fail(ErrorCode::Internal, fmt::format("openai model '{}': next() was called from a completion "
+                                                     "callback, where it would wait for itself; use nextAsync",
+                                                     m_name));
+    std::promise<Result<ModelTurn>> promise;
+    auto future = promise.get_future();
+    nextAsync(context, [&promise](Result<ModelTurn> turn) { promise.set_value(std::move(turn)); });
+    return future.get();
 }
 
 } // namespace paddock::llm

@@ -2,16 +2,16 @@
 // The openai adapter: chat completions with tool calls (POST {base_url}/chat/completions). Serves
 // OpenAI and the servers that speak its wire format (vLLM, llama.cpp server, Ollama).
 //
-// Threads: next() may be called from several step workers at once. Each call uses its own curl easy
-// handle, taken from a small mutex-guarded pool so connections are reused between turns.
+// Threads: next(), nextAsync() and cancelInFlight() may be called from any thread, several at once.
+// Every request runs on the adapter's own HttpLoop (one thread, started by the first request), so a
+// turn being waited for holds no thread: nextAsync's `done` runs on that loop thread, and must not
+// block. next() waits for nextAsync on the caller's thread, so it must not be called from a `done`.
 
+#include "broker/llm/http_loop.h"
 #include "broker/llm/model_adapter.h"
 
-#include <chrono>
-#include <functional>
-#include <mutex>
 #include <string>
-#include <vector>
+#include <string_view>
 
 namespace paddock::llm {
 
@@ -29,12 +29,14 @@ struct OpenAiConfig {
 
 class OpenAiModel final : public ModelAdapter {
 public:
-    // How the adapter waits between retries; tests substitute one that records instead of sleeping.
-    using SleepFunction = std::function<void(std::chrono::milliseconds)>;
+    // How long the adapter waits before a retry, given what backoff or Retry-After chose; tests
+    // substitute one that records the choice and returns zero. Runs on the loop thread.
+    using BackoffHook = HttpLoop::BackoffHook;
 
     // name is what users select (e.g. "openai" or "openai:local"); see model_registry.h.
-    OpenAiModel(std::string name, OpenAiConfig config, SleepFunction sleep = {});
-    ~OpenAiModel() override;
+    OpenAiModel(std::string name, OpenAiConfig config, BackoffHook backoff = {});
+    // Ends the requests still open with Cancelled (their `done` runs) before it returns.
+    ~OpenAiModel() override = default;
     OpenAiModel(const OpenAiModel &) = delete;
     OpenAiModel &operator=(const OpenAiModel &) = delete;
 
@@ -43,24 +45,27 @@ public:
 
     // Usage: inputTokens is prompt_tokens as the API reports it (cached tokens included), cachedTokens
     // is prompt_tokens_details.cached_tokens. latencyMs covers every attempt and backoff.
+    // A request that fails before it is sent (no API key) calls `done` before nextAsync returns.
+    void nextAsync(ModelContext context, TurnDone done) override;
+    // nextAsync, waited for. Internal when called on the loop thread (from a `done`): it would wait
+    // for itself.
     Result<ModelTurn> next(const ModelContext &context) override;
+    void cancelInFlight() override { m_loop.cancelAll(); }
 
     // The request body for a context: exposed so tests and debugging tools can see the exact wire form.
     static nlohmann::json buildRequest(const OpenAiConfig &config, const ModelContext &context);
-    // Parses a 2xx response body. Errors: InvalidArgument quoting what was wrong.
+    // Parses a 2xx response body; idempotencyKey names tool calls that come without an id.
+    // Errors: InvalidArgument quoting what was wrong.
     static Result<ModelTurn> parseResponse(std::string_view body, const OpenAiConfig &config,
-                                           const ModelContext &context);
+                                           const std::string &idempotencyKey);
 
 private:
-    struct Handle;
-    Handle *acquireHandle();
-    void releaseHandle(Handle *handle);
+    Result<HttpRequest> requestFor(const ModelContext &context) const;
+    Result<ModelTurn> turnFrom(HttpResult result, const std::string &idempotencyKey, int64_t startUs) const;
 
-    std::string m_name;
-    OpenAiConfig m_config;
-    SleepFunction m_sleep;
-    std::mutex m_handlesMutex;
-    std::vector<Handle *> m_idleHandles;   // guarded by m_handlesMutex
+    const std::string m_name;
+    const OpenAiConfig m_config;
+    HttpLoop m_loop;   // last: destroyed first, so the callbacks it runs while stopping see the rest
 };
 
 } // namespace paddock::llm

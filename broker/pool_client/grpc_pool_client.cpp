@@ -8,6 +8,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <future>
 #include <mutex>
 #include <set>
 
@@ -85,90 +86,41 @@ public:
     Result<ClaimedSandbox> claim(const std::string &tier, const std::string &sessionId,
                                  const std::string &idempotencyKey) override
     {
-        v1::ClaimRequest req;
-        req.set_tier(tier);
-        req.set_session_id(sessionId);
-        req.set_idempotency_key(idempotencyKey);
-        auto resp = unary(&Stub::Claim, "claim", kClaimDeadlineMs, req);
-        if (!resp)
-            return std::unexpected(resp.error());
-        ClaimedSandbox out;
-        out.sandboxId = resp->sandbox_id();
-        out.tier = resp->tier();
-        out.runtime = resp->runtime();
-        out.host = resp->host();
-        out.warm = resp->warm();
-        out.claimMs = resp->claim_ms();
-        return out;
+        return waitFor<ClaimedSandbox>([&](ClaimDone done) { claimAsync(tier, sessionId, idempotencyKey, std::move(done)); });
+    }
+
+    void claimAsync(const std::string &tier, const std::string &sessionId, const std::string &idempotencyKey,
+                    ClaimDone done) override
+    {
+        auto call = std::make_shared<AsyncUnary<v1::ClaimRequest, v1::ClaimResponse>>(*this, kClaimDeadlineMs);
+        call->req.set_tier(tier);
+        call->req.set_session_id(sessionId);
+        call->req.set_idempotency_key(idempotencyKey);
+        m_stub->async()->Claim(&call->ctx, &call->req, &call->resp, [this, call, done = std::move(done)](grpc::Status s) {
+            if (!s.ok())
+                return done(failure("claim", s));
+            const v1::ClaimResponse &resp = call->resp;
+            ClaimedSandbox out;
+            out.sandboxId = resp.sandbox_id();
+            out.tier = resp.tier();
+            out.runtime = resp.runtime();
+            out.host = resp.host();
+            out.warm = resp.warm();
+            out.claimMs = resp.claim_ms();
+            done(std::move(out));
+        });
     }
 
     Result<ExecOutcome> exec(const ExecSpec &spec, const OutputSink &sink) override
     {
-        Call call(*this, (spec.timeoutMs > 0 ? spec.timeoutMs : kExecDefaultTimeoutMs) + kExecGraceMs);
-        grpc::ClientContext &ctx = call.ctx;
-        v1::ExecRequest req;
-        req.set_sandbox_id(spec.sandboxId);
-        for (const auto &a : spec.argv)
-            req.add_argv(a);
-        req.mutable_env()->insert(spec.env.begin(), spec.env.end());
-        req.set_cwd(spec.cwd);
-        req.set_timeout_ms(spec.timeoutMs);
-        req.set_stdin(spec.stdinData);
-        req.set_idempotency_key(spec.idempotencyKey);
-        req.set_replay_only(spec.replayOnly);
-        for (const auto &g : spec.egressGrants) {
-            auto *grant = req.add_egress_grants();
-            grant->set_host(g.host);
-            grant->set_review_id(g.reviewId);
-        }
-        auto reader = m_stub->Exec(&ctx, req);
-        ExecOutcome out;
-        bool sawExit = false;
-        v1::ExecResponse msg;
-        while (reader->Read(&msg)) {
-            if (!msg.stdout().empty()) {
-                out.stdoutData += msg.stdout();
-                if (sink)
-                    sink(1, msg.stdout());
-            }
-            if (!msg.stderr().empty()) {
-                out.stderrData += msg.stderr();
-                if (sink)
-                    sink(2, msg.stderr());
-            }
-            if (msg.has_exit()) {
-                sawExit = true;
-                out.exitCode = msg.exit().exit_code();
-                out.signal = msg.exit().signal();
-                out.durationMs = msg.exit().duration_ms();
-                out.timedOut = msg.exit().timed_out();
-                out.replayed = msg.exit().replayed();
-                out.reason = msg.exit().reason();
-                for (const auto &e : msg.exit().egress()) {
-                    EgressAttempt a;
-                    a.allowed = e.allowed();
-                    a.host = e.host();
-                    a.port = e.port();
-                    a.address = e.address();
-                    a.method = e.method();
-                    a.reason = e.reason();
-                    a.detail = e.detail();
-                    a.error = e.error();
-                    a.bytesOut = e.bytes_out();
-                    a.bytesIn = e.bytes_in();
-                    a.timeUnixMs = e.time_unix_ms();
-                    a.durationMs = e.duration_ms();
-                    a.open = e.open();
-                    a.reviewId = e.review_id();
-                    out.egress.push_back(std::move(a));
-                }
-            }
-        }
-        if (auto s = reader->Finish(); !s.ok())
-            return failure("exec", s);
-        if (!sawExit)
-            return fail(ErrorCode::Internal, "pool '" + m_name + "' ended an exec without reporting the exit; retry with the same idempotency key");
-        return out;
+        return waitFor<ExecOutcome>([&](ExecDone done) { execAsync(spec, sink, std::move(done)); });
+    }
+
+    void execAsync(const ExecSpec &spec, OutputSink sink, ExecDone done) override
+    {
+        // Deletes itself when the call is done (ExecReactor::OnDone).
+        auto *reactor = new ExecReactor(*this, spec, std::move(sink), std::move(done));
+        reactor->start();
     }
 
     Result<std::string> readFile(const std::string &sandboxId, const std::string &path, int64_t maxBytes) override
@@ -506,6 +458,134 @@ private:
 
         GrpcPoolClient &m_client;
         grpc::ClientContext ctx;
+    };
+
+    // A unary callback call's context (registered for cancelInFlight), request and response, kept
+    // alive by the completion callback until it has run.
+    template <typename Request, typename Response>
+    struct AsyncUnary {
+        AsyncUnary(GrpcPoolClient &client, int64_t deadlineMs) : call(client, deadlineMs), ctx(call.ctx) {}
+        Call call;
+        grpc::ClientContext &ctx;
+        Request req;
+        Response resp;
+    };
+
+    // Blocks the calling thread on one of the *Async calls: the blocking methods and the
+    // asynchronous ones share one implementation.
+    template <typename T, typename Start>
+    static Result<T> waitFor(Start start)
+    {
+        std::promise<Result<T>> promise;
+        auto future = promise.get_future();
+        start([&promise](Result<T> result) { promise.set_value(std::move(result)); });
+        return future.get();
+    }
+
+    // One Exec: output gathered (and passed to the sink) as the pool streams it, the exit and the
+    // egress attempts from its last message. gRPC's callback threads run it; it holds no thread
+    // while the command runs.
+    class ExecReactor final : public grpc::ClientReadReactor<v1::ExecResponse> {
+    public:
+        ExecReactor(GrpcPoolClient &client, const ExecSpec &spec, OutputSink sink, ExecDone done)
+            : m_client(client), m_call(client, (spec.timeoutMs > 0 ? spec.timeoutMs : kExecDefaultTimeoutMs) + kExecGraceMs),
+              m_sink(std::move(sink)), m_done(std::move(done))
+        {
+            m_req.set_sandbox_id(spec.sandboxId);
+            for (const auto &a : spec.argv)
+                m_req.add_argv(a);
+            m_req.mutable_env()->insert(spec.env.begin(), spec.env.end());
+            m_req.set_cwd(spec.cwd);
+            m_req.set_timeout_ms(spec.timeoutMs);
+            m_req.set_stdin(spec.stdinData);
+            m_req.set_idempotency_key(spec.idempotencyKey);
+            m_req.set_replay_only(spec.replayOnly);
+            for (const auto &g : spec.egressGrants) {
+                auto *grant = m_req.add_egress_grants();
+                grant->set_host(g.host);
+                grant->set_review_id(g.reviewId);
+            }
+        }
+
+        void start()
+        {
+            m_client.m_stub->async()->Exec(&m_call.ctx, &m_req, this);
+            StartRead(&m_msg);
+            StartCall();
+        }
+
+        void OnReadDone(bool ok) override
+        {
+            if (!ok)
+                return;   // the stream ended: OnDone follows
+            take(m_msg);
+            StartRead(&m_msg);
+        }
+
+        void OnDone(const grpc::Status &s) override
+        {
+            Result<ExecOutcome> result = m_out;
+            if (!s.ok())
+                result = m_client.failure("exec", s);
+            else if (!m_sawExit)
+                result = fail(ErrorCode::Internal, "pool '" + m_client.m_name
+                                                       + "' ended an exec without reporting the exit; retry with the same idempotency key");
+            ExecDone done = std::move(m_done);
+            delete this;   // before done(): the Call leaves the client's list of calls in progress
+            done(std::move(result));
+        }
+
+    private:
+        void take(const v1::ExecResponse &msg)
+        {
+            if (!msg.stdout().empty()) {
+                m_out.stdoutData += msg.stdout();
+                if (m_sink)
+                    m_sink(1, msg.stdout());
+            }
+            if (!msg.stderr().empty()) {
+                m_out.stderrData += msg.stderr();
+                if (m_sink)
+                    m_sink(2, msg.stderr());
+            }
+            if (!msg.has_exit())
+                return;
+            m_sawExit = true;
+            const auto &exit = msg.exit();
+            m_out.exitCode = exit.exit_code();
+            m_out.signal = exit.signal();
+            m_out.durationMs = exit.duration_ms();
+            m_out.timedOut = exit.timed_out();
+            m_out.replayed = exit.replayed();
+            m_out.reason = exit.reason();
+            for (const auto &e : exit.egress()) {
+                EgressAttempt a;
+                a.allowed = e.allowed();
+                a.host = e.host();
+                a.port = e.port();
+                a.address = e.address();
+                a.method = e.method();
+                a.reason = e.reason();
+                a.detail = e.detail();
+                a.error = e.error();
+                a.bytesOut = e.bytes_out();
+                a.bytesIn = e.bytes_in();
+                a.timeUnixMs = e.time_unix_ms();
+                a.durationMs = e.duration_ms();
+                a.open = e.open();
+                a.reviewId = e.review_id();
+                m_out.egress.push_back(std::move(a));
+            }
+        }
+
+        GrpcPoolClient &m_client;
+        Call m_call;
+        OutputSink m_sink;
+        ExecDone m_done;
+        v1::ExecRequest m_req;
+        v1::ExecResponse m_msg;
+        ExecOutcome m_out;
+        bool m_sawExit = false;
     };
 
     // One of the stub's blocking unary methods, e.g. &v1::PoolService::Stub::Claim.

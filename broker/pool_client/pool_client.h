@@ -3,7 +3,10 @@
 // tests may implement it directly.
 //
 // Threads: every method may be called from any thread concurrently; each call blocks until done
-// or until its deadline.
+// or until its deadline, except the *Async ones: they return at once and call `done` exactly once
+// later, on a thread of the client's (gRPC's callback threads), or on the caller's before returning
+// for clients that do not override them. `done` must not block; the step engine hands the result
+// to a step worker, so that a session whose command runs holds no thread (broker/engine).
 
 #include "broker/pool_client/post_mortem_types.h"
 #include "common/result.h"
@@ -147,6 +150,9 @@ struct RestoredWorkspace {
 // Called with chunks of output as they arrive (stream 1 = stdout, 2 = stderr).
 using OutputSink = std::function<void(int stream, const std::string &chunk)>;
 
+using ClaimDone = std::function<void(Result<ClaimedSandbox>)>;
+using ExecDone = std::function<void(Result<ExecOutcome>)>;
+
 class PoolClient {
 public:
     virtual ~PoolClient() = default;
@@ -158,6 +164,14 @@ public:
     virtual Result<ClaimedSandbox> claim(const std::string &tier, const std::string &sessionId,
                                          const std::string &idempotencyKey) = 0;
     virtual Result<ExecOutcome> exec(const ExecSpec &spec, const OutputSink &sink = {}) = 0;
+    // The same two calls without holding a thread while the pool works. The defaults call the
+    // blocking ones (clients for tests).
+    virtual void claimAsync(const std::string &tier, const std::string &sessionId, const std::string &idempotencyKey,
+                            ClaimDone done)
+    {
+        done(claim(tier, sessionId, idempotencyKey));
+    }
+    virtual void execAsync(const ExecSpec &spec, OutputSink sink, ExecDone done) { done(exec(spec, sink)); }
     virtual Result<std::string> readFile(const std::string &sandboxId, const std::string &path,
                                          int64_t maxBytes = 0) = 0;
     virtual Status writeFile(const std::string &sandboxId, const std::string &path,

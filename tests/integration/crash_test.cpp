@@ -21,9 +21,11 @@ std::string markerPlaybook()
 {
     std::string text = "name = \"crash-marker\"\ngoal = \"Append one line per step to a marker file\"\n";
     for (int step = 1; step <= kMarkedSteps; ++step) {
-        // The short sleep widens the window in which a kill lands in the middle of a command.
+        // The sleep widens the window in which a kill lands in the middle of a command, and keeps
+        // the sessions (all running at once: a running command holds no step thread) alive for
+        // about 12 s, through every kill.
         text += "\n[[step]]\ntool = \"run_command\"\ncommand = \"echo step-" + std::to_string(step)
-            + " >> marker.txt && sleep 0.2\"\n";
+            + " >> marker.txt && sleep 1\"\n";
     }
     text += "\n[[step]]\ntool = \"run_command\"\ncommand = \"cat marker.txt\"\n";
     text += "\n[[step]]\ntool = \"finish\"\nsummary = \"all steps ran\"\n";

@@ -9,7 +9,8 @@
 // Threads: any. Every member function takes m_mutex, so a test may configure and read the fake
 // while the broker's threads call it; the readers return copies. Hooks run outside the lock on the
 // calling thread, possibly several at once: keep their own state thread-safe. A held exec
-// (holdExecs) blocks its caller until letExecsGo() or cancelInFlight().
+// (holdExecs) blocks its caller until letExecsGo() or cancelInFlight(); a held execAsync returns
+// at once and is answered then, on the thread that lets it go or cancels it.
 //
 // Known limits: writeFile and listDir only answer (nothing is stored); readFile answers "" unless
 // a hook says otherwise; a sandbox is not checked against the claims before an exec.
@@ -19,6 +20,7 @@
 #include "checkpoint/sha256.h"
 
 #include <algorithm>
+#include <chrono>
 #include <condition_variable>
 #include <cstdint>
 #include <functional>
@@ -73,28 +75,33 @@ public:
     // the hook or the canned outcome, in that order.
     Result<pool_client::ExecOutcome> exec(const pool_client::ExecSpec &spec, const pool_client::OutputSink &sink) override
     {
-        ExecHook hook;
-        pool_client::ExecOutcome outcome;
         {
             std::unique_lock lock(m_mutex);
             if (m_down)
                 return unreachable();
-            m_execs.push_back(spec);
-            if (static_cast<int>(m_execs.size()) == m_downAfterExecs)
-                m_down = true;   // this exec is answered; whatever comes after it is not
-            m_changed.notify_all();
+            record(spec);
             const int64_t generation = m_cancelGeneration;
             m_changed.wait(lock, [&] { return !m_holdExecs || m_cancelGeneration != generation; });
             if (m_cancelGeneration != generation)
                 return fail(ErrorCode::Cancelled, "cancelled");
-            if (m_execError)
-                return std::unexpected(*m_execError);
-            hook = m_execHook;
-            outcome = m_execOutcome;
         }
-        if (hook)
-            return hook(spec, sink);
-        return outcome;
+        return answer(spec, sink);
+    }
+
+    // Like gRPC's callback API: a held exec returns at once and is answered later, on the thread
+    // that lets it go (letExecsGo) or cancels it (cancelInFlight); any other is answered before
+    // execAsync returns.
+    void execAsync(const pool_client::ExecSpec &spec, pool_client::OutputSink sink, pool_client::ExecDone done) override
+    {
+        {
+            std::lock_guard lock(m_mutex);
+            if (m_holdExecs && !m_down) {
+                record(spec);
+                m_parked.push_back({spec, std::move(sink), std::move(done)});
+                return;
+            }
+        }
+        done(exec(spec, sink));
     }
 
     Result<std::string> readFile(const std::string &sandboxId, const std::string &path, int64_t) override
@@ -361,9 +368,15 @@ public:
     // Ends the execs held right now with Cancelled; later ones run as usual.
     void cancelInFlight() override
     {
-        std::lock_guard lock(m_mutex);
-        ++m_cancelGeneration;
-        m_changed.notify_all();
+        std::vector<Parked> parked;
+        {
+            std::lock_guard lock(m_mutex);
+            ++m_cancelGeneration;
+            m_changed.notify_all();
+            parked.swap(m_parked);
+        }
+        for (auto &p : parked)
+            p.done(fail(ErrorCode::Cancelled, "cancelled"));
     }
 
     // ---- What the test sets ----
@@ -442,15 +455,27 @@ public:
     }
     void letExecsGo()
     {
-        std::lock_guard lock(m_mutex);
-        m_holdExecs = false;
-        m_changed.notify_all();
+        std::vector<Parked> parked;
+        {
+            std::lock_guard lock(m_mutex);
+            m_holdExecs = false;
+            m_changed.notify_all();
+            parked.swap(m_parked);
+        }
+        for (auto &p : parked)
+            p.done(answer(p.spec, p.sink));
     }
-    // Until at least n execs were recorded (held ones included).
-    void waitForExecs(int n)
+    // Execs held by execAsync (no thread waits on them), not yet let go or cancelled.
+    int parkedExecs() const
+    {
+        std::lock_guard lock(m_mutex);
+        return static_cast<int>(m_parked.size());
+    }
+    // Until at least n execs were recorded (held ones included), or the limit passed: false then.
+    bool waitForExecs(int n, std::chrono::milliseconds limit = std::chrono::minutes(2))
     {
         std::unique_lock lock(m_mutex);
-        m_changed.wait(lock, [&] { return static_cast<int>(m_execs.size()) >= n; });
+        return m_changed.wait_for(lock, limit, [&] { return static_cast<int>(m_execs.size()) >= n; });
     }
 
     void setReadFileHook(ReadFileHook hook)
@@ -557,6 +582,32 @@ private:
         std::string content;
     };
 
+    // An exec as asked, under m_mutex.
+    void record(const pool_client::ExecSpec &spec)
+    {
+        m_execs.push_back(spec);
+        if (static_cast<int>(m_execs.size()) == m_downAfterExecs)
+            m_down = true;   // this exec is answered; whatever comes after it is not
+        m_changed.notify_all();
+    }
+
+    // What an exec let go answers: the exec error, the hook or the canned outcome.
+    Result<pool_client::ExecOutcome> answer(const pool_client::ExecSpec &spec, const pool_client::OutputSink &sink)
+    {
+        ExecHook hook;
+        pool_client::ExecOutcome outcome;
+        {
+            std::lock_guard lock(m_mutex);
+            if (m_execError)
+                return std::unexpected(*m_execError);
+            hook = m_execHook;
+            outcome = m_execOutcome;
+        }
+        if (hook)
+            return hook(spec, sink);
+        return outcome;
+    }
+
     std::unexpected<Error> unreachable() const
     {
         return fail(ErrorCode::Unavailable, "pool '" + m_name + "' is unreachable (test)");
@@ -575,6 +626,13 @@ private:
     std::optional<Error> m_execError;
     bool m_holdExecs = false;
     int64_t m_cancelGeneration = 0;
+    struct Parked {
+        pool_client::ExecSpec spec;
+        pool_client::OutputSink sink;
+        pool_client::ExecDone done;
+    };
+    std::vector<Parked> m_parked;        // execAsync calls held
+
     ReadFileHook m_readFileHook;
     bool m_snapshots = false;
     struct Workspace {

@@ -154,7 +154,7 @@ TEST_F(CheckpointFailureTest, AnS3EndpointThatRefusesMakesTheStepWaitAndSaySoOnc
     EngineOptions options;
     options.checkpointer = &checkpointer;
     auto engine = makeEngine(options);
-    takeSteps(engine, 6);   // claim, model, the command (waits), and retries of it
+    takeSteps(engine, 6);   // the claim with the model turn, the command (waits), and retries of it
 
     const auto log = events(id);
     EXPECT_EQ(count(log, core::kind::ToolResult), 0) << "no result without its checkpoint";

@@ -116,7 +116,7 @@ TEST_F(StepEngineTest, ExpiredLeaseLetsAnotherWorkerTakeTheStepAndTheLateResultL
 {
     auto engine = makeEngine();
     const std::string id = submit();
-    takeSteps(engine, 2);   // claim and the first model turn: the next step is a command
+    takeSteps(engine, 1);   // the claim, with the first model turn beside it: the next step is a command
     ASSERT_EQ(decide(events(id)).kind, ActionKind::RunTool);
 
     m_fakePool->holdExecs();
@@ -152,7 +152,7 @@ TEST_F(StepEngineTest, CancelBetweenReadAndAppendWins)
 {
     auto engine = makeEngine();
     const std::string id = submit();
-    takeSteps(engine, 2);   // claim and the first model turn: the next step is a command
+    takeSteps(engine, 1);   // the claim, with the first model turn beside it: the next step is a command
     m_fakePool->holdExecs();
     auto lease = m_store->acquireLease("w", 10000, 0);
     StepOutcome outcome;
@@ -179,7 +179,7 @@ TEST_F(StepEngineTest, UnreachablePoolRecordsNothingAndRetriesLater)
 {
     auto engine = makeEngine();
     const std::string id = submit();
-    takeSteps(engine, 2);   // claim and the first model turn: the next step is a command
+    takeSteps(engine, 1);   // the claim, with the first model turn beside it: the next step is a command
     const int64_t before = events(id).size();
     m_fakePool->setExecError(Error{ErrorCode::Unavailable, "pool down"});
     auto lease = m_store->acquireLease("w", 10000, 0);
@@ -194,7 +194,7 @@ TEST_F(StepEngineTest, LostSandboxIsRecordedAndReplaced)
 {
     auto engine = makeEngine();
     const std::string id = submit();
-    takeSteps(engine, 2);   // claim and the first model turn: the next step is a command
+    takeSteps(engine, 1);   // the claim, with the first model turn beside it: the next step is a command
     m_fakePool->setExecError(Error{ErrorCode::NotFound, "no sandbox 'fake-sb-1' on this pool"});
     auto lease = m_store->acquireLease("w", 10000, 0);
     engine.runOneStep(*lease);
@@ -220,24 +220,6 @@ TEST_F(StepEngineTest, UnknownModelFailsTheSessionWithAReason)
     const auto state = core::foldEvents(events("s-x"));
     EXPECT_EQ(state.status, core::SessionStatus::Failed);
     EXPECT_NE(state.statusReason.find("nope"), std::string::npos);
-}
-
-TEST_F(StepEngineTest, StopCancelsAStepThatOutlastsTheDrainAndRecordsNothingForIt)
-{
-    EngineOptions options;
-    options.workers = 1;
-    options.idleWaitMs = 20;
-    options.drainMs = 50;
-    auto engine = makeEngine(options);
-    const std::string id = submit();
-    m_fakePool->holdExecs();   // the first command never finishes on its own
-    engine.start();
-    m_fakePool->waitForExecs(1);
-    engine.stop();
-
-    const auto log = events(id);
-    EXPECT_EQ(count(log, core::kind::ToolResult), 0);
-    EXPECT_EQ(decide(log).kind, ActionKind::RunTool) << "the next broker must take the same step again";
 }
 
 TEST_F(StepEngineTest, PlacementAsksEachPoolForItsStatusOncePerInterval)
@@ -267,6 +249,73 @@ TEST_F(StepEngineTest, WorkersRunManySessionsConcurrently)
         const auto log = events(id);
         EXPECT_EQ(core::foldEvents(log).status, core::SessionStatus::Succeeded) << id;
         EXPECT_EQ(count(log, core::kind::ToolResult), 3) << id;
+    }
+}
+
+TEST_F(StepEngineTest, TheFirstModelTurnIsRecordedWithTheClaim)
+{
+    auto engine = makeEngine();
+    const std::string id = submit();
+    takeSteps(engine, 1);
+    const auto log = events(id);
+    std::vector<std::string> kinds;
+    for (const auto &e : log)
+        kinds.push_back(e.kind);
+    const std::vector<std::string> expected{core::kind::SessionCreated, core::kind::StateChanged, core::kind::SandboxClaimed,
+                                            core::kind::ModelResponse,  core::kind::Cost,         core::kind::ToolCall};
+    EXPECT_EQ(kinds, expected) << "one step: the claim and the model's first turn, in one append";
+    EXPECT_EQ(m_fakePool->claimCount(), 1);
+    EXPECT_EQ(decide(log).kind, ActionKind::RunTool) << "the next step runs the command at once";
+}
+
+TEST_F(StepEngineTest, RunningCommandsHoldNoStepThread)
+{
+    // Two step threads and twenty sessions whose commands do not end until the test lets them:
+    // all twenty must be running at once, so none of them holds a thread while it runs.
+    EngineOptions options;
+    options.workers = 2;
+    options.idleWaitMs = 20;
+    m_fakePool->setTier("lite", 1, 0, 64);
+    auto engine = makeEngine(options);
+    m_fakePool->holdExecs();
+    std::vector<std::string> ids;
+    for (int i = 0; i < 20; ++i)
+        ids.push_back(submit());
+    engine.start();
+    ASSERT_TRUE(m_fakePool->waitForExecs(20)) << "only " << m_fakePool->execs().size()
+                                              << " commands started: each running command holds a step thread";
+    EXPECT_EQ(m_fakePool->parkedExecs(), 20);
+    m_fakePool->letExecsGo();
+    EXPECT_TRUE(waitUntilSettled(ids));
+    engine.stop();
+    for (const auto &id : ids) {
+        const auto log = events(id);
+        EXPECT_EQ(core::foldEvents(log).status, core::SessionStatus::Succeeded) << id;
+        EXPECT_EQ(count(log, core::kind::ToolResult), 3) << id;
+    }
+    // Each command ran once: forty execs for twenty sessions of two commands.
+    EXPECT_EQ(m_fakePool->execs().size(), 40u);
+}
+
+TEST_F(StepEngineTest, StopCancelsCommandsThatOutlastTheDrainAndRecordsNothingForThem)
+{
+    EngineOptions options;
+    options.workers = 2;
+    options.idleWaitMs = 20;
+    options.drainMs = 50;
+    auto engine = makeEngine(options);
+    m_fakePool->holdExecs();
+    std::vector<std::string> ids;
+    for (int i = 0; i < 6; ++i)
+        ids.push_back(submit());
+    engine.start();
+    ASSERT_TRUE(m_fakePool->waitForExecs(6));
+    engine.stop();
+    EXPECT_EQ(m_fakePool->parkedExecs(), 0) << "stop() must end every parked call";
+    for (const auto &id : ids) {
+        const auto log = events(id);
+        EXPECT_EQ(count(log, core::kind::ToolResult), 0) << id;
+        EXPECT_EQ(decide(log).kind, ActionKind::RunTool) << "the next broker must take the same step again";
     }
 }
 

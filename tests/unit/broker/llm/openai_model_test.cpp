@@ -1,16 +1,16 @@
 // The openai adapter against a real HTTP server on 127.0.0.1 that speaks the chat completions wire
-// format. Backoff waits go through a recording sleep function, so nothing here depends on time.
+// format. Backoff waits go through a recording hook that waits zero, so nothing here depends on
+// time but the hanging-endpoint test, which waits for its configured timeout.
 
 #include "broker/llm/openai_model.h"
+#include "tests/unit/broker/llm/chat_test_support.h"
 
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
-#include <httplib.h>
 
 #include <atomic>
 #include <chrono>
 #include <cstdlib>
-#include <deque>
 #include <mutex>
 #include <thread>
 
@@ -20,22 +20,12 @@ namespace {
 using ::testing::AllOf;
 using ::testing::HasSubstr;
 using nlohmann::json;
+using test::CannedResponse;
+using test::FakeChatServer;
+using test::Inbox;
+using test::ReceivedRequest;
 
 constexpr const char *kKeyVariable = "PADDOCK_TEST_OPENAI_KEY";
-
-struct CannedResponse {
-    int status = 200;
-    std::string body;
-    std::vector<std::pair<std::string, std::string>> headers;
-};
-
-struct ReceivedRequest {
-    std::string path;
-    std::string body;
-    std::string authorization;
-    std::string idempotencyKey;
-    std::string contentType;
-};
 
 std::string toolCallResponse()
 {
@@ -67,27 +57,7 @@ protected:
     void SetUp() override
     {
         ::setenv(kKeyVariable, "test-key-123", 1);
-        m_server.Post("/v1/chat/completions", [this](const httplib::Request &request, httplib::Response &response) {
-            std::lock_guard lock(m_mutex);
-            m_requests.push_back({request.path, request.body, request.get_header_value("Authorization"),
-                                  request.get_header_value("Idempotency-Key"),
-                                  request.get_header_value("Content-Type")});
-            CannedResponse canned = m_responses.empty() ? CannedResponse{500, "no canned response left", {}}
-                                                        : m_responses.front();
-            if (!m_responses.empty() && m_responses.size() > 1)
-                m_responses.pop_front();   // the last one repeats
-            response.status = canned.status;
-            for (const auto &[key, value] : canned.headers)
-                response.set_header(key, value);
-            response.set_content(canned.body, "application/json");
-        });
-        m_port = m_server.bind_to_any_port("127.0.0.1");
-        ASSERT_GT(m_port, 0);
-        m_thread = std::thread([this] { m_server.listen_after_bind(); });
-        while (!m_server.is_running())
-            std::this_thread::yield();
-
-        m_config.baseUrl = "http://127.0.0.1:" + std::to_string(m_port) + "/v1/";
+        m_config.baseUrl = m_server.baseUrl();
         m_config.model = "gpt-test";
         m_config.apiKeyEnv = kKeyVariable;
         m_config.timeoutMs = 10000;
@@ -100,38 +70,41 @@ protected:
         m_context.idempotencyKey = "s-1:7";
     }
 
-    void TearDown() override
-    {
-        m_server.stop();
-        if (m_thread.joinable())
-            m_thread.join();
-        ::unsetenv(kKeyVariable);
-    }
+    void TearDown() override { ::unsetenv(kKeyVariable); }
 
-    void respond(std::vector<CannedResponse> responses)
-    {
-        std::lock_guard lock(m_mutex);
-        m_responses.assign(responses.begin(), responses.end());
-    }
+    void respond(std::vector<CannedResponse> responses) { m_server.respond(std::move(responses)); }
+    std::vector<ReceivedRequest> requests() { return m_server.requests(); }
 
-    std::vector<ReceivedRequest> requests()
-    {
-        std::lock_guard lock(m_mutex);
-        return m_requests;
-    }
-
+    // Records each backoff the adapter chose and waits none of it.
     OpenAiModel makeModel()
     {
-        return OpenAiModel("openai", m_config, [this](std::chrono::milliseconds delay) { m_sleeps.push_back(delay); });
+        return OpenAiModel("openai", m_config, [this](std::chrono::milliseconds delay) {
+            std::lock_guard lock(m_backoffsMutex);
+            m_backoffs.push_back(delay);
+            return std::chrono::milliseconds(0);
+        });
     }
 
-    httplib::Server m_server;
-    std::thread m_thread;
-    int m_port = 0;
-    std::mutex m_mutex;
-    std::deque<CannedResponse> m_responses;     // guarded by m_mutex
-    std::vector<ReceivedRequest> m_requests;    // guarded by m_mutex
-    std::vector<std::chrono::milliseconds> m_sleeps;
+    std::vector<std::chrono::milliseconds> backoffs()
+    {
+        std::lock_guard lock(m_backoffsMutex);
+        return m_backoffs;
+    }
+
+    // One nextAsync, waited for; checks that done ran once, on a thread other than the caller's.
+    Result<ModelTurn> nextAsyncAndWait(OpenAiModel &model)
+    {
+        Inbox<Result<ModelTurn>> turns;
+        model.nextAsync(m_context, turns.doneFor(0));
+        EXPECT_TRUE(turns.waitFor(1));
+        EXPECT_EQ(turns.deliveries(0), 1u);
+        EXPECT_NE(turns.threads().at(0), std::this_thread::get_id());
+        return turns.first(0);
+    }
+
+    FakeChatServer m_server;
+    std::mutex m_backoffsMutex;
+    std::vector<std::chrono::milliseconds> m_backoffs;   // guarded by m_backoffsMutex
     OpenAiConfig m_config;
     ModelContext m_context;
 };
@@ -163,7 +136,7 @@ TEST_F(OpenAiModelTest, ToolCallRoundTrip)
     EXPECT_EQ(turn->model, "gpt-test-2024");
     EXPECT_EQ(turn->attempts, 1);
     EXPECT_GE(turn->latencyMs, 0.0);
-    EXPECT_TRUE(m_sleeps.empty());
+    EXPECT_TRUE(backoffs().empty());
 
     const std::vector<ReceivedRequest> received = requests();
     ASSERT_EQ(received.size(), 1u);
@@ -211,7 +184,7 @@ TEST_F(OpenAiModelTest, RetriesA429HonouringRetryAfter)
     ASSERT_TRUE(turn) << turn.error().message;
     EXPECT_EQ(turn->attempts, 2);
     EXPECT_EQ(requests().size(), 2u);
-    EXPECT_EQ(m_sleeps, (std::vector<std::chrono::milliseconds>{std::chrono::milliseconds(2000)}));
+    EXPECT_EQ(backoffs(), (std::vector<std::chrono::milliseconds>{std::chrono::milliseconds(2000)}));
     // A retry repeats the same request, with the same idempotency key.
     EXPECT_EQ(requests()[0].body, requests()[1].body);
     EXPECT_EQ(requests()[1].idempotencyKey, "s-1:7");
@@ -224,9 +197,10 @@ TEST_F(OpenAiModelTest, RetriesA500WithBackoff)
     auto turn = model.next(m_context);
     ASSERT_TRUE(turn) << turn.error().message;
     EXPECT_EQ(turn->attempts, 2);
-    ASSERT_EQ(m_sleeps.size(), 1u);
-    EXPECT_GE(m_sleeps[0].count(), m_config.initialBackoffMs / 2);
-    EXPECT_LE(m_sleeps[0].count(), m_config.initialBackoffMs);
+    const std::vector<std::chrono::milliseconds> waits = backoffs();
+    ASSERT_EQ(waits.size(), 1u);
+    EXPECT_GE(waits[0].count(), m_config.initialBackoffMs / 2);
+    EXPECT_LE(waits[0].count(), m_config.initialBackoffMs);
 }
 
 TEST_F(OpenAiModelTest, GivesUpAfterMaxRetries)
@@ -239,25 +213,25 @@ TEST_F(OpenAiModelTest, GivesUpAfterMaxRetries)
     EXPECT_THAT(turn.error().message, AllOf(HasSubstr("4 attempt(s)"), HasSubstr("HTTP 503"),
                                             HasSubstr("upstream overloaded")));
     EXPECT_EQ(requests().size(), 4u);
-    ASSERT_EQ(m_sleeps.size(), 3u);
-    for (size_t i = 0; i < m_sleeps.size(); ++i) {
+    const std::vector<std::chrono::milliseconds> waits = backoffs();
+    ASSERT_EQ(waits.size(), 3u);
+    for (size_t i = 0; i < waits.size(); ++i) {
         const int64_t full = m_config.initialBackoffMs << i;   // doubles per retry
-        EXPECT_GE(m_sleeps[i].count(), full / 2) << i;
-        EXPECT_LE(m_sleeps[i].count(), full) << i;
+        EXPECT_GE(waits[i].count(), full / 2) << i;
+        EXPECT_LE(waits[i].count(), full) << i;
     }
 }
 
 TEST_F(OpenAiModelTest, RetriesConnectionErrors)
 {
     m_server.stop();
-    m_thread.join();
     m_config.maxRetries = 1;
     OpenAiModel model = makeModel();
     auto turn = model.next(m_context);
     ASSERT_FALSE(turn);
     EXPECT_EQ(turn.error().code, ErrorCode::Unavailable);
     EXPECT_THAT(turn.error().message, AllOf(HasSubstr("2 attempt(s)"), HasSubstr("connection error")));
-    EXPECT_EQ(m_sleeps.size(), 1u);
+    EXPECT_EQ(backoffs().size(), 1u);
 }
 
 TEST_F(OpenAiModelTest, ReportsABodyThatIsNotJson)
@@ -379,6 +353,163 @@ TEST_F(OpenAiModelTest, ServesSeveralWorkersAtOnce)
         worker.join();
     EXPECT_EQ(succeeded.load(), kThreads * kCallsPerThread);
     EXPECT_EQ(requests().size(), static_cast<size_t>(kThreads * kCallsPerThread));
+}
+
+TEST_F(OpenAiModelTest, NextAsyncRetriesA429HonouringRetryAfter)
+{
+    respond({{429, R"({"error": {"message": "Rate limit reached"}})", {{"Retry-After", "2"}}},
+             {200, toolCallResponse(), {}}});
+    OpenAiModel model = makeModel();
+    auto turn = nextAsyncAndWait(model);
+    ASSERT_TRUE(turn) << turn.error().message;
+    EXPECT_EQ(turn->attempts, 2);
+    EXPECT_EQ(turn->toolCalls.at(0).id, "call_abc");
+    EXPECT_EQ(backoffs(), (std::vector<std::chrono::milliseconds>{std::chrono::milliseconds(2000)}));
+}
+
+TEST_F(OpenAiModelTest, NextAsyncRetriesA500)
+{
+    respond({{500, "internal error", {}}, {200, toolCallResponse(), {}}});
+    OpenAiModel model = makeModel();
+    auto turn = nextAsyncAndWait(model);
+    ASSERT_TRUE(turn) << turn.error().message;
+    EXPECT_EQ(turn->attempts, 2);
+    EXPECT_EQ(backoffs().size(), 1u);
+}
+
+TEST_F(OpenAiModelTest, NextAsyncReportsAMalformedBody)
+{
+    respond({{200, R"({"id": "x", "choices": [{"message": "not an object"}]})", {}}});
+    OpenAiModel model = makeModel();
+    auto turn = nextAsyncAndWait(model);
+    ASSERT_FALSE(turn);
+    EXPECT_EQ(turn.error().code, ErrorCode::InvalidArgument);
+    EXPECT_THAT(turn.error().message, AllOf(HasSubstr(m_server.chatUrl()), HasSubstr("malformed response"),
+                                            HasSubstr("choices[0] has no message object")));
+    EXPECT_EQ(requests().size(), 1u);
+}
+
+TEST_F(OpenAiModelTest, NextAsyncWithoutAKeyFailsBeforeItReturns)
+{
+    ::unsetenv(kKeyVariable);
+    OpenAiModel model = makeModel();
+    Inbox<Result<ModelTurn>> turns;
+    model.nextAsync(m_context, turns.doneFor(0));
+    ASSERT_EQ(turns.deliveries(0), 1u);
+    EXPECT_EQ(turns.first(0).error().code, ErrorCode::FailedPrecondition);
+    EXPECT_TRUE(requests().empty());
+}
+
+// Every turn is held by the server until all 64 are open at once, so this passes only if the
+// adapter keeps them all in flight together; and it must do so without a thread for each.
+TEST_F(OpenAiModelTest, SixtyFourTurnsWaitAtOnceWithoutAThreadEach)
+{
+    constexpr int kTurns = 64;
+    FakeChatServer server(kTurns + 8);   // a worker for each held request
+    server.respond({{200, toolCallResponse(), {}}});
+    server.holdUntilOpen(kTurns);
+    m_config.baseUrl = server.baseUrl();
+    m_config.maxRetries = 0;   // a request the server gave up holding fails the test at once
+    OpenAiModel model = makeModel();
+
+    const size_t threadsBefore = test::threadCount();
+    Inbox<Result<ModelTurn>> turns;
+    for (int i = 0; i < kTurns; ++i) {
+        ModelContext context = m_context;
+        context.idempotencyKey = "s-" + std::to_string(i) + ":1";
+        model.nextAsync(std::move(context), turns.doneFor(i));
+    }
+    const size_t threadsWhileWaiting = test::threadCount();
+    ASSERT_TRUE(turns.waitFor(kTurns));
+
+    // The loop's own thread; curl needs no resolver thread for a numeric address.
+    EXPECT_LE(threadsWhileWaiting, threadsBefore + 2);
+    EXPECT_EQ(server.mostHeld(), kTurns);
+    for (int i = 0; i < kTurns; ++i) {
+        EXPECT_EQ(turns.deliveries(i), 1u) << i;
+        const Result<ModelTurn> turn = turns.first(i);
+        ASSERT_TRUE(turn) << i << ": " << turn.error().message;
+        EXPECT_EQ(turn->attempts, 1);
+        EXPECT_EQ(turn->toolCalls.at(0).name, "write_file");
+    }
+    EXPECT_EQ(server.requests().size(), static_cast<size_t>(kTurns));
+}
+
+TEST_F(OpenAiModelTest, AHangingEndpointTimesOutWhileOtherTurnsComplete)
+{
+    respond({{200, toolCallResponse(), {}}});
+    m_server.hangOn("s-1:hang");
+    m_config.timeoutMs = 1500;
+    m_config.maxRetries = 0;
+    OpenAiModel model = makeModel();
+
+    Inbox<Result<ModelTurn>> turns;
+    ModelContext hanging = m_context;
+    hanging.idempotencyKey = "s-1:hang";
+    model.nextAsync(hanging, turns.doneFor(0));
+    ASSERT_TRUE(m_server.waitUntilHeld(1));   // sent, read by the server, never to be answered
+    constexpr int kOthers = 5;
+    for (int i = 1; i <= kOthers; ++i) {
+        ModelContext context = m_context;
+        context.idempotencyKey = "s-2:" + std::to_string(i);
+        model.nextAsync(std::move(context), turns.doneFor(i));
+    }
+    ASSERT_TRUE(turns.waitFor(kOthers + 1));
+
+    const std::vector<int> order = turns.order();
+    EXPECT_EQ(order.back(), 0) << "the other turns waited for the hanging one";
+    for (int i = 1; i <= kOthers; ++i)
+        EXPECT_TRUE(turns.first(i)) << i;
+    const Result<ModelTurn> hung = turns.first(0);
+    ASSERT_FALSE(hung);
+    EXPECT_EQ(hung.error().code, ErrorCode::Unavailable);
+    EXPECT_THAT(hung.error().message, AllOf(HasSubstr(m_server.chatUrl()), HasSubstr("1 attempt(s)"),
+                                            HasSubstr("connection error"), HasSubstr("timed out after")));
+}
+
+TEST_F(OpenAiModelTest, CancelInFlightEndsEveryWaitingTurnOnce)
+{
+    respond({{200, toolCallResponse(), {}}});
+    m_server.holdUntilOpen(1000);   // a slow server: nothing is answered until release()
+    constexpr int kTurns = 5;
+    Inbox<Result<ModelTurn>> turns;
+    {
+        OpenAiModel model = makeModel();
+        for (int i = 0; i < kTurns; ++i) {
+            ModelContext context = m_context;
+            context.idempotencyKey = "s-" + std::to_string(i) + ":1";
+            model.nextAsync(std::move(context), turns.doneFor(i));
+        }
+        ASSERT_TRUE(m_server.waitUntilHeld(kTurns));
+        model.cancelInFlight();
+        ASSERT_TRUE(turns.waitFor(kTurns));
+        for (int i = 0; i < kTurns; ++i) {
+            const Result<ModelTurn> turn = turns.first(i);
+            ASSERT_FALSE(turn) << i;
+            EXPECT_EQ(turn.error().code, ErrorCode::Cancelled) << i;
+            EXPECT_THAT(turn.error().message, AllOf(HasSubstr(m_server.chatUrl()), HasSubstr("cancelled")));
+        }
+
+        // A cancel ends what was open then, not the adapter.
+        m_server.release();
+        auto turn = model.next(m_context);
+        EXPECT_TRUE(turn) << turn.error().message;
+    }   // the adapter is gone: a second delivery for any turn would have come by now
+    for (int i = 0; i < kTurns; ++i)
+        EXPECT_EQ(turns.deliveries(i), 1u) << i;
+}
+
+TEST_F(OpenAiModelTest, NextFromACompletionCallbackIsRefused)
+{
+    respond({{200, toolCallResponse(), {}}});
+    OpenAiModel model = makeModel();
+    Inbox<Result<ModelTurn>> turns;
+    model.nextAsync(m_context, [&](Result<ModelTurn>) { turns.doneFor(0)(model.next(m_context)); });
+    ASSERT_TRUE(turns.waitFor(1));
+    const Result<ModelTurn> nested = turns.first(0);
+    ASSERT_FALSE(nested);
+    EXPECT_EQ(nested.error().code, ErrorCode::Internal);
+    EXPECT_THAT(nested.error().message, HasSubstr("nextAsync"));
 }
 
 } // namespace

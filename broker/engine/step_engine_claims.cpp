@@ -1,0 +1,246 @@
+// StepEngine's claim: a sandbox of the session's tier from a pool with room, the workspace of its
+// last checkpoint restored into it (after a failover, an idle give-back or a failure), and, when
+// the session's next step is a model call, that call made while the pool claims: the sandbox is
+// ready by the time the model asks for a command, and the claim and the model's answer are
+// recorded together.
+//
+// Threads: the step workers run these for the session they hold the lease on; the claim (and the
+// model call beside it) parks the step, and claimEffect()/claimedWithTurn() run on a worker once every
+// call has answered.
+
+#include "broker/engine/step_engine_internal.h"
+
+#include <spdlog/spdlog.h>
+
+#include <algorithm>
+
+namespace paddock::engine {
+
+namespace {
+
+using nlohmann::json;
+
+// The payload of the last sandbox.lost after the last sandbox.claimed, or null.
+json lastLossSinceClaim(std::span<const core::Event> log)
+{
+    for (auto it = log.rbegin(); it != log.rend(); ++it) {
+        if (it->kind == core::kind::SandboxClaimed)
+            return nullptr;
+        if (it->kind == kSandboxLost) {
+            auto payload = json::parse(it->payload, nullptr, false);
+            return payload.is_object() ? payload : json::object();
+        }
+    }
+    return nullptr;
+}
+
+// Why the sandbox before this claim went: "idle", "failed", "tier_move"... for sandbox.restored.
+std::string whySandboxWent(std::span<const core::Event> log)
+{
+    for (auto it = log.rbegin(); it != log.rend(); ++it) {
+        if (it->kind == core::kind::SandboxFailed)
+            return "failed";
+        if (it->kind == core::kind::SandboxReleased) {
+            auto payload = json::parse(it->payload, nullptr, false);
+            return payload.is_object() ? payload.value("reason", std::string("released")) : "released";
+        }
+    }
+    return "released";
+}
+
+// A pool snapshot an earlier broker recorded instead of a checkpoint (before docs/checkpoints.md):
+// the snapshot_ref of the last checkpoint or idle give-back that names no manifest, when no
+// manifest came after it. "" when there is none.
+std::string legacySnapshotRef(std::span<const core::Event> log)
+{
+    for (auto it = log.rbegin(); it != log.rend(); ++it) {
+        if (it->kind != core::kind::Checkpoint && it->kind != core::kind::SandboxReleased)
+            continue;
+        const json payload = json::parse(it->payload, nullptr, false);
+        if (!payload.is_object())
+            continue;
+        if (payload.contains("manifest"))
+            return {};
+        if (payload.contains("snapshot_ref") && payload["snapshot_ref"].is_string())
+            return payload["snapshot_ref"];
+    }
+    return {};
+}
+
+json restoreFields(const checkpoints::RestoreResult &restored)
+{
+    return {{"manifest", restored.manifestId}, {"restored_files", restored.files},
+            {"restored_bytes", restored.bytes}, {"restore_ms", restored.durationMs}};
+}
+
+} // namespace
+
+core::NewEvent sandboxClaimed(const std::string &pool, const pool_client::ClaimedSandbox &claimed, double pricePerHour)
+{
+    return event(core::kind::SandboxClaimed, {{"pool", pool},
+                                              {"price_per_hour", pricePerHour},
+                                              {"sandbox_id", claimed.sandboxId},
+                                              {"tier", claimed.tier},
+                                              {"runtime", claimed.runtime},
+                                              {"host", claimed.host},
+                                              {"warm", claimed.warm},
+                                              {"claim_ms", claimed.claimMs}});
+}
+
+// Every pool offering the tier is full or unreachable: the session waits, and its log says why
+// once (not once per retry) so nobody has to guess at a hang.
+StepOutcome StepEngine::waitForPool(const Action &action, const Error &error)
+{
+    if (action.state.lastEventKind == kSandboxWaiting)
+        return {action.kind, false, m_options.retryAfterUnavailableMs, error.message};
+    auto outcome = appendResult(action, {event(kSandboxWaiting, {{"tier", action.tier},
+                                                                 {"code", errorCodeName(error.code)},
+                                                                 {"reason", error.message}})});
+    outcome.retryAfterMs = m_options.retryAfterUnavailableMs;
+    return outcome;
+}
+
+StepOutcome StepEngine::claimSandbox(const StepRun &run, const Action &action, std::span<const core::Event> log,
+                                     std::optional<llm::ModelContext> context)
+{
+    auto pool = m_pools.choose(action.tier);
+    if (!pool)
+        return waitForPool(action, pool.error());
+    ClaimHistory history{lastLossSinceClaim(log), whySandboxWent(log), {}};
+    if (action.state.checkpoint.empty())
+        history.legacySnapshot = legacySnapshotRef(log);
+    pool_client::PoolClient *client = *pool;
+    using Claim = Result<pool_client::ClaimedSandbox>;
+    auto claim = [client, action](std::function<void(Claim)> done) {
+        client->claimAsync(action.tier, action.state.id, action.idempotencyKey, std::move(done));
+    };
+    llm::ModelAdapter *adapter = action.withModelCall && context ? adapterFor(action) : nullptr;
+    if (!adapter) {
+        // No model call beside it (or no such model: the step after the claim says so).
+        return awaitCall<Claim>(run, claim, [this, client, action, history](Claim claimed) {
+            return record(action, claimEffect(action, *client, history, std::move(claimed)), history);
+        });
+    }
+    using Turn = Result<llm::ModelTurn>;
+    auto ask = [adapter, context = std::move(*context)](std::function<void(Turn)> done) {
+        adapter->nextAsync(context, std::move(done));
+    };
+    return awaitCall<std::pair<Claim, Turn>>(run, bothCalls<Claim, Turn>(claim, ask),
+                                             [this, client, action, history](std::pair<Claim, Turn> answers) {
+                                                 return claimedWithTurn(action, *client, history, std::move(answers.first),
+                                                                        std::move(answers.second));
+                                             });
+}
+
+StepOutcome StepEngine::claimedWithTurn(const Action &action, pool_client::PoolClient &pool, const ClaimHistory &history,
+                                        Result<pool_client::ClaimedSandbox> claimed, Result<llm::ModelTurn> turn)
+{
+    const bool gotOne = claimed.has_value();
+    Effect claim = claimEffect(action, pool, history, std::move(claimed));
+    if (!gotOne && !claim.instead)
+        return record(action, std::move(claim));   // the claim failed for good: so does the session
+    if (claim.instead) {
+        if (claim.instead->appended)
+            return *claim.instead;   // the session paused (its workspace cannot be restored): the turn waits
+        // No sandbox now (the pools are full or did not answer): the model's answer is recorded on
+        // its own, and the next step claims again.
+        StepOutcome outcome = record(action, modelEffect(action, std::move(turn)));
+        outcome.retryAfterMs = std::max(outcome.retryAfterMs, claim.instead->retryAfterMs);
+        return outcome;
+    }
+    Effect model = modelEffect(action, std::move(turn));
+    // Cancelled (the broker is stopping): the claim is recorded alone, so the sandbox is not lost.
+    for (auto &e : model.events)
+        claim.events.push_back(std::move(e));
+    claim.retryAfterMs = std::max(claim.retryAfterMs, model.retryAfterMs);
+    return record(action, std::move(claim), history);
+}
+
+StepOutcome StepEngine::record(const Action &action, Effect effect, const ClaimHistory &history)
+{
+    StepOutcome outcome = record(action, std::move(effect));
+    if (outcome.appended && !history.lost.is_null())
+        m_pools.noteMovedAway(history.lost.value("pool", std::string()), action.state.id);   // the Pools view lists it
+    return outcome;
+}
+
+StepOutcome StepEngine::record(const Action &action, Effect effect)
+{
+    if (effect.instead)
+        return *effect.instead;
+    StepOutcome outcome = appendResult(action, std::move(effect.events));
+    outcome.retryAfterMs = std::max(outcome.retryAfterMs, effect.retryAfterMs);
+    return outcome;
+}
+
+StepEngine::Effect StepEngine::claimEffect(const Action &action, pool_client::PoolClient &pool,
+                                           const ClaimHistory &history, Result<pool_client::ClaimedSandbox> claimed)
+{
+    Effect effect;
+    if (!claimed) {
+        const auto code = claimed.error().code;
+        if (code == ErrorCode::Unavailable)
+            m_pools.reportUnavailable(pool.name(), claimed.error().message);
+        if (code == ErrorCode::Unavailable || code == ErrorCode::ResourceExhausted
+            || code == ErrorCode::DeadlineExceeded || code == ErrorCode::Cancelled
+            || code == ErrorCode::PermissionDenied)
+            effect.instead = StepOutcome{action.kind, false, m_options.retryAfterUnavailableMs, claimed.error().message};
+        else
+            effect.events.push_back(event(core::kind::StateChanged,
+                                          {{"status", "failed"},
+                                           {"reason", "could not claim a sandbox: " + claimed.error().message}}));
+        return effect;
+    }
+    std::vector<core::NewEvent> &events = effect.events;
+    if (action.state.status == core::SessionStatus::Queued)
+        events.push_back(event(core::kind::StateChanged, {{"status", "running"}}));
+    events.push_back(sandboxClaimed(pool.name(), *claimed, m_pools.pricePerHour(pool.name(), claimed->tier)));
+    // A session that held a sandbox before (given back idle, lost with its pool, failed) goes on
+    // with the workspace of its last checkpoint, restored from the checkpoint store.
+    const std::string &manifest = action.state.checkpoint;
+    auto restored = restoreWorkspace(pool, claimed->sandboxId, manifest);
+    if (!restored) {
+        (void)pool.release(claimed->sandboxId);
+        effect.instead = restoreFailed(action, pool, manifest, restored.error());
+        return effect;
+    }
+    if (const std::string &legacy = history.legacySnapshot; !legacy.empty()) {
+        // Recorded by an earlier broker: that pool's own snapshot, restorable where it is.
+        auto fromPool = pool.restore(claimed->sandboxId, legacy);
+        if (!fromPool)
+            spdlog::warn("session {}: snapshot {} of an earlier broker not restored on pool '{}': {}", action.state.id,
+                         legacy, pool.name(), fromPool.error().message);
+        else
+            restored->files = fromPool->fileCount;
+    }
+    m_pools.noteClaimed(pool.name());
+    const json &lost = history.lost;
+    if (!lost.is_null()) {
+        // A claim after the session's pool was lost is a move: say from where to where, and with
+        // which workspace.
+        json moved{{"from_pool", lost.value("pool", std::string())},
+                   {"from_sandbox_id", lost.value("sandbox_id", std::string())},
+                   {"to_pool", pool.name()},
+                   {"to_sandbox_id", claimed->sandboxId},
+                   {"workspace", manifest.empty() ? "empty" : "restored"}};
+        moved.update(restoreFields(*restored));
+        moved["note"] = manifest.empty()
+            ? "no checkpoint of this session's workspace exists yet, so it continues in an empty workspace on pool '"
+                + pool.name() + "'"
+            : "restored checkpoint " + manifest.substr(0, 12) + " from " + m_options.checkpointer->store().describe()
+                + " into a new sandbox on pool '" + pool.name() + "'";
+        if (lost.contains("interrupted_call"))
+            moved["repeats_call"] = lost["interrupted_call"];
+        events.push_back(event(kSandboxMoved, moved));
+        spdlog::info("session {} moved from pool '{}' to pool '{}' ({})", action.state.id,
+                     lost.value("pool", std::string()), pool.name(), moved["note"].get<std::string>());
+    } else if (!manifest.empty()) {
+        json restoredEvent{{"pool", pool.name()}, {"sandbox_id", claimed->sandboxId}, {"tier", claimed->tier},
+                           {"after", history.after}};
+        restoredEvent.update(restoreFields(*restored));
+        events.push_back(event(core::kind::SandboxRestored, restoredEvent));
+    }
+    return effect;
+}
+
+} // namespace paddock::engine
