@@ -12,6 +12,7 @@
 #include "cli/review_commands.h"
 #include "cli/secrets_commands.h"
 #include "cli/storage_commands.h"
+#include "cli/submit_file.h"
 #include "common/clock.h"
 #include "rpc/broker_stubs.h"
 
@@ -111,22 +112,6 @@ std::string sessionHint(const grpc::Status &status, Command command, const std::
     default:
         return {};
     }
-}
-
-// The broker parses submitted playbook text under a placeholder name; the user knows it as a file.
-grpc::Status nameThePlaybookFile(const grpc::Status &status, const std::string &file, bool *named)
-{
-    *named = false;
-    if (file.empty())
-        return status;
-    std::string message = status.error_message();
-    for (const std::string placeholder : {"<submitted playbook>", "<submitted>"}) {
-        for (auto at = message.find(placeholder); at != std::string::npos; at = message.find(placeholder)) {
-            message.replace(at, placeholder.size(), file);
-            *named = true;
-        }
-    }
-    return grpc::Status(status.error_code(), message, status.error_details());
 }
 
 void printSession(const CommandContext &c, const v1::Session &session)
@@ -273,12 +258,6 @@ int streamEvents(const CommandContext &c, const std::string &id, int64_t fromSeq
     if (!follow)
         return toInt(ExitCode::Ok);
     return reportOutcome(c, id, lastSeq);
-}
-
-// A --playbook argument that names a file sends the file's text; anything else is a playbook name.
-bool looksLikePath(const std::string &text)
-{
-    return text.find('/') != std::string::npos || text.ends_with(".toml");
 }
 
 int runSubmit(const CommandContext &c)
@@ -506,7 +485,10 @@ Result<std::shared_ptr<grpc::ChannelCredentials>> channelCredentials(const Broke
 std::string actionName(const Invocation &inv)
 {
     switch (inv.command) {
-    case Command::Submit: return "cannot submit the session";
+    case Command::Submit:
+        if (!inv.submitFile.empty())
+            return "cannot submit the sessions of " + (inv.submitFile == "-" ? std::string("stdin") : inv.submitFile);
+        return "cannot submit the session";
     case Command::List: return "cannot list sessions";
     case Command::Show: return "cannot show session " + inv.sessionId;
     case Command::Events: return "cannot read the events of session " + inv.sessionId;
@@ -580,7 +562,10 @@ int runInvocation(const Invocation &inv, const Environment &env, std::ostream &o
                           [&] { return broker.connected(); }, shown, env.interrupted};
     const CommandContext context{inv, env, broker, call, out, err};
     switch (inv.command) {
-    case Command::Submit: return runSubmit(context);
+    case Command::Submit:
+        if (!inv.submitFile.empty())
+            return runSubmitFile(inv, call, env.input ? *env.input : std::cin, env.errIsTerminal, out, err);
+        return runSubmit(context);
     case Command::List: return runList(context);
     case Command::Show: return runShow(context);
     case Command::Events: return streamEvents(context, inv.sessionId, inv.fromSeq, inv.follow);

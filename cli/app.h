@@ -45,6 +45,7 @@ struct Invocation {
     std::vector<std::string> tags;
     std::vector<std::string> secrets;           // submit --secret: names granted to the session
     bool follow = false;                        // submit -f, events -f
+    std::string submitFile;                     // submit --file: JSON Lines of sessions; "-": stdin (cli/submit_file.h)
 
     // submit and ls
     std::string agent;
@@ -119,9 +120,12 @@ struct Environment {
     // Called with true before a follow and false after it: only then does Ctrl-C become a flag
     // (stop following cleanly); elsewhere it keeps its default action and ends paddockctl at once.
     std::function<void(bool)> catchInterrupts;
-    // Where an interactive debug-shell reads its command lines and `secrets set` its value; nullptr:
-    // this process's stdin (where `secrets set` asks without echo when it is a terminal).
+    // Where an interactive debug-shell reads its command lines, `secrets set` its value and
+    // `submit --file -` its sessions; nullptr: this process's stdin (where `secrets set` asks
+    // without echo when it is a terminal).
     std::istream *input = nullptr;
+    // Whether err is a terminal: `submit --file` then shows its progress there.
+    bool errIsTerminal = false;
 };
 
 int runInvocation(const Invocation &invocation, const Environment &environment, std::ostream &out,

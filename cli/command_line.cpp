@@ -74,6 +74,10 @@ CLI::App *addSubmitCommand(CLI::App &app, Invocation &inv)
                        "budget_extension review. Default: the agent's");
     submit->add_flag("-f,--follow", inv.follow,
                      "Stream the events until the session ends; exit 0 if it succeeded, 7 if not");
+    submit->add_option("--file", inv.submitFile,
+                       "Submit many sessions: a JSON Lines file (- reads stdin), one object a line with the fields of "
+                       "these flags (playbook, playbook_toml, goal, model, tier, agent, tags, secrets, budget). Every "
+                       "line is checked before any is sent; prints the ids in line order");
     return submit;
 }
 
@@ -137,6 +141,21 @@ std::optional<Command> parsedSessionCommand(const SessionSubcommands &commands)
 // What submit needs that CLI11 cannot check; false once it has said what is missing.
 bool submitArgumentsComplete(const Invocation &inv, std::ostream &err)
 {
+    if (!inv.submitFile.empty()) {
+        const bool perSession = !inv.playbook.empty() || !inv.goal.empty() || !inv.model.empty() || !inv.tier.empty()
+            || !inv.agent.empty() || !inv.tags.empty() || !inv.secrets.empty() || !inv.budget.empty();
+        if (perSession) {
+            err << "paddockctl submit: --file takes every session's fields from its lines; leave out --playbook, "
+                   "--goal, --model, --tier, --agent, --tag, --secret and --budget, and put them in each line\n";
+            return false;
+        }
+        if (inv.follow) {
+            err << "paddockctl submit: --file does not follow (-f) its sessions; leave out -f, then follow one with "
+                   "`paddockctl events ID -f`\n";
+            return false;
+        }
+        return true;
+    }
     if (inv.playbook.empty() && inv.goal.empty()) {
         err << "paddockctl submit: say what to run: --playbook NAME_OR_FILE, or --goal TEXT --model NAME\n";
         return false;

@@ -6,6 +6,7 @@
 #include <csignal>
 #include <cstdlib>
 #include <iostream>
+#include <unistd.h>
 
 namespace {
 
@@ -37,6 +38,7 @@ int main(int argc, char **argv)
     env.defaultSocketPath = paddock::defaultBrokerSocketPath().string();
     env.interrupted = [] { return g_interrupted.load(); };
     env.catchInterrupts = catchInterrupts;
+    env.errIsTerminal = ::isatty(STDERR_FILENO) == 1;
 
     const std::vector<std::string> args(argv + 1, argv + argc);
     const int code = paddock::cli::runCli(args, env, std::cout, std::cerr);

@@ -32,10 +32,53 @@ std::string newSessionId()
 
 } // namespace
 
+SessionService::Finisher::Finisher() : m_thread([this] { loop(); }) {}
+
+SessionService::Finisher::~Finisher()
+{
+    {
+        std::lock_guard lock(m_mutex);
+        m_stopping = true;
+    }
+    m_wake.notify_one();
+    m_thread.join();
+}
+
+void SessionService::Finisher::post(std::function<void()> work)
+{
+    {
+        std::lock_guard lock(m_mutex);
+        m_queue.push_back(std::move(work));
+    }
+    m_wake.notify_one();
+}
+
+void SessionService::Finisher::loop()
+{
+    std::deque<std::function<void()>> batch;
+    for (;;) {
+        {
+            std::unique_lock lock(m_mutex);
+            m_wake.wait(lock, [&] { return m_stopping || !m_queue.empty(); });
+            if (m_queue.empty())
+                return;   // stopping, and everything posted has run
+            batch.swap(m_queue);
+        }
+        for (auto &work : batch) {
+            try {
+                work();
+            } catch (const std::exception &e) {
+                spdlog::error("finishing a call threw: {}", e.what());
+            }
+        }
+        batch.clear();
+    }
+}
+
 SessionService::SessionService(ServiceContext &context) : m_context(context) {}
 
-Result<policy::TierDecision> SessionService::decideStart(const v1::SubmitSessionRequest &request, const std::string &goal,
-                                                        const std::string &playbook)
+Result<SessionService::StartDecision> SessionService::decideStart(const v1::SubmitSessionRequest &request,
+                                                                 const std::string &goal, const std::string &playbook)
 {
     if (!m_context.options.decider) {
         if (!request.agent().empty() && request.agent() != agents::kDefaultAgentName)
@@ -48,7 +91,7 @@ Result<policy::TierDecision> SessionService::decideStart(const v1::SubmitSession
         decision.chooser = request.tier().empty() ? "default" : "human";
         decision.rule = request.tier().empty() ? "default tier" : "submitted tier";
         decision.agent = agents::kDefaultAgentName;
-        return decision;
+        return StartDecision{std::move(decision), std::nullopt};
     }
     auto agent = m_context.options.decider->agent(request.agent());
     if (!agent)
@@ -63,10 +106,34 @@ Result<policy::TierDecision> SessionService::decideStart(const v1::SubmitSession
     }
     std::vector<std::string> tags(request.tags().begin(), request.tags().end());
     const auto context = m_context.options.decider->context(*agent, {agent->name, tags, goal, playbook});
-    return policy::decideAtStart(context, request.tier());
+    return StartDecision{policy::decideAtStart(context, request.tier()), agent->budgetPerSessionMicros};
 }
 
-Result<core::SessionState> SessionService::submit(const v1::SubmitSessionRequest &request, Access::Call &call)
+Result<SessionService::PlaybookHead> SessionService::playbookHead(const std::string &toml, const std::string &sourceName)
+{
+    // Texts up to this size are remembered, this many of them: a few MiB at most.
+    constexpr size_t kMaxCachedPlaybookBytes = 64 * 1024;
+    constexpr size_t kMaxCachedPlaybooks = 64;
+    std::string key = sourceName + '\0' + toml;
+    {
+        std::lock_guard lock(m_playbooksMutex);
+        if (auto it = m_playbooks.find(key); it != m_playbooks.end())
+            return it->second;
+    }
+    auto playbook = llm::parsePlaybook(toml, sourceName);
+    if (!playbook)
+        return std::unexpected(playbook.error());
+    PlaybookHead head{playbook->name, playbook->goal};
+    if (toml.size() <= kMaxCachedPlaybookBytes) {
+        std::lock_guard lock(m_playbooksMutex);
+        if (m_playbooks.size() >= kMaxCachedPlaybooks)
+            m_playbooks.clear();   // a fleet's playbooks are few; many different ones are rare
+        m_playbooks.emplace(std::move(key), head);
+    }
+    return head;
+}
+
+Result<store::AppendRequest> SessionService::prepareSubmit(const v1::SubmitSessionRequest &request, Access::Call &call)
 {
     if (request.budget_micros() < 0)
         return fail(ErrorCode::InvalidArgument, "budget_micros is negative (" + std::to_string(request.budget_micros())
@@ -102,7 +169,7 @@ Result<core::SessionState> SessionService::submit(const v1::SubmitSessionRequest
         } else {
             playbookToml = request.playbook_toml();
         }
-        auto playbook = llm::parsePlaybook(playbookToml, playbookName.empty() ? "<submitted playbook>" : playbookName);
+        auto playbook = playbookHead(playbookToml, playbookName.empty() ? "<submitted playbook>" : playbookName);
         if (!playbook)
             return std::unexpected(playbook.error());
         if (playbookName.empty())
@@ -113,10 +180,11 @@ Result<core::SessionState> SessionService::submit(const v1::SubmitSessionRequest
         return fail(ErrorCode::InvalidArgument, "model '" + modelName + "' needs a goal: pass --goal TEXT");
     }
 
-    auto decision = decideStart(request, goal, playbookName);
-    if (!decision)
-        return std::unexpected(decision.error());
-    const std::string tier = decision->chosenTier;
+    auto start = decideStart(request, goal, playbookName);
+    if (!start)
+        return std::unexpected(start.error());
+    policy::TierDecision &decision = start->decision;
+    const std::string tier = decision.chosenTier;
     if (auto offered = m_context.pools.offeredTiers(); offered && !offered->contains(tier)) {
         // When no pool answers, nothing is known: the session waits in the queue for one instead.
         std::vector<std::string> names(offered->begin(), offered->end());
@@ -131,10 +199,14 @@ Result<core::SessionState> SessionService::submit(const v1::SubmitSessionRequest
     nlohmann::json tags = nlohmann::json::array();
     for (const auto &tag : request.tags())
         tags.push_back(tag);
-    const std::string agent = decision->agent;
+    const std::string agent = decision.agent;
     int64_t budget = request.budget_micros();
-    if (budget == 0 && m_context.options.budgets)
-        budget = m_context.options.budgets->budgetOf(agent).perSessionMicros;
+    if (budget == 0 && m_context.options.budgets) {
+        // The budgets read the agents' store too: the agent the decision just read answers the same,
+        // without a second query per submit.
+        budget = start->agentBudgetMicros ? *start->agentBudgetMicros
+                                          : m_context.options.budgets->budgetOf(agent).perSessionMicros;
+    }
     const nlohmann::json payload{{"agent", agent},
                                  {"submitted_by", call.caller.principal},
                                  {"budget_micros", budget},
@@ -151,14 +223,11 @@ Result<core::SessionState> SessionService::submit(const v1::SubmitSessionRequest
     // A goal or a playbook may quote a value by mistake; the log must not keep it.
     append.events.push_back({core::kind::SessionCreated, m_context.redactedJson(payload), 0});
     // The decision is the session's second event, committed with its creation.
-    decision->id = engine::EnvironmentDecider::decisionId(append.sessionId, 2);
-    append.events.push_back({core::kind::EnvDecision, m_context.redactedJson(decision->toJson()), 0});
+    decision.id = engine::EnvironmentDecider::decisionId(append.sessionId, 2);
+    append.events.push_back({core::kind::EnvDecision, m_context.redactedJson(decision.toJson()), 0});
     call.target = append.sessionId;
     append.writes.push_back(m_context.access.auditOf(call, playbookName.empty() ? "model " + modelName : "playbook " + playbookName));
-    auto appended = m_context.store.appendSync(std::move(append));
-    if (!appended)
-        return std::unexpected(appended.error());
-    return appended->state;
+    return append;
 }
 
 Result<std::vector<std::string>> SessionService::checkGrants(const v1::SubmitSessionRequest &request) const
@@ -224,10 +293,21 @@ grpc::ServerUnaryReactor *SessionService::SubmitSession(grpc::CallbackServerCont
     auto call = m_context.access.authorize(context, "SubmitSession");
     if (!call)
         return finish(context, call);
-    auto state = submit(*request, *call);
-    if (state)
-        toProto(*state, response);
-    return finish(context, m_context.access.conclude(*call, statusOf(state)));
+    auto append = prepareSubmit(*request, *call);
+    if (!append)
+        return finish(context, m_context.access.conclude(*call, statusOf(append)));
+    // The commit answers the call: no callback thread waits for it (16 submits in flight share
+    // one group commit instead of queueing behind gRPC's two threads).
+    auto *reactor = context->DefaultReactor();
+    m_context.store.appendThen(std::move(*append), [this, reactor, response, call = std::move(*call)](
+                                                       Result<store::AppendResult> appended) mutable {
+        m_finisher.post([this, reactor, response, call = std::move(call), appended = std::move(appended)]() mutable {
+            if (appended)
+                toProto(appended->state, response);
+            reactor->Finish(m_context.access.conclude(call, statusOf(appended)));
+        });
+    });
+    return reactor;
 }
 
 grpc::ServerUnaryReactor *SessionService::GetSession(grpc::CallbackServerContext *context,

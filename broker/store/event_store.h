@@ -6,8 +6,8 @@
 // interface later (leases with FOR UPDATE SKIP LOCKED, live tails through LISTEN/NOTIFY).
 //
 // Threads: every method may be called from any thread. Appends are executed by the store's own
-// writer thread, which groups concurrent appends into one transaction; commit listeners run on that
-// writer thread and must only enqueue.
+// writer thread, which groups concurrent appends into one transaction; commit listeners and
+// appendThen's callbacks run on that writer thread and must only enqueue.
 
 #include "broker/core/event.h"
 #include "broker/core/session_state.h"
@@ -94,6 +94,13 @@ public:
     // does, InvalidArgument for an empty or malformed request. The future resolves after the commit.
     virtual std::future<Result<AppendResult>> append(AppendRequest request) = 0;
     Result<AppendResult> appendSync(AppendRequest request) { return append(std::move(request)).get(); }
+    // append() for a caller that must not hold a thread while the commit happens (a gRPC handler):
+    // done gets the answer instead of a future. It runs on the writer thread after the commit (after
+    // the commit listeners), or on the caller's thread before appendThen returns when the request is
+    // refused without being queued. Like a listener, done must only enqueue: every later commit
+    // waits while it runs. Blocks the caller, like append(), only while the queue is full.
+    using AppendCallback = std::function<void(Result<AppendResult>)>;
+    virtual void appendThen(AppendRequest request, AppendCallback done) = 0;
     // All or nothing: the requests (to one or several sessions) commit in one transaction, or none
     // does and the error is the first refusal (the same rules as append). With any request's
     // fullSync the transaction commits with synchronous=FULL. Blocks until the commit.

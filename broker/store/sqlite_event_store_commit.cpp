@@ -135,9 +135,9 @@ void SqliteEventStore::failGroup(std::vector<Pending> &group, std::vector<Reques
     for (size_t i = 0; i < group.size(); ++i) {
         // A request refused on its own merits keeps its answer; the rest learn the group failed.
         if (!outcomes[i] || outcomes[i]->has_value())
-            group[i].promise.set_value(std::unexpected(error));
+            group[i].answer(std::unexpected(error));
         else
-            group[i].promise.set_value(std::move(*outcomes[i]));
+            group[i].answer(std::move(*outcomes[i]));
     }
 }
 
@@ -309,7 +309,7 @@ void SqliteEventStore::publishCommit(std::vector<Pending> &group, GroupProgress 
     if (wantNotice && !notice.events.empty())
         notifyListeners(notice);
     for (size_t i = 0; i < group.size(); ++i)
-        group[i].promise.set_value(std::move(*progress.outcomes[i]));
+        group[i].answer(std::move(*progress.outcomes[i]));
 }
 
 void SqliteEventStore::commitGroup(std::vector<Pending> &group, bool allOrNothing)

@@ -67,6 +67,7 @@ public:
     Status open();
 
     std::future<Result<AppendResult>> append(AppendRequest request) override;
+    void appendThen(AppendRequest request, AppendCallback done) override;
     Result<std::vector<AppendResult>> appendAll(std::vector<AppendRequest> requests) override;
     Result<std::vector<core::Event>> readEvents(const std::string &sessionId, int64_t fromSeq, int limit) override;
     Result<core::SessionState> getSession(const std::string &sessionId) override;
@@ -88,9 +89,14 @@ public:
 private:
     struct Pending {
         AppendRequest request;
-        std::promise<Result<AppendResult>> promise;
+        std::promise<Result<AppendResult>> promise;   // append(), appendAll()
+        AppendCallback done;                           // appendThen(): called instead
         std::chrono::steady_clock::time_point enqueuedAt;
         size_t batchSize = 0;   // > 0: the first of that many requests appended all or nothing (appendAll)
+        bool answered = false;
+
+        // The caller's answer, once: through its callback or its future.
+        void answer(Result<AppendResult> result);
     };
 
     // Per session touched by a group: its state after the group's successful requests so far.
@@ -123,6 +129,9 @@ private:
     Result<std::unique_ptr<ReadConnection>> borrowReader();
     void returnReader(std::unique_ptr<ReadConnection> reader);
 
+    // Checks a request and queues it (blocking while the queue is full); answers it at once when it
+    // is refused or the store is closing.
+    void enqueue(Pending pending);
     void writerLoop();
     // One transaction for the group: BEGIN, each request in a savepoint of its own, the projection
     // rows of the sessions it changed, COMMIT; then memory, listeners and callers follow.

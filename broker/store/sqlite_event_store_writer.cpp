@@ -1,10 +1,12 @@
-// SqliteEventStore's writer side: append and appendAll check a request and queue it (blocking the
-// caller while the queue is full), the writer thread takes the queue in groups (by time and count;
-// an all-or-nothing batch alone) and commits each (sqlite_event_store_commit.cpp), and the commit
-// listeners hear of every commit.
+// SqliteEventStore's writer side: append, appendThen and appendAll check a request and queue it
+// (blocking the caller while the queue is full), the writer thread takes the queue in groups (by
+// time and count; an all-or-nothing batch alone) and commits each (sqlite_event_store_commit.cpp),
+// and the commit listeners hear of every commit before each caller gets its answer (its future, or
+// its callback on the writer thread).
 //
-// Threads: append, appendAll and the listener calls from any thread (m_queueMutex guards the
-// queue, m_listenerMutex the listeners); writerLoop and notifyListeners on the writer thread.
+// Threads: append, appendThen, appendAll and the listener calls from any thread (m_queueMutex
+// guards the queue, m_listenerMutex the listeners); writerLoop and notifyListeners on the writer
+// thread.
 
 #include "broker/store/sqlite_event_store_internal.h"
 
@@ -65,36 +67,62 @@ Status validate(const AppendRequest &request)
     return {};
 }
 
-std::future<Result<AppendResult>> readyFuture(Error error)
-{
-    std::promise<Result<AppendResult>> promise;
-    promise.set_value(std::unexpected(std::move(error)));
-    return promise.get_future();
-}
-
 } // namespace
 
-std::future<Result<AppendResult>> SqliteEventStore::append(AppendRequest request)
+void SqliteEventStore::Pending::answer(Result<AppendResult> result)
 {
-    if (auto status = validate(request); !status)
-        return readyFuture(std::move(status.error()));
-    const auto count = static_cast<int64_t>(request.events.size());
-    std::future<Result<AppendResult>> future;
+    if (answered)
+        return;
+    answered = true;
+    if (!done) {
+        promise.set_value(std::move(result));
+        return;
+    }
+    try {
+        done(std::move(result));
+    } catch (const std::exception &e) {
+        // A callback must not take the writer down with it; its caller's answer is lost.
+        spdlog::error("store: an append callback threw: {}", e.what());
+    }
+}
+
+void SqliteEventStore::enqueue(Pending pending)
+{
+    if (auto status = validate(pending.request); !status) {
+        pending.answer(std::unexpected(std::move(status.error())));
+        return;
+    }
+    const auto count = static_cast<int64_t>(pending.request.events.size());
     {
         std::unique_lock lock(m_queueMutex);
         // The writer thread never waits for room: a listener that appends would wait for itself.
         if (std::this_thread::get_id() != m_writerId) {
             m_spaceCv.wait(lock, [&] { return m_closing || m_queuedEvents < m_maxQueuedEvents || m_queue.empty(); });
         }
-        if (m_closing)
-            return readyFuture(Error{ErrorCode::Unavailable, closingMessage()});
-        Pending pending{std::move(request), {}, std::chrono::steady_clock::now()};
-        future = pending.promise.get_future();
-        m_queue.push_back(std::move(pending));
-        m_queuedEvents += count;
+        if (!m_closing) {
+            pending.enqueuedAt = std::chrono::steady_clock::now();
+            m_queue.push_back(std::move(pending));
+            m_queuedEvents += count;
+            lock.unlock();
+            m_queueCv.notify_one();
+            return;
+        }
     }
-    m_queueCv.notify_one();
+    // Answered outside the lock: a callback may append again.
+    pending.answer(std::unexpected(Error{ErrorCode::Unavailable, closingMessage()}));
+}
+
+std::future<Result<AppendResult>> SqliteEventStore::append(AppendRequest request)
+{
+    Pending pending{std::move(request), {}, {}, {}};
+    auto future = pending.promise.get_future();
+    enqueue(std::move(pending));
     return future;
+}
+
+void SqliteEventStore::appendThen(AppendRequest request, AppendCallback done)
+{
+    enqueue(Pending{std::move(request), {}, std::move(done), {}});
 }
 
 Result<std::vector<AppendResult>> SqliteEventStore::appendAll(std::vector<AppendRequest> requests)
@@ -116,7 +144,7 @@ Result<std::vector<AppendResult>> SqliteEventStore::appendAll(std::vector<Append
         const size_t count = requests.size();
         for (size_t i = 0; i < count; ++i) {
             m_queuedEvents += static_cast<int64_t>(requests[i].events.size());
-            Pending pending{std::move(requests[i]), {}, std::chrono::steady_clock::now(), i == 0 ? count : 0};
+            Pending pending{std::move(requests[i]), {}, {}, std::chrono::steady_clock::now(), i == 0 ? count : 0};
             futures.push_back(pending.promise.get_future());
             m_queue.push_back(std::move(pending));
         }
@@ -187,13 +215,8 @@ void SqliteEventStore::writerLoop()
                 m_w.rollback.step();
                 m_w.rollback.reset();
             }
-            for (auto &pending : group) {
-                try {
-                    pending.promise.set_value(fail(ErrorCode::Internal, std::string("the store failed: ") + e.what()));
-                } catch (const std::future_error &) {
-                    // already answered
-                }
-            }
+            for (auto &pending : group)
+                pending.answer(fail(ErrorCode::Internal, std::string("the store failed: ") + e.what()));
         }
     }
 }

@@ -8,6 +8,8 @@
 #include <fstream>
 #include <map>
 #include <mutex>
+#include <optional>
+#include <set>
 #include <thread>
 
 namespace paddock::store::test {
@@ -568,6 +570,89 @@ TEST(SqliteEventStoreTest, FullSyncAppendCommits)
     EXPECT_EQ(result->state.status, core::SessionStatus::Paused);
     ASSERT_TRUE(store->appendSync(statusRequest("s1", "running")));
     expectDense(*store, "s1", 3);
+}
+
+// appendThen: the answer comes to a callback on the writer thread, after the listeners, grouped
+// with the appends that queued beside it; a refusal before queueing comes at once on the caller's.
+TEST(SqliteEventStoreTest, AppendThenAnswersFromTheWriterAfterTheListeners)
+{
+    TempDir dir;
+    auto store = openOrDie(dir.db());
+    ASSERT_TRUE(store);
+    std::mutex mutex;
+    std::condition_variable answered;
+    std::vector<std::string> order;   // "listener" and "done <session>", as they happened
+    std::set<std::thread::id> writerThreads;
+    std::vector<Result<AppendResult>> results;
+    store->addCommitListener([&](const CommitNotice &) {
+        std::lock_guard lock(mutex);
+        order.push_back("listener");
+        writerThreads.insert(std::this_thread::get_id());
+    });
+    auto done = [&](const std::string &name) {
+        return [&, name](Result<AppendResult> result) {
+            std::lock_guard lock(mutex);
+            order.push_back("done " + name);
+            writerThreads.insert(std::this_thread::get_id());
+            results.push_back(std::move(result));
+            answered.notify_all();
+        };
+    };
+    {
+        WriterGate gate(*store);
+        auto first = store->append(createRequest("s0"));
+        gate.waitForCommits(1);
+        for (int i = 1; i <= 5; ++i)
+            store->appendThen(createRequest("s" + std::to_string(i)), done("s" + std::to_string(i)));
+        gate.open();
+        ASSERT_TRUE(first.get());
+        std::unique_lock lock(mutex);
+        answered.wait(lock, [&] { return results.size() == 5; });
+        EXPECT_EQ(gate.commits(), 2);   // the five queued behind the busy writer went in one group
+    }
+    std::lock_guard lock(mutex);
+    for (const auto &result : results) {
+        ASSERT_TRUE(result) << result.error().message;
+        EXPECT_EQ(result->state.lastSeq, 1);
+    }
+    const std::vector<std::string> expected = {"listener", "listener", "done s1", "done s2", "done s3", "done s4",
+                                               "done s5"};
+    EXPECT_EQ(order, expected);
+    EXPECT_EQ(writerThreads.size(), 1u);
+    EXPECT_FALSE(writerThreads.contains(std::this_thread::get_id()));
+    expectDense(*store, "s5", 1);
+}
+
+TEST(SqliteEventStoreTest, AppendThenRefusesAtOnceAndAfterClose)
+{
+    TempDir dir;
+    auto store = openOrDie(dir.db());
+    ASSERT_TRUE(store);
+    std::optional<Result<AppendResult>> refused;
+    std::thread::id answeredOn;
+    store->appendThen(appendRequest("s1", 0, {event(ToolCall)}), [&](Result<AppendResult> result) {
+        refused = std::move(result);
+        answeredOn = std::this_thread::get_id();
+    });
+    ASSERT_TRUE(refused);   // checked before it was queued: answered before appendThen returned
+    ASSERT_FALSE(*refused);
+    EXPECT_EQ(refused->error().code, ErrorCode::InvalidArgument);
+    EXPECT_EQ(answeredOn, std::this_thread::get_id());
+
+    // The writer's own refusals (compare-and-append) come through the callback like commits.
+    std::promise<Result<AppendResult>> conflict;
+    store->appendThen(appendRequest("nobody", 3, {event(ToolCall)}),
+                      [&](Result<AppendResult> result) { conflict.set_value(std::move(result)); });
+    auto missing = conflict.get_future().get();
+    ASSERT_FALSE(missing);
+    EXPECT_EQ(missing.error().code, ErrorCode::NotFound);
+
+    store->close();
+    std::optional<Result<AppendResult>> closed;
+    store->appendThen(createRequest("s2"), [&](Result<AppendResult> result) { closed = std::move(result); });
+    ASSERT_TRUE(closed);
+    ASSERT_FALSE(*closed);
+    EXPECT_EQ(closed->error().code, ErrorCode::Unavailable);
 }
 
 } // namespace
