@@ -268,10 +268,12 @@ StepOutcome StepEngine::step(const StepRun &run)
     std::optional<llm::ModelContext> context;
     if (action.kind == ActionKind::CallModel || action.withModelCall)
         context = (*fold)->modelContext();
-    if (core::isTerminal(action.state.status) && action.state.sandboxId.empty())
+    if (core::isTerminal(action.state.status) && action.state.sandboxId.empty()) {
         m_folds.forget(id);   // over and holding nothing: no step comes after this one
-    else
+        m_claimQueue.leave(id);
+    } else {
         m_folds.put(id, std::move(*fold));
+    }
     // A claim, a release and a tier move look further back than the fold keeps (why the sandbox
     // before went, the tier decision's samples): they read the whole log, once or twice per session.
     std::vector<core::Event> log;

@@ -21,6 +21,7 @@
 #include "broker/checkpoints/checkpointer.h"
 #include "broker/cost/budgets.h"
 #include "broker/cost/prices.h"
+#include "broker/engine/claim_queue.h"
 #include "broker/engine/decide.h"
 #include "broker/engine/environment_decider.h"
 #include "broker/engine/fold_cache.h"
@@ -149,7 +150,12 @@ private:
     // every one has called back.
     void cancelCalls();
 
-    StepOutcome waitForPool(const Action &action, const Error &error);
+    // `line`: the session's place in the line for sandboxes, added to sandbox.waiting.
+    StepOutcome waitForPool(const Action &action, const Error &error, const nlohmann::json &line = nullptr);
+    // The session's place in its tier's line (claim_queue.h): nullopt when it may claim now, else
+    // the wait, said in sandbox.waiting. poolsFull: choose() found every pool full (its error names
+    // each pool): the session waits in any case.
+    std::optional<StepOutcome> waitInLine(const Action &action, const Error *poolsFull);
     // What a call's answer comes to: events to append (and how long the session waits before its
     // next step), or (`instead`) the step's outcome without an append of its own.
     struct Effect {
@@ -272,6 +278,7 @@ private:
     std::set<llm::ModelAdapter *> m_adapters;     // adapters with calls made through this engine
 
     FoldCache m_folds;                            // each live session's log folded so far
+    ClaimQueue m_claimQueue;                      // sessions waiting for a sandbox, per tier
 };
 
 } // namespace paddock::engine

@@ -89,23 +89,47 @@ core::NewEvent sandboxClaimed(const std::string &pool, const pool_client::Claime
 
 // Every pool offering the tier is full or unreachable: the session waits, and its log says why
 // once (not once per retry) so nobody has to guess at a hang.
-StepOutcome StepEngine::waitForPool(const Action &action, const Error &error)
+StepOutcome StepEngine::waitForPool(const Action &action, const Error &error, const json &line)
 {
     if (action.state.lastEventKind == kSandboxWaiting)
         return {action.kind, false, m_options.retryAfterUnavailableMs, error.message};
-    auto outcome = appendResult(action, {event(kSandboxWaiting, {{"tier", action.tier},
-                                                                 {"code", errorCodeName(error.code)},
-                                                                 {"reason", error.message}})});
+    json payload{{"tier", action.tier}, {"code", errorCodeName(error.code)}, {"reason", error.message}};
+    if (!line.is_null())
+        payload.update(line);
+    auto outcome = appendResult(action, {event(kSandboxWaiting, payload)});
     outcome.retryAfterMs = m_options.retryAfterUnavailableMs;
     return outcome;
+}
+
+std::optional<StepOutcome> StepEngine::waitInLine(const Action &action, const Error *poolsFull)
+{
+    const placement::PoolSet::TierRoom room = m_pools.room(action.tier);
+    const ClaimQueue::Place place =
+        m_claimQueue.ask(action.tier, action.state.id, action.state.agent, room.free, nowUnixMs());
+    if (place.mayClaim && !poolsFull)
+        return std::nullopt;
+    const std::string reason = "waiting for a " + action.tier + " sandbox: " + std::to_string(room.inUse) + " of "
+        + std::to_string(room.max) + " in use on " + (room.pools == 1 ? "the pool" : "every pool") + "; "
+        + std::to_string(place.ahead) + (place.ahead == 1 ? " session" : " sessions")
+        + " ahead of this one (free sandboxes go to the waiting agents in turn); "
+        + (poolsFull ? poolsFull->message : "add a pool or raise the tier's max_count to wait less");
+    return waitForPool(action, Error{ErrorCode::ResourceExhausted, reason},
+                       {{"in_use", room.inUse}, {"max", room.max}, {"ahead", place.ahead}, {"waiting", place.waiting}});
 }
 
 StepOutcome StepEngine::claimSandbox(const StepRun &run, const Action &action, std::span<const core::Event> log,
                                      std::optional<llm::ModelContext> context)
 {
+    // While sessions wait for this tier, a newcomer takes its place in the line (claim_queue.h).
+    if (m_claimQueue.waiting(action.tier, nowUnixMs()) > 0)
+        if (auto wait = waitInLine(action, nullptr))
+            return *wait;
     auto pool = m_pools.choose(action.tier);
-    if (!pool)
+    if (!pool) {
+        if (pool.error().code == ErrorCode::ResourceExhausted)
+            return *waitInLine(action, &pool.error());
         return waitForPool(action, pool.error());
+    }
     ClaimHistory history{lastLossSinceClaim(log), whySandboxWent(log), {}};
     if (action.state.checkpoint.empty())
         history.legacySnapshot = legacySnapshotRef(log);
@@ -181,6 +205,8 @@ StepEngine::Effect StepEngine::claimEffect(const Action &action, pool_client::Po
         const auto code = claimed.error().code;
         if (code == ErrorCode::Unavailable)
             m_pools.reportUnavailable(pool.name(), claimed.error().message);
+        if (code == ErrorCode::ResourceExhausted)   // filled up since its last Status: in line with the rest
+            (void)m_claimQueue.ask(action.tier, action.state.id, action.state.agent, 0, nowUnixMs());
         if (code == ErrorCode::Unavailable || code == ErrorCode::ResourceExhausted
             || code == ErrorCode::DeadlineExceeded || code == ErrorCode::Cancelled
             || code == ErrorCode::PermissionDenied)
@@ -191,6 +217,7 @@ StepEngine::Effect StepEngine::claimEffect(const Action &action, pool_client::Po
                                            {"reason", "could not claim a sandbox: " + claimed.error().message}}));
         return effect;
     }
+    m_claimQueue.claimed(action.tier, action.state.id, action.state.agent, nowUnixMs());
     std::vector<core::NewEvent> &events = effect.events;
     if (action.state.status == core::SessionStatus::Queued)
         events.push_back(event(core::kind::StateChanged, {{"status", "running"}}));

@@ -199,6 +199,31 @@ bool PoolSet::isLost(const std::string &name) const
     return state.unhealthySinceUs >= 0 && monotonicUs() - state.unhealthySinceUs >= m_options.lostAfterMs * 1000;
 }
 
+PoolSet::TierRoom PoolSet::room(const std::string &tier) const
+{
+    TierRoom room;
+    for (size_t i = 0; i < m_entries.size(); ++i) {
+        auto status = statusOf(i);
+        if (!status)
+            continue;
+        auto offered = std::find_if(status->tiers.begin(), status->tiers.end(),
+                                    [&](const pool_client::TierStatus &t) { return t.name == tier; });
+        if (offered == status->tiers.end())
+            continue;
+        int pending = 0;
+        {
+            std::lock_guard lock(m_mutex);
+            pending = m_states[i].pendingClaims;
+        }
+        const int claimed = offered->claimed + pending;
+        ++room.pools;
+        room.inUse += claimed;
+        room.max += offered->max;
+        room.free += offered->max > 0 ? std::max(0, offered->max - claimed) : 1;
+    }
+    return room;
+}
+
 double PoolSet::pricePerHour(const std::string &name, const std::string &tier) const
 {
     auto index = indexOf(name);

@@ -90,6 +90,16 @@ public:
     // A claim on `name` succeeded: counted in its load until its next Status.
     void noteClaimed(const std::string &name) const;
 
+    // How many sandboxes of `tier` the answering pools hold and may hold, from their latest Status
+    // and the claims placed since (a tier without a max counts as room for one more).
+    struct TierRoom {
+        int inUse = 0;
+        int max = 0;
+        int free = 0;
+        int pools = 0;   // pools offering the tier that answered
+    };
+    TierRoom room(const std::string &tier) const;
+
     struct Entry {
         std::unique_ptr<pool_client::PoolClient> client;
         bool local = false;   // runs on the broker's own host

@@ -187,11 +187,13 @@ TEST_F(MultiHost, SessionsRunOnRemotePoolsAndMoveWhenOneIsKilled)
     }
     EXPECT_EQ(pools["local_execution"], false);
 
-    // Each step appends to a marker and sleeps, so the kill lands in the middle of the run.
+    // Each step appends to a marker and sleeps, so the kill lands in the middle of the run: about
+    // 10 s per session, all running at once, so that a loaded machine's slow polling below still
+    // kills east before its sessions are done.
     std::string playbook = "name = \"multi-host\"\ngoal = \"steps on a remote pool\"\n";
     for (int step = 1; step <= kSteps; ++step)
         playbook += "\n[[step]]\ntool = \"run_command\"\ncommand = \"echo step-" + std::to_string(step)
-            + " >> marker.txt && sleep 0.4\"\n";
+            + " >> marker.txt && sleep 1\"\n";
     playbook += "\n[[step]]\ntool = \"run_command\"\ncommand = \"cat marker.txt\"\n";
     playbook += "\n[[step]]\ntool = \"finish\"\nsummary = \"all steps ran\"\n";
     const auto playbookFile = m_dir->path() / "multi-host.toml";

@@ -268,6 +268,26 @@ TEST_F(StepEngineTest, TheFirstModelTurnIsRecordedWithTheClaim)
     EXPECT_EQ(decide(log).kind, ActionKind::RunTool) << "the next step runs the command at once";
 }
 
+TEST_F(StepEngineTest, ASessionWaitingForAFullTierSaysHowFullAndItsPlaceInLine)
+{
+    m_fakePool->setTier("lite", 0, 4, 4);   // four of four claimed, none warm
+    auto engine = makeEngine();
+    const std::string first = submit();
+    const std::string second = submit();
+    takeSteps(engine, 2);
+    for (const auto &[id, ahead] : {std::pair{first, 0}, std::pair{second, 1}}) {
+        const auto log = events(id);
+        ASSERT_EQ(log.back().kind, core::kind::SandboxWaiting) << id;
+        const json waiting = json::parse(log.back().payload);
+        EXPECT_EQ(waiting["in_use"], 4);
+        EXPECT_EQ(waiting["max"], 4);
+        EXPECT_EQ(waiting["ahead"], ahead) << id;
+        EXPECT_NE(waiting["reason"].get<std::string>().find("waiting for a lite sandbox: 4 of 4 in use on the pool"),
+                  std::string::npos) << waiting.dump();
+    }
+    EXPECT_EQ(m_fakePool->claimCount(), 0);
+}
+
 TEST_F(StepEngineTest, RunningCommandsHoldNoStepThread)
 {
     // Two step threads and twenty sessions whose commands do not end until the test lets them:
