@@ -67,6 +67,12 @@ json toolResultBase(const llm::ToolCall &call)
     return json{{"call_id", call.id}, {"name", call.name}};
 }
 
+int64_t nowUnixUs()
+{
+    return std::chrono::duration_cast<std::chrono::microseconds>(
+        std::chrono::system_clock::now().time_since_epoch()).count();
+}
+
 int64_t nowUnixMs()
 {
     return std::chrono::duration_cast<std::chrono::milliseconds>(
@@ -271,6 +277,8 @@ StepOutcome StepEngine::step(const StepRun &run)
     if (core::isTerminal(action.state.status) && action.state.sandboxId.empty()) {
         m_folds.forget(id);   // over and holding nothing: no step comes after this one
         m_claimQueue.leave(id);
+        std::lock_guard lock(m_leasesMutex);
+        m_callRecordedUnixUs.erase(id);
     } else {
         m_folds.put(id, std::move(*fold));
     }
@@ -345,6 +353,11 @@ StepOutcome StepEngine::appendResult(const Action &action, std::vector<core::New
     }
     if (!appended)
         return {action.kind, false, 0, appended.error().message};
+    if (std::ranges::any_of(appended->events, [](const core::Event &e) { return e.kind == core::kind::ToolCall; })) {
+        // When this broker learnt that the call is recorded: its command's start is measured from here.
+        std::lock_guard lock(m_leasesMutex);
+        m_callRecordedUnixUs[action.state.id] = nowUnixUs();
+    }
     return {action.kind, true, 0, {}};
 }
 

@@ -41,6 +41,7 @@
 #include <set>
 #include <string>
 #include <thread>
+#include <unordered_map>
 #include <vector>
 
 namespace paddock::engine {
@@ -277,6 +278,9 @@ private:
     bool m_workersQuit = false;                   // the queues are drained: workers exit
     std::set<llm::ModelAdapter *> m_adapters;     // adapters with calls made through this engine
 
+    // Session -> when this broker's append of its latest tool.call was acknowledged (wall clock,
+    // us): run_command's start_after_ms is measured from it. Taken by the command's step.
+    std::unordered_map<std::string, int64_t> m_callRecordedUnixUs;
     FoldCache m_folds;                            // each live session's log folded so far
     ClaimQueue m_claimQueue;                      // sessions waiting for a sandbox, per tier
 };

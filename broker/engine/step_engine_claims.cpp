@@ -73,6 +73,15 @@ json restoreFields(const checkpoints::RestoreResult &restored)
             {"restored_bytes", restored.bytes}, {"restore_ms", restored.durationMs}};
 }
 
+// Whether a claim that failed with `code` is tried again (the session waits) rather than ending
+// the session: the pool was unreachable, slow, full, refused our credentials for now, or we are
+// stopping.
+bool claimWorthRetrying(ErrorCode code)
+{
+    return code == ErrorCode::Unavailable || code == ErrorCode::ResourceExhausted || code == ErrorCode::DeadlineExceeded
+        || code == ErrorCode::Cancelled || code == ErrorCode::PermissionDenied;
+}
+
 } // namespace
 
 core::NewEvent sandboxClaimed(const std::string &pool, const pool_client::ClaimedSandbox &claimed, double pricePerHour)
@@ -160,9 +169,9 @@ StepOutcome StepEngine::claimedWithTurn(const Action &action, pool_client::PoolC
                                         Result<pool_client::ClaimedSandbox> claimed, Result<llm::ModelTurn> turn)
 {
     const bool gotOne = claimed.has_value();
+    if (!gotOne && !claimWorthRetrying(claimed.error().code))
+        return record(action, claimEffect(action, pool, history, std::move(claimed)));   // so does the session
     Effect claim = claimEffect(action, pool, history, std::move(claimed));
-    if (!gotOne && !claim.instead)
-        return record(action, std::move(claim));   // the claim failed for good: so does the session
     if (claim.instead) {
         if (claim.instead->appended)
             return *claim.instead;   // the session paused (its workspace cannot be restored): the turn waits
@@ -172,11 +181,15 @@ StepOutcome StepEngine::claimedWithTurn(const Action &action, pool_client::PoolC
         outcome.retryAfterMs = std::max(outcome.retryAfterMs, claim.instead->retryAfterMs);
         return outcome;
     }
+    // The claim's events (or, without a sandbox, the note that the session waits) and the
+    // model's. A cancelled model call (the broker is stopping) leaves the claim recorded alone, so
+    // the sandbox is not lost.
     Effect model = modelEffect(action, std::move(turn));
-    // Cancelled (the broker is stopping): the claim is recorded alone, so the sandbox is not lost.
     for (auto &e : model.events)
         claim.events.push_back(std::move(e));
     claim.retryAfterMs = std::max(claim.retryAfterMs, model.retryAfterMs);
+    if (!gotOne)
+        return record(action, std::move(claim));
     return record(action, std::move(claim), history);
 }
 
@@ -207,14 +220,21 @@ StepEngine::Effect StepEngine::claimEffect(const Action &action, pool_client::Po
             m_pools.reportUnavailable(pool.name(), claimed.error().message);
         if (code == ErrorCode::ResourceExhausted)   // filled up since its last Status: in line with the rest
             (void)m_claimQueue.ask(action.tier, action.state.id, action.state.agent, 0, nowUnixMs());
-        if (code == ErrorCode::Unavailable || code == ErrorCode::ResourceExhausted
-            || code == ErrorCode::DeadlineExceeded || code == ErrorCode::Cancelled
-            || code == ErrorCode::PermissionDenied)
-            effect.instead = StepOutcome{action.kind, false, m_options.retryAfterUnavailableMs, claimed.error().message};
-        else
+        const std::string &message = claimed.error().message;
+        if (!claimWorthRetrying(code)) {
             effect.events.push_back(event(core::kind::StateChanged,
-                                          {{"status", "failed"},
-                                           {"reason", "could not claim a sandbox: " + claimed.error().message}}));
+                                          {{"status", "failed"}, {"reason", "could not claim a sandbox: " + message}}));
+        } else if (code == ErrorCode::Cancelled || action.state.lastEventKind == kSandboxWaiting) {
+            effect.instead = StepOutcome{action.kind, false, m_options.retryAfterUnavailableMs, message};
+        } else {
+            // Said once, like every wait for a sandbox: which pool, and what it answered.
+            effect.events.push_back(event(kSandboxWaiting, {{"tier", action.tier},
+                                                            {"code", errorCodeName(code)},
+                                                            {"pool", pool.name()},
+                                                            {"reason", "pool '" + pool.name() + "' gave no sandbox: "
+                                                                           + message + "; the session tries again"}}));
+            effect.retryAfterMs = m_options.retryAfterUnavailableMs;
+        }
         return effect;
     }
     m_claimQueue.claimed(action.tier, action.state.id, action.state.agent, nowUnixMs());

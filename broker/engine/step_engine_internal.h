@@ -40,8 +40,9 @@ std::string stringArg(const llm::ToolCall &call, const char *key);
 // The fields every tool.result starts with: call_id and name. step_engine.cpp.
 nlohmann::json toolResultBase(const llm::ToolCall &call);
 
-// Wall clock, milliseconds since the epoch. step_engine.cpp.
+// Wall clock, milliseconds (microseconds) since the epoch. step_engine.cpp.
 int64_t nowUnixMs();
+int64_t nowUnixUs();
 
 // Keeps the head and the tail of a long output, which is where compilers and test runners put what
 // matters, and says how much was left out. step_engine_tools.cpp.

@@ -207,9 +207,22 @@ StepOutcome StepEngine::commandDone(const Action &action, pool_client::PoolClien
     json result = toolResultBase(action.call);
     result["command"] = stringArg(action.call, "command");
     std::vector<core::NewEvent> egressEvents;   // the command's attempts to reach out, before its result
+    int64_t recordedUnixUs = 0;
+    {
+        std::lock_guard lock(m_leasesMutex);
+        if (auto it = m_callRecordedUnixUs.find(action.state.id); it != m_callRecordedUnixUs.end()) {
+            recordedUnixUs = it->second;
+            m_callRecordedUnixUs.erase(it);
+        }
+    }
     if (!ran)
         return toolDone(action, pool, std::unexpected(ran.error()), std::move(result), {});
     commandResult(*ran, pool.name(), action, secrets.get(), result, egressEvents);
+    // From the tool.call recorded (as this broker was told) to the command spawned in its sandbox:
+    // the engine's and the pool's share of the wait before a command runs. Only for a first run
+    // whose call this broker recorded; across hosts it includes their clocks' difference.
+    if (recordedUnixUs > 0 && ran->startedUnixUs > 0 && !ran->replayed)
+        result["start_after_ms"] = static_cast<double>(ran->startedUnixUs - recordedUnixUs) / 1000.0;
     return toolDone(action, pool, {}, std::move(result), std::move(egressEvents));
 }
 

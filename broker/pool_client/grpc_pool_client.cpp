@@ -555,6 +555,7 @@ private:
             m_out.exitCode = exit.exit_code();
             m_out.signal = exit.signal();
             m_out.durationMs = exit.duration_ms();
+            m_out.startedUnixUs = exit.started_unix_us();
             m_out.timedOut = exit.timed_out();
             m_out.replayed = exit.replayed();
             m_out.reason = exit.reason();

@@ -64,6 +64,7 @@ struct ExecOutcome {
     std::string stdoutData;
     std::string stderrData;
     double durationMs = 0;
+    int64_t startedUnixUs = 0;            // when the pool spawned the command, on its host's clock (0: unknown)
     bool timedOut = false;
     bool replayed = false;                // an earlier run with the same key answered
     std::string reason;                   // "", "oom_killed" or "timeout", as the pool named it

@@ -561,6 +561,9 @@ Result<ClaimedSandbox> SandboxPool::claim(const std::string &tierName, const std
             tier->starting--;
             if (!started) {
                 forgetKey();
+                // The broker retries; without this line a storm of failing cold starts leaves no trace.
+                spdlog::warn("cold start of a '{}' sandbox for session '{}' failed: {}", tierName, sessionId,
+                             started.error().message);
                 return std::unexpected(started.error());
             }
             sandbox = *started;

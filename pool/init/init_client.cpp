@@ -137,6 +137,7 @@ Result<InitExecResult> parseExitRecord(std::string_view payload)
     r.exitCode = j.value("exit_code", -1);
     r.signal = j.value("signal", 0);
     r.durationMs = j.value("duration_ms", 0.0);
+    r.startedUnixUs = j.value("started_unix_us", int64_t{0});
     r.timedOut = j.value("timed_out", false);
     r.truncated = j.value("truncated", false);
     return r;

@@ -28,6 +28,7 @@ struct InitExecResult {
     int exitCode = 0;      // -1 when killed by a signal
     int signal = 0;
     double durationMs = 0;
+    int64_t startedUnixUs = 0;   // when the init spawned the command, on the host's clock (0: unknown)
     bool timedOut = false;
     bool truncated = false;
     // Set by the pool, not the init: "" normal end, "oom_killed", "timeout".

@@ -10,6 +10,7 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <chrono>
 #include <climits>
 #include <fcntl.h>
 #include <map>
@@ -163,6 +164,7 @@ struct RunningCommand {
     size_t stdinOff = 0;
     int64_t maxOutput = 0;
     int64_t startUs = 0, deadlineUs = INT64_MAX;
+    int64_t startedUnixUs = 0;   // the host's clock (the sandbox shares it) at the spawn
     bool exited = false, timedOut = false, peerGone = false, truncated = false;
     int status = 0;
     int64_t endUs = 0, sent = 0;
@@ -304,6 +306,7 @@ void sendExit(const RunningCommand &c)
                       dumpJson({{"exit_code", exitCode},
                                 {"signal", signal},
                                 {"duration_ms", static_cast<double>(c.endUs - c.startUs) / 1000.0},
+                                {"started_unix_us", c.startedUnixUs},
                                 {"timed_out", c.timedOut},
                                 {"truncated", c.truncated}}));
 }
@@ -340,6 +343,8 @@ void runCommand(int conn, const std::string &program, std::vector<std::string> &
     }
 
     const int64_t startUs = monoUs();
+    const int64_t startedUnixUs = std::chrono::duration_cast<std::chrono::microseconds>(
+                                      std::chrono::system_clock::now().time_since_epoch()).count();
     // The command gets its own process group, so a timeout kills it and everything it started.
     SpawnArgs sa {program.c_str(), args.data(), envp.data(), cwd.c_str(), in[0], out[1], err[1], 0};
     pid_t pid = -1;
@@ -374,6 +379,7 @@ void runCommand(int conn, const std::string &program, std::vector<std::string> &
     c.errFd = err[0];
     c.maxOutput = maxOutput;
     c.startUs = startUs;
+    c.startedUnixUs = startedUnixUs;
     c.deadlineUs = timeoutMs > 0 ? startUs + timeoutMs * 1000 : INT64_MAX;
 
     watchCommand(c);

@@ -106,6 +106,7 @@ private:
         exit->set_exit_code(r->exit.exitCode);
         exit->set_signal(r->exit.signal);
         exit->set_duration_ms(r->exit.durationMs);
+        exit->set_started_unix_us(r->exit.startedUnixUs);
         exit->set_timed_out(r->exit.timedOut);
         exit->set_replayed(r->replayed);
         exit->set_reason(r->exit.reason);

@@ -53,6 +53,12 @@ TEST_F(EndToEnd, HelloCCompilesAndRunsInTheSandbox)
             compiled = true;
             EXPECT_EQ(payload.value("exit_code", -1), 0) << payload.dump();
         }
+        // How long after its tool.call was recorded the pool spawned the command: one machine's
+        // clock here, so never negative.
+        if (!command.empty()) {
+            ASSERT_TRUE(payload.contains("start_after_ms")) << payload.dump();
+            EXPECT_GE(payload["start_after_ms"].get<double>(), 0.0) << payload.dump();
+        }
         if (command == "./hello") {
             ran = true;
             EXPECT_EQ(payload.value("exit_code", -1), 0) << payload.dump();

@@ -66,6 +66,8 @@ public:
         std::lock_guard lock(m_mutex);
         if (m_down)
             return unreachable();
+        if (m_claimError)
+            return std::unexpected(*m_claimError);
         const std::string sandboxId = m_name + "-sb-" + std::to_string(m_claims.size() + 1);
         m_claims.push_back({tier, sessionId, idempotencyKey, sandboxId});
         return pool_client::ClaimedSandbox{sandboxId, tier, "fake", m_name, true, 0.1};
@@ -440,6 +442,13 @@ public:
         std::lock_guard lock(m_mutex);
         m_execHook = std::move(hook);
     }
+    // Every claim fails with this error (Status still answers) until it is reset with std::nullopt.
+    void setClaimError(std::optional<Error> error)
+    {
+        std::lock_guard lock(m_mutex);
+        m_claimError = std::move(error);
+    }
+
     // Every exec fails with this error until it is reset with std::nullopt.
     void setExecError(std::optional<Error> error)
     {
@@ -624,6 +633,7 @@ private:
     pool_client::ExecOutcome m_execOutcome;
     ExecHook m_execHook;
     std::optional<Error> m_execError;
+    std::optional<Error> m_claimError;
     bool m_holdExecs = false;
     int64_t m_cancelGeneration = 0;
     struct Parked {

@@ -288,6 +288,36 @@ TEST_F(StepEngineTest, ASessionWaitingForAFullTierSaysHowFullAndItsPlaceInLine)
     EXPECT_EQ(m_fakePool->claimCount(), 0);
 }
 
+TEST_F(StepEngineTest, AClaimThePoolDoesNotAnswerIsSaidOnceAndTheModelsTurnIsKept)
+{
+    auto engine = makeEngine();
+    const std::string id = submit();
+    m_fakePool->setClaimError(Error{ErrorCode::DeadlineExceeded, "pool 'fake' did not answer claim in time"});
+    takeSteps(engine, 1);
+    auto log = events(id);
+    ASSERT_EQ(count(log, core::kind::SandboxWaiting), 1);
+    EXPECT_EQ(count(log, core::kind::ToolCall), 1) << "the model's first turn, asked beside the claim, is recorded";
+    for (const auto &e : log) {
+        if (e.kind != core::kind::SandboxWaiting)
+            continue;
+        const json waiting = json::parse(e.payload);
+        EXPECT_EQ(waiting["pool"], "fake");
+        EXPECT_EQ(waiting["code"], "deadline_exceeded");
+        EXPECT_NE(waiting["reason"].get<std::string>().find("did not answer claim in time"), std::string::npos);
+    }
+    for (int i = 0; i < 3; ++i) {
+        auto lease = m_store->acquireLease("w", 10000, 0);
+        if (lease) {
+            engine.runOneStep(*lease);
+            m_store->releaseLease(*lease);
+        }
+    }
+    EXPECT_LE(count(events(id), core::kind::SandboxWaiting), 2) << "said once per wait, not once per retry";
+    m_fakePool->setClaimError(std::nullopt);
+    runUntilIdle(engine);
+    EXPECT_EQ(core::foldEvents(events(id)).status, core::SessionStatus::Succeeded);
+}
+
 TEST_F(StepEngineTest, RunningCommandsHoldNoStepThread)
 {
     // Two step threads and twenty sessions whose commands do not end until the test lets them:
