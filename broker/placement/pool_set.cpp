@@ -86,6 +86,7 @@ void PoolSet::record(size_t index, const Result<pool_client::PoolStatus> &status
         const bool wasHealthy = state.health.healthy;
         state.fetchedAtUs = monotonicUs();
         state.status = status;
+        m_recorded.notify_all();
         state.pendingClaims = 0;
         state.health.checked = true;
         state.health.healthy = sample.healthy;
@@ -139,8 +140,22 @@ Result<pool_client::PoolStatus> PoolSet::statusOf(size_t index) const
 {
     const int64_t now = monotonicUs();
     {
-        std::lock_guard lock(m_mutex);
-        const State &state = m_states.at(index);
+        std::unique_lock lock(m_mutex);
+        State &state = m_states.at(index);
+        if (m_checking && state.fetchedAtUs < 0) {
+            // The checker's first Status is on its way: a healthy pool answers it within
+            // milliseconds. One that does not (it accepted the connection and went quiet) is
+            // not waited for the whole deadline on a caller's thread (a submit, a claim), and
+            // after one caller waited in vain nobody waits for it again.
+            if (!state.firstCheckOverdue)
+                m_recorded.wait_for(lock, std::chrono::milliseconds(kFirstCheckWaitMs),
+                                    [&] { return state.fetchedAtUs >= 0; });
+            state.firstCheckOverdue = state.fetchedAtUs < 0;
+            if (state.fetchedAtUs < 0)
+                return fail(ErrorCode::Unavailable, "pool '" + m_entries.at(index).client->name() + "' at "
+                                + m_entries.at(index).client->endpoint() + " did not answer its first Status within "
+                                + std::to_string(kFirstCheckWaitMs) + " ms; check that paddock-pool is running there");
+        }
         // While the checker runs it keeps the status fresh; otherwise the cache has an age limit.
         const bool fresh = state.fetchedAtUs >= 0
             && (m_checking || now - state.fetchedAtUs < kStatusMaxAgeMs * 1000);

@@ -121,6 +121,10 @@ public:
     // kStatusMaxAgeMs old. Placement, submit-time tier checks and ListPools all ask for it.
     Result<pool_client::PoolStatus> statusOf(size_t index) const;
     static constexpr int64_t kStatusMaxAgeMs = 1000;
+    // How long a caller waits for the checker's first Status of a pool before that pool counts
+    // as unavailable (a pool that shook hands and went quiet must not stall submits for the
+    // Status deadline).
+    static constexpr int64_t kFirstCheckWaitMs = 500;
 
     PoolHealth health(size_t index) const;
     // A call to `name` failed with Unavailable: it counts as a failed check (the pool is marked
@@ -141,6 +145,7 @@ private:
         PoolHealth health;
         int64_t unhealthySinceUs = -1;      // monotonic; -1 while healthy
         std::deque<HealthSample> history;
+        bool firstCheckOverdue = false;     // a caller waited kFirstCheckWaitMs for it in vain
     };
 
     Result<pool_client::PoolStatus> fetch(size_t index) const;
@@ -153,6 +158,7 @@ private:
     std::vector<Entry> m_entries;
     mutable std::mutex m_mutex;                 // guards m_states
     mutable std::vector<State> m_states;        // parallel to m_entries
+    mutable std::condition_variable m_recorded; // a status was recorded (with m_mutex)
 
     std::atomic<bool> m_checking{false};
     std::mutex m_stopMutex;                     // with m_stopWake: wakes the checkers at stop

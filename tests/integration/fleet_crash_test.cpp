@@ -1,0 +1,344 @@
+// Issue 16's crash test at fleet scale: kSessions sessions submitted at once (`submit --file`), each
+// running kMarkedSteps commands that append a line to a marker file and sleep, then `cat` it. Once
+// at least kMidCommandAtKill sessions are mid-command (a run_command call without a result: with
+// the parked engine no broker thread waits on it), the broker gets kill -9 and is restarted; again
+// later in the run, kKills times in all. Then:
+//
+// - every session succeeds, and its log has dense seqs;
+// - the marker (the final `cat`'s stdout) holds every step, each at most 1 + kKills times and all
+//   the repeats of a session at most kKills: at most one step repeated per crash;
+// - no command is run twice once its result is recorded: each step's command has exactly one
+//   tool.result in the log. A call that was under way at the kill is asked of the pool again under
+//   its idempotency key, and the pool answers from its record (`replayed`: counted and printed).
+//
+// Printed: sessions, kills, how many were mid-command at each kill, seconds from each restart until
+// every session that was mid-command at the kill had that command's result, the repeats, the
+// replayed results.
+//
+// Known limits:
+// - The sessions ask for a tier of their own ("fleet") rather than lite: the harness's pool runs
+//   with `--warm 2`, which sets the lite tier's warm_count, and this test starts every sandbox
+//   before submitting. With 500 cold claims on lite (2 cores, December 2026) the claims took up to
+//   8.4 s each (bwrap's start timeout is 10 s) and spread over 10 s, so barely kMidCommandAtKill
+//   sessions were mid-command at once: how fast this machine starts sandboxes, not the broker this
+//   test is about, would decide whether the test can run.
+// - "Mid-command" is the broker's view (ListSessions: running, the last event a tool.call, fewer
+//   than kMarkedSteps results), one `paddockctl ls` per poll; the pool's commands may have ended a
+//   moment earlier.
+// - No wall-clock assertion: every wait is bounded, and the figures are printed.
+//
+// Needs root (the bwrap pool). About 500 sandboxes on one pool: run alone (RUN_SERIAL).
+
+#include "tests/integration/daemons_fixture.h"
+
+#include <sys/resource.h>
+
+#include <algorithm>
+#include <iomanip>
+#include <iostream>
+#include <map>
+#include <sstream>
+#include <thread>
+
+namespace paddock::test {
+namespace {
+
+using nlohmann::json;
+using Clock = std::chrono::steady_clock;
+
+constexpr int kSessions = 500;
+constexpr int kMarkedSteps = 3;
+constexpr int kCommandSeconds = 4;
+constexpr int kKills = 2;
+constexpr int kMidCommandAtKill = 400;
+constexpr int kMaxCount = kSessions + 60;     // a released sandbox holds its slot until it is gone
+constexpr int kDiskMb = 64;                   // per sandbox; sizes the pool's sparse btrfs image
+constexpr auto kWarmTimeout = 600s;           // every sandbox started, two at a time, on a loaded machine
+constexpr auto kMidCommandTimeout = 180s;
+constexpr auto kRecoveryTimeout = 300s;
+constexpr auto kFinishTimeout = 600s;
+constexpr auto kPollInterval = 250ms;
+constexpr size_t kProblemsShown = 20;
+const std::string kTier = "fleet";
+
+std::string markerPlaybook()
+{
+    std::string text = "name = \"fleet-crash-marker\"\ngoal = \"Append one line per step to a marker file\"\n";
+    for (int step = 1; step <= kMarkedSteps; ++step) {
+        text += "\n[[step]]\ntool = \"run_command\"\ncommand = \"echo step-" + std::to_string(step)
+            + " >> marker.txt && sleep " + std::to_string(kCommandSeconds) + "\"\n";
+    }
+    text += "\n[[step]]\ntool = \"run_command\"\ncommand = \"cat marker.txt\"\n";
+    text += "\n[[step]]\ntool = \"finish\"\nsummary = \"all steps ran\"\n";
+    return text;
+}
+
+bool ended(const json &row)
+{
+    const std::string status = row.value("status", std::string());
+    return status == "succeeded" || status == "failed" || status == "cancelled";
+}
+
+// Running one of the marked steps' commands, as far as the broker's log says.
+bool midCommand(const json &row)
+{
+    return row.value("status", std::string()) == "running" && row.value("last_event_kind", std::string()) == "tool.call"
+        && row.value("steps", 0) < kMarkedSteps;
+}
+
+double secondsSince(Clock::time_point start)
+{
+    return std::chrono::duration<double>(Clock::now() - start).count();
+}
+
+class FleetCrash : public DaemonsTest {
+protected:
+    void SetUp() override
+    {
+        // The daemons inherit it: the pool holds descriptors per sandbox.
+        rlimit limit{};
+        if (::getrlimit(RLIMIT_NOFILE, &limit) == 0 && limit.rlim_cur < limit.rlim_max) {
+            limit.rlim_cur = limit.rlim_max;
+            ::setrlimit(RLIMIT_NOFILE, &limit);
+        }
+        DaemonsTest::SetUp();
+    }
+
+    std::map<std::string, std::string> configFiles() const override
+    {
+        std::ostringstream pool;
+        pool << "[[tier]]\nname = \"" << kTier << "\"\nruntime = \"bwrap\"\nwarm_count = " << kSessions
+             << "\nmax_count = " << kMaxCount << "\ndisk_mb = " << kDiskMb << "\n";
+        return {{"pool.toml", pool.str()}};
+    }
+
+    void restartBroker()
+    {
+        auto broker = startBroker(*m_dir, m_pool->endpoint);
+        ASSERT_TRUE(broker) << "the broker did not come back after kill -9: " << broker.error().message;
+        m_broker = std::make_unique<BrokerProcess>(std::move(*broker));
+    }
+
+    // Every session, by id: one `ls --all` (paged by the CLI).
+    std::map<std::string, json> sessions()
+    {
+        const CliResult result = cli({"ls", "--all", "--output", "json"});
+        EXPECT_EQ(result.exitCode, 0) << result.err;
+        std::map<std::string, json> out;
+        const auto list = json::parse(result.out, nullptr, false);
+        if (list.is_array()) {
+            for (const auto &row : list)
+                out[row.value("id", std::string())] = row;
+        }
+        return out;
+    }
+
+    // Warm sandboxes of kTier, as the broker last heard from the pool; -1 when it did not answer.
+    int warmSandboxes()
+    {
+        const CliResult result = cli({"pools", "--output", "json"});
+        const auto pools = json::parse(result.out, nullptr, false);
+        if (result.exitCode != 0 || !pools.is_object())
+            return -1;
+        int warm = 0;
+        for (const auto &pool : pools.value("pools", json::array())) {
+            for (const auto &tier : pool.value("tiers", json::array()))
+                warm += tier.value("name", std::string()) == kTier ? tier.value("warm", 0) : 0;
+        }
+        return warm;
+    }
+};
+
+struct Kill {
+    int midCommand = 0;           // sessions mid-command by the last poll before the kill
+    double recoveredS = -1;       // from the restart until each of them had that command's result
+};
+
+TEST_F(FleetCrash, KillNineMidCommandAtFleetScaleRunsNoCommandTwice)
+{
+    const auto playbook = writeFile("fleet-crash-marker.toml", markerPlaybook());
+    std::string lines;
+    for (int i = 0; i < kSessions; ++i)
+        lines += json{{"playbook", playbook.string()}, {"tier", kTier}}.dump() + "\n";
+    const auto sessionsFile = writeFile("sessions.jsonl", lines);
+
+    // Every sandbox started before the first submit: the claims are warm, so the sessions reach
+    // their commands together.
+    const auto warmStart = Clock::now();
+    int warm = 0;
+    while ((warm = warmSandboxes()) < kSessions) {
+        ASSERT_LT(Clock::now() - warmStart, kWarmTimeout) << "only " << warm << " of " << kSessions
+                                                          << " sandboxes warm; the pool's log says why";
+        std::this_thread::sleep_for(1s);
+    }
+    const double warmS = secondsSince(warmStart);
+
+    const auto submitStart = Clock::now();
+    const CliResult submitted = cli({"submit", "--file", sessionsFile.string()});
+    ASSERT_EQ(submitted.exitCode, 0) << submitted.err;
+    const std::vector<std::string> ids = splitLines(submitted.out);
+    ASSERT_EQ(ids.size(), static_cast<size_t>(kSessions)) << submitted.out << submitted.err;
+    const double submitS = secondsSince(submitStart);
+
+    std::vector<Kill> kills;
+    std::map<std::string, json> rows;
+    for (int k = 0; k < kKills; ++k) {
+        // Mid-command, at once, in most sessions; a later kill lands on a later command (the
+        // previous kill's sessions have all moved on, below).
+        const auto waitStart = Clock::now();
+        int mid = 0;
+        int most = 0;
+        for (;;) {
+            rows = sessions();
+            mid = static_cast<int>(std::count_if(rows.begin(), rows.end(), [](const auto &r) { return midCommand(r.second); }));
+            most = std::max(most, mid);
+            if (mid >= kMidCommandAtKill)
+                break;
+            ASSERT_LT(Clock::now() - waitStart, kMidCommandTimeout)
+                << "kill " << k + 1 << ": at most " << most << " sessions were mid-command at once, never "
+                << kMidCommandAtKill;
+            std::this_thread::sleep_for(kPollInterval);
+        }
+        std::map<std::string, int> cohort;   // id: its results before the kill
+        for (const auto &[id, row] : rows) {
+            if (midCommand(row))
+                cohort[id] = row.value("steps", 0);
+        }
+
+        m_broker->daemon.kill9();
+        ASSERT_TRUE(m_broker->daemon.waitExit(10s).has_value());
+        restartBroker();
+        const auto restarted = Clock::now();
+        kills.push_back({mid, -1});
+
+        for (;;) {
+            rows = sessions();
+            const bool recovered = std::all_of(cohort.begin(), cohort.end(), [&](const auto &entry) {
+                const auto row = rows.find(entry.first);
+                return row != rows.end() && (ended(row->second) || row->second.value("steps", 0) > entry.second);
+            });
+            if (recovered)
+                break;
+            ASSERT_LT(Clock::now() - restarted, kRecoveryTimeout)
+                << "kill " << k + 1 << ": not every session that was mid-command has its command's result";
+            std::this_thread::sleep_for(kPollInterval);
+        }
+        kills.back().recoveredS = secondsSince(restarted);
+    }
+
+    // Every session ends; bounded wait.
+    const auto finishStart = Clock::now();
+    for (;;) {
+        rows = sessions();
+        const bool allEnded = std::all_of(ids.begin(), ids.end(), [&](const std::string &id) {
+            const auto row = rows.find(id);
+            return row != rows.end() && ended(row->second);
+        });
+        if (allEnded)
+            break;
+        ASSERT_LT(Clock::now() - finishStart, kFinishTimeout) << "not every session ended after the last kill";
+        std::this_thread::sleep_for(kPollInterval);
+    }
+    const double finishS = secondsSince(submitStart);
+
+    // One problem a line, the first few shown: with 500 sessions one broken rule would otherwise
+    // be 500 failures.
+    std::vector<std::string> problems;
+    int succeeded = 0;
+    int totalRepeats = 0;
+    int mostRepeats = 0;
+    int sessionsWithRepeats = 0;
+    int replayed = 0;
+    int sessionsWithReplays = 0;
+    for (const auto &id : ids) {
+        const auto found = rows.find(id);
+        const json row = found != rows.end() ? found->second : json::object();
+        if (row.value("status", std::string()) == "succeeded")
+            ++succeeded;
+        else
+            problems.push_back(id + ": " + row.value("status", std::string()) + ": " + row.value("status_reason", std::string()));
+
+        const CliResult events = cli({"events", id, "--output", "json"});
+        ASSERT_EQ(events.exitCode, 0) << events.err;
+        const auto log = jsonLines(events.out);
+        for (size_t i = 0; i < log.size(); ++i) {
+            if (log[i].value("seq", int64_t{0}) != static_cast<int64_t>(i) + 1) {
+                problems.push_back(id + ": seq " + std::to_string(log[i].value("seq", int64_t{0})) + " at position "
+                                   + std::to_string(i + 1) + " (a gap or a duplicate)");
+                break;
+            }
+        }
+
+        std::string marker;
+        std::map<std::string, int> resultsOfCommand;
+        std::map<std::string, int> resultsOfCall;
+        int sessionReplays = 0;
+        for (const auto &event : log) {
+            if (event.value("kind", std::string()) != "tool.result")
+                continue;
+            const json payload = event.value("payload", json::object());
+            if (payload.value("name", std::string()) != "run_command")
+                continue;
+            const std::string command = payload.value("command", std::string());
+            ++resultsOfCommand[command];
+            ++resultsOfCall[payload.value("call_id", std::string())];
+            sessionReplays += payload.value("replayed", false);
+            if (command == "cat marker.txt")
+                marker = payload.value("stdout", std::string());
+        }
+        replayed += sessionReplays;
+        sessionsWithReplays += sessionReplays > 0;
+        if (resultsOfCommand.size() != static_cast<size_t>(kMarkedSteps + 1))
+            problems.push_back(id + ": results of " + std::to_string(resultsOfCommand.size()) + " commands, not "
+                               + std::to_string(kMarkedSteps + 1));
+        for (const auto &[command, n] : resultsOfCommand) {
+            if (n != 1)
+                problems.push_back(id + ": " + std::to_string(n) + " results of `" + command + "`: a command ran again "
+                                   "after its result was recorded");
+        }
+        for (const auto &[callId, n] : resultsOfCall) {
+            if (n != 1)
+                problems.push_back(id + ": " + std::to_string(n) + " results of call " + callId);
+        }
+
+        std::map<std::string, int> seen;
+        for (const auto &line : splitLines(marker))
+            ++seen[line];
+        int repeats = 0;
+        for (int step = 1; step <= kMarkedSteps; ++step) {
+            const int count = seen["step-" + std::to_string(step)];
+            if (count < 1 || count > 1 + kKills)
+                problems.push_back(id + ": step " + std::to_string(step) + " ran " + std::to_string(count)
+                                   + " times; marker: " + marker);
+            repeats += std::max(0, count - 1);
+        }
+        if (repeats > kKills)
+            problems.push_back(id + ": " + std::to_string(repeats) + " steps repeated in " + std::to_string(kKills)
+                               + " crashes; marker: " + marker);
+        totalRepeats += repeats;
+        mostRepeats = std::max(mostRepeats, repeats);
+        sessionsWithRepeats += repeats > 0;
+    }
+
+    std::cout << std::fixed << std::setprecision(1);
+    std::cout << kSessions << " sessions (" << kMarkedSteps << " steps of `echo >> marker.txt && sleep "
+              << kCommandSeconds << "` each), every sandbox warm after " << warmS << " s, submitted in " << submitS
+              << " s\n";
+    for (size_t k = 0; k < kills.size(); ++k)
+        std::cout << "kill -9 " << k + 1 << ": " << kills[k].midCommand << " sessions mid-command; every one of them had "
+                  << "that command's result " << kills[k].recoveredS << " s after the restart\n";
+    std::cout << kills.size() << " kills; every session ended " << finishS << " s after the submit; " << succeeded
+              << " of " << kSessions << " succeeded\n";
+    std::cout << "steps run twice (marker): " << totalRepeats << " in all, in " << sessionsWithRepeats
+              << " sessions, at most " << mostRepeats << " in one\n";
+    std::cout << "results answered from the pool's idempotency record (replayed): " << replayed << " in "
+              << sessionsWithReplays << " sessions\n";
+
+    std::string shown;
+    for (size_t i = 0; i < std::min(problems.size(), kProblemsShown); ++i)
+        shown += "  " + problems[i] + "\n";
+    EXPECT_TRUE(problems.empty()) << problems.size() << " problems; the first ones:\n" << shown;
+}
+
+} // namespace
+} // namespace paddock::test
