@@ -181,10 +181,12 @@ StepOutcome StepEngine::claimedWithTurn(const Action &action, pool_client::PoolC
         outcome.retryAfterMs = std::max(outcome.retryAfterMs, claim.instead->retryAfterMs);
         return outcome;
     }
-    // The claim's events (or, without a sandbox, the note that the session waits) and the
-    // model's. A cancelled model call (the broker is stopping) leaves the claim recorded alone, so
-    // the sandbox is not lost.
+    // The claim's events and the model's. A cancelled model call (the broker is stopping) leaves
+    // the claim recorded alone, so the sandbox is not lost. Without a sandbox, the note that the
+    // session waits goes last: the next claim's retry then sees it and does not say it again.
     Effect model = modelEffect(action, std::move(turn));
+    if (!gotOne)
+        std::swap(claim.events, model.events);
     for (auto &e : model.events)
         claim.events.push_back(std::move(e));
     claim.retryAfterMs = std::max(claim.retryAfterMs, model.retryAfterMs);
