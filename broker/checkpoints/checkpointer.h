@@ -10,12 +10,19 @@
 // restore(): reads the manifest and the chunks the pool lacks from the store (each checked) and
 // has the pool rebuild /workspace from them, in any pool of any tier.
 //
-// Threads: both may be called from any thread concurrently, for different sandboxes.
+// takeAsync() and restoreAsync() do the same without holding a thread while the pool works: the
+// pool's part runs on its client's *Async calls, the store's part (hashing, writes with fsync, an
+// object store's requests) on the executor the caller gives, never on gRPC's callback threads.
+// take() and restore() wait, running the store's part on the calling thread.
+//
+// Threads: all may be called from any thread concurrently, for different sandboxes.
 
 #include "broker/checkpoints/checkpoint_store.h"
 #include "broker/pool_client/pool_client.h"
 
 #include <expected>
+#include <functional>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -58,11 +65,24 @@ struct Failure {
 template <typename T>
 using Outcome = std::expected<T, Failure>;
 
+// Runs one piece of a checkpoint's store work on a thread that may block (a step worker's).
+using Executor = std::function<void(std::function<void()>)>;
+
+template <typename T>
+using OutcomeDone = std::function<void(Outcome<T>)>;
+
 class Checkpointer {
 public:
     explicit Checkpointer(CheckpointStore &store) : m_store(store) {}
 
     CheckpointStore &store() { return m_store; }
+
+    // done is called exactly once, on the executor's thread or on one of the pool client's (it must
+    // not block); the pool client and this Checkpointer must outlive the call.
+    void takeAsync(pool_client::PoolClient &pool, const std::string &sandboxId, const std::string &baseManifest,
+                   Executor run, OutcomeDone<TakeResult> done);
+    void restoreAsync(pool_client::PoolClient &pool, const std::string &sandboxId, const std::string &manifestId,
+                      Executor run, OutcomeDone<RestoreResult> done);
 
     // Errors: the pool's (Unavailable when it is gone), the store's (Unavailable, ResourceExhausted),
     // DataLoss for a chunk that arrived damaged, InvalidArgument for a delta that does not parse or
@@ -75,10 +95,8 @@ public:
     Outcome<RestoreResult> restore(pool_client::PoolClient &pool, const std::string &sandboxId, const std::string &manifestId);
 
 private:
-    Outcome<void> storeNewChunks(pool_client::PoolClient &pool, const std::string &sandboxId,
-                                 const pool_client::TakenCheckpoint &taken, TakeResult &result);
-    Outcome<void> fetchChunks(pool_client::PoolClient &pool, const std::string &sandboxId, const std::string &token,
-                              std::vector<std::string> &hashes, TakeResult &result);
+    struct TakeOp;
+    struct RestoreOp;
 
     CheckpointStore &m_store;
 };

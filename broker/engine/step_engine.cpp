@@ -224,6 +224,53 @@ void StepEngine::workerLoop()
     }
 }
 
+namespace {
+thread_local WaitingThread *t_waiting = nullptr;
+} // namespace
+
+WaitingThread::WaitingThread() : m_outer(t_waiting)
+{
+    t_waiting = this;
+}
+
+WaitingThread::~WaitingThread()
+{
+    t_waiting = m_outer;
+}
+
+WaitingThread *WaitingThread::current()
+{
+    return t_waiting;
+}
+
+void WaitingThread::post(std::function<void()> work)
+{
+    std::lock_guard lock(m_mutex);
+    m_work.push_back(std::move(work));
+    m_wake.notify_one();
+}
+
+void WaitingThread::answered()
+{
+    std::lock_guard lock(m_mutex);
+    m_answered = true;
+    m_wake.notify_one();
+}
+
+void WaitingThread::wait()
+{
+    for (;;) {
+        std::unique_lock lock(m_mutex);
+        m_wake.wait(lock, [&] { return m_answered || !m_work.empty(); });
+        if (m_work.empty())
+            return;
+        auto work = std::move(m_work.front());
+        m_work.pop_front();
+        lock.unlock();
+        work();
+    }
+}
+
 void StepEngine::resume(const store::Lease &lease, std::function<StepOutcome()> rest)
 {
     {
@@ -302,7 +349,7 @@ StepOutcome StepEngine::step(const StepRun &run)
         return callModel(run, action, std::move(*context));
     case ActionKind::RunTool:
         if (action.call.name == llm::tool::ProposeChange)
-            return proposeChange(action);
+            return proposeChange(run, action);
         if (action.call.name == llm::tool::ReadRecords || action.call.name == llm::tool::RequestEnvironment)
             return runBrokerTool(action);
         return runTool(run, action);
@@ -317,9 +364,9 @@ StepOutcome StepEngine::step(const StepRun &run)
     case ActionKind::FailSession:
         return appendResult(action, {event(core::kind::StateChanged, {{"status", "failed"}, {"reason", action.reason}})});
     case ActionKind::ReleaseSandbox:
-        return releaseSandbox(action, log);
+        return releaseSandbox(run, action, log);
     case ActionKind::MoveTier:
-        return moveTier(action, log);
+        return moveTier(run, action, log);
     }
     return {};
 }

@@ -28,6 +28,7 @@
 #include "broker/review/review_policy.h"
 #include "broker/llm/model_adapter.h"
 #include "broker/placement/pool_set.h"
+#include "broker/policy/outcome.h"
 #include "broker/secrets/secret_store.h"
 #include "broker/store/event_store.h"
 
@@ -150,6 +151,9 @@ private:
     // Ends the calls of parked steps (pools' and models') with Cancelled; stop() calls it until
     // every one has called back.
     void cancelCalls();
+    // Where a step's checkpoint work runs between its pool calls (hashing, the store's writes):
+    // queued for a step worker when the step parks, else on the thread that completed the call.
+    checkpoints::Executor storeWork(const StepRun &run);
 
     // `line`: the session's place in the line for sandboxes, added to sandbox.waiting.
     StepOutcome waitForPool(const Action &action, const Error &error, const nlohmann::json &line = nullptr);
@@ -177,12 +181,18 @@ private:
     // same time. step_engine_claims.cpp.
     StepOutcome claimSandbox(const StepRun &run, const Action &action, std::span<const core::Event> log,
                              std::optional<llm::ModelContext> context);
-    // The claim's answer: the restore, then sandbox.claimed and the rest.
+    using Claimed = Result<pool_client::ClaimedSandbox>;
+    using Restored = checkpoints::Outcome<checkpoints::RestoreResult>;
+    // A claimed sandbox gets the workspace of checkpoint `manifest` (restoreWorkspace), then `then`
+    // goes on with both answers; a failed claim goes on at once.
+    StepOutcome restoreInto(const StepRun &run, const std::string &manifest, pool_client::PoolClient &pool,
+                            Claimed claim, std::function<StepOutcome(Claimed, Restored)> then);
+    // The claim's answer and its restore: sandbox.claimed and the rest.
     Effect claimEffect(const Action &action, pool_client::PoolClient &pool, const ClaimHistory &history,
-                       Result<pool_client::ClaimedSandbox> claim);
+                       Claimed claim, Restored restored);
     // Both answers of a claim made beside a model call, recorded in one append.
     StepOutcome claimedWithTurn(const Action &action, pool_client::PoolClient &pool, const ClaimHistory &history,
-                                Result<pool_client::ClaimedSandbox> claim, Result<llm::ModelTurn> turn);
+                                Claimed claim, Restored restored, Result<llm::ModelTurn> turn);
     // record(), and the Pools view told of a session that moved away from a lost pool.
     StepOutcome record(const Action &action, Effect effect, const ClaimHistory &history);
     // The session's model adapter (noted, so that stop() can cancel its calls); nullptr if none.
@@ -193,23 +203,28 @@ private:
     Effect modelEffect(const Action &action, Result<llm::ModelTurn> turn);
     StepOutcome runTool(const StepRun &run, const Action &action);
     // The rest of run_command once the pool answered.
-    StepOutcome commandDone(const Action &action, pool_client::PoolClient &pool,
+    StepOutcome commandDone(const StepRun &run, const Action &action, pool_client::PoolClient &pool,
                             std::shared_ptr<const secrets::SecretsSnapshot> secrets, Result<pool_client::ExecOutcome> ran);
     // The end of every sandbox tool's step: a failed call's meaning (poolTrouble), the checkpoint
-    // after a step that may have changed the workspace, the append.
-    StepOutcome toolDone(const Action &action, pool_client::PoolClient &pool, Status done, nlohmann::json result,
-                         std::vector<core::NewEvent> events);
+    // after a step that may have changed the workspace (parked while it is taken), the append.
+    StepOutcome toolDone(const StepRun &run, const Action &action, pool_client::PoolClient &pool, Status done,
+                         nlohmann::json result, std::vector<core::NewEvent> events);
+    // Takes the checkpoint after a step that may have changed the workspace, then appends `events`
+    // with it (checkpointFailed when it could not be kept).
+    StepOutcome checkpointThenAppend(const StepRun &run, const Action &action, pool_client::PoolClient &pool,
+                                     std::vector<core::NewEvent> events);
     // What a pool's failure means for the step, when it is not the tool's own failure: the pool
     // is lost (sandbox.lost, the call repeats elsewhere), it did not answer (retry later) or the
     // sandbox is gone (sandbox.failed, the next step claims a new one). nullopt: the tool failed.
     std::optional<StepOutcome> poolTrouble(const Action &action, pool_client::PoolClient &pool, const Error &error);
     // propose_change: applied at once within policy, else opens a review; once decided, applies
     // the approved change or records the rejection as the tool's result.
-    StepOutcome proposeChange(const Action &action);
+    StepOutcome proposeChange(const StepRun &run, const Action &action);
     // A checkpoint of the workspace after a step that may have changed it, recorded with the
     // step's result once it is durable in the checkpoint store: if the pool is lost later, the
     // session resumes from here. Nothing is added when the workspace did not change.
     checkpoints::Outcome<void> addCheckpoint(const Action &action, pool_client::PoolClient &pool,
+                                             checkpoints::Outcome<checkpoints::TakeResult> taken,
                                              std::vector<core::NewEvent> &events);
     // What a failed checkpoint after a step means: pool trouble (poolTrouble decides), a store
     // that did not answer (retry later), anything else pauses the session with the reason.
@@ -217,6 +232,10 @@ private:
     // The checkpoint for giving a sandbox back (idle, tier move): the session's last when nothing
     // changed since, else a new one. {manifest, checkpoint ("current" or "new"), sizes}.
     checkpoints::Outcome<nlohmann::json> checkpointWorkspace(pool_client::PoolClient &pool, const core::SessionState &state);
+    // The same, parked while it is taken (tier moves): `then` gets what checkpointWorkspace returns.
+    using Workspace = checkpoints::Outcome<nlohmann::json>;
+    StepOutcome checkpointWorkspaceThen(const StepRun &run, pool_client::PoolClient &pool,
+                                        const core::SessionState &state, std::function<StepOutcome(Workspace)> then);
     // Restores checkpoint `manifest` into a claimed sandbox; "" restores nothing (an empty workspace).
     checkpoints::Outcome<checkpoints::RestoreResult> restoreWorkspace(pool_client::PoolClient &pool,
                                                                       const std::string &sandboxId,
@@ -228,13 +247,23 @@ private:
     // store) the session pauses with the reason.
     StepOutcome restoreFailed(const Action &action, pool_client::PoolClient &pool, const std::string &manifest,
                               const checkpoints::Failure &failure);
-    // Applies an approved (or within-policy) change; fills the tool result.
-    Status applyChange(const Action &action, pool_client::PoolClient *pool, const nlohmann::json &arguments,
-                       nlohmann::json &result);
+    // Applies an approved (or within-policy) change that needs no pool call (an egress exception,
+    // a secret's grant, records) and fills the tool result; nullopt for a diff (applyDiff).
+    std::optional<Status> applyChange(const Action &action, pool_client::PoolClient *pool,
+                                      const nlohmann::json &arguments, nlohmann::json &result);
+    // A diff, applied by `patch` in the sandbox (the step parks on each call), then changeApplied.
+    StepOutcome applyDiff(const StepRun &run, const Action &action, pool_client::PoolClient &pool,
+                          const nlohmann::json &arguments, nlohmann::json result);
+    // An applied (or refused) change's tool.result, with the checkpoint after it, appended.
+    StepOutcome changeApplied(const StepRun &run, const Action &action, pool_client::PoolClient *pool, Status applied,
+                              nlohmann::json result);
     // Cost events for the sandbox time and snapshot storage since they were last billed, and the
     // budget events the step's cost calls for, added to a step's events.
     void addCosts(const Action &action, std::vector<core::NewEvent> &events);
-    StepOutcome releaseSandbox(const Action &action, std::span<const core::Event> log);
+    StepOutcome releaseSandbox(const StepRun &run, const Action &action, std::span<const core::Event> log);
+    // Gives the session's sandbox back, then appends `events` and sandbox.released (`payload`).
+    StepOutcome releaseThenAppend(const StepRun &run, const Action &action, pool_client::PoolClient &pool,
+                                  nlohmann::json payload, std::vector<core::NewEvent> events);
     // read_records and request_environment: answered by the broker, no sandbox involved.
     StepOutcome runBrokerTool(const Action &action);
     // request_environment whose tier_escalation review was decided: approved, a granted decision
@@ -246,7 +275,32 @@ private:
     // release (the pool forgets the samples then).
     std::optional<core::NewEvent> tierOutcome(pool_client::PoolClient *pool, const core::SessionState &state,
                                               std::span<const core::Event> log) const;
-    StepOutcome moveTier(const Action &action, std::span<const core::Event> log);
+    // The same, parked while the pool's samples are read: `then` gets the event.
+    StepOutcome tierOutcomeThen(const StepRun &run, pool_client::PoolClient *pool, const core::SessionState &state,
+                                std::span<const core::Event> log,
+                                std::function<StepOutcome(std::optional<core::NewEvent>)> then);
+    // What tierOutcome reads from the log (everything but the pool's samples): nullopt when there
+    // is no outcome to record.
+    struct PendingOutcome {
+        policy::OutcomeInput input;
+        std::string decisionId;
+        std::string heldTier;
+        int64_t claimUnixMs = 0;   // the held sandbox's sandbox.claimed
+    };
+    std::optional<PendingOutcome> pendingOutcome(pool_client::PoolClient *pool, const core::SessionState &state,
+                                                 std::span<const core::Event> log) const;
+    core::NewEvent outcomeEvent(PendingOutcome pending, const core::SessionState &state,
+                                const Result<std::vector<pool_client::ResourcePoint>> &samples) const;
+    StepOutcome moveTier(const StepRun &run, const Action &action, std::span<const core::Event> log);
+    // A tier move's checkpoint, claim and restore, once the outcome of the tier left is known.
+    StepOutcome moveWorkspace(const StepRun &run, const Action &action, pool_client::PoolClient &from,
+                              pool_client::PoolClient &to, const std::string &fromTier,
+                              std::optional<core::NewEvent> leftTier);
+    // The end of a tier move once the new sandbox is claimed and restored: the append, and the
+    // sandbox that lost (the old one, or the new one on a lost race) given back.
+    StepOutcome moved(const Action &action, pool_client::PoolClient &from, pool_client::PoolClient &to,
+                      const std::string &fromTier, const std::optional<core::NewEvent> &leftTier,
+                      const nlohmann::json &snapshot, Claimed claimed, Restored restored);
     // Gives back the sandboxes of sessions paused for longer than sandboxIdleReleaseMs.
     void idleLoop();
     void releaseIdle(const std::string &sessionId);

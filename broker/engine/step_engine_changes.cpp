@@ -2,7 +2,8 @@
 // once the review is decided, the approved change applied or the rejection recorded as the tool's
 // result. Diffs are applied by `patch` inside the sandbox, records through EngineOptions::writeRecords.
 //
-// Threads: the step workers run these for the session they hold the lease on.
+// Threads: the step workers run these for the session they hold the lease on; a diff parks the
+// step on each of its pool calls (the file, `patch`, the checkpoint after it).
 
 #include "broker/engine/step_engine_internal.h"
 
@@ -39,7 +40,8 @@ std::string diffStat(const std::string &diff)
 
 } // namespace
 
-Status StepEngine::applyChange(const Action &action, pool_client::PoolClient *pool, const json &args, json &result)
+std::optional<Status> StepEngine::applyChange(const Action &action, pool_client::PoolClient *pool, const json &args,
+                                              json &result)
 {
     const std::string kind = args.value("kind", std::string(review::kind::BulkChange));
     const std::string change = args.value("change", std::string());
@@ -74,18 +76,18 @@ Status StepEngine::applyChange(const Action &action, pool_client::PoolClient *po
                     + action.state.id + " " + withNetwork.front() + " --reason TEXT`, and the approval goes with it.";
             }
             result["note"] = note;
-            return {};
+            return Status{};
         }
         result["reachable"] = true;
         result["note"] = "approved in review " + reviewId + ": this session's later commands reach " + host
             + " through the pool's egress proxy; metadata, loopback and private addresses stay refused unless the "
               "tier's own allowlist names that range";
-        return {};
+        return Status{};
     }
     if (kind == review::kind::SecretAccess) {
         result["secret"] = targets.empty() ? json("") : targets.front();
         result["note"] = "granted: the secret is in the environment of this session's later commands";
-        return {};
+        return Status{};
     }
     if (args.value("change_format", std::string()) == "records") {
         if (!m_options.writeRecords)
@@ -95,16 +97,21 @@ Status StepEngine::applyChange(const Action &action, pool_client::PoolClient *po
         if (auto done = m_options.writeRecords(action.state.agent, records); !done)
             return done;
         result["records_written"] = records.size();
-        return {};
+        return Status{};
     }
     if (args.value("change_format", std::string()) == "text")
         return fail(ErrorCode::InvalidArgument, "a bulk_change needs change_format diff or records to be applied");
     if (!pool)
         return fail(ErrorCode::Unavailable, "pool '" + action.state.pool + "' is no longer configured");
-    // The diff goes into the workspace and `patch` applies it there, inside the sandbox.
+    return std::nullopt;   // a diff: applyDiff
+}
+
+StepOutcome StepEngine::applyDiff(const StepRun &run, const Action &action, pool_client::PoolClient &pool,
+                                  const json &args, json result)
+{
+    // The diff goes into the workspace and `patch` applies it there, inside the sandbox; each call
+    // parks the step.
     const std::string file = ".paddock-change-" + action.call.id + ".diff";
-    if (auto written = pool->writeFile(action.state.sandboxId, file, change); !written)
-        return written;
     pool_client::ExecSpec spec;
     spec.sandboxId = action.state.sandboxId;
     spec.argv = {"/bin/sh", "-c", "patch -p1 --batch --forward -i '" + file + "'; status=$?; rm -f '" + file
@@ -112,18 +119,68 @@ Status StepEngine::applyChange(const Action &action, pool_client::PoolClient *po
     spec.timeoutMs = m_options.defaultCommandTimeoutMs;
     spec.idempotencyKey = action.idempotencyKey;
     spec.egressGrants = egressGrants(action.state);
-    auto outcome = pool->exec(spec);
-    if (!outcome)
-        return std::unexpected(outcome.error());
-    bool clipped = false;
-    result["stdout"] = clipOutput(outcome->stdoutData, &clipped);
-    if (outcome->exitCode != 0 || outcome->signal != 0)
-        return fail(ErrorCode::FailedPrecondition, "the diff did not apply (patch exited "
-                                                       + std::to_string(outcome->exitCode) + "): "
-                                                       + clipOutput(outcome->stdoutData + outcome->stderrData, &clipped));
-    result["applied"] = true;
-    result["files"] = targets;
-    return {};
+    const json targets = args.value("targets", json::array());
+    auto patched = [this, run, action, &pool, spec, targets, result]() mutable {
+        using Ran = Result<pool_client::ExecOutcome>;
+        return awaitCall<Ran>(
+            run, [&pool, spec](std::function<void(Ran)> done) { pool.execAsync(spec, {}, std::move(done)); },
+            [this, run, action, &pool, targets, result](Ran outcome) mutable {
+                Status applied;
+                bool clipped = false;
+                if (!outcome) {
+                    applied = std::unexpected(outcome.error());
+                } else {
+                    result["stdout"] = clipOutput(outcome->stdoutData, &clipped);
+                    if (outcome->exitCode != 0 || outcome->signal != 0) {
+                        applied = fail(ErrorCode::FailedPrecondition,
+                                       "the diff did not apply (patch exited " + std::to_string(outcome->exitCode)
+                                           + "): " + clipOutput(outcome->stdoutData + outcome->stderrData, &clipped));
+                    } else {
+                        result["applied"] = true;
+                        result["files"] = targets;
+                    }
+                }
+                return changeApplied(run, action, &pool, std::move(applied), std::move(result));
+            });
+    };
+    return awaitCall<Status>(
+        run,
+        [&pool, sandboxId = action.state.sandboxId, file, change = args.value("change", std::string())](
+            std::function<void(Status)> done) { pool.writeFileAsync(sandboxId, file, change, 0644, std::move(done)); },
+        [this, run, action, &pool, result, patched](Status written) mutable {
+            if (!written)
+                return changeApplied(run, action, &pool, std::move(written), std::move(result));
+            return patched();
+        });
+}
+
+StepOutcome StepEngine::changeApplied(const StepRun &run, const Action &action, pool_client::PoolClient *pool,
+                                      Status applied, json result)
+{
+    if (!applied) {
+        if (pool) {
+            if (auto outcome = poolTrouble(action, *pool, applied.error()))
+                return *outcome;
+        } else if (applied.error().code == ErrorCode::Unavailable) {   // its pool left the config
+            return StepOutcome{action.kind, false, m_options.retryAfterUnavailableMs, applied.error().message};
+        }
+        result["error"] = applied.error().message;
+    }
+    std::vector<core::NewEvent> events{event(core::kind::ToolResult, result)};
+    if (!applied || !result.value("applied", false) || !pool || !m_options.checkpointer)
+        return appendResult(action, std::move(events));
+    // Unlike a command, an applied change is recorded even when the pool did not answer for its
+    // checkpoint: applying it twice would fail where the first one succeeded.
+    using Taken = checkpoints::Outcome<checkpoints::TakeResult>;
+    return awaitCall<Taken>(
+        run,
+        [this, run, pool, sandboxId = action.state.sandboxId, base = action.state.checkpoint](std::function<void(Taken)> done) {
+            m_options.checkpointer->takeAsync(*pool, sandboxId, base, storeWork(run), std::move(done));
+        },
+        [this, action, pool, events](Taken taken) mutable {
+            (void)addCheckpoint(action, *pool, std::move(taken), events);
+            return appendResult(action, std::move(events));
+        });
 }
 
 namespace {
@@ -286,7 +343,7 @@ review::ReviewRequest changeReview(const Action &action, const ChangeProposal &p
 
 } // namespace
 
-StepOutcome StepEngine::proposeChange(const Action &action)
+StepOutcome StepEngine::proposeChange(const StepRun &run, const Action &action)
 {
     const llm::ToolCall &call = action.call;
     json result = toolResultBase(call);
@@ -309,23 +366,10 @@ StepOutcome StepEngine::proposeChange(const Action &action)
     pool_client::PoolClient *pool = m_pools.find(action.state.pool);
 
     auto applyAndRecord = [&]() {
-        auto applied = applyChange(action, pool, args, result);
-        std::vector<core::NewEvent> out;
-        if (!applied) {
-            if (pool) {
-                if (auto outcome = poolTrouble(action, *pool, applied.error()))
-                    return *outcome;
-            } else if (applied.error().code == ErrorCode::Unavailable) {   // its pool left the config
-                return StepOutcome{action.kind, false, m_options.retryAfterUnavailableMs, applied.error().message};
-            }
-            result["error"] = applied.error().message;
-        }
-        out.push_back(event(core::kind::ToolResult, result));
-        // Unlike a command, an applied change is recorded even when the pool did not answer for
-        // its snapshot: applying it twice would fail where the first one succeeded.
-        if (applied && result.value("applied", false) && pool)
-            (void)addCheckpoint(action, *pool, out);
-        return appendResult(action, std::move(out));
+        std::optional<Status> applied = applyChange(action, pool, args, result);
+        if (!applied)
+            return applyDiff(run, action, *pool, args, std::move(result));
+        return changeApplied(run, action, pool, std::move(*applied), std::move(result));
     };
 
     if (!action.decision.is_null()) {

@@ -143,35 +143,64 @@ StepOutcome StepEngine::claimSandbox(const StepRun &run, const Action &action, s
     if (action.state.checkpoint.empty())
         history.legacySnapshot = legacySnapshotRef(log);
     pool_client::PoolClient *client = *pool;
-    using Claim = Result<pool_client::ClaimedSandbox>;
-    auto claim = [client, action](std::function<void(Claim)> done) {
+    auto claim = [client, action](std::function<void(Claimed)> done) {
         client->claimAsync(action.tier, action.state.id, action.idempotencyKey, std::move(done));
     };
     llm::ModelAdapter *adapter = action.withModelCall && context ? adapterFor(action) : nullptr;
     if (!adapter) {
-        // No model call beside it (or no such model: the step after the claim says so).
-        return awaitCall<Claim>(run, claim, [this, client, action, history](Claim claimed) {
-            return record(action, claimEffect(action, *client, history, std::move(claimed)), history);
+        // No model call beside it (or no such model: the step after the claim says so). A session
+        // that held a sandbox before (given back idle, lost with its pool, failed) goes on with the
+        // workspace of its last checkpoint, restored from the checkpoint store.
+        return awaitCall<Claimed>(run, claim, [this, run, client, action, history](Claimed answer) {
+            return restoreInto(run, action.state.checkpoint, *client, std::move(answer),
+                               [this, client, action, history](Claimed claimed, Restored restored) {
+                                   return record(action, claimEffect(action, *client, history, std::move(claimed),
+                                                                     std::move(restored)),
+                                                 history);
+                               });
         });
     }
     using Turn = Result<llm::ModelTurn>;
     auto ask = [adapter, context = std::move(*context)](std::function<void(Turn)> done) {
         adapter->nextAsync(context, std::move(done));
     };
-    return awaitCall<std::pair<Claim, Turn>>(run, bothCalls<Claim, Turn>(claim, ask),
-                                             [this, client, action, history](std::pair<Claim, Turn> answers) {
-                                                 return claimedWithTurn(action, *client, history, std::move(answers.first),
-                                                                        std::move(answers.second));
-                                             });
+    return awaitCall<std::pair<Claimed, Turn>>(
+        run, bothCalls<Claimed, Turn>(claim, ask), [this, run, client, action, history](std::pair<Claimed, Turn> answers) {
+            return restoreInto(run, action.state.checkpoint, *client, std::move(answers.first),
+                               [this, client, action, history, turn = std::move(answers.second)](Claimed claimed,
+                                                                                                  Restored restored) {
+                                   return claimedWithTurn(action, *client, history, std::move(claimed),
+                                                          std::move(restored), turn);
+                               });
+        });
+}
+
+StepOutcome StepEngine::restoreInto(const StepRun &run, const std::string &manifest, pool_client::PoolClient &pool,
+                                    Claimed claimed, std::function<StepOutcome(Claimed, Restored)> then)
+{
+    if (!claimed || manifest.empty() || !m_options.checkpointer) {
+        // Nothing to restore (an empty workspace is right), or nowhere to restore it from (said then).
+        Restored restored = claimed ? restoreWorkspace(pool, claimed->sandboxId, manifest) : Restored{};
+        return then(std::move(claimed), std::move(restored));
+    }
+    const std::string sandboxId = claimed->sandboxId;
+    return awaitCall<Restored>(
+        run,
+        [this, run, &pool, sandboxId, manifest](std::function<void(Restored)> done) {
+            m_options.checkpointer->restoreAsync(pool, sandboxId, manifest, storeWork(run), std::move(done));
+        },
+        [claimed = std::move(claimed), then = std::move(then)](Restored restored) {
+            return then(claimed, std::move(restored));
+        });
 }
 
 StepOutcome StepEngine::claimedWithTurn(const Action &action, pool_client::PoolClient &pool, const ClaimHistory &history,
-                                        Result<pool_client::ClaimedSandbox> claimed, Result<llm::ModelTurn> turn)
+                                        Claimed claimed, Restored restored, Result<llm::ModelTurn> turn)
 {
     const bool gotOne = claimed.has_value();
-    if (!gotOne && !claimWorthRetrying(claimed.error().code))
-        return record(action, claimEffect(action, pool, history, std::move(claimed)));   // so does the session
-    Effect claim = claimEffect(action, pool, history, std::move(claimed));
+    if (!gotOne && !claimWorthRetrying(claimed.error().code))   // so does the session
+        return record(action, claimEffect(action, pool, history, std::move(claimed), std::move(restored)));
+    Effect claim = claimEffect(action, pool, history, std::move(claimed), std::move(restored));
     if (claim.instead) {
         if (claim.instead->appended)
             return *claim.instead;   // the session paused (its workspace cannot be restored): the turn waits
@@ -213,7 +242,7 @@ StepOutcome StepEngine::record(const Action &action, Effect effect)
 }
 
 StepEngine::Effect StepEngine::claimEffect(const Action &action, pool_client::PoolClient &pool,
-                                           const ClaimHistory &history, Result<pool_client::ClaimedSandbox> claimed)
+                                           const ClaimHistory &history, Claimed claimed, Restored restored)
 {
     Effect effect;
     if (!claimed) {
@@ -244,12 +273,10 @@ StepEngine::Effect StepEngine::claimEffect(const Action &action, pool_client::Po
     if (action.state.status == core::SessionStatus::Queued)
         events.push_back(event(core::kind::StateChanged, {{"status", "running"}}));
     events.push_back(sandboxClaimed(pool.name(), *claimed, m_pools.pricePerHour(pool.name(), claimed->tier)));
-    // A session that held a sandbox before (given back idle, lost with its pool, failed) goes on
-    // with the workspace of its last checkpoint, restored from the checkpoint store.
     const std::string &manifest = action.state.checkpoint;
-    auto restored = restoreWorkspace(pool, claimed->sandboxId, manifest);
     if (!restored) {
-        (void)pool.release(claimed->sandboxId);
+        // The sandbox goes back (without waiting: a release that fails leaves it to the pool's reaper).
+        pool.releaseAsync(claimed->sandboxId, [](Status) {});
         effect.instead = restoreFailed(action, pool, manifest, restored.error());
         return effect;
     }

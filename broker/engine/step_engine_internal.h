@@ -10,8 +10,10 @@
 
 #include <nlohmann/json.hpp>
 
+#include <condition_variable>
 #include <cstdint>
-#include <future>
+#include <deque>
+#include <functional>
 #include <memory>
 #include <mutex>
 #include <optional>
@@ -55,15 +57,48 @@ std::vector<pool_client::EgressGrant> egressGrants(const core::SessionState &sta
 // The sandbox.claimed event of a claim on the named pool. step_engine_sandbox.cpp.
 core::NewEvent sandboxClaimed(const std::string &pool, const pool_client::ClaimedSandbox &claimed, double pricePerHour);
 
+// A thread waiting for a call's answer (a step that does not park: runOneStep, the idle releaser).
+// Meanwhile it runs the work the call hands back to it (storeWork), so that a checkpoint's store
+// writes run here and not on gRPC's callback threads. step_engine.cpp.
+class WaitingThread {
+public:
+    WaitingThread();
+    ~WaitingThread();
+    WaitingThread(const WaitingThread &) = delete;
+    WaitingThread &operator=(const WaitingThread &) = delete;
+
+    // The innermost WaitingThread of the calling thread, or nullptr.
+    static WaitingThread *current();
+    // Any thread: work for the waiting thread.
+    void post(std::function<void()> work);
+    // Any thread: the call answered; wait() returns once the work posted before is done.
+    void answered();
+    // Runs the work posted until the call answered.
+    void wait();
+
+private:
+    WaitingThread *const m_outer;
+    std::mutex m_mutex;
+    std::condition_variable m_wake;
+    std::deque<std::function<void()>> m_work;
+    bool m_answered = false;
+};
+
 template <typename T>
 StepOutcome StepEngine::awaitCall(const StepRun &run, const std::function<void(std::function<void(T)>)> &start,
                                   std::function<StepOutcome(T)> then)
 {
     if (!run.park) {
-        std::promise<T> promise;
-        auto result = promise.get_future();
-        start([&promise](T value) { promise.set_value(std::move(value)); });
-        return then(result.get());
+        std::optional<T> answer;
+        {
+            WaitingThread here;
+            start([&](T value) {
+                answer.emplace(std::move(value));
+                here.answered();
+            });
+            here.wait();
+        }
+        return then(std::move(*answer));
     }
     {
         std::lock_guard lock(m_leasesMutex);

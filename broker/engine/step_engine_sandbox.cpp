@@ -19,12 +19,11 @@ using nlohmann::json;
 
 } // namespace
 
-checkpoints::Outcome<json> StepEngine::checkpointWorkspace(pool_client::PoolClient &pool, const core::SessionState &state)
+namespace {
+
+// What a checkpoint taken for giving a sandbox back adds to sandbox.released.
+checkpoints::Outcome<json> workspaceFields(checkpoints::Outcome<checkpoints::TakeResult> taken)
 {
-    if (!m_options.checkpointer)
-        return std::unexpected(checkpoints::Failure{checkpoints::FailedAt::Store,
-                                                    {ErrorCode::Unimplemented, "this broker keeps no checkpoints"}});
-    auto taken = m_options.checkpointer->take(pool, state.sandboxId, state.checkpoint);
     if (!taken)
         return std::unexpected(taken.error());
     json fields{{"manifest", taken->manifestId}, {"checkpoint", taken->unchanged ? "current" : "new"}};
@@ -35,6 +34,60 @@ checkpoints::Outcome<json> StepEngine::checkpointWorkspace(pool_client::PoolClie
         fields["checkpoint_ms"] = taken->durationMs;
     }
     return fields;
+}
+
+std::unexpected<checkpoints::Failure> noCheckpoints()
+{
+    return std::unexpected(checkpoints::Failure{checkpoints::FailedAt::Store,
+                                                {ErrorCode::Unimplemented, "this broker keeps no checkpoints"}});
+}
+
+} // namespace
+
+checkpoints::Executor StepEngine::storeWork(const StepRun &run)
+{
+    if (!run.park) {
+        // Handed back to the thread waiting for the call.
+        WaitingThread *here = WaitingThread::current();
+        return [here](std::function<void()> work) {
+            if (here)
+                here->post(std::move(work));
+            else
+                work();
+        };
+    }
+    // Queued like a parked step's continuation; it stays parked (the work ends in the next pool
+    // call or in the checkpoint's completion, which resumes the step).
+    return [this, lease = run.lease](std::function<void()> work) {
+        resume(lease, [work = std::move(work)] {
+            work();
+            StepOutcome parked;
+            parked.parked = true;
+            return parked;
+        });
+    };
+}
+
+checkpoints::Outcome<json> StepEngine::checkpointWorkspace(pool_client::PoolClient &pool, const core::SessionState &state)
+{
+    if (!m_options.checkpointer)
+        return noCheckpoints();
+    return workspaceFields(m_options.checkpointer->take(pool, state.sandboxId, state.checkpoint));
+}
+
+StepOutcome StepEngine::checkpointWorkspaceThen(const StepRun &run, pool_client::PoolClient &pool,
+                                                const core::SessionState &state,
+                                                std::function<StepOutcome(Workspace)> then)
+{
+    if (!m_options.checkpointer)
+        return then(noCheckpoints());
+    using Taken = checkpoints::Outcome<checkpoints::TakeResult>;
+    return awaitCall<Taken>(
+        run,
+        [this, run, &pool, sandboxId = state.sandboxId, base = state.checkpoint](std::function<void(Taken)> done) {
+            m_options.checkpointer->takeAsync(pool, sandboxId, base, storeWork(run), std::move(done));
+        },
+        [then = std::move(then)](Taken taken) { return then(workspaceFields(std::move(taken))); });
 }
 
 checkpoints::Outcome<checkpoints::RestoreResult> StepEngine::restoreWorkspace(pool_client::PoolClient &pool,
@@ -114,11 +167,9 @@ StepOutcome StepEngine::checkpointFailed(const Action &action, pool_client::Pool
 }
 
 checkpoints::Outcome<void> StepEngine::addCheckpoint(const Action &action, pool_client::PoolClient &pool,
+                                                     checkpoints::Outcome<checkpoints::TakeResult> taken,
                                                      std::vector<core::NewEvent> &events)
 {
-    if (!m_options.checkpointer)
-        return {};
-    auto taken = m_options.checkpointer->take(pool, action.state.sandboxId, action.state.checkpoint);
     if (!taken) {
         if (taken.error().error.code != ErrorCode::Unimplemented)
             return std::unexpected(taken.error());
@@ -146,34 +197,49 @@ checkpoints::Outcome<void> StepEngine::addCheckpoint(const Action &action, pool_
     return {};
 }
 
-StepOutcome StepEngine::releaseSandbox(const Action &action, std::span<const core::Event> log)
+StepOutcome StepEngine::releaseSandbox(const StepRun &run, const Action &action, std::span<const core::Event> log)
 {
     json payload{{"sandbox_id", action.state.sandboxId}, {"pool", action.state.pool}};
-    std::vector<core::NewEvent> events;
-    if (pool_client::PoolClient *pool = m_pools.find(action.state.pool)) {
-        if (auto outcome = tierOutcome(pool, action.state, log))
-            events.push_back(std::move(*outcome));
-        auto released = pool->release(action.state.sandboxId);
-        if (!released) {
-            const bool unavailable = released.error().code == ErrorCode::Unavailable;
-            if (unavailable)
-                m_pools.reportUnavailable(pool->name(), released.error().message);
-            if (unavailable && m_pools.isLost(pool->name())) {
-                // Nothing to give back: the sandbox went down with its pool.
-                payload["note"] = "pool '" + pool->name() + "' is lost; the sandbox went with it";
-                events.push_back(event(core::kind::SandboxReleased, payload));
-                return appendResult(action, std::move(events));
-            }
-            if (unavailable || released.error().code == ErrorCode::Cancelled)
-                return {action.kind, false, m_options.retryAfterUnavailableMs, released.error().message};
-            // NotFound: it is gone already, which is what releasing wants.
-            payload["note"] = released.error().message;
-        }
-    } else {
+    pool_client::PoolClient *pool = m_pools.find(action.state.pool);
+    if (!pool) {
         payload["note"] = "pool '" + action.state.pool + "' is no longer configured";
+        return appendResult(action, {event(core::kind::SandboxReleased, payload)});
     }
-    events.push_back(event(core::kind::SandboxReleased, payload));
-    return appendResult(action, std::move(events));
+    // The tier decision's outcome first, while the pool still has the sandbox's samples.
+    return tierOutcomeThen(run, pool, action.state, log, [this, run, action, pool, payload](std::optional<core::NewEvent> outcome) {
+        std::vector<core::NewEvent> events;
+        if (outcome)
+            events.push_back(std::move(*outcome));
+        return releaseThenAppend(run, action, *pool, payload, std::move(events));
+    });
+}
+
+StepOutcome StepEngine::releaseThenAppend(const StepRun &run, const Action &action, pool_client::PoolClient &pool,
+                                          json payload, std::vector<core::NewEvent> events)
+{
+    return awaitCall<Status>(
+        run,
+        [&pool, sandboxId = action.state.sandboxId](std::function<void(Status)> done) {
+            pool.releaseAsync(sandboxId, std::move(done));
+        },
+        [this, action, pool = &pool, payload, events](Status released) mutable {
+            if (!released) {
+                const bool unavailable = released.error().code == ErrorCode::Unavailable;
+                if (unavailable)
+                    m_pools.reportUnavailable(pool->name(), released.error().message);
+                if (unavailable && m_pools.isLost(pool->name())) {
+                    // Nothing to give back: the sandbox went down with its pool.
+                    payload["note"] = "pool '" + pool->name() + "' is lost; the sandbox went with it";
+                } else if (unavailable || released.error().code == ErrorCode::Cancelled) {
+                    return StepOutcome{action.kind, false, m_options.retryAfterUnavailableMs, released.error().message};
+                } else {
+                    // NotFound: it is gone already, which is what releasing wants.
+                    payload["note"] = released.error().message;
+                }
+            }
+            events.push_back(event(core::kind::SandboxReleased, payload));
+            return appendResult(action, std::move(events));
+        });
 }
 
 void StepEngine::releaseIdle(const std::string &sessionId)

@@ -19,7 +19,7 @@ using nlohmann::json;
 
 } // namespace
 
-StepOutcome StepEngine::moveTier(const Action &action, std::span<const core::Event> log)
+StepOutcome StepEngine::moveTier(const StepRun &run, const Action &action, std::span<const core::Event> log)
 {
     const auto &state = action.state;
     pool_client::PoolClient *from = m_pools.find(state.pool);
@@ -38,42 +38,76 @@ StepOutcome StepEngine::moveTier(const Action &action, std::span<const core::Eve
     }
     // Placement first (it reads cached statuses): while no pool can take the tier, retries must not
     // snapshot the workspace again and again.
-    auto pool = m_pools.choose(action.tier);
-    if (!pool)
-        return waitForPool(action, pool.error());   // the session stays where it is
-    auto snapshot = checkpointWorkspace(*from, state);
-    if (!snapshot) {
-        const Error &error = snapshot.error().error;
-        if (snapshot.error().at == checkpoints::FailedAt::Pool && error.code == ErrorCode::Unavailable)
-            m_pools.reportUnavailable(from->name(), error.message);
-        return {action.kind, false, m_options.retryAfterUnavailableMs, "no checkpoint to move with: " + error.message};
-    }
-    const std::string manifest = (*snapshot)["manifest"];
-    // The outcome of the tier being left, while the pool still has its samples.
-    auto leftTier = tierOutcome(from, state, log);
-    auto claimed = (*pool)->claim(action.tier, state.id, action.idempotencyKey);
+    auto chosen = m_pools.choose(action.tier);
+    if (!chosen)
+        return waitForPool(action, chosen.error());   // the session stays where it is
+    pool_client::PoolClient *to = *chosen;
+    // Each parked while it runs: the outcome of the tier being left (while the pool still has its
+    // samples), the checkpoint on the old pool, the claim on the new one, the restore there; then
+    // the append, and the old sandbox given back.
+    return tierOutcomeThen(run, from, state, log, [this, run, action, from, to, fromTier](std::optional<core::NewEvent> leftTier) {
+        return moveWorkspace(run, action, *from, *to, fromTier, std::move(leftTier));
+    });
+}
+
+StepOutcome StepEngine::moveWorkspace(const StepRun &run, const Action &action, pool_client::PoolClient &fromPool,
+                                      pool_client::PoolClient &toPool, const std::string &fromTier,
+                                      std::optional<core::NewEvent> leftTier)
+{
+    pool_client::PoolClient *from = &fromPool;
+    pool_client::PoolClient *to = &toPool;
+    return checkpointWorkspaceThen(run, fromPool, action.state, [this, run, action, from, to, fromTier, leftTier](Workspace snapshot) {
+        if (!snapshot) {
+            const Error &error = snapshot.error().error;
+            if (snapshot.error().at == checkpoints::FailedAt::Pool && error.code == ErrorCode::Unavailable)
+                m_pools.reportUnavailable(from->name(), error.message);
+            return StepOutcome{action.kind, false, m_options.retryAfterUnavailableMs,
+                               "no checkpoint to move with: " + error.message};
+        }
+        const std::string manifest = (*snapshot)["manifest"];
+        return awaitCall<Claimed>(
+            run,
+            [to, action](std::function<void(Claimed)> done) {
+                to->claimAsync(action.tier, action.state.id, action.idempotencyKey, std::move(done));
+            },
+            [this, run, action, from, to, fromTier, leftTier, snapshot = *snapshot, manifest](Claimed claimed) {
+                return restoreInto(run, manifest, *to, std::move(claimed),
+                                   [this, action, from, to, fromTier, leftTier, snapshot, manifest](Claimed claim,
+                                                                                                    Restored restored) {
+                                       return moved(action, *from, *to, fromTier, leftTier, snapshot, std::move(claim),
+                                                    std::move(restored));
+                                   });
+            });
+    });
+}
+
+StepOutcome StepEngine::moved(const Action &action, pool_client::PoolClient &from, pool_client::PoolClient &to,
+                              const std::string &fromTier, const std::optional<core::NewEvent> &leftTier,
+                              const json &snapshot, Claimed claimed, Restored restored)
+{
+    const auto &state = action.state;
+    const std::string manifest = snapshot.value("manifest", std::string());
     if (!claimed)
         return {action.kind, false, m_options.retryAfterUnavailableMs, claimed.error().message};
-    auto restored = restoreWorkspace(**pool, claimed->sandboxId, manifest);
     if (!restored) {
-        (void)(*pool)->release(claimed->sandboxId);
+        to.releaseAsync(claimed->sandboxId, [](Status) {});
         return {action.kind, false, m_options.retryAfterUnavailableMs,
                 "checkpoint " + manifest + " not restored: " + restored.error().error.message};
     }
-    m_pools.noteClaimed((*pool)->name());
+    m_pools.noteClaimed(to.name());
     json released{{"sandbox_id", state.sandboxId}, {"pool", state.pool}, {"reason", "tier_move"}};
-    released.update(*snapshot);
+    released.update(snapshot);
     std::vector<core::NewEvent> events;
     if (leftTier)
-        events.push_back(std::move(*leftTier));
+        events.push_back(*leftTier);
     events.push_back(event(core::kind::SandboxReleased, released));
-    events.push_back(sandboxClaimed((*pool)->name(), *claimed, m_pools.pricePerHour((*pool)->name(), claimed->tier)));
+    events.push_back(sandboxClaimed(to.name(), *claimed, m_pools.pricePerHour(to.name(), claimed->tier)));
     events.push_back(event(kSandboxMoved, {{"reason", "tier_override"},
                                            {"from_tier", fromTier},
                                            {"from_pool", state.pool},
                                            {"from_sandbox_id", state.sandboxId},
                                            {"to_tier", claimed->tier},
-                                           {"to_pool", (*pool)->name()},
+                                           {"to_pool", to.name()},
                                            {"to_sandbox_id", claimed->sandboxId},
                                            {"manifest", manifest},
                                            {"workspace", manifest.empty() ? "empty" : "restored"},
@@ -85,11 +119,14 @@ StepOutcome StepEngine::moveTier(const Action &action, std::span<const core::Eve
                                                                     : "' with checkpoint " + manifest.substr(0, 12))}}));
     auto outcome = appendResult(action, std::move(events));
     // Whoever recorded first owns the log: on a lost race the new sandbox goes back, the old stays.
-    pool_client::PoolClient *giveBack = outcome.appended ? from : *pool;
+    // Given back without waiting; a release that fails leaves the sandbox to its pool's reaper.
+    pool_client::PoolClient &giveBack = outcome.appended ? from : to;
     const std::string giveBackId = outcome.appended ? state.sandboxId : claimed->sandboxId;
-    if (auto done = giveBack->release(giveBackId); !done)
-        spdlog::warn("session {}: sandbox {} on pool '{}' not released after the move: {}", state.id, giveBackId,
-                     giveBack->name(), done.error().message);
+    giveBack.releaseAsync(giveBackId, [session = state.id, giveBackId, pool = giveBack.name()](Status done) {
+        if (!done)
+            spdlog::warn("session {}: sandbox {} on pool '{}' not released after the move: {}", session, giveBackId,
+                         pool, done.error().message);
+    });
     return outcome;
 }
 
@@ -143,8 +180,9 @@ StepOutcome StepEngine::tierEscalationDecided(const Action &action, const Enviro
     return appendResult(action, std::move(events));
 }
 
-std::optional<core::NewEvent> StepEngine::tierOutcome(pool_client::PoolClient *pool, const core::SessionState &state,
-                                                      std::span<const core::Event> log) const
+std::optional<StepEngine::PendingOutcome> StepEngine::pendingOutcome(pool_client::PoolClient *pool,
+                                                                    const core::SessionState &state,
+                                                                    std::span<const core::Event> log) const
 {
     if (!m_options.decider || !pool || state.sandboxId.empty())
         return std::nullopt;
@@ -201,19 +239,53 @@ std::optional<core::NewEvent> StepEngine::tierOutcome(pool_client::PoolClient *p
         input.oomKilled = input.oomKilled || reason == "oom_killed";
         input.timedOut = input.timedOut || reason == "timeout" || result.value("timed_out", false);
     }
-    if (auto samples = pool->samples(state.sandboxId, log[claimIndex].timeUnixMs - 1)) {
+    return PendingOutcome{std::move(input), decisionId, heldTier, log[claimIndex].timeUnixMs};
+}
+
+core::NewEvent StepEngine::outcomeEvent(PendingOutcome pending, const core::SessionState &state,
+                                        const Result<std::vector<pool_client::ResourcePoint>> &samples) const
+{
+    if (samples) {
         for (const auto &sample : *samples)
-            input.samples.push_back({sample.timeUnixMs, sample.cpuCores, sample.memoryBytes, sample.cpuPeriods,
-                                     sample.cpuThrottledPeriods});
+            pending.input.samples.push_back({sample.timeUnixMs, sample.cpuCores, sample.memoryBytes, sample.cpuPeriods,
+                                             sample.cpuThrottledPeriods});
     } else {
         spdlog::debug("session {}: no samples of sandbox {} for the outcome of {}: {}", state.id, state.sandboxId,
-                      decisionId, samples.error().message);
+                      pending.decisionId, samples.error().message);
     }
-    const policy::Outcome outcome = policy::classifyOutcome(input);
-    json payload = policy::outcomeJson(decisionId, outcome);
-    payload["tier"] = heldTier;
+    const policy::Outcome outcome = policy::classifyOutcome(pending.input);
+    json payload = policy::outcomeJson(pending.decisionId, outcome);
+    payload["tier"] = pending.heldTier;
     payload["sandbox_id"] = state.sandboxId;
     return event(core::kind::EnvOutcome, payload);
+}
+
+std::optional<core::NewEvent> StepEngine::tierOutcome(pool_client::PoolClient *pool, const core::SessionState &state,
+                                                      std::span<const core::Event> log) const
+{
+    auto pending = pendingOutcome(pool, state, log);
+    if (!pending)
+        return std::nullopt;
+    const int64_t after = pending->claimUnixMs - 1;
+    return outcomeEvent(std::move(*pending), state, pool->samples(state.sandboxId, after));
+}
+
+StepOutcome StepEngine::tierOutcomeThen(const StepRun &run, pool_client::PoolClient *pool,
+                                        const core::SessionState &state, std::span<const core::Event> log,
+                                        std::function<StepOutcome(std::optional<core::NewEvent>)> then)
+{
+    auto pending = pendingOutcome(pool, state, log);
+    if (!pending)
+        return then(std::nullopt);
+    using Samples = Result<std::vector<pool_client::ResourcePoint>>;
+    return awaitCall<Samples>(
+        run,
+        [pool, sandboxId = state.sandboxId, after = pending->claimUnixMs - 1](std::function<void(Samples)> done) {
+            pool->samplesAsync(sandboxId, after, std::move(done));
+        },
+        [this, pending = std::move(*pending), state, then = std::move(then)](Samples samples) {
+            return then(outcomeEvent(pending, state, samples));
+        });
 }
 
 } // namespace paddock::engine

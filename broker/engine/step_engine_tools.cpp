@@ -123,29 +123,14 @@ void commandResult(pool_client::ExecOutcome &outcome, const std::string &poolNam
         result["post_mortem"] = {{"pool", poolName}, {"sandbox_id", action.state.sandboxId}};
 }
 
-// write_file: the path and the size written into the result.
-Status writeFile(pool_client::PoolClient &pool, const Action &action, json &result)
-{
-    const llm::ToolCall &call = action.call;
-    const std::string content = stringArg(call, "content");
-    Status done = pool.writeFile(action.state.sandboxId, stringArg(call, "path"), content);
-    if (done) {
-        result["path"] = stringArg(call, "path");
-        result["bytes"] = content.size();
-    }
-    return done;
-}
-
 // read_file: the content, redacted and clipped, into the result.
-Status readFile(pool_client::PoolClient &pool, const Action &action, const secrets::SecretsSnapshot *secrets,
-                json &result)
+Status readFileResult(const Action &action, const secrets::SecretsSnapshot *secrets, Result<std::string> content,
+                      json &result)
 {
-    const llm::ToolCall &call = action.call;
-    auto content = pool.readFile(action.state.sandboxId, stringArg(call, "path"));
     if (!content)
         return std::unexpected(content.error());
     bool clipped = false;
-    result["path"] = stringArg(call, "path");
+    result["path"] = stringArg(action.call, "path");
     result["content"] = clipOutput(redacted(secrets, std::move(*content)), &clipped);
     result["content_clipped"] = clipped;
     return {};
@@ -186,21 +171,43 @@ StepOutcome StepEngine::runTool(const StepRun &run, const Action &action)
         using Ran = Result<pool_client::ExecOutcome>;
         return awaitCall<Ran>(
             run, [pool, spec](std::function<void(Ran)> done) { pool->execAsync(spec, {}, std::move(done)); },
-            [this, action, pool, secrets](Ran ran) { return commandDone(action, *pool, secrets, std::move(ran)); });
+            [this, run, action, pool, secrets](Ran ran) { return commandDone(run, action, *pool, secrets, std::move(ran)); });
     }
-    Status done;
+    const std::string sandboxId = action.state.sandboxId;
+    const std::string path = stringArg(call, "path");
     if (call.name == llm::tool::WriteFile) {
-        done = writeFile(*pool, action, result);
-    } else if (call.name == llm::tool::ReadFile) {
-        done = readFile(*pool, action, secrets.get(), result);
-    } else {
-        result["error"] = "unknown tool '" + call.name + "'; the tools are run_command, write_file, read_file, "
-            "read_records, request_environment, propose_change and finish";
+        const std::string content = stringArg(call, "content");
+        return awaitCall<Status>(
+            run,
+            [pool, sandboxId, path, content](std::function<void(Status)> done) {
+                pool->writeFileAsync(sandboxId, path, content, 0644, std::move(done));
+            },
+            [this, run, action, pool, path, bytes = content.size(), result](Status written) mutable {
+                if (written) {
+                    result["path"] = path;
+                    result["bytes"] = bytes;
+                }
+                return toolDone(run, action, *pool, std::move(written), std::move(result), {});
+            });
     }
-    return toolDone(action, *pool, std::move(done), std::move(result), {});
+    if (call.name == llm::tool::ReadFile) {
+        using Read = Result<std::string>;
+        return awaitCall<Read>(
+            run,
+            [pool, sandboxId, path](std::function<void(Read)> done) {
+                pool->readFileAsync(sandboxId, path, 0, std::move(done));
+            },
+            [this, run, action, pool, secrets, result](Read content) mutable {
+                Status done = readFileResult(action, secrets.get(), std::move(content), result);
+                return toolDone(run, action, *pool, std::move(done), std::move(result), {});
+            });
+    }
+    result["error"] = "unknown tool '" + call.name + "'; the tools are run_command, write_file, read_file, "
+        "read_records, request_environment, propose_change and finish";
+    return toolDone(run, action, *pool, {}, std::move(result), {});
 }
 
-StepOutcome StepEngine::commandDone(const Action &action, pool_client::PoolClient &pool,
+StepOutcome StepEngine::commandDone(const StepRun &run, const Action &action, pool_client::PoolClient &pool,
                                     std::shared_ptr<const secrets::SecretsSnapshot> secrets,
                                     Result<pool_client::ExecOutcome> ran)
 {
@@ -216,18 +223,18 @@ StepOutcome StepEngine::commandDone(const Action &action, pool_client::PoolClien
         }
     }
     if (!ran)
-        return toolDone(action, pool, std::unexpected(ran.error()), std::move(result), {});
+        return toolDone(run, action, pool, std::unexpected(ran.error()), std::move(result), {});
     commandResult(*ran, pool.name(), action, secrets.get(), result, egressEvents);
     // From the tool.call recorded (as this broker was told) to the command spawned in its sandbox:
     // the engine's and the pool's share of the wait before a command runs. Only for a first run
     // whose call this broker recorded; across hosts it includes their clocks' difference.
     if (recordedUnixUs > 0 && ran->startedUnixUs > 0 && !ran->replayed)
         result["start_after_ms"] = static_cast<double>(ran->startedUnixUs - recordedUnixUs) / 1000.0;
-    return toolDone(action, pool, {}, std::move(result), std::move(egressEvents));
+    return toolDone(run, action, pool, {}, std::move(result), std::move(egressEvents));
 }
 
-StepOutcome StepEngine::toolDone(const Action &action, pool_client::PoolClient &pool, Status done, json result,
-                                 std::vector<core::NewEvent> events)
+StepOutcome StepEngine::toolDone(const StepRun &run, const Action &action, pool_client::PoolClient &pool, Status done,
+                                 json result, std::vector<core::NewEvent> events)
 {
     const llm::ToolCall &call = action.call;
     if (!done) {
@@ -252,10 +259,27 @@ StepOutcome StepEngine::toolDone(const Action &action, pool_client::PoolClient &
         // pool its result comes from the exec's idempotency record; once the pool is lost it is
         // the one call repeated on another (tests/integration/multi_host_test.cpp). poolTrouble
         // decides which, as for the exec itself (addCheckpoint fails only with its codes).
-        if (auto checkpointed = addCheckpoint(action, pool, events); !checkpointed)
-            return checkpointFailed(action, pool, checkpointed.error());
+        return checkpointThenAppend(run, action, pool, std::move(events));
     }
     return appendResult(action, std::move(events));
+}
+
+StepOutcome StepEngine::checkpointThenAppend(const StepRun &run, const Action &action, pool_client::PoolClient &pool,
+                                             std::vector<core::NewEvent> events)
+{
+    if (!m_options.checkpointer)
+        return appendResult(action, std::move(events));
+    using Taken = checkpoints::Outcome<checkpoints::TakeResult>;
+    return awaitCall<Taken>(
+        run,
+        [this, run, &pool, sandboxId = action.state.sandboxId, base = action.state.checkpoint](std::function<void(Taken)> done) {
+            m_options.checkpointer->takeAsync(pool, sandboxId, base, storeWork(run), std::move(done));
+        },
+        [this, action, &pool, events = std::move(events)](Taken taken) mutable {
+            if (auto checkpointed = addCheckpoint(action, pool, std::move(taken), events); !checkpointed)
+                return checkpointFailed(action, pool, checkpointed.error());
+            return appendResult(action, std::move(events));
+        });
 }
 
 } // namespace paddock::engine

@@ -11,6 +11,7 @@
 #include <future>
 #include <mutex>
 #include <set>
+#include <type_traits>
 
 namespace paddock::pool_client {
 namespace {
@@ -96,18 +97,23 @@ public:
         call->req.set_tier(tier);
         call->req.set_session_id(sessionId);
         call->req.set_idempotency_key(idempotencyKey);
-        m_stub->async()->Claim(&call->ctx, &call->req, &call->resp, [this, call, done = std::move(done)](grpc::Status s) {
-            if (!s.ok())
-                return done(failure("claim", s));
-            const v1::ClaimResponse &resp = call->resp;
-            ClaimedSandbox out;
-            out.sandboxId = resp.sandbox_id();
-            out.tier = resp.tier();
-            out.runtime = resp.runtime();
-            out.host = resp.host();
-            out.warm = resp.warm();
-            out.claimMs = resp.claim_ms();
-            done(std::move(out));
+        m_stub->async()->Claim(&call->ctx, &call->req, &call->resp, [this, call, done = std::move(done)](grpc::Status s) mutable {
+            Result<ClaimedSandbox> result;
+            if (!s.ok()) {
+                result = failure("claim", s);
+            } else {
+                const v1::ClaimResponse &resp = call->resp;
+                ClaimedSandbox out;
+                out.sandboxId = resp.sandbox_id();
+                out.tier = resp.tier();
+                out.runtime = resp.runtime();
+                out.host = resp.host();
+                out.warm = resp.warm();
+                out.claimMs = resp.claim_ms();
+                result = std::move(out);
+            }
+            call.reset();   // see callAsync
+            done(std::move(result));
         });
     }
 
@@ -125,27 +131,36 @@ public:
 
     Result<std::string> readFile(const std::string &sandboxId, const std::string &path, int64_t maxBytes) override
     {
+        return waitFor<std::string>([&](Done<std::string> done) { readFileAsync(sandboxId, path, maxBytes, std::move(done)); });
+    }
+
+    void readFileAsync(const std::string &sandboxId, const std::string &path, int64_t maxBytes,
+                       Done<std::string> done) override
+    {
         v1::ReadFileRequest req;
         req.set_sandbox_id(sandboxId);
         req.set_path(path);
         req.set_max_bytes(maxBytes);
-        auto resp = unary(&Stub::ReadFile, "read_file", kFileDeadlineMs, req);
-        if (!resp)
-            return std::unexpected(resp.error());
-        return std::move(*resp->mutable_content());
+        callAsync<std::string>(&Stub::async::ReadFile, "read_file", kFileDeadlineMs, std::move(req),
+                               [](v1::ReadFileResponse &resp) { return std::move(*resp.mutable_content()); },
+                               std::move(done));
     }
 
     Status writeFile(const std::string &sandboxId, const std::string &path, const std::string &content,
                      uint32_t mode) override
+    {
+        return waitFor<void>([&](Done<void> done) { writeFileAsync(sandboxId, path, content, mode, std::move(done)); });
+    }
+
+    void writeFileAsync(const std::string &sandboxId, const std::string &path, const std::string &content,
+                        uint32_t mode, Done<void> done) override
     {
         v1::WriteFileRequest req;
         req.set_sandbox_id(sandboxId);
         req.set_path(path);
         req.set_content(content);
         req.set_mode(mode);
-        if (auto resp = unary(&Stub::WriteFile, "write_file", kFileDeadlineMs, req); !resp)
-            return std::unexpected(resp.error());
-        return {};
+        callAsync<void>(&Stub::async::WriteFile, "write_file", kFileDeadlineMs, std::move(req), nullptr, std::move(done));
     }
 
     Result<std::vector<DirEntry>> listDir(const std::string &sandboxId, const std::string &path) override
@@ -164,11 +179,14 @@ public:
 
     Status release(const std::string &sandboxId) override
     {
+        return waitFor<void>([&](Done<void> done) { releaseAsync(sandboxId, std::move(done)); });
+    }
+
+    void releaseAsync(const std::string &sandboxId, Done<void> done) override
+    {
         v1::ReleaseRequest req;
         req.set_sandbox_id(sandboxId);
-        if (auto resp = unary(&Stub::Release, "release", kReleaseDeadlineMs, req); !resp)
-            return std::unexpected(resp.error());
-        return {};
+        callAsync<void>(&Stub::async::Release, "release", kReleaseDeadlineMs, std::move(req), nullptr, std::move(done));
     }
 
     Result<PoolStatus> status() override
@@ -241,64 +259,102 @@ public:
 
     Result<TakenCheckpoint> takeCheckpoint(const std::string &sandboxId, const std::string &baseManifest) override
     {
+        return waitFor<TakenCheckpoint>([&](Done<TakenCheckpoint> done) {
+            takeCheckpointAsync(sandboxId, baseManifest, std::move(done));
+        });
+    }
+
+    void takeCheckpointAsync(const std::string &sandboxId, const std::string &baseManifest,
+                             Done<TakenCheckpoint> done) override
+    {
         v1::TakeCheckpointRequest req;
         req.set_sandbox_id(sandboxId);
         req.set_base_manifest(baseManifest);
-        auto resp = unary(&Stub::TakeCheckpoint, "take_checkpoint", kSnapshotDeadlineMs, req);
-        if (!resp)
-            return std::unexpected(resp.error());
-        TakenCheckpoint out{resp->token(), resp->base(), resp->delta(), resp->unchanged()};
-        out.chunks = fromChunks(resp->chunks());
-        for (const auto &p : resp->pending())
-            out.pending.emplace_back(p.hash(), p.size());
-        out.filesScanned = resp->files_scanned();
-        out.filesHashed = resp->files_hashed();
-        out.bytesHashed = resp->bytes_hashed();
-        out.skipped = resp->skipped();
-        out.scanMs = resp->scan_ms();
-        return out;
+        callAsync<TakenCheckpoint>(&Stub::async::TakeCheckpoint, "take_checkpoint", kSnapshotDeadlineMs, std::move(req),
+                                   [](v1::TakeCheckpointResponse &resp) {
+                                       TakenCheckpoint out{resp.token(), resp.base(), std::move(*resp.mutable_delta()),
+                                                           resp.unchanged()};
+                                       out.chunks = fromChunks(resp.chunks());
+                                       for (const auto &p : resp.pending())
+                                           out.pending.emplace_back(p.hash(), p.size());
+                                       out.filesScanned = resp.files_scanned();
+                                       out.filesHashed = resp.files_hashed();
+                                       out.bytesHashed = resp.bytes_hashed();
+                                       out.skipped = resp.skipped();
+                                       out.scanMs = resp.scan_ms();
+                                       return out;
+                                   },
+                                   std::move(done));
     }
 
     Result<std::vector<ContentChunk>> readCheckpointChunks(const std::string &sandboxId, const std::string &token,
                                                            const std::vector<std::string> &hashes) override
+    {
+        return waitFor<std::vector<ContentChunk>>([&](Done<std::vector<ContentChunk>> done) {
+            readCheckpointChunksAsync(sandboxId, token, hashes, std::move(done));
+        });
+    }
+
+    void readCheckpointChunksAsync(const std::string &sandboxId, const std::string &token,
+                                   const std::vector<std::string> &hashes, Done<std::vector<ContentChunk>> done) override
     {
         v1::ReadCheckpointChunksRequest req;
         req.set_sandbox_id(sandboxId);
         req.set_token(token);
         for (const auto &h : hashes)
             req.add_hashes(h);
-        auto resp = unary(&Stub::ReadCheckpointChunks, "read_checkpoint_chunks", kSnapshotDeadlineMs, req);
-        if (!resp)
-            return std::unexpected(resp.error());
-        return fromChunks(resp->chunks());
+        callAsync<std::vector<ContentChunk>>(&Stub::async::ReadCheckpointChunks, "read_checkpoint_chunks",
+                                             kSnapshotDeadlineMs, std::move(req),
+                                             [](v1::ReadCheckpointChunksResponse &resp) { return fromChunks(resp.chunks()); },
+                                             std::move(done));
     }
 
     Status commitCheckpoint(const std::string &sandboxId, const std::string &token, const std::string &manifestId) override
+    {
+        return waitFor<void>([&](Done<void> done) { commitCheckpointAsync(sandboxId, token, manifestId, std::move(done)); });
+    }
+
+    void commitCheckpointAsync(const std::string &sandboxId, const std::string &token, const std::string &manifestId,
+                               Done<void> done) override
     {
         v1::CommitCheckpointRequest req;
         req.set_sandbox_id(sandboxId);
         req.set_token(token);
         req.set_manifest_id(manifestId);
-        if (auto resp = unary(&Stub::CommitCheckpoint, "commit_checkpoint", kFileDeadlineMs, req); !resp)
-            return std::unexpected(resp.error());
-        return {};
+        callAsync<void>(&Stub::async::CommitCheckpoint, "commit_checkpoint", kFileDeadlineMs, std::move(req), nullptr,
+                        std::move(done));
     }
 
     Result<RestoreStart> beginRestore(const std::string &sandboxId, const std::string &manifestId,
                                       const std::string &manifestJson) override
     {
+        return waitFor<RestoreStart>([&](Done<RestoreStart> done) {
+            beginRestoreAsync(sandboxId, manifestId, manifestJson, std::move(done));
+        });
+    }
+
+    void beginRestoreAsync(const std::string &sandboxId, const std::string &manifestId, const std::string &manifestJson,
+                           Done<RestoreStart> done) override
+    {
         v1::BeginRestoreRequest req;
         req.set_sandbox_id(sandboxId);
         req.set_manifest_id(manifestId);
         req.set_manifest(manifestJson);
-        auto resp = unary(&Stub::BeginRestore, "begin_restore", kSnapshotDeadlineMs, req);
-        if (!resp)
-            return std::unexpected(resp.error());
-        return RestoreStart{resp->token(), {resp->missing().begin(), resp->missing().end()}};
+        callAsync<RestoreStart>(&Stub::async::BeginRestore, "begin_restore", kSnapshotDeadlineMs, std::move(req),
+                                [](v1::BeginRestoreResponse &resp) {
+                                    return RestoreStart{resp.token(), {resp.missing().begin(), resp.missing().end()}};
+                                },
+                                std::move(done));
     }
 
     Status putRestoreChunks(const std::string &sandboxId, const std::string &token,
                             const std::vector<ContentChunk> &chunks) override
+    {
+        return waitFor<void>([&](Done<void> done) { putRestoreChunksAsync(sandboxId, token, chunks, std::move(done)); });
+    }
+
+    void putRestoreChunksAsync(const std::string &sandboxId, const std::string &token,
+                               const std::vector<ContentChunk> &chunks, Done<void> done) override
     {
         v1::PutRestoreChunksRequest req;
         req.set_sandbox_id(sandboxId);
@@ -308,20 +364,27 @@ public:
             out->set_hash(c.hash);
             out->set_data(c.data);
         }
-        if (auto resp = unary(&Stub::PutRestoreChunks, "put_restore_chunks", kSnapshotDeadlineMs, req); !resp)
-            return std::unexpected(resp.error());
-        return {};
+        callAsync<void>(&Stub::async::PutRestoreChunks, "put_restore_chunks", kSnapshotDeadlineMs, std::move(req),
+                        nullptr, std::move(done));
     }
 
     Result<RestoredWorkspace> finishRestore(const std::string &sandboxId, const std::string &token) override
     {
+        return waitFor<RestoredWorkspace>([&](Done<RestoredWorkspace> done) {
+            finishRestoreAsync(sandboxId, token, std::move(done));
+        });
+    }
+
+    void finishRestoreAsync(const std::string &sandboxId, const std::string &token, Done<RestoredWorkspace> done) override
+    {
         v1::FinishRestoreRequest req;
         req.set_sandbox_id(sandboxId);
         req.set_token(token);
-        auto resp = unary(&Stub::FinishRestore, "finish_restore", kSnapshotDeadlineMs, req);
-        if (!resp)
-            return std::unexpected(resp.error());
-        return RestoredWorkspace{resp->file_count(), resp->bytes(), resp->duration_ms()};
+        callAsync<RestoredWorkspace>(&Stub::async::FinishRestore, "finish_restore", kSnapshotDeadlineMs, std::move(req),
+                                     [](v1::FinishRestoreResponse &resp) {
+                                         return RestoredWorkspace{resp.file_count(), resp.bytes(), resp.duration_ms()};
+                                     },
+                                     std::move(done));
     }
 
     Result<std::vector<PostMortemInfo>> listPostMortems(const std::string &sessionId, int limit) override
@@ -350,17 +413,25 @@ public:
 
     Result<std::vector<ResourcePoint>> samples(const std::string &sandboxId, int64_t afterUnixMs) override
     {
+        return waitFor<std::vector<ResourcePoint>>([&](Done<std::vector<ResourcePoint>> done) {
+            samplesAsync(sandboxId, afterUnixMs, std::move(done));
+        });
+    }
+
+    void samplesAsync(const std::string &sandboxId, int64_t afterUnixMs, Done<std::vector<ResourcePoint>> done) override
+    {
         v1::GetSamplesRequest req;
         req.set_sandbox_id(sandboxId);
         req.set_after_unix_ms(afterUnixMs);
-        auto resp = unary(&Stub::GetSamples, "get_samples", kStatusDeadlineMs, req);
-        if (!resp)
-            return std::unexpected(resp.error());
-        std::vector<ResourcePoint> out;
-        out.reserve(static_cast<size_t>(resp->samples_size()));
-        for (const auto &s : resp->samples())
-            out.push_back(toResourcePoint(s));
-        return out;
+        callAsync<std::vector<ResourcePoint>>(&Stub::async::GetSamples, "get_samples", kStatusDeadlineMs, std::move(req),
+                                              [](v1::GetSamplesResponse &resp) {
+                                                  std::vector<ResourcePoint> out;
+                                                  out.reserve(static_cast<size_t>(resp.samples_size()));
+                                                  for (const auto &s : resp.samples())
+                                                      out.push_back(toResourcePoint(s));
+                                                  return out;
+                                              },
+                                              std::move(done));
     }
 
     Result<std::vector<SnapshotFile>> listSnapshotFiles(const std::string &ref, const std::string &pathPrefix) override
@@ -480,6 +551,34 @@ private:
         auto future = promise.get_future();
         start([&promise](Result<T> result) { promise.set_value(std::move(result)); });
         return future.get();
+    }
+
+    // One of the async stub's unary methods, e.g. &v1::PoolService::Stub::async::ReadFile.
+    template <typename Request, typename Response>
+    using AsyncMethod = void (Stub::async::*)(grpc::ClientContext *, const Request *, Response *,
+                                              std::function<void(grpc::Status)>);
+
+    // One unary call on gRPC's callback API under its deadline (cancelInFlight ends it): done gets
+    // convert(response), or the failure worded by failure(op). For T = void, convert is unused.
+    template <typename T, typename Request, typename Response, typename Convert>
+    void callAsync(AsyncMethod<Request, Response> method, const char *op, int64_t deadlineMs, Request req,
+                   Convert convert, Done<T> done)
+    {
+        auto call = std::make_shared<AsyncUnary<Request, Response>>(*this, deadlineMs);
+        call->req = std::move(req);
+        (m_stub->async()->*method)(&call->ctx, &call->req, &call->resp,
+                                   [this, call, op, convert = std::move(convert), done = std::move(done)](grpc::Status s) mutable {
+                                       Result<T> result;
+                                       if (!s.ok())
+                                           result = failure(op, s);
+                                       else if constexpr (!std::is_void_v<T>)
+                                           result = convert(call->resp);
+                                       // The call leaves the client's list before done(): once done
+                                       // has run, the client may be gone (a blocking caller returns),
+                                       // while gRPC destroys this callback only later.
+                                       call.reset();
+                                       done(std::move(result));
+                                   });
     }
 
     // One Exec: output gathered (and passed to the sink) as the pool streams it, the exit and the

@@ -151,8 +151,11 @@ struct RestoredWorkspace {
 // Called with chunks of output as they arrive (stream 1 = stdout, 2 = stderr).
 using OutputSink = std::function<void(int stream, const std::string &chunk)>;
 
-using ClaimDone = std::function<void(Result<ClaimedSandbox>)>;
-using ExecDone = std::function<void(Result<ExecOutcome>)>;
+// The completion of an *Async call: called exactly once with the call's result.
+template <typename T>
+using Done = std::function<void(Result<T>)>;
+using ClaimDone = Done<ClaimedSandbox>;
+using ExecDone = Done<ExecOutcome>;
 
 class PoolClient {
 public:
@@ -179,6 +182,18 @@ public:
                              const std::string &content, uint32_t mode = 0644) = 0;
     virtual Result<std::vector<DirEntry>> listDir(const std::string &sandboxId, const std::string &path) = 0;
     virtual Status release(const std::string &sandboxId) = 0;
+    // The file calls and release without holding a thread; the defaults call the blocking ones.
+    virtual void readFileAsync(const std::string &sandboxId, const std::string &path, int64_t maxBytes,
+                               Done<std::string> done)
+    {
+        done(readFile(sandboxId, path, maxBytes));
+    }
+    virtual void writeFileAsync(const std::string &sandboxId, const std::string &path, const std::string &content,
+                                uint32_t mode, Done<void> done)
+    {
+        done(writeFile(sandboxId, path, content, mode));
+    }
+    virtual void releaseAsync(const std::string &sandboxId, Done<void> done) { done(release(sandboxId)); }
     virtual Result<PoolStatus> status() = 0;
 
     // Snapshots and post-mortems (operators, debug shells). The defaults answer Unimplemented so
@@ -219,6 +234,38 @@ public:
     {
         return unimplemented("FinishRestore");
     }
+    // The checkpoint calls without holding a thread (Checkpointer::takeAsync, restoreAsync); the
+    // defaults call the blocking ones.
+    virtual void takeCheckpointAsync(const std::string &sandboxId, const std::string &baseManifest,
+                                     Done<TakenCheckpoint> done)
+    {
+        done(takeCheckpoint(sandboxId, baseManifest));
+    }
+    virtual void readCheckpointChunksAsync(const std::string &sandboxId, const std::string &token,
+                                           const std::vector<std::string> &hashes, Done<std::vector<ContentChunk>> done)
+    {
+        done(readCheckpointChunks(sandboxId, token, hashes));
+    }
+    virtual void commitCheckpointAsync(const std::string &sandboxId, const std::string &token,
+                                       const std::string &manifestId, Done<void> done)
+    {
+        done(commitCheckpoint(sandboxId, token, manifestId));
+    }
+    virtual void beginRestoreAsync(const std::string &sandboxId, const std::string &manifestId,
+                                   const std::string &manifestJson, Done<RestoreStart> done)
+    {
+        done(beginRestore(sandboxId, manifestId, manifestJson));
+    }
+    virtual void putRestoreChunksAsync(const std::string &sandboxId, const std::string &token,
+                                       const std::vector<ContentChunk> &chunks, Done<void> done)
+    {
+        done(putRestoreChunks(sandboxId, token, chunks));
+    }
+    virtual void finishRestoreAsync(const std::string &sandboxId, const std::string &token,
+                                    Done<RestoredWorkspace> done)
+    {
+        done(finishRestore(sandboxId, token));
+    }
 
     // Newest first; output and samples left out (getPostMortem has them). sessionId "" for all.
     virtual Result<std::vector<PostMortemInfo>> listPostMortems(const std::string & /*sessionId*/, int /*limit*/)
@@ -231,6 +278,10 @@ public:
     virtual Result<std::vector<ResourcePoint>> samples(const std::string & /*sandboxId*/, int64_t /*afterUnixMs*/)
     {
         return unimplemented("GetSamples");
+    }
+    virtual void samplesAsync(const std::string &sandboxId, int64_t afterUnixMs, Done<std::vector<ResourcePoint>> done)
+    {
+        done(samples(sandboxId, afterUnixMs));
     }
     virtual Result<std::vector<SnapshotFile>> listSnapshotFiles(const std::string & /*ref*/, const std::string & /*pathPrefix*/)
     {

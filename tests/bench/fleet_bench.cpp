@@ -378,13 +378,12 @@ private:
                               << "\n[[tier]]\nname = \"lite\"\nruntime = \"bwrap\"\nwarm_count = "
                               << warmPerPool(m_options) << "\nmax_count = " << maxCountPerPool(m_options)
                               << "\ndisk_mb = " << kDiskMb << "\n";
-        // nsenter rather than `ip netns exec` (TestNetwork::in): ip remounts /sys for the namespace,
-        // which hides the host's cgroup mounts, and the pool would run its sandboxes without
-        // limits. nsenter joins only the network namespace, and execs, so the pid is the pool's.
-        auto pool = test::Daemon::start({"/usr/bin/nsenter", "--net=/run/netns/" + m_net.pool(i), "--",
-                                         test::binaryPath("paddock-pool").string(), "--config", config.string(),
-                                         "--listen", test::TestNetwork::poolAddress(i) + ":7701", "--state-dir",
-                                         (m_dir / ("state-" + name)).string()},
+        // TestNetwork::in joins only the namespace's network, so the pool sees the host's cgroups.
+        auto pool = test::Daemon::start(test::TestNetwork::in(m_net.pool(i),
+                                                              {test::binaryPath("paddock-pool").string(), "--config",
+                                                               config.string(), "--listen",
+                                                               test::TestNetwork::poolAddress(i) + ":7701",
+                                                               "--state-dir", (m_dir / ("state-" + name)).string()}),
                                         m_dir / (name + ".log"), m_env);
         if (!pool)
             return "cannot start " + name + ": " + pool.error().message;

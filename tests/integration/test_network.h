@@ -2,7 +2,9 @@
 // Many hosts on this machine, for the tests that need them (multi_host_test,
 // workspace_failover_test): three network namespaces, the "broker host" and two "pool hosts",
 // joined by veth pairs on a bridge in the broker's namespace (10.250.77.0/24, no route out of it).
-// A process is put on a host by running its argv through `ip netns exec` (in()).
+// A process is put on a host by running its argv through `nsenter --net` (in()): it joins only the
+// namespace's network. (`ip netns exec` also remounts /sys for it, which hides the host's cgroup
+// mounts: a pool started that way would run its sandboxes without limits.)
 //
 // Needs root (ip netns). The namespaces are named after this process's id: left-overs of a crashed
 // run with the same pid are deleted first, and the destructor deletes them whatever the test did.
@@ -68,7 +70,7 @@ public:
     // argv run inside namespace ns.
     static std::vector<std::string> in(const std::string &ns, std::vector<std::string> argv)
     {
-        argv.insert(argv.begin(), {"/usr/sbin/ip", "netns", "exec", ns});
+        argv.insert(argv.begin(), {"/usr/bin/nsenter", "--net=/run/netns/" + ns, "--"});
         return argv;
     }
 

@@ -219,6 +219,25 @@ public:
         return taken;
     }
 
+    // Like execAsync: while holdCheckpoints() is on, a TakeCheckpoint returns at once and is
+    // answered later, on the thread that lets it go (letCheckpointsGo) or cancels it.
+    void takeCheckpointAsync(const std::string &sandboxId, const std::string &base,
+                             pool_client::Done<pool_client::TakenCheckpoint> done) override
+    {
+        {
+            std::lock_guard lock(m_mutex);
+            if (m_holdCheckpoints && !m_down) {
+                m_parkedCheckpoints.push_back([this, sandboxId, base, done](bool cancelled) {
+                    done(cancelled ? Result<pool_client::TakenCheckpoint>(fail(ErrorCode::Cancelled, "cancelled"))
+                                   : takeCheckpoint(sandboxId, base));
+                });
+                m_changed.notify_all();
+                return;
+            }
+        }
+        done(takeCheckpoint(sandboxId, base));
+    }
+
     Status commitCheckpoint(const std::string &sandboxId, const std::string & /*token*/, const std::string &manifestId) override
     {
         std::lock_guard lock(m_mutex);
@@ -367,18 +386,22 @@ public:
         return chunk;
     }
 
-    // Ends the execs held right now with Cancelled; later ones run as usual.
+    // Ends the execs and checkpoints held right now with Cancelled; later ones run as usual.
     void cancelInFlight() override
     {
         std::vector<Parked> parked;
+        std::vector<std::function<void(bool)>> checkpoints;
         {
             std::lock_guard lock(m_mutex);
             ++m_cancelGeneration;
             m_changed.notify_all();
             parked.swap(m_parked);
+            checkpoints.swap(m_parkedCheckpoints);
         }
         for (auto &p : parked)
             p.done(fail(ErrorCode::Cancelled, "cancelled"));
+        for (auto &answer : checkpoints)
+            answer(true);
     }
 
     // ---- What the test sets ----
@@ -485,6 +508,35 @@ public:
     {
         std::unique_lock lock(m_mutex);
         return m_changed.wait_for(lock, limit, [&] { return static_cast<int>(m_execs.size()) >= n; });
+    }
+
+    // Checkpoints taken with takeCheckpointAsync wait, holding no thread, until letCheckpointsGo().
+    void holdCheckpoints()
+    {
+        std::lock_guard lock(m_mutex);
+        m_holdCheckpoints = true;
+    }
+    void letCheckpointsGo()
+    {
+        std::vector<std::function<void(bool)>> parked;
+        {
+            std::lock_guard lock(m_mutex);
+            m_holdCheckpoints = false;
+            parked.swap(m_parkedCheckpoints);
+        }
+        for (auto &answer : parked)
+            answer(false);
+    }
+    // Until at least n checkpoints are held at once, or the limit passed: false then.
+    bool waitForParkedCheckpoints(int n, std::chrono::milliseconds limit = std::chrono::minutes(2))
+    {
+        std::unique_lock lock(m_mutex);
+        return m_changed.wait_for(lock, limit, [&] { return static_cast<int>(m_parkedCheckpoints.size()) >= n; });
+    }
+    int parkedCheckpoints() const
+    {
+        std::lock_guard lock(m_mutex);
+        return static_cast<int>(m_parkedCheckpoints.size());
     }
 
     void setReadFileHook(ReadFileHook hook)
@@ -642,6 +694,8 @@ private:
         pool_client::ExecDone done;
     };
     std::vector<Parked> m_parked;        // execAsync calls held
+    bool m_holdCheckpoints = false;
+    std::vector<std::function<void(bool cancelled)>> m_parkedCheckpoints;   // takeCheckpointAsync calls held
 
     ReadFileHook m_readFileHook;
     bool m_snapshots = false;

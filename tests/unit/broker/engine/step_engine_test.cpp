@@ -347,6 +347,57 @@ TEST_F(StepEngineTest, RunningCommandsHoldNoStepThread)
     EXPECT_EQ(m_fakePool->execs().size(), 40u);
 }
 
+TEST_F(StepEngineTest, CheckpointsAfterAStepHoldNoStepThread)
+{
+    // Two step threads and twenty sessions whose checkpoints do not end until the test lets them:
+    // all twenty must be waiting at once, so a checkpoint in progress holds no thread either.
+    EngineOptions options;
+    options.workers = 2;
+    options.idleWaitMs = 20;
+    m_fakePool->setTier("lite", 1, 0, 64);
+    m_fakePool->setSnapshots(true);
+    auto engine = makeEngine(options);
+    m_fakePool->holdCheckpoints();
+    std::vector<std::string> ids;
+    for (int i = 0; i < 20; ++i)
+        ids.push_back(submit());
+    engine.start();
+    ASSERT_TRUE(m_fakePool->waitForParkedCheckpoints(20))
+        << "only " << m_fakePool->parkedCheckpoints() << " checkpoints waiting: each one holds a step thread";
+    for (const auto &id : ids)
+        EXPECT_EQ(count(events(id), core::kind::ToolResult), 0) << "a step's result is recorded with its checkpoint";
+    m_fakePool->letCheckpointsGo();
+    EXPECT_TRUE(waitUntilSettled(ids));
+    engine.stop();
+    for (const auto &id : ids) {
+        const auto log = events(id);
+        EXPECT_EQ(core::foldEvents(log).status, core::SessionStatus::Succeeded) << id;
+        // One checkpoint after each of the two commands, each recorded with its command's result.
+        EXPECT_EQ(count(log, core::kind::Checkpoint), 2) << id;
+        EXPECT_EQ(count(log, core::kind::ToolResult), 3) << id;
+    }
+    EXPECT_EQ(m_fakePool->execs().size(), 40u) << "a parked checkpoint must not run its command again";
+}
+
+TEST_F(StepEngineTest, StopCancelsCheckpointsInProgressAndTheNextBrokerTakesTheStepAgain)
+{
+    EngineOptions options;
+    options.workers = 2;
+    options.idleWaitMs = 20;
+    options.drainMs = 50;
+    m_fakePool->setSnapshots(true);
+    auto engine = makeEngine(options);
+    m_fakePool->holdCheckpoints();
+    const std::string id = submit();
+    engine.start();
+    ASSERT_TRUE(m_fakePool->waitForParkedCheckpoints(1));
+    engine.stop();
+    EXPECT_EQ(m_fakePool->parkedCheckpoints(), 0) << "stop() must end every parked checkpoint";
+    const auto log = events(id);
+    EXPECT_EQ(count(log, core::kind::ToolResult), 0) << "a result without its checkpoint must not be recorded";
+    EXPECT_EQ(decide(log).kind, ActionKind::RunTool) << "the next broker must take the same step again";
+}
+
 TEST_F(StepEngineTest, StopCancelsCommandsThatOutlastTheDrainAndRecordsNothingForThem)
 {
     EngineOptions options;
