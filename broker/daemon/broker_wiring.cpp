@@ -162,14 +162,13 @@ Result<std::unique_ptr<BrokerWiring>> BrokerWiring::create(const BrokerConfig &c
 {
     std::unique_ptr<BrokerWiring> core(new BrokerWiring());
     Parts *parts = core->m_parts.get();
-    const auto database = config.dataDir / "broker.db";
-
-    // Agents and decisions live in the same file, which the event store has just migrated.
-    auto agentStore = store::AgentStore::open(database);
+    // Agents, decisions, costs and reviews are tables of the event store, which has just migrated
+    // them; they read (and agents write) through it, on either backend.
+    auto agentStore = store::AgentStore::open(store);
     if (!agentStore)
         return std::unexpected(agentStore.error());
     parts->agents = std::move(*agentStore);
-    auto decisionStore = store::DecisionStore::open(database);
+    auto decisionStore = store::DecisionStore::open(store);
     if (!decisionStore)
         return std::unexpected(decisionStore.error());
     parts->decisions = std::move(*decisionStore);
@@ -189,11 +188,11 @@ Result<std::unique_ptr<BrokerWiring>> BrokerWiring::create(const BrokerConfig &c
         return std::unexpected(tierPolicy.error());
     spdlog::info("policy: {} ({} tier rules)", config.policyFile.empty() ? "built-in defaults" : config.policyFile.string(),
                  tierPolicy->rules.size());
-    auto costs = store::CostQueries::open(database);
+    auto costs = store::CostQueries::open(store);
     if (!costs)
         return std::unexpected(costs.error());
     parts->costs = std::move(*costs);
-    auto reviewQueries = store::ReviewQueries::open(database);
+    auto reviewQueries = store::ReviewQueries::open(store);
     if (!reviewQueries)
         return std::unexpected(reviewQueries.error());
     parts->reviewQueries = std::move(*reviewQueries);

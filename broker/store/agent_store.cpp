@@ -1,6 +1,7 @@
 #include "broker/store/agent_store.h"
 
-#include "broker/store/sqlite_handle.h"
+#include "broker/store/event_index.h"
+#include "broker/store/sql_values.h"
 #include "common/clock.h"
 
 #include <nlohmann/json.hpp>
@@ -10,8 +11,6 @@
 namespace paddock::store {
 
 namespace {
-
-constexpr int kBusyTimeoutMs = 5000;
 
 std::string tiersJson(const std::vector<std::string> &tiers)
 {
@@ -31,136 +30,91 @@ std::vector<std::string> tiersFromJson(const std::string &text)
     return out;
 }
 
-// Binds ?1..?7 (name, owner, default tier, allowed tiers, mode, budgets) and ?8 (now); the texts
-// bound must outlive the step, so they are kept in `keep`.
-void bindSettings(sqlite::Statement &stmt, const agents::Agent &agent, int64_t nowMs, std::string (&keep)[2])
+agents::Agent agentFromRow(const SqlRow &row)
 {
-    keep[0] = tiersJson(agent.allowedTiers);
-    keep[1] = agents::selectionModeName(agent.selectionMode);
-    stmt.bind(1, agent.name);
-    stmt.bind(2, agent.owner);
-    stmt.bind(3, agent.defaultTier);
-    stmt.bind(4, keep[0]);
-    stmt.bind(5, keep[1]);
-    stmt.bind(6, agent.budgetPerSessionMicros);
-    stmt.bind(7, agent.budgetPerDayMicros);
-    stmt.bind(8, nowMs);
+    agents::Agent agent;
+    agent.name = textAt(row, 0);
+    agent.owner = textAt(row, 1);
+    agent.defaultTier = textAt(row, 2);
+    agent.allowedTiers = tiersFromJson(textAt(row, 3));
+    agent.selectionMode = agents::selectionModeFromName(textAt(row, 4)).value_or(agents::SelectionMode::Default);
+    agent.budgetPerSessionMicros = intAt(row, 5);
+    agent.budgetPerDayMicros = intAt(row, 6);
+    agent.createdUnixMs = intAt(row, 7);
+    agent.updatedUnixMs = intAt(row, 8);
+    return agent;
 }
 
 } // namespace
 
-AgentStore::AgentStore(std::unique_ptr<sqlite::Database> db) : m_db(std::move(db)) {}
+AgentStore::AgentStore(EventStore &store) : m_store(store) {}
 AgentStore::~AgentStore() = default;
 
-Result<std::unique_ptr<AgentStore>> AgentStore::open(const std::filesystem::path &path)
+Result<std::unique_ptr<AgentStore>> AgentStore::open(EventStore &store)
 {
-    auto db = sqlite::Database::open(path, /*readOnly=*/false);
-    if (!db)
-        return std::unexpected(db.error());
-    sqlite3_busy_timeout(db->get(), kBusyTimeoutMs);
-    auto exists = db->queryInt("SELECT count(*) FROM sqlite_master WHERE name = 'agents'");
-    if (!exists)
-        return std::unexpected(exists.error());
-    if (*exists == 0)
-        return fail(ErrorCode::FailedPrecondition, path.string() + " has no agents table: open it with the event "
-                        "store first, which migrates it");
-    return std::unique_ptr<AgentStore>(new AgentStore(std::make_unique<sqlite::Database>(std::move(*db))));
+    return std::unique_ptr<AgentStore>(new AgentStore(store));
 }
 
 Result<std::optional<agents::Agent>> AgentStore::load(const std::string &name)
 {
-    auto stmt = m_db->prepare("SELECT name, owner, default_tier, allowed_tiers, selection_mode, "
-                              "budget_per_session_micros, budget_per_day_micros, created_unix_ms, updated_unix_ms "
-                              "FROM agents WHERE name = ?1", false);
-    if (!stmt)
-        return std::unexpected(stmt.error());
-    stmt->bind(1, name);
-    int rc = stmt->step();
-    if (rc == SQLITE_DONE)
+    auto rows = m_store.query(sqlStatement("SELECT name, owner, default_tier, allowed_tiers, selection_mode, "
+                                           "budget_per_session_micros, budget_per_day_micros, created_unix_ms, "
+                                           "updated_unix_ms FROM agents WHERE name = ?1",
+                                           name));
+    if (!rows)
+        return std::unexpected(rows.error());
+    if (rows->empty())
         return std::optional<agents::Agent>();
-    if (rc != SQLITE_ROW)
-        return fail(ErrorCode::Unavailable, m_db->describe("reading agent " + name, rc));
-    agents::Agent agent;
-    agent.name = stmt->columnText(0);
-    agent.owner = stmt->columnText(1);
-    agent.defaultTier = stmt->columnText(2);
-    agent.allowedTiers = tiersFromJson(stmt->columnText(3));
-    agent.selectionMode = agents::selectionModeFromName(stmt->columnText(4)).value_or(agents::SelectionMode::Default);
-    agent.budgetPerSessionMicros = stmt->columnInt(5);
-    agent.budgetPerDayMicros = stmt->columnInt(6);
-    agent.createdUnixMs = stmt->columnInt(7);
-    agent.updatedUnixMs = stmt->columnInt(8);
-    auto records = m_db->prepare("SELECT key, value FROM agent_records WHERE agent = ?1 ORDER BY key", false);
+    agents::Agent agent = agentFromRow(rows->front());
+    auto records = m_store.query(sqlStatement("SELECT key, value FROM agent_records WHERE agent = ?1 ORDER BY key", name));
     if (!records)
         return std::unexpected(records.error());
-    records->bind(1, agent.name);
-    while ((rc = records->step()) == SQLITE_ROW)
-        agent.records[records->columnText(0)] = records->columnText(1);
-    if (rc != SQLITE_DONE)
-        return fail(ErrorCode::Unavailable, m_db->describe("reading the records of agent " + name, rc));
+    for (const auto &row : *records)
+        agent.records[textAt(row, 0)] = textAt(row, 1);
     return std::optional<agents::Agent>(std::move(agent));
 }
 
-Status AgentStore::writeRecords(const std::string &agent, const std::map<std::string, std::string> &records,
-                                int64_t nowMs)
-{
-    auto stmt = m_db->prepare("INSERT INTO agent_records(agent, key, value, updated_unix_ms) VALUES(?1, ?2, ?3, ?4) "
-                              "ON CONFLICT(agent, key) DO UPDATE SET value = excluded.value, "
-                              "updated_unix_ms = excluded.updated_unix_ms", false);
-    if (!stmt)
-        return std::unexpected(stmt.error());
-    for (const auto &[key, value] : records) {
-        stmt->bind(1, agent);
-        stmt->bind(2, key);
-        stmt->bind(3, value);
-        stmt->bind(4, nowMs);
-        const int rc = stmt->step();
-        stmt->reset();
-        if (rc != SQLITE_DONE)
-            return fail(ErrorCode::Unavailable, m_db->describe("writing record " + key + " of agent " + agent, rc));
-    }
-    return {};
-}
-
-// create() and update(): the agent's row and its records in one transaction, then the agent as stored.
+// create() and update(): the agent's row and its records in one transaction (a request of statements
+// only), then the agent as stored. Whether the name is taken is read first: agents are edited by
+// people, rarely, and one broker's edits are serialised here; two brokers creating the same name at
+// once make the second fail on the primary key instead.
 Result<agents::Agent> AgentStore::save(const agents::Agent &agent, bool create)
 {
     std::lock_guard lock(m_mutex);
+    auto existing = load(agent.name);
+    if (!existing)
+        return std::unexpected(existing.error());
+    if (create && *existing)
+        return fail(ErrorCode::AlreadyExists, "agent '" + agent.name + "' already exists: change it with "
+                                                  "`paddockctl agents edit " + agent.name + "`, or pick another name");
+    if (!create && !*existing)
+        return fail(ErrorCode::NotFound, "no agent '" + agent.name + "': create it first with `paddockctl agents "
+                                             "create " + agent.name + "`");
     const int64_t now = nowUnixMs();
-    if (auto status = m_db->exec("BEGIN IMMEDIATE"); !status)
-        return std::unexpected(status.error());
-    auto rollback = [&](Error error) -> Result<agents::Agent> {
-        (void)m_db->exec("ROLLBACK");
-        return std::unexpected(std::move(error));
-    };
-    auto stmt = m_db->prepare(create
-        ? "INSERT INTO agents(name, owner, default_tier, allowed_tiers, selection_mode, "
-          "budget_per_session_micros, budget_per_day_micros, created_unix_ms, updated_unix_ms) "
-          "VALUES(?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?8)"
-        : "UPDATE agents SET owner = ?2, default_tier = ?3, allowed_tiers = ?4, "
-          "selection_mode = ?5, budget_per_session_micros = ?6, budget_per_day_micros = ?7, "
-          "updated_unix_ms = ?8 WHERE name = ?1", false);
-    if (!stmt)
-        return rollback(stmt.error());
-    std::string keep[2];
-    bindSettings(*stmt, agent, now, keep);
-    const int rc = stmt->step();
-    if (create && (rc == SQLITE_CONSTRAINT_PRIMARYKEY || rc == SQLITE_CONSTRAINT_UNIQUE || rc == SQLITE_CONSTRAINT))
-        return rollback({ErrorCode::AlreadyExists, "agent '" + agent.name + "' already exists: change it with "
-                                                       "`paddockctl agents edit " + agent.name + "`, or pick another name"});
-    if (rc != SQLITE_DONE)
-        return rollback({ErrorCode::Unavailable,
-                         m_db->describe((create ? "creating agent " : "updating agent ") + agent.name, rc)});
-    if (!create && sqlite3_changes(m_db->get()) == 0)
-        return rollback({ErrorCode::NotFound, "no agent '" + agent.name + "': create it first with `paddockctl agents "
-                                                  "create " + agent.name + "`"});
-    if (auto status = writeRecords(agent.name, agent.records, now); !status)
-        return rollback(status.error());
-    if (auto status = m_db->exec("COMMIT"); !status)
-        return rollback(status.error());
+    AppendRequest request;
+    request.writes.push_back(sqlStatement(
+        create ? "INSERT INTO agents(name, owner, default_tier, allowed_tiers, selection_mode, "
+                 "budget_per_session_micros, budget_per_day_micros, created_unix_ms, updated_unix_ms) "
+                 "VALUES(?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?8)"
+               : "UPDATE agents SET owner = ?2, default_tier = ?3, allowed_tiers = ?4, "
+                 "selection_mode = ?5, budget_per_session_micros = ?6, budget_per_day_micros = ?7, "
+                 "updated_unix_ms = ?8 WHERE name = ?1",
+        agent.name, agent.owner, agent.defaultTier, tiersJson(agent.allowedTiers),
+        std::string(agents::selectionModeName(agent.selectionMode)), agent.budgetPerSessionMicros,
+        agent.budgetPerDayMicros, now));
+    for (const auto &[key, value] : agent.records) {
+        request.writes.push_back(sqlStatement("INSERT INTO agent_records(agent, key, value, updated_unix_ms) "
+                                              "VALUES(?1, ?2, ?3, ?4) ON CONFLICT(agent, key) DO UPDATE SET "
+                                              "value = excluded.value, updated_unix_ms = excluded.updated_unix_ms",
+                                              agent.name, key, value, now));
+    }
+    if (auto written = m_store.appendSync(std::move(request)); !written)
+        return std::unexpected(written.error());
     auto loaded = load(agent.name);
     if (!loaded)
         return std::unexpected(loaded.error());
+    if (!*loaded)
+        return fail(ErrorCode::Aborted, "agent '" + agent.name + "' was removed while it was being saved; retry");
     return **loaded;
 }
 
@@ -171,7 +125,6 @@ Result<agents::Agent> AgentStore::create(const agents::Agent &agent)
 
 Result<agents::Agent> AgentStore::get(const std::string &name)
 {
-    std::lock_guard lock(m_mutex);
     auto loaded = load(name);
     if (!loaded)
         return std::unexpected(loaded.error());
@@ -183,18 +136,13 @@ Result<agents::Agent> AgentStore::get(const std::string &name)
 
 Result<AgentPage> AgentStore::list(int pageSize, const std::string &pageToken)
 {
-    std::lock_guard lock(m_mutex);
-    auto stmt = m_db->prepare("SELECT name FROM agents WHERE name > ?1 ORDER BY name LIMIT ?2", false);
-    if (!stmt)
-        return std::unexpected(stmt.error());
-    stmt->bind(1, pageToken);
-    stmt->bind(2, int64_t{pageSize} + 1);
+    auto rows = m_store.query(
+        sqlStatement("SELECT name FROM agents WHERE name > ?1 ORDER BY name LIMIT ?2", pageToken, int64_t{pageSize} + 1));
+    if (!rows)
+        return std::unexpected(rows.error());
     std::vector<std::string> names;
-    int rc;
-    while ((rc = stmt->step()) == SQLITE_ROW)
-        names.push_back(stmt->columnText(0));
-    if (rc != SQLITE_DONE)
-        return fail(ErrorCode::Unavailable, m_db->describe("listing agents", rc));
+    for (const auto &row : *rows)
+        names.push_back(textAt(row, 0));
     AgentPage page;
     if (static_cast<int>(names.size()) > pageSize) {
         names.resize(static_cast<size_t>(pageSize));
@@ -219,21 +167,16 @@ Result<std::map<std::string, std::string>> AgentStore::records(const std::string
                                                                const std::vector<std::string> &keys,
                                                                const std::string &prefix)
 {
-    std::lock_guard lock(m_mutex);
-    auto stmt = m_db->prepare("SELECT key, value FROM agent_records WHERE agent = ?1 ORDER BY key", false);
-    if (!stmt)
-        return std::unexpected(stmt.error());
-    stmt->bind(1, agent);
+    auto rows = m_store.query(sqlStatement("SELECT key, value FROM agent_records WHERE agent = ?1 ORDER BY key", agent));
+    if (!rows)
+        return std::unexpected(rows.error());
     std::map<std::string, std::string> out;
-    int rc;
-    while ((rc = stmt->step()) == SQLITE_ROW) {
-        std::string key = stmt->columnText(0);
+    for (const auto &row : *rows) {
+        std::string key = textAt(row, 0);
         const bool wanted = keys.empty() ? key.starts_with(prefix) : std::ranges::find(keys, key) != keys.end();
         if (wanted)
-            out[std::move(key)] = stmt->columnText(1);
+            out[std::move(key)] = textAt(row, 1);
     }
-    if (rc != SQLITE_DONE)
-        return fail(ErrorCode::Unavailable, m_db->describe("reading the records of agent " + agent, rc));
     return out;
 }
 

@@ -1,12 +1,13 @@
 #pragma once
 // Agents and their durable records in the broker's database (tables agents and agent_records,
-// migration 2; docs/governance.md). Opens its own connection to the file the event store owns and
-// migrated; writes are rare (a human creates or edits an agent) and wait for the event writer's
-// transactions through SQLite's busy timeout.
+// migration 4; docs/governance.md), through the EventStore on either backend: reads with query(),
+// writes as a request of statements only (one transaction on the store's writer). Writes are rare:
+// a human creates or edits an agent.
 //
-// Threads: every method may be called from any thread; one mutex serialises the connection.
+// Threads: every method may be called from any thread; one mutex serialises create and update.
 
 #include "broker/agents/agent.h"
+#include "broker/store/event_store.h"
 #include "common/result.h"
 
 #include <filesystem>
@@ -18,10 +19,6 @@
 
 namespace paddock::store {
 
-namespace sqlite {
-class Database;
-}
-
 struct AgentPage {
     std::vector<agents::Agent> agents;   // by name
     std::string nextPageToken;
@@ -29,8 +26,8 @@ struct AgentPage {
 
 class AgentStore {
 public:
-    // The database must exist and be migrated (open the event store first).
-    static Result<std::unique_ptr<AgentStore>> open(const std::filesystem::path &path);
+    // The agents of store, which must outlive it.
+    static Result<std::unique_ptr<AgentStore>> open(EventStore &store);
     ~AgentStore();
 
     // AlreadyExists when the name is taken. Sets created/updated times.
@@ -45,13 +42,12 @@ public:
                                                        const std::string &prefix);
 
 private:
-    explicit AgentStore(std::unique_ptr<sqlite::Database> db);
+    explicit AgentStore(EventStore &store);
     Result<std::optional<agents::Agent>> load(const std::string &name);
     Result<agents::Agent> save(const agents::Agent &agent, bool create);
-    Status writeRecords(const std::string &agent, const std::map<std::string, std::string> &records, int64_t nowMs);
 
     std::mutex m_mutex;
-    std::unique_ptr<sqlite::Database> m_db;
+    EventStore &m_store;
 };
 
 } // namespace paddock::store

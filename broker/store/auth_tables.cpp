@@ -70,7 +70,7 @@ SqlStatement auditInsert(const AuditEntry &entry)
 Result<AuditPage> listAudit(EventStore &store, const AuditQuery &query)
 {
     SqlStatement select = statement("SELECT id, time_unix_ms, principal, role, method, target, result, detail "
-                                    "FROM audit WHERE 1");
+                                    "FROM audit WHERE 1 = 1");
     auto where = [&](const char *clause, auto value) {
         select.params.emplace_back(std::move(value));
         select.sql += std::string(" AND ") + clause + " ?" + std::to_string(select.params.size());
@@ -123,8 +123,10 @@ SqlStatement tokenRevoke(const std::string &id)
 
 SqlStatement tokenTouch(const std::string &id, int64_t lastUsedUnixMs)
 {
-    return statement("UPDATE tokens SET last_used_unix_ms = max(last_used_unix_ms, ?2) WHERE id = ?1", id,
-                     lastUsedUnixMs);
+    // CASE, not max(a, b): PostgreSQL spells the two-argument max greatest().
+    return statement("UPDATE tokens SET last_used_unix_ms = CASE WHEN last_used_unix_ms < ?2 THEN ?2 "
+                     "ELSE last_used_unix_ms END WHERE id = ?1",
+                     id, lastUsedUnixMs);
 }
 
 Result<std::vector<auth::TokenRecord>> loadTokens(EventStore &store)

@@ -3,7 +3,8 @@
 // its payload), written in the append's transaction, and the sums the API answers from it without
 // reading the log.
 //
-// Threads: CostQueries may be called from any thread (one read connection under a mutex).
+// Threads: CostQueries may be called from any thread (it reads through EventStore::query, on either
+// backend).
 
 #include "broker/store/event_index.h"
 
@@ -15,9 +16,6 @@
 #include <vector>
 
 namespace paddock::store {
-
-// With its statements prepared on the writer's connection.
-Result<std::unique_ptr<EventIndex>> makeCostIndex(sqlite::Database &writer);
 
 struct CostQuery {
     std::string groupBy = "session";   // session, agent, tier, model, day, kind
@@ -41,8 +39,8 @@ struct CostSums {
 
 class CostQueries {
 public:
-    // Opens a read-only connection to the broker's database (the store creates its tables).
-    static Result<std::unique_ptr<CostQueries>> open(const std::filesystem::path &dbPath);
+    // Reads the cost_entries table of store (which creates it), which must outlive it.
+    static Result<std::unique_ptr<CostQueries>> open(EventStore &store);
 
     // InvalidArgument for an unknown group_by or a negative bucket.
     Result<CostSums> sums(const CostQuery &query);
@@ -50,9 +48,8 @@ public:
     Result<std::map<std::string, int64_t>> spentByAgentSince(int64_t sinceUnixMs);
 
 private:
-    explicit CostQueries(sqlite::Database db) : m_db(std::move(db)) {}
-    std::mutex m_mutex;
-    sqlite::Database m_db;
+    explicit CostQueries(EventStore &store) : m_store(store) {}
+    EventStore &m_store;
 };
 
 } // namespace paddock::store

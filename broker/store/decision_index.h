@@ -58,6 +58,4 @@ CREATE INDEX decisions_by_tier ON decisions(chosen_tier, ord);
 CREATE INDEX decisions_by_outcome ON decisions(outcome, ord);
 )sql";
 
-Result<std::unique_ptr<EventIndex>> makeDecisionIndex(sqlite::Database &writer);
-
 } // namespace paddock::store

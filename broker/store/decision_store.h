@@ -1,9 +1,10 @@
 #pragma once
 // Reads the decisions table (decision_index.h writes it with the events): ListDecisions and
-// GetDecisionStats. Its own read-only connection.
+// GetDecisionStats, through EventStore::query (either backend).
 //
-// Threads: every method may be called from any thread; one mutex serialises the connection.
+// Threads: every method may be called from any thread.
 
+#include "broker/store/event_store.h"
 #include "common/result.h"
 
 #include <cstdint>
@@ -14,10 +15,6 @@
 #include <vector>
 
 namespace paddock::store {
-
-namespace sqlite {
-class Database;
-}
 
 struct DecisionRecord {
     std::string id, sessionId, agent, trigger, requestedTier, chosenTier, chooser, rule, reason, who, verdict;
@@ -51,7 +48,8 @@ struct DecisionStatsLine {
 
 class DecisionStore {
 public:
-    static Result<std::unique_ptr<DecisionStore>> open(const std::filesystem::path &path);
+    // Reads the decisions table of store, which must outlive it.
+    static Result<std::unique_ptr<DecisionStore>> open(EventStore &store);
     ~DecisionStore();
 
     // InvalidArgument for a page token this store did not hand out.
@@ -61,9 +59,8 @@ public:
     Result<std::vector<DecisionStatsLine>> stats(const std::string &groupBy);
 
 private:
-    explicit DecisionStore(std::unique_ptr<sqlite::Database> db);
-    std::mutex m_mutex;
-    std::unique_ptr<sqlite::Database> m_db;
+    explicit DecisionStore(EventStore &store);
+    EventStore &m_store;
 };
 
 } // namespace paddock::store

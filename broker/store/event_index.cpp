@@ -1,26 +1,13 @@
 #include "broker/store/event_index.h"
 
-#include "broker/store/cost_index.h"
-#include "broker/store/decision_index.h"
-#include "broker/store/review_index.h"
-
 namespace paddock::store {
 
-Result<std::vector<std::unique_ptr<EventIndex>>> makeEventIndexes(sqlite::Database &writer)
+std::vector<std::unique_ptr<EventIndex>> makeEventIndexes()
 {
     std::vector<std::unique_ptr<EventIndex>> out;
-    auto costs = makeCostIndex(writer);
-    if (!costs)
-        return std::unexpected(costs.error());
-    out.push_back(std::move(*costs));
-    auto reviews = makeReviewIndex(writer);
-    if (!reviews)
-        return std::unexpected(reviews.error());
-    out.push_back(std::move(*reviews));
-    auto decisions = makeDecisionIndex(writer);
-    if (!decisions)
-        return std::unexpected(decisions.error());
-    out.push_back(std::move(*decisions));
+    out.push_back(makeCostIndex());
+    out.push_back(makeReviewIndex());
+    out.push_back(makeDecisionIndex());
     return out;
 }
 

@@ -23,8 +23,9 @@
 
 namespace paddock::store {
 
-// A value bound to a statement's parameter (?1, ?2, ...): NULL, an integer or text.
-using SqlValue = std::variant<std::monostate, int64_t, std::string>;
+// A value bound to a statement's parameter (?1, ?2, ...), or read from a row: NULL, an integer, text
+// or a floating-point number (REAL in SQLite, double precision in PostgreSQL).
+using SqlValue = std::variant<std::monostate, int64_t, std::string, double>;
 
 // One statement on a table beside the event log (audit records, tokens, indexes derived from
 // events). Portable SQL: the same text runs on SQLite and later on PostgreSQL.
@@ -49,6 +50,11 @@ struct AppendRequest {
     // call that appends, an index row. One that fails (a constraint, a trigger) fails this request
     // and writes none of it. A request with an empty sessionId and no events carries only these.
     std::vector<SqlStatement> writes;
+    // The lease the appending worker holds (Lease::token), or 0 for none. Non-zero: the append
+    // commits only while that grant is the session's current, unexpired lease, so a worker that
+    // paused past its lease cannot write after the worker that took the session next (fencing);
+    // refused with FailedPrecondition otherwise.
+    uint64_t leaseToken = 0;
 
     static constexpr int64_t kAnySeq = -1;
 };

@@ -130,6 +130,13 @@ void LeaseTable::release(const Lease &lease, int64_t retryAfterMs)
         m_available.notify_all();
 }
 
+bool LeaseTable::holds(const std::string &sessionId, uint64_t token) const
+{
+    std::lock_guard lock(m_mutex);
+    auto it = m_entries.find(sessionId);
+    return it != m_entries.end() && it->second.token == token && it->second.expiresAtUs > monotonicUs();
+}
+
 void LeaseTable::close()
 {
     {

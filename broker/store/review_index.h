@@ -3,7 +3,8 @@
 // approval.decided, and one review_fetches row per principal that fetched an item's full change
 // (approval.fetched), all written in the append's transaction.
 //
-// Threads: ReviewQueries may be called from any thread (one read connection under a mutex).
+// Threads: ReviewQueries may be called from any thread (it reads through EventStore::query, on
+// either backend).
 
 #include "broker/store/event_index.h"
 
@@ -15,9 +16,6 @@
 #include <vector>
 
 namespace paddock::store {
-
-// With its statements prepared on the writer's connection.
-Result<std::unique_ptr<EventIndex>> makeReviewIndex(sqlite::Database &writer);
 
 struct ReviewRow {
     std::string id;
@@ -60,7 +58,8 @@ struct ApproverRow {
 
 class ReviewQueries {
 public:
-    static Result<std::unique_ptr<ReviewQueries>> open(const std::filesystem::path &dbPath);
+    // Reads the review tables of store, which must outlive it.
+    static Result<std::unique_ptr<ReviewQueries>> open(EventStore &store);
 
     Result<ReviewPage> list(const ReviewListQuery &query);
     // NotFound naming the id.
@@ -74,10 +73,9 @@ public:
     Result<std::vector<std::pair<std::string, int64_t>>> pendingBudgetExtensions();
 
 private:
-    explicit ReviewQueries(sqlite::Database db) : m_db(std::move(db)) {}
+    explicit ReviewQueries(EventStore &store) : m_store(store) {}
     Result<std::vector<ReviewRow>> rows(const std::string &sql, const std::vector<std::string> &texts);
-    std::mutex m_mutex;
-    sqlite::Database m_db;
+    EventStore &m_store;
 };
 
 } // namespace paddock::store

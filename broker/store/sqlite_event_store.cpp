@@ -76,17 +76,11 @@ Status SqliteEventStore::open()
         return status;
     if (auto status = startCheckpointer(); !status)
         return status;
-    // Open one reader now so a broken file shows at open, not at the first read.
-    auto reader = openReader();
-    if (!reader)
-        return std::unexpected(reader.error());
-    returnReader(std::move(*reader));
+    // One reader now, so a broken file shows at open, not at the first read.
+    if (auto status = m_readers.probe(); !status)
+        return status;
 
-    m_writerStarted = true;
-    m_writer = std::thread([this] {
-        m_writerId = std::this_thread::get_id();
-        writerLoop();
-    });
+    m_appends.start(*this);
     return {};
 }
 
@@ -234,10 +228,7 @@ Status SqliteEventStore::prepareWriterStatements()
             return std::unexpected(stmt.error());
         *item.stmt = std::move(*stmt);
     }
-    auto indexes = makeEventIndexes(m_writeDb);
-    if (!indexes)
-        return std::unexpected(indexes.error());
-    m_indexes = std::move(*indexes);
+    m_indexes = makeEventIndexes();
     return {};
 }
 
@@ -272,17 +263,12 @@ void SqliteEventStore::close()
     if (m_closed)
         return;
     m_closed = true;
-    {
-        std::lock_guard lock(m_queueMutex);
-        m_closing = true;
-    }
-    m_queueCv.notify_all();
-    m_spaceCv.notify_all();
-    if (m_writer.joinable()) {
-        m_writer.join();   // it commits everything queued before it returns
+    m_appends.close();   // the writer commits everything queued before it returns
+    if (m_appends.started()) {
+        const auto &queued = m_appends.stats();
         spdlog::info("store: writer committed {} events in {} groups; ms waiting {}, inserting {}, projection {}, "
                      "committing {}, notifying {}; {} checkpoints forced on the writer",
-                     m_stats.events, m_stats.groups, m_stats.waitUs / 1000, m_stats.insertUs / 1000,
+                     queued.events, queued.groups, queued.waitUs / 1000, m_stats.insertUs / 1000,
                      m_stats.projectionUs / 1000, m_stats.commitUs / 1000, m_stats.notifyUs / 1000,
                      m_stats.forcedCheckpoints);
     }
@@ -296,17 +282,13 @@ void SqliteEventStore::close()
     }
     m_checkpointDb.closeNow();
     m_leases.close();
-    {
-        std::lock_guard lock(m_readMutex);
-        m_readClosed = true;
-        m_idleReaders.clear();
-    }
+    m_readers.close();
     if (m_writeDb.get()) {
         m_w = WriterStatements{};
         m_writeStatements.clear();
     }
     // Only a store that opened owns a WAL worth checkpointing; a refused file is left as it was.
-    if (m_writeDb.get() && m_writerStarted) {
+    if (m_writeDb.get() && m_appends.started()) {
         // TRUNCATE leaves an empty WAL: the next open starts without replaying it.
         auto busy = m_writeDb.queryText("PRAGMA wal_checkpoint(TRUNCATE)");
         if (!busy)

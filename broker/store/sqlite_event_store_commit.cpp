@@ -3,11 +3,13 @@
 // of its own so that one refused request leaves the rest of the group, the sessions' projection
 // rows, COMMIT; every return code decides what the callers hear. An all-or-nothing group (appendAll)
 // fails whole on one refusal. After the commit, memory (live sessions, leases) follows the database.
+// The queue that feeds the groups and answers the callers is AppendQueue (append_queue.h).
 //
 // Threads: the writer thread only.
 
 #include "broker/store/sqlite_event_store_internal.h"
 
+#include "broker/store/append_checks.h"
 #include "broker/store/state_json.h"
 #include "common/clock.h"
 
@@ -101,46 +103,6 @@ Status SqliteEventStore::writeProjection(const core::SessionState &state, bool c
     return fail(ErrorCode::Unavailable, m_writeDb.describe("writing the projection of session " + state.id, rc));
 }
 
-namespace {
-
-// Whether the request's expectedLastSeq fits the session: 0 creates one that does not exist yet,
-// kAnySeq appends to one that does, any other seq appends at that tail only. False, with the
-// refusal in outcome, when it does not fit.
-bool expectedTailHolds(const AppendRequest &request, const core::SessionState *current,
-                       std::optional<Result<AppendResult>> &outcome)
-{
-    const std::string &sessionId = request.sessionId;
-    if (!current) {
-        if (request.expectedLastSeq != 0) {
-            outcome = fail(ErrorCode::NotFound, "no session " + sessionId
-                                                    + "; check the id (paddockctl ls lists sessions)");
-            return false;
-        }
-    } else if (request.expectedLastSeq == 0) {
-        outcome = fail(ErrorCode::AlreadyExists, "session " + sessionId + " already exists; pick another id");
-        return false;
-    } else if (request.expectedLastSeq != AppendRequest::kAnySeq && request.expectedLastSeq != current->lastSeq) {
-        outcome = fail(ErrorCode::Aborted, "session " + sessionId + " ends at seq " + std::to_string(current->lastSeq)
-                                               + ", not " + std::to_string(request.expectedLastSeq)
-                                               + "; someone appended first: re-read the log and decide again");
-        return false;
-    }
-    return true;
-}
-
-} // namespace
-
-void SqliteEventStore::failGroup(std::vector<Pending> &group, std::vector<RequestOutcome> &outcomes, const Error &error)
-{
-    for (size_t i = 0; i < group.size(); ++i) {
-        // A request refused on its own merits keeps its answer; the rest learn the group failed.
-        if (!outcomes[i] || outcomes[i]->has_value())
-            group[i].answer(std::unexpected(error));
-        else
-            group[i].answer(std::move(*outcomes[i]));
-    }
-}
-
 std::optional<Error> SqliteEventStore::applyWritesOnly(const AppendRequest &request, RequestOutcome &outcome)
 {
     int rc = 0;
@@ -165,34 +127,20 @@ Result<const core::SessionState *> SqliteEventStore::sessionForWrite(const std::
                                                                      const GroupProgress &progress,
                                                                      std::optional<core::SessionState> &loaded)
 {
-    const core::SessionState *current = nullptr;
-    if (auto it = progress.touched.find(sessionId); it != progress.touched.end()) {
-        current = &it->second.state;
-    } else if (auto live = m_live.find(sessionId); live != m_live.end()) {
-        current = &live->second;
-    } else {
-        auto fromDisk = loadStateForWrite(sessionId);
-        if (!fromDisk)
-            return std::unexpected(fromDisk.error());
-        loaded = std::move(*fromDisk);
-        if (loaded)
-            current = &*loaded;
-    }
-    return current;
+    if (const core::SessionState *known = progress.known(sessionId, m_live))
+        return known;
+    auto fromDisk = loadStateForWrite(sessionId);
+    if (!fromDisk)
+        return std::unexpected(fromDisk.error());
+    loaded = std::move(*fromDisk);
+    return loaded ? &*loaded : nullptr;
 }
 
-Status SqliteEventStore::insertRequest(AppendRequest &request, core::SessionState &next, int64_t nowMs,
-                                       std::vector<core::Event> &stored)
+Status SqliteEventStore::insertRequest(const AppendRequest &request, const std::vector<core::Event> &stored,
+                                       const std::vector<SqlStatement> &indexRows)
 {
-    const std::string &sessionId = request.sessionId;
-    // Time never runs backwards within a session, whatever the wall clock does.
-    const int64_t timeMs = std::max(nowMs, next.updatedUnixMs);
-    stored.reserve(request.events.size());
     int rc = 0;
-    bool ok = true;
-    for (auto &newEvent : request.events) {
-        core::Event event{sessionId, next.lastSeq + 1, timeMs, std::move(newEvent.kind),
-                          std::move(newEvent.payload), newEvent.costMicros};
+    for (const auto &event : stored) {
         auto &insert = m_w.insertEvent;
         insert.bind(1, event.sessionId);
         insert.bind(2, event.seq);
@@ -200,23 +148,13 @@ Status SqliteEventStore::insertRequest(AppendRequest &request, core::SessionStat
         insert.bind(4, event.kind);
         insert.bind(5, event.payload);
         insert.bind(6, event.costMicros);
-        if (!stepDone(insert, &rc)) {
-            ok = false;
-            break;
-        }
-        for (auto &index : m_indexes) {
-            if (index->indexes(event.kind) && (rc = index->write(event)) != SQLITE_DONE) {
-                ok = false;
-                break;
-            }
-        }
-        if (!ok)
-            break;
-        core::applyEvent(next, event);
-        stored.push_back(std::move(event));
+        if (!stepDone(insert, &rc))
+            return fail(ErrorCode::Internal, m_writeDb.describe("appending to session " + request.sessionId, rc));
     }
-    if (!ok)
-        return fail(ErrorCode::Internal, m_writeDb.describe("appending to session " + sessionId, rc));
+    if (!indexRows.empty()) {
+        if (auto written = runWrites(indexRows, &rc); !written)
+            return written;
+    }
     if (!request.writes.empty()) {
         if (auto written = runWrites(request.writes, &rc); !written)
             return written;
@@ -233,16 +171,22 @@ std::optional<Error> SqliteEventStore::applySessionAppend(AppendRequest &request
     if (!found)
         return found.error();
     const core::SessionState *current = *found;
-    if (!expectedTailHolds(request, current, outcome))
+    if (auto refusal = expectedTailRefusal(request, current)) {
+        outcome = std::unexpected(std::move(*refusal));
         return std::nullopt;
+    }
+    if (request.leaseToken != 0 && !m_leases.holds(sessionId, request.leaseToken)) {
+        outcome = std::unexpected(leaseLostRefusal(request));
+        return std::nullopt;
+    }
 
     core::SessionState next = current ? *current : core::SessionState{};
-    const bool created = !current;
+    std::vector<SqlStatement> indexRows;
+    std::vector<core::Event> stored = numberEvents(request, nowMs, next, m_indexes, indexRows);
     int rc = 0;
     if (!stepDone(m_w.savepoint, &rc))
         return Error{ErrorCode::Unavailable, m_writeDb.describe("savepoint on " + m_path.string(), rc)};
-    std::vector<core::Event> stored;
-    if (auto inserted = insertRequest(request, next, nowMs, stored); !inserted) {
+    if (auto inserted = insertRequest(request, stored, indexRows); !inserted) {
         Error error = inserted.error();
         if (sqlite3_get_autocommit(m_writeDb.get())) {
             // SQLite rolled the whole transaction back (disk full, I/O error): the group fails.
@@ -256,17 +200,7 @@ std::optional<Error> SqliteEventStore::applySessionAppend(AppendRequest &request
     if (!stepDone(m_w.release, &rc))
         return Error{ErrorCode::Unavailable, m_writeDb.describe("releasing a savepoint on " + m_path.string(), rc)};
 
-    const bool indexedChanged = !current || current->status != next.status
-        || current->needsWork() != next.needsWork();
-    auto [slot, inserted] = progress.touched.try_emplace(sessionId);
-    if (inserted) {
-        progress.touchOrder.push_back(sessionId);
-        slot->second.created = created;
-    }
-    slot->second.indexedChanged = slot->second.indexedChanged || indexedChanged;
-    slot->second.state = next;
-    slot->second.events.insert(slot->second.events.end(), stored.begin(), stored.end());
-    outcome = AppendResult{std::move(stored), std::move(next)};
+    progress.recordAppend(sessionId, current, std::move(next), std::move(stored), outcome);
     return std::nullopt;
 }
 
@@ -280,108 +214,81 @@ std::optional<Error> SqliteEventStore::writeProjections(const GroupProgress &pro
     return std::nullopt;
 }
 
-void SqliteEventStore::publishCommit(std::vector<Pending> &group, GroupProgress &progress)
+void SqliteEventStore::publishCommit(std::vector<PendingAppend> &group, GroupProgress &progress)
 {
     // Committed: memory follows the database.
-    std::vector<std::pair<std::string, bool>> work;
-    work.reserve(progress.touchOrder.size());
     CommitNotice notice;
-    bool wantNotice;
-    {
-        std::lock_guard lock(m_listenerMutex);
-        wantNotice = !m_listeners.empty();
-    }
-    for (const auto &sessionId : progress.touchOrder) {
-        auto &entry = progress.touched.at(sessionId);
-        const bool needsWork = entry.state.needsWork();
-        work.emplace_back(sessionId, needsWork);
-        if (wantNotice) {
-            notice.sessions.push_back(entry.state);
-            std::move(entry.events.begin(), entry.events.end(), std::back_inserter(notice.events));
-        }
-        // Finished sessions leave memory; a late event reads them back from the projection.
-        if (core::isTerminal(entry.state.status) && !needsWork)
-            m_live.erase(sessionId);
-        else
-            m_live.insert_or_assign(sessionId, std::move(entry.state));
-    }
-    m_leases.update(work);
-    if (wantNotice && !notice.events.empty())
-        notifyListeners(notice);
-    for (size_t i = 0; i < group.size(); ++i)
-        group[i].answer(std::move(*progress.outcomes[i]));
+    m_leases.update(settleCommitted(progress, m_live, m_appends.hasListeners() ? &notice : nullptr));
+    m_appends.publish(group, progress.outcomes, notice);
 }
 
-void SqliteEventStore::commitGroup(std::vector<Pending> &group, bool allOrNothing)
+void SqliteEventStore::abandonGroup()
 {
-    const bool fullSync = std::any_of(group.begin(), group.end(), [](const Pending &p) { return p.request.fullSync; });
-    GroupProgress progress;
-    progress.outcomes.resize(group.size());
+    if (!sqlite3_get_autocommit(m_writeDb.get())) {
+        m_w.rollback.step();
+        m_w.rollback.reset();
+    }
+}
+
+void SqliteEventStore::commitGroup(std::vector<PendingAppend> &group, bool allOrNothing)
+{
+    const bool fullSync =
+        std::any_of(group.begin(), group.end(), [](const PendingAppend &p) { return p.request.fullSync; });
+    GroupProgress progress(group.size());
     std::optional<Error> groupError;
 
     int rc = 0;
     if (fullSync && !stepDone(m_w.syncFull, &rc)) {
-        failGroup(group, progress.outcomes,
-                  Error{ErrorCode::Unavailable, m_writeDb.describe("setting synchronous=FULL on " + m_path.string(), rc)});
+        AppendQueue::failGroup(
+            group, progress.outcomes,
+            Error{ErrorCode::Unavailable, m_writeDb.describe("setting synchronous=FULL on " + m_path.string(), rc)});
         return;
     }
     // Every return code of BEGIN and COMMIT decides what the callers hear.
     if (!stepDone(m_w.begin, &rc)) {
-        failGroup(group, progress.outcomes,
-                  Error{ErrorCode::Unavailable, m_writeDb.describe("starting a transaction on " + m_path.string(), rc)});
+        AppendQueue::failGroup(
+            group, progress.outcomes,
+            Error{ErrorCode::Unavailable, m_writeDb.describe("starting a transaction on " + m_path.string(), rc)});
         if (fullSync)
             stepDone(m_w.syncNormal);
         return;
     }
 
     const int64_t nowMs = nowUnixMs();
-    int64_t phaseUs = monotonicUs();
-    auto phase = [&](int64_t &bucket) {
-        const int64_t t = monotonicUs();
-        bucket += t - phaseUs;
-        phaseUs = t;
-    };
+    PhaseTimer phases;
     for (size_t i = 0; i < group.size() && !groupError; ++i) {
         AppendRequest &request = group[i].request;
         groupError = request.sessionId.empty() ? applyWritesOnly(request, progress.outcomes[i])
                                                : applySessionAppend(request, nowMs, progress, progress.outcomes[i]);
     }
 
-    phase(m_stats.insertUs);
-    if (allOrNothing && !groupError) {
-        // One refused request refuses the whole batch, with its reason.
-        for (auto &outcome : progress.outcomes) {
-            if (outcome && !outcome->has_value()) {
-                groupError = outcome->error();
-                break;
-            }
-        }
-    }
+    phases.lap(m_stats.insertUs);
+    if (allOrNothing && !groupError)
+        groupError = progress.firstRefusal();   // one refused request refuses the whole batch, with its reason
     if (!groupError)
         groupError = writeProjections(progress);
-    phase(m_stats.projectionUs);
+    phases.lap(m_stats.projectionUs);
     if (!groupError && !stepDone(m_w.commit, &rc))
         groupError = Error{ErrorCode::Unavailable, m_writeDb.describe("committing to " + m_path.string(), rc)};
-    phase(m_stats.commitUs);
+    phases.lap(m_stats.commitUs);
     if (groupError) {
         if (!sqlite3_get_autocommit(m_writeDb.get()))
             stepDone(m_w.rollback);
         if (fullSync)
             stepDone(m_w.syncNormal);
         if (allOrNothing) {
-            failGroup(group, progress.outcomes, *groupError);   // the refusal of one request, said to every request of the batch
+            // The refusal of one request, said to every request of the batch.
+            AppendQueue::failGroup(group, progress.outcomes, *groupError);
             return;
         }
-        spdlog::error("store: a group of {} appends failed and was rolled back: {}", group.size(), groupError->message);
-        failGroup(group, progress.outcomes,
-                  Error{groupError->code, groupError->message + "; nothing of this append was written, retry it"});
+        AppendQueue::failRolledBack(group, progress.outcomes, *groupError);
         return;
     }
     if (fullSync)
         stepDone(m_w.syncNormal);
 
     publishCommit(group, progress);
-    phase(m_stats.notifyUs);
+    phases.lap(m_stats.notifyUs);
 }
 
 } // namespace paddock::store

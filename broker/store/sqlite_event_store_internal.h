@@ -3,26 +3,29 @@
 // what its pieces share. Private to broker/store. The pieces:
 //   sqlite_event_store.cpp          opening (lock file, connections, PRAGMAs, checkpointer) and close
 //   sqlite_event_store_schema.cpp   the numbered migrations and migrate()
-//   sqlite_event_store_writer.cpp   append/appendAll's queue, the writer thread, commit listeners
 //   sqlite_event_store_commit.cpp   one group commit: BEGIN, each request in a savepoint, projection, COMMIT
 //   sqlite_event_store_reads.cpp    the read connections and every read (events, sessions, queries)
+//
+// What both backends do alike is shared: the queue, the writer thread and the commit listeners
+// are an AppendQueue (append_queue.h) whose GroupCommitter this store is; a group's bookkeeping is
+// group_progress.h, the read connections a ReaderPool (reader_pool.h), the request checks
+// append_checks.h.
 //
 // Threads: every public method may be called from any thread. The writer thread owns m_writeDb,
 // m_w, m_indexes, m_live, m_writeStatements and m_stats (open() and close() use them before it
 // starts and after it is joined); the checkpointer thread owns m_checkpointDb. Each of the other
 // members names the mutex that guards it.
 
+#include "broker/store/append_queue.h"
 #include "broker/store/event_index.h"
+#include "broker/store/group_progress.h"
 #include "broker/store/lease_table.h"
+#include "broker/store/reader_pool.h"
 #include "broker/store/sqlite_event_store.h"
 #include "broker/store/sqlite_handle.h"
 
 #include <algorithm>
-#include <atomic>
-#include <chrono>
 #include <condition_variable>
-#include <deque>
-#include <future>
 #include <mutex>
 #include <optional>
 #include <thread>
@@ -37,9 +40,6 @@ inline constexpr int kSchemaVersion = 4;
 // "PDDK": marks the file as Paddock's, so another application's SQLite file is refused.
 inline constexpr int64_t kApplicationId = 0x5044444B;
 inline constexpr int kBusyTimeoutMs = 5000;
-// Appends block their caller (not the writer) once this many events wait: memory stays bounded
-// when producers outrun the disk.
-inline constexpr int64_t kMaxQueuedEventsFactor = 16;
 
 // Binds ?1, ?2, ... of stmt to params (sqlite_event_store_reads.cpp).
 void bindValues(sqlite::Statement &stmt, const std::vector<SqlValue> &params);
@@ -52,23 +52,32 @@ struct ReadConnection {
     sqlite::Statement sessionExists;
 };
 
-class SqliteEventStore final : public EventStore {
+class SqliteEventStore final : public EventStore, private GroupCommitter {
 public:
     SqliteEventStore(std::filesystem::path path, const SqliteOptions &options)
-        : m_path(std::move(path)), m_options(options)
+        : m_path(std::move(path))
+        , m_readers([this] { return openReader(); }, closingMessage())
+        , m_appends(options.maxBatchEvents, options.maxBatchDelayUs, closingMessage())
     {
-        m_options.maxBatchEvents = std::max(m_options.maxBatchEvents, 1);
-        m_options.maxBatchDelayUs = std::max(m_options.maxBatchDelayUs, 0);
-        m_maxQueuedEvents = int64_t{m_options.maxBatchEvents} * kMaxQueuedEventsFactor;
     }
 
     ~SqliteEventStore() override { close(); }
 
     Status open();
 
-    std::future<Result<AppendResult>> append(AppendRequest request) override;
-    void appendThen(AppendRequest request, AppendCallback done) override;
-    Result<std::vector<AppendResult>> appendAll(std::vector<AppendRequest> requests) override;
+    // The writer side is the AppendQueue's; this store commits what it hands over (commitGroup).
+    std::future<Result<AppendResult>> append(AppendRequest request) override
+    {
+        return m_appends.append(std::move(request));
+    }
+    void appendThen(AppendRequest request, AppendCallback done) override
+    {
+        m_appends.appendThen(std::move(request), std::move(done));
+    }
+    Result<std::vector<AppendResult>> appendAll(std::vector<AppendRequest> requests) override
+    {
+        return m_appends.appendAll(std::move(requests));
+    }
     Result<std::vector<core::Event>> readEvents(const std::string &sessionId, int64_t fromSeq, int limit) override;
     Result<core::SessionState> getSession(const std::string &sessionId) override;
     Result<SessionPage> listSessions(const SessionQuery &query) override;
@@ -81,43 +90,15 @@ public:
     bool renewLease(const Lease &lease, int64_t leaseMs) override { return m_leases.renew(lease, leaseMs); }
     void releaseLease(const Lease &lease, int64_t retryAfterMs) override { m_leases.release(lease, retryAfterMs); }
 
-    int addCommitListener(std::function<void(const CommitNotice &)> listener) override;
-    void removeCommitListener(int id) override;
+    int addCommitListener(std::function<void(const CommitNotice &)> listener) override
+    {
+        return m_appends.addCommitListener(std::move(listener));
+    }
+    void removeCommitListener(int id) override { m_appends.removeCommitListener(id); }
 
     void close() override;
 
 private:
-    struct Pending {
-        AppendRequest request;
-        std::promise<Result<AppendResult>> promise;   // append(), appendAll()
-        AppendCallback done;                           // appendThen(): called instead
-        std::chrono::steady_clock::time_point enqueuedAt;
-        size_t batchSize = 0;   // > 0: the first of that many requests appended all or nothing (appendAll)
-        bool answered = false;
-
-        // The caller's answer, once: through its callback or its future.
-        void answer(Result<AppendResult> result);
-    };
-
-    // Per session touched by a group: its state after the group's successful requests so far.
-    struct Touched {
-        core::SessionState state;
-        bool created = false;
-        bool indexedChanged = false;    // status or needs_work differ from the stored row
-        std::vector<core::Event> events;   // for the commit notice
-    };
-
-    // A request's answer once its group reached it (a refusal of its own, or its result);
-    // nullopt: the group failed before it.
-    using RequestOutcome = std::optional<Result<AppendResult>>;
-
-    // What one commitGroup did so far: each request's answer, the sessions it changed in order.
-    struct GroupProgress {
-        std::vector<RequestOutcome> outcomes;   // one per request of the group
-        std::unordered_map<std::string, Touched> touched;
-        std::vector<std::string> touchOrder;
-    };
-
     Status openWriter();
     Status startCheckpointer();
     void checkpointerLoop();
@@ -126,16 +107,11 @@ private:
     Status prepareWriterStatements();
     Status loadLiveSessions();
     Result<std::unique_ptr<ReadConnection>> openReader();
-    Result<std::unique_ptr<ReadConnection>> borrowReader();
-    void returnReader(std::unique_ptr<ReadConnection> reader);
 
-    // Checks a request and queues it (blocking while the queue is full); answers it at once when it
-    // is refused or the store is closing.
-    void enqueue(Pending pending);
-    void writerLoop();
-    // One transaction for the group: BEGIN, each request in a savepoint of its own, the projection
-    // rows of the sessions it changed, COMMIT; then memory, listeners and callers follow.
-    void commitGroup(std::vector<Pending> &group, bool allOrNothing);
+    // GroupCommitter. One transaction for the group: BEGIN, each request in a savepoint of its own,
+    // the projection rows of the sessions it changed, COMMIT; then memory, listeners and callers follow.
+    void commitGroup(std::vector<PendingAppend> &group, bool allOrNothing) override;
+    void abandonGroup() override;
     // The requests a group carries, one function each. A request refused on its own merits gets
     // its answer in outcome and leaves the group going; the returned error fails the whole group
     // (SQLite rolled the transaction back, or a savepoint could not be taken or released).
@@ -148,24 +124,20 @@ private:
     // and read back from the projection (into loaded). nullptr: there is no such session.
     Result<const core::SessionState *> sessionForWrite(const std::string &sessionId, const GroupProgress &progress,
                                                        std::optional<core::SessionState> &loaded);
-    // Inserts the request's events (and their index rows) after next's tail, folding each into
-    // next, then runs the request's statements beside the log.
-    Status insertRequest(AppendRequest &request, core::SessionState &next, int64_t nowMs,
-                         std::vector<core::Event> &stored);
+    // Inserts the request's numbered events (numberEvents) and their index rows, then runs the
+    // request's statements beside the log.
+    Status insertRequest(const AppendRequest &request, const std::vector<core::Event> &stored,
+                         const std::vector<SqlStatement> &indexRows);
     // The projection row of every session the group changed.
     std::optional<Error> writeProjections(const GroupProgress &progress);
     // After the commit: memory follows the database, the listeners hear of it, every caller gets
     // its answer.
-    void publishCommit(std::vector<Pending> &group, GroupProgress &progress);
-    // Answers a group that failed: a request refused on its own merits keeps its answer, the rest
-    // learn the group failed.
-    static void failGroup(std::vector<Pending> &group, std::vector<RequestOutcome> &outcomes, const Error &error);
+    void publishCommit(std::vector<PendingAppend> &group, GroupProgress &progress);
     bool stepDone(sqlite::Statement &stmt, int *rcOut = nullptr);
     Result<std::optional<core::SessionState>> loadStateForWrite(const std::string &sessionId);
     Status writeProjection(const core::SessionState &state, bool created, bool indexedChanged);
     // Runs a request's statements beside the log inside its savepoint; the failing one's error.
     Status runWrites(const std::vector<SqlStatement> &writes, int *rcOut);
-    void notifyListeners(const CommitNotice &notice);
 
     std::string closingMessage() const
     {
@@ -173,8 +145,6 @@ private:
     }
 
     const std::filesystem::path m_path;
-    SqliteOptions m_options;
-    int64_t m_maxQueuedEvents = 0;
     int m_lockFd = -1;
 
     // Owned by the writer thread once it starts (by open() and close() before and after it).
@@ -185,11 +155,8 @@ private:
         sqlite::Statement insertEvent, insertSession, updateSession, updateSessionTail, loadState;
     } m_w;
     std::vector<std::unique_ptr<EventIndex>> m_indexes;   // written with their events (event_index.h)
-    std::unordered_map<std::string, core::SessionState> m_live;   // fold state of unfinished sessions
+    LiveSessions m_live;   // fold state of unfinished sessions
     std::unordered_map<std::string, sqlite::Statement> m_writeStatements;   // AppendRequest::writes, prepared once
-    std::thread m_writer;
-    bool m_writerStarted = false;
-    std::atomic<std::thread::id> m_writerId;
 
     // The checkpointer thread owns m_checkpointDb; the writer only signals it.
     sqlite::Database m_checkpointDb;
@@ -199,31 +166,20 @@ private:
     bool m_checkpointWanted = false;
     bool m_checkpointStop = false;
 
-    std::mutex m_queueMutex;
-    std::condition_variable m_queueCv;      // the writer waits for work
-    std::condition_variable m_spaceCv;      // producers wait for room in the queue
-    std::deque<Pending> m_queue;
-    int64_t m_queuedEvents = 0;
-    size_t m_lastGroupRequests = 2;   // at least 2: a lone caller still waits for company
-    bool m_closing = false;
-
-    std::mutex m_readMutex;
-    std::vector<std::unique_ptr<ReadConnection>> m_idleReaders;
-    bool m_readClosed = false;
-
-    // Held while listeners run, so removeCommitListener returning means the listener is done.
-    std::mutex m_listenerMutex;
-    std::vector<std::pair<int, std::function<void(const CommitNotice &)>>> m_listeners;
-    std::vector<int> m_removeAfterNotify;   // removals asked for from inside a listener
-    int m_nextListenerId = 1;
+    ReaderPool<std::unique_ptr<ReadConnection>> m_readers;
 
     LeaseTable m_leases;
 
-    // Writer-thread figures, logged at close: where a commit's time goes.
+    // Writer-thread figures, logged at close: where a commit's time goes (the queue counts the
+    // groups, their events and the writer's waits).
     struct WriterStats {
-        int64_t groups = 0, events = 0, waitUs = 0, insertUs = 0, projectionUs = 0, commitUs = 0, notifyUs = 0;
+        int64_t insertUs = 0, projectionUs = 0, commitUs = 0, notifyUs = 0;
         int64_t forcedCheckpoints = 0;
     } m_stats;
+
+    // The queue, the writer thread and the listeners. Declared after every member the writer uses:
+    // destroyed first, it joins the writer before they go (close() has joined it already).
+    AppendQueue m_appends;
 
     std::mutex m_closeMutex;
     bool m_closed = false;

@@ -1,73 +1,16 @@
-// SqliteEventStore's reads: a small pool of read-only connections (statements prepared when one
-// opens), and every read on them: a session's events, its projection, a page of sessions, and the
-// read-only statements on the tables beside the log.
+// SqliteEventStore's reads: opening a read-only connection for its ReaderPool (statements prepared
+// when one opens), and every read on them: a session's events, its projection, a page of sessions,
+// and the read-only statements on the tables beside the log.
 //
-// Threads: any thread. A reader is borrowed for one call (m_readMutex guards the idle ones), so
-// reads run in parallel with each other and with the writer (WAL).
+// Threads: any thread. A reader is borrowed for one call (reader_pool.h), so reads run in parallel
+// with each other and with the writer (WAL).
 
 #include "broker/store/sqlite_event_store_internal.h"
 
+#include "broker/store/append_checks.h"
 #include "broker/store/state_json.h"
 
 namespace paddock::store {
-
-namespace {
-
-constexpr size_t kMaxIdleReaders = 8;
-constexpr int kMaxPageSize = 1000;
-
-std::string hexEncode(std::string_view bytes)
-{
-    static constexpr char kDigits[] = "0123456789abcdef";
-    std::string out;
-    out.reserve(bytes.size() * 2);
-    for (unsigned char c : bytes) {
-        out.push_back(kDigits[c >> 4]);
-        out.push_back(kDigits[c & 15]);
-    }
-    return out;
-}
-
-std::optional<std::string> hexDecode(std::string_view hex)
-{
-    if (hex.size() % 2 != 0)
-        return std::nullopt;
-    auto nibble = [](char c) -> int {
-        if (c >= '0' && c <= '9')
-            return c - '0';
-        if (c >= 'a' && c <= 'f')
-            return c - 'a' + 10;
-        return -1;
-    };
-    std::string out;
-    for (size_t i = 0; i < hex.size(); i += 2) {
-        const int hi = nibble(hex[i]);
-        const int lo = nibble(hex[i + 1]);
-        if (hi < 0 || lo < 0)
-            return std::nullopt;
-        out.push_back(static_cast<char>(hi * 16 + lo));
-    }
-    return out;
-}
-
-// Page tokens are opaque to clients; inside they carry the last row's creation order.
-std::string encodePageToken(int64_t ord) { return hexEncode("v1:" + std::to_string(ord)); }
-
-std::optional<int64_t> decodePageToken(std::string_view token)
-{
-    auto text = hexDecode(token);
-    if (!text || !text->starts_with("v1:") || text->size() == 3 || text->size() > 23)
-        return std::nullopt;
-    int64_t ord = 0;
-    for (char c : text->substr(3)) {
-        if (c < '0' || c > '9')
-            return std::nullopt;
-        ord = ord * 10 + (c - '0');
-    }
-    return ord > 0 ? std::optional(ord) : std::nullopt;
-}
-
-} // namespace
 
 void bindValues(sqlite::Statement &stmt, const std::vector<SqlValue> &params)
 {
@@ -77,6 +20,8 @@ void bindValues(sqlite::Statement &stmt, const std::vector<SqlValue> &params)
             stmt.bind(index, *number);
         else if (const auto *text = std::get_if<std::string>(&params[i]))
             stmt.bind(index, std::string_view(*text));
+        else if (const auto *real = std::get_if<double>(&params[i]))
+            sqlite3_bind_double(stmt.get(), index, *real);
         else
             stmt.bindNull(index);
     }
@@ -111,35 +56,11 @@ Result<std::unique_ptr<ReadConnection>> SqliteEventStore::openReader()
     return reader;
 }
 
-Result<std::unique_ptr<ReadConnection>> SqliteEventStore::borrowReader()
-{
-    {
-        std::lock_guard lock(m_readMutex);
-        if (m_readClosed)
-            return fail(ErrorCode::Unavailable, closingMessage());
-        if (!m_idleReaders.empty()) {
-            auto reader = std::move(m_idleReaders.back());
-            m_idleReaders.pop_back();
-            return reader;
-        }
-    }
-    // Opening outside the lock: it reads the schema from disk.
-    return openReader();
-}
-
-void SqliteEventStore::returnReader(std::unique_ptr<ReadConnection> reader)
-{
-    std::lock_guard lock(m_readMutex);
-    if (!m_readClosed && m_idleReaders.size() < kMaxIdleReaders)
-        m_idleReaders.push_back(std::move(reader));
-    // Otherwise it closes here.
-}
-
 Result<std::vector<core::Event>> SqliteEventStore::readEvents(const std::string &sessionId, int64_t fromSeq, int limit)
 {
     if (limit <= 0)
         return fail(ErrorCode::InvalidArgument, "readEvents: limit must be at least 1, not " + std::to_string(limit));
-    auto borrowed = borrowReader();
+    auto borrowed = m_readers.borrow();
     if (!borrowed)
         return std::unexpected(borrowed.error());
     auto reader = std::move(*borrowed);
@@ -165,11 +86,11 @@ Result<std::vector<core::Event>> SqliteEventStore::readEvents(const std::string 
         stmt.bind(1, sessionId);
         const int rc = stmt.step();
         if (rc == SQLITE_DONE)
-            result = fail(ErrorCode::NotFound, "no session " + sessionId + "; check the id (paddockctl ls lists sessions)");
+            result = std::unexpected(noSuchSession(sessionId));
         else if (rc != SQLITE_ROW)
             result = fail(ErrorCode::Unavailable, reader->db.describe("looking up session " + sessionId, rc));
     }
-    returnReader(std::move(reader));
+    m_readers.giveBack(std::move(reader));
     if (!result)
         return result;
     return events;
@@ -177,7 +98,7 @@ Result<std::vector<core::Event>> SqliteEventStore::readEvents(const std::string 
 
 Result<core::SessionState> SqliteEventStore::getSession(const std::string &sessionId)
 {
-    auto borrowed = borrowReader();
+    auto borrowed = m_readers.borrow();
     if (!borrowed)
         return std::unexpected(borrowed.error());
     auto reader = std::move(*borrowed);
@@ -194,25 +115,22 @@ Result<core::SessionState> SqliteEventStore::getSession(const std::string &sessi
             else
                 result = fail(ErrorCode::Internal, "the projection of session " + sessionId + " is not JSON; the file is damaged");
         } else if (rc == SQLITE_DONE) {
-            result = fail(ErrorCode::NotFound, "no session " + sessionId + "; check the id (paddockctl ls lists sessions)");
+            result = std::unexpected(noSuchSession(sessionId));
         } else {
             result = fail(ErrorCode::Unavailable, reader->db.describe("reading session " + sessionId, rc));
         }
     }
-    returnReader(std::move(reader));
+    m_readers.giveBack(std::move(reader));
     return result;
 }
 
 Result<SessionPage> SqliteEventStore::listSessions(const SessionQuery &query)
 {
-    const int pageSize = std::clamp(query.pageSize, 1, kMaxPageSize);
-    std::optional<int64_t> before;
-    if (!query.pageToken.empty()) {
-        before = decodePageToken(query.pageToken);
-        if (!before)
-            return fail(ErrorCode::InvalidArgument,
-                        "the page token is not one this broker issued; list again without a page token");
-    }
+    auto paging = sessionPaging(query);
+    if (!paging)
+        return std::unexpected(paging.error());
+    const int pageSize = paging->pageSize;
+    const std::optional<int64_t> before = paging->before;
 
     std::string sql = "SELECT ord, state FROM sessions WHERE 1";
     std::vector<std::string> texts;   // bound in order after the fixed parameters
@@ -236,7 +154,7 @@ Result<SessionPage> SqliteEventStore::listSessions(const SessionQuery &query)
         sql += " AND ord < ?";
     sql += " ORDER BY ord DESC LIMIT ?";
 
-    auto borrowed = borrowReader();
+    auto borrowed = m_readers.borrow();
     if (!borrowed)
         return std::unexpected(borrowed.error());
     auto reader = std::move(*borrowed);
@@ -244,7 +162,7 @@ Result<SessionPage> SqliteEventStore::listSessions(const SessionQuery &query)
     {
         auto stmt = reader->db.prepare(sql, false);
         if (!stmt) {
-            returnReader(std::move(reader));
+            m_readers.giveBack(std::move(reader));
             return std::unexpected(stmt.error());
         }
         int index = 1;
@@ -257,7 +175,7 @@ Result<SessionPage> SqliteEventStore::listSessions(const SessionQuery &query)
         int64_t lastOrd = 0;
         while ((rc = stmt->step()) == SQLITE_ROW) {
             if (static_cast<int>(result->sessions.size()) == pageSize) {
-                result->nextPageToken = encodePageToken(lastOrd);
+                result->nextPageToken = encodeSessionPageToken(lastOrd);
                 break;
             }
             lastOrd = stmt->columnInt(0);
@@ -271,13 +189,13 @@ Result<SessionPage> SqliteEventStore::listSessions(const SessionQuery &query)
         if (result && rc != SQLITE_DONE && rc != SQLITE_ROW)
             result = fail(ErrorCode::Unavailable, reader->db.describe("listing sessions", rc));
     }
-    returnReader(std::move(reader));
+    m_readers.giveBack(std::move(reader));
     return result;
 }
 
 Result<std::vector<SqlRow>> SqliteEventStore::query(const SqlStatement &statement)
 {
-    auto borrowed = borrowReader();
+    auto borrowed = m_readers.borrow();
     if (!borrowed)
         return std::unexpected(borrowed.error());
     auto reader = std::move(*borrowed);
@@ -285,7 +203,7 @@ Result<std::vector<SqlRow>> SqliteEventStore::query(const SqlStatement &statemen
     {
         auto stmt = reader->db.prepare(statement.sql, false);
         if (!stmt) {
-            returnReader(std::move(reader));
+            m_readers.giveBack(std::move(reader));
             return std::unexpected(stmt.error());
         }
         bindValues(*stmt, statement.params);
@@ -298,6 +216,7 @@ Result<std::vector<SqlRow>> SqliteEventStore::query(const SqlStatement &statemen
                 switch (sqlite3_column_type(stmt->get(), c)) {
                 case SQLITE_NULL: row.emplace_back(std::monostate{}); break;
                 case SQLITE_INTEGER: row.emplace_back(stmt->columnInt(c)); break;
+                case SQLITE_FLOAT: row.emplace_back(sqlite3_column_double(stmt->get(), c)); break;
                 default: row.emplace_back(stmt->columnText(c)); break;
                 }
             }
@@ -306,7 +225,7 @@ Result<std::vector<SqlRow>> SqliteEventStore::query(const SqlStatement &statemen
         if (rc != SQLITE_DONE)
             rows = fail(ErrorCode::Unavailable, reader->db.describe("reading " + m_path.string(), rc));
     }
-    returnReader(std::move(reader));
+    m_readers.giveBack(std::move(reader));
     return rows;
 }
 

@@ -9,6 +9,7 @@
 #include "broker/store/auth_tables.h"
 #include "broker/store/decision_index.h"
 #include "broker/store/governance_schema.h"
+#include "broker/store/log_schema.h"
 
 #include <spdlog/spdlog.h>
 
@@ -24,34 +25,7 @@ struct Migration {
 // Numbered migrations: each runs once, in its own transaction with the user_version bump. Never
 // edit one that has shipped; add the next.
 constexpr Migration kMigrations[] = {
-    {1, R"sql(
-CREATE TABLE events(
-    session_id   TEXT    NOT NULL,
-    seq          INTEGER NOT NULL,
-    time_unix_ms INTEGER NOT NULL,
-    kind         TEXT    NOT NULL,
-    payload      TEXT    NOT NULL,
-    cost_micros  INTEGER NOT NULL DEFAULT 0,
-    PRIMARY KEY (session_id, seq)
-);
-
-CREATE TABLE sessions(
-    ord             INTEGER PRIMARY KEY,
-    id              TEXT    NOT NULL UNIQUE,
-    agent           TEXT    NOT NULL,
-    goal            TEXT    NOT NULL,
-    playbook        TEXT    NOT NULL,
-    status          TEXT    NOT NULL,
-    needs_work      INTEGER NOT NULL,
-    created_unix_ms INTEGER NOT NULL,
-    updated_unix_ms INTEGER NOT NULL,
-    last_seq        INTEGER NOT NULL,
-    state           TEXT    NOT NULL
-);
-CREATE INDEX sessions_by_status ON sessions(status, ord);
-CREATE INDEX sessions_by_agent ON sessions(agent, ord);
-CREATE INDEX sessions_needing_work ON sessions(needs_work) WHERE needs_work = 1;
-)sql"},
+    {1, kLogSchemaSql},          // events, sessions (log_schema.h)
     {2, kAuthTablesSql},         // audit, tokens (auth_tables.h)
     {3, kGovernanceSchemaSql},   // cost_entries, review_items, review_fetches (governance_schema.h)
     {4, kDecisionsSchemaSql},    // agents, agent_records, decisions (decision_index.h)

@@ -2,7 +2,10 @@
 // same rows on the same machine. Prints figures; not a test.
 //
 //   store_append_bench [--seconds 5] [--rounds 2] [--producers 4] [--inflight 8] [--sessions 500]
-//                      [--batch 20] [--raw-batch 1000] [--dir /tmp]
+//                      [--batch 20] [--raw-batch 1000] [--dir /tmp] [--postgres CONNINFO]
+//
+// --postgres runs the store on PostgreSQL (postgres_event_store.h) at CONNINFO instead; the raw
+// figure stays SQLite's for now (issue 17's benchmark adds raw PostgreSQL inserts).
 //
 // Raw and store runs alternate for --rounds rounds and the best of each is compared, so a burst of
 // load from something else on the machine does not decide the ratio. The ARCHITECTURE.md budget
@@ -12,6 +15,7 @@
 // outstanding, like that many step workers); a commit listener hands every committed event to a
 // consumer thread (a stand-in for the live stream to consoles).
 
+#include "broker/store/postgres_event_store.h"
 #include "broker/store/sqlite_event_store.h"
 
 #include <spdlog/spdlog.h>
@@ -47,6 +51,7 @@ struct Options {
     int batch = 20;
     int rawBatch = 1000;
     std::filesystem::path dir = std::filesystem::temp_directory_path();
+    std::string postgres;   // a libpq connection string: the store on PostgreSQL
 };
 
 double cpuSeconds()
@@ -132,9 +137,12 @@ struct StoreFigures {
     uint64_t streamed = 0, appended = 0;
 };
 
-StoreFigures runStore(const Options &options, const std::filesystem::path &path)
+StoreFigures runStore(const Options &options, const std::filesystem::path &path, int round)
 {
-    auto opened = store::openSqliteEventStore(path);
+    auto opened = options.postgres.empty() ? store::openSqliteEventStore(path)
+                                           : store::openPostgresEventStore(options.postgres);
+    // Every round's sessions are new: a PostgreSQL database outlives the round.
+    const std::string prefix = "bench-" + std::to_string(round) + "-";
     if (!opened) {
         std::fprintf(stderr, "open failed: %s\n", opened.error().message.c_str());
         std::exit(1);
@@ -142,7 +150,7 @@ StoreFigures runStore(const Options &options, const std::filesystem::path &path)
     auto &eventStore = **opened;
     for (int s = 0; s < options.sessions; ++s) {
         store::AppendRequest create;
-        create.sessionId = "bench-" + std::to_string(s);
+        create.sessionId = prefix + std::to_string(s);
         create.expectedLastSeq = 0;
         create.events.push_back({core::kind::SessionCreated, R"({"agent":"bench","goal":"throughput"})", 0});
         if (!eventStore.appendSync(std::move(create))) {
@@ -184,7 +192,7 @@ StoreFigures runStore(const Options &options, const std::filesystem::path &path)
             };
             while (!stop.load(std::memory_order_relaxed)) {
                 store::AppendRequest request;
-                request.sessionId = "bench-" + std::to_string(session);
+                request.sessionId = prefix + std::to_string(session);
                 session = (session + options.producers) % options.sessions;
                 request.events.reserve(static_cast<size_t>(options.batch));
                 for (int i = 0; i < options.batch; ++i, ++n)
@@ -305,6 +313,8 @@ int main(int argc, char **argv)
             options.rawBatch = std::stoi(value);
         else if (flag == "--dir")
             options.dir = value;
+        else if (flag == "--postgres")
+            options.postgres = value;
         else {
             std::fprintf(stderr, "unknown flag %s\n", flag.c_str());
             return 2;
@@ -324,7 +334,7 @@ int main(int argc, char **argv)
         const auto roundDir = dir / std::to_string(round);
         std::filesystem::create_directories(roundDir);
         const double rawRound = runRaw(options, roundDir / "raw.db");
-        const StoreFigures storeRound = runStore(options, roundDir / "store.db");
+        const StoreFigures storeRound = runStore(options, roundDir / "store.db", round);
         std::printf("round %d: raw %.0f rows/s, store %.0f events/s, ack p99 %.2f ms, %.2f cores\n", round + 1, rawRound,
                     storeRound.eventsPerSecond, storeRound.p99Ms, storeRound.coresUsed);
         raw = std::max(raw, rawRound);

@@ -58,7 +58,7 @@ public:
         auto store = store::openSqliteEventStore(dir / "reviewing.db");
         EXPECT_TRUE(store) << store.error().message;
         m_store = std::move(*store);
-        auto queries = store::ReviewQueries::open(dir / "reviewing.db");
+        auto queries = store::ReviewQueries::open(*m_store);
         EXPECT_TRUE(queries);
         m_queries = std::move(*queries);
         m_desk = std::make_unique<review::ReviewDesk>(*m_store, *m_queries, review::ReviewPolicy{});

@@ -31,7 +31,7 @@ protected:
         if (!missing.empty())
             GTEST_SKIP() << "not built: " << missing.front();
         EngineFixture::SetUp();
-        auto queries = store::ReviewQueries::open(m_dir / "broker.db");
+        auto queries = store::ReviewQueries::open(*m_store);
         ASSERT_TRUE(queries);
         m_queries = std::move(*queries);
         m_desk = std::make_unique<review::ReviewDesk>(*m_store, *m_queries, review::ReviewPolicy{});
@@ -138,7 +138,7 @@ TEST_F(ReviewApply, ApprovedTierEscalationMovesTheWorkspaceToTheNewTier)
                   "cpu = 1.0\nprice_per_hour = 0.02\n"
                   "[[tier]]\nname = \"big\"\nruntime = \"bwrap\"\nwarm_count = 1\nmax_count = 4\nmemory_mb = 512\n"
                   "cpu = 2.0\nprice_per_hour = 0.2\n");
-    auto agents = store::AgentStore::open(m_dir / "broker.db");
+    auto agents = store::AgentStore::open(*m_store);
     ASSERT_TRUE(agents) << agents.error().message;
     agents::Agent agent;
     agent.name = "builder";

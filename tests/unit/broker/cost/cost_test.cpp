@@ -4,6 +4,7 @@
 #include "broker/cost/prices.h"
 #include "broker/store/cost_index.h"
 #include "broker/store/sqlite_event_store.h"
+#include "tests/support/store_backend.h"
 
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
@@ -80,23 +81,27 @@ TEST(Budgets, WarnOnceAt80PercentExceedAt100)
     EXPECT_FALSE(checkBudget(unbudgeted, 10, 5000, AgentBudget{0, 5000}).exceeded);
 }
 
-class CostIndexTest : public ::testing::Test {
+// The cost index on both backends.
+class CostIndexTest : public ::testing::TestWithParam<paddock::test::StoreBackend> {
 protected:
     void SetUp() override
     {
         m_dir = std::filesystem::temp_directory_path() / ("paddock-cost-test-" + std::to_string(::getpid()));
         std::filesystem::remove_all(m_dir);
         std::filesystem::create_directories(m_dir);
-        auto store = store::openSqliteEventStore(m_dir / "broker.db");
-        ASSERT_TRUE(store) << store.error().message;
-        m_store = std::move(*store);
-        auto costs = store::CostQueries::open(m_dir / "broker.db");
+        auto opened = paddock::test::openTestStore(GetParam(), m_dir / "broker.db");
+        if (!opened.skipReason.empty())
+            GTEST_SKIP() << opened.skipReason;
+        ASSERT_TRUE(opened.store) << opened.error;
+        m_store = std::move(opened.store);
+        auto costs = store::CostQueries::open(*m_store);
         ASSERT_TRUE(costs);
         m_costs = std::move(*costs);
     }
     void TearDown() override
     {
-        m_store->close();
+        if (m_store)
+            m_store->close();
         std::filesystem::remove_all(m_dir);
     }
 
@@ -105,7 +110,9 @@ protected:
     std::unique_ptr<store::CostQueries> m_costs;
 };
 
-TEST_F(CostIndexTest, SumsPerSessionAgentTierModelDayAndKindMatchTheEvents)
+INSTANTIATE_TEST_SUITE_P(Backends, CostIndexTest, PADDOCK_STORE_BACKENDS);
+
+TEST_P(CostIndexTest, SumsPerSessionAgentTierModelDayAndKindMatchTheEvents)
 {
     struct Spend {
         std::string session, agent, tier, model, kind;

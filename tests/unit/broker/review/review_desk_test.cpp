@@ -1,13 +1,16 @@
-// The review queue's rules with the real SQLite store: items opened by approval.requested events,
-// decided through ReviewDesk (one transaction, synchronous=FULL), indexed in the same transaction.
+// The review queue's rules with the real store, on both backends (SQLite, PostgreSQL): items opened
+// by approval.requested events, decided through ReviewDesk (one transaction, synchronous=FULL),
+// indexed in the same transaction.
 
 #include "broker/review/open_review.h"
 #include "broker/review/review_desk.h"
 #include "broker/store/sqlite_event_store.h"
+#include "tests/support/store_backend.h"
 
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
 
+#include <algorithm>
 #include <filesystem>
 #include <unistd.h>
 
@@ -16,18 +19,22 @@ namespace {
 
 using nlohmann::json;
 
-class ReviewDeskTest : public ::testing::Test {
+// The review desk on both backends: its items, fetches and decisions are tables beside the log.
+class ReviewDeskTest : public ::testing::TestWithParam<paddock::test::StoreBackend> {
 protected:
     void SetUp() override
     {
-        m_dir = std::filesystem::temp_directory_path() / ("paddock-review-test-" + std::to_string(::getpid()) + "-"
-                                                          + ::testing::UnitTest::GetInstance()->current_test_info()->name());
+        std::string name = ::testing::UnitTest::GetInstance()->current_test_info()->name();
+        std::replace(name.begin(), name.end(), '/', '-');   // a parameterised test's name ends in /Backend
+        m_dir = std::filesystem::temp_directory_path() / ("paddock-review-test-" + std::to_string(::getpid()) + "-" + name);
         std::filesystem::remove_all(m_dir);
         std::filesystem::create_directories(m_dir);
-        auto store = store::openSqliteEventStore(m_dir / "broker.db");
-        ASSERT_TRUE(store) << store.error().message;
-        m_store = std::move(*store);
-        auto queries = store::ReviewQueries::open(m_dir / "broker.db");
+        auto opened = paddock::test::openTestStore(GetParam(), m_dir / "broker.db");
+        if (!opened.skipReason.empty())
+            GTEST_SKIP() << opened.skipReason;
+        ASSERT_TRUE(opened.store) << opened.error;
+        m_store = std::move(opened.store);
+        auto queries = store::ReviewQueries::open(*m_store);
         ASSERT_TRUE(queries) << queries.error().message;
         m_queries = std::move(*queries);
         m_desk = std::make_unique<ReviewDesk>(*m_store, *m_queries, m_policy);
@@ -36,7 +43,8 @@ protected:
     void TearDown() override
     {
         m_desk.reset();
-        m_store->close();
+        if (m_store)
+            m_store->close();
         std::filesystem::remove_all(m_dir);
     }
 
@@ -115,7 +123,9 @@ protected:
     int m_sessions = 0;
 };
 
-TEST_F(ReviewDeskTest, RequestIsIndexedWithHashRiskAndExpiry)
+INSTANTIATE_TEST_SUITE_P(Backends, ReviewDeskTest, PADDOCK_STORE_BACKENDS);
+
+TEST_P(ReviewDeskTest, RequestIsIndexedWithHashRiskAndExpiry)
 {
     const std::string id = openItem();
     const auto row = item(id);
@@ -134,7 +144,7 @@ TEST_F(ReviewDeskTest, RequestIsIndexedWithHashRiskAndExpiry)
     EXPECT_EQ(page->items[0].id, id);
 }
 
-TEST_F(ReviewDeskTest, ApprovalResumesTheSessionAndIsRecordedWithDecider)
+TEST_P(ReviewDeskTest, ApprovalResumesTheSessionAndIsRecordedWithDecider)
 {
     const std::string id = openItem();
     auto decided = m_desk->decide(approval({id}));
@@ -148,7 +158,7 @@ TEST_F(ReviewDeskTest, ApprovalResumesTheSessionAndIsRecordedWithDecider)
     EXPECT_TRUE(session->pendingReviewId.empty());
 }
 
-TEST_F(ReviewDeskTest, ADecisionWhoseAuditRecordCannotBeWrittenIsNotMade)
+TEST_P(ReviewDeskTest, ADecisionWhoseAuditRecordCannotBeWrittenIsNotMade)
 {
     const std::string a = openItem();
     const std::string b = openItem();
@@ -171,7 +181,7 @@ TEST_F(ReviewDeskTest, ADecisionWhoseAuditRecordCannotBeWrittenIsNotMade)
     EXPECT_TRUE(probe) << (probe ? "" : probe.error().message);
 }
 
-TEST_F(ReviewDeskTest, SelfApprovalIsRefused)
+TEST_P(ReviewDeskTest, SelfApprovalIsRefused)
 {
     const std::string id = openItem();
     auto decided = m_desk->decide(approval({id}, "bob"));
@@ -183,7 +193,7 @@ TEST_F(ReviewDeskTest, SelfApprovalIsRefused)
     EXPECT_EQ(decisionsInLog(item(id).sessionId), 0);
 }
 
-TEST_F(ReviewDeskTest, HighRiskApprovalNeedsAPriorFetchByTheDecider)
+TEST_P(ReviewDeskTest, HighRiskApprovalNeedsAPriorFetchByTheDecider)
 {
     const std::string id = openItem(kind::EgressException);   // high risk by the policy's defaults
     EXPECT_EQ(item(id).risk, "high");
@@ -209,7 +219,7 @@ TEST_F(ReviewDeskTest, HighRiskApprovalNeedsAPriorFetchByTheDecider)
     EXPECT_EQ((*decided)[0].state, "approved");
 }
 
-TEST_F(ReviewDeskTest, BulkDecisionWithOneInvalidIdAppliesNothing)
+TEST_P(ReviewDeskTest, BulkDecisionWithOneInvalidIdAppliesNothing)
 {
     const std::string a = openItem();
     const std::string b = openItem();
@@ -239,7 +249,7 @@ TEST_F(ReviewDeskTest, BulkDecisionWithOneInvalidIdAppliesNothing)
     EXPECT_EQ(item(c).state, "approved");
 }
 
-TEST_F(ReviewDeskTest, ItemsOfDifferentKindsAreDecidedSeparately)
+TEST_P(ReviewDeskTest, ItemsOfDifferentKindsAreDecidedSeparately)
 {
     const std::string a = openItem();
     const std::string b = openItem(kind::BudgetExtension);
@@ -249,7 +259,7 @@ TEST_F(ReviewDeskTest, ItemsOfDifferentKindsAreDecidedSeparately)
     EXPECT_EQ(item(a).state, "pending");
 }
 
-TEST_F(ReviewDeskTest, ReplayedApprovalIsRefusedNamingTheFirstDecision)
+TEST_P(ReviewDeskTest, ReplayedApprovalIsRefusedNamingTheFirstDecision)
 {
     const std::string id = openItem();
     ASSERT_TRUE(m_desk->decide(approval({id})));
@@ -260,7 +270,7 @@ TEST_F(ReviewDeskTest, ReplayedApprovalIsRefusedNamingTheFirstDecision)
     EXPECT_EQ(decisionsInLog(item(id).sessionId), 1);
 }
 
-TEST_F(ReviewDeskTest, ChangedHashIsRefused)
+TEST_P(ReviewDeskTest, ChangedHashIsRefused)
 {
     const std::string id = openItem();
     auto request = approval({id});
@@ -276,7 +286,7 @@ TEST_F(ReviewDeskTest, ChangedHashIsRefused)
     EXPECT_EQ(item(id).state, "pending");
 }
 
-TEST_F(ReviewDeskTest, RejectionNeedsAReasonAndMayComeFromTheRequester)
+TEST_P(ReviewDeskTest, RejectionNeedsAReasonAndMayComeFromTheRequester)
 {
     const std::string id = openItem();
     DecideRequest reject;
@@ -294,7 +304,7 @@ TEST_F(ReviewDeskTest, RejectionNeedsAReasonAndMayComeFromTheRequester)
     EXPECT_EQ(m_store->getSession(item(id).sessionId)->status, core::SessionStatus::Running);
 }
 
-TEST_F(ReviewDeskTest, RejectedBudgetExtensionFailsTheSessionAndApprovedOneRaisesItsBudget)
+TEST_P(ReviewDeskTest, RejectedBudgetExtensionFailsTheSessionAndApprovedOneRaisesItsBudget)
 {
     const std::string rejected = openItem(kind::BudgetExtension);
     DecideRequest reject;
@@ -313,7 +323,7 @@ TEST_F(ReviewDeskTest, RejectedBudgetExtensionFailsTheSessionAndApprovedOneRaise
     EXPECT_EQ(session->budgetMicros, 5000);   // 0 + the extension asked for
 }
 
-TEST_F(ReviewDeskTest, ItemsExpireAndCannotBeDecidedAfterwards)
+TEST_P(ReviewDeskTest, ItemsExpireAndCannotBeDecidedAfterwards)
 {
     const std::string id = openItem();
     EXPECT_EQ(m_desk->expireDue(nowMs()), 0);
@@ -328,7 +338,7 @@ TEST_F(ReviewDeskTest, ItemsExpireAndCannotBeDecidedAfterwards)
     EXPECT_EQ(m_desk->expireDue(item(id).expiresUnixMs + 1), 0);   // once
 }
 
-TEST_F(ReviewDeskTest, ApproverStatsCountRateAndMedianTime)
+TEST_P(ReviewDeskTest, ApproverStatsCountRateAndMedianTime)
 {
     std::vector<std::string> ids;
     for (int i = 0; i < 3; ++i)
@@ -361,7 +371,7 @@ TEST_F(ReviewDeskTest, ApproverStatsCountRateAndMedianTime)
     EXPECT_EQ((*stats)[1].decided, 1);
 }
 
-TEST_F(ReviewDeskTest, FetchIsRecordedInTheSessionLog)
+TEST_P(ReviewDeskTest, FetchIsRecordedInTheSessionLog)
 {
     const std::string id = openItem();
     ASSERT_TRUE(m_desk->fetch(id, "alice"));

@@ -59,10 +59,10 @@ protected:
     void SetUp() override
     {
         EngineFixture::SetUp();
-        auto queries = store::ReviewQueries::open(m_dir / "broker.db");
+        auto queries = store::ReviewQueries::open(*m_store);
         ASSERT_TRUE(queries);
         m_queries = std::move(*queries);
-        auto costs = store::CostQueries::open(m_dir / "broker.db");
+        auto costs = store::CostQueries::open(*m_store);
         ASSERT_TRUE(costs);
         m_costs = std::move(*costs);
         m_desk = std::make_unique<review::ReviewDesk>(*m_store, *m_queries, review::ReviewPolicy{});
@@ -124,7 +124,7 @@ protected:
         m_pool->editTier("lite", [](pool_client::TierStatus &tier) { tier.pricePerHourUsd = 0.02; });
         m_pool->setTier("standard", 2, 0, 8);
         m_pool->editTier("standard", [](pool_client::TierStatus &tier) { tier.pricePerHourUsd = 0.12; });
-        auto agents = store::AgentStore::open(m_dir / "broker.db");
+        auto agents = store::AgentStore::open(*m_store);
         ASSERT_TRUE(agents) << agents.error().message;
         m_agents = std::move(*agents);
         m_decider = std::make_unique<EnvironmentDecider>(m_agents.get(), m_pools, std::move(policy), "lite");

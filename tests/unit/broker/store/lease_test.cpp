@@ -1,4 +1,4 @@
-// Leases: exclusivity, expiry, backoff, waking on commit, fairness.
+// Leases: exclusivity, expiry, backoff, waking on commit, fairness; on both backends.
 #include "store_test_support.h"
 
 #include <set>
@@ -9,10 +9,12 @@ namespace {
 
 constexpr int64_t kLongMs = 60'000;
 
-TEST(LeaseTest, OneWorkerPerSession)
+class LeaseTest : public StoreTest {};
+PADDOCK_BOTH_STORE_BACKENDS(LeaseTest);
+
+TEST_P(LeaseTest, OneWorkerPerSession)
 {
-    TempDir dir;
-    auto store = openOrDie(dir.db());
+    auto store = open();
     ASSERT_TRUE(store);
     ASSERT_TRUE(store->appendSync(createRequest("a")));
     ASSERT_TRUE(store->appendSync(createRequest("b")));
@@ -42,10 +44,9 @@ TEST(LeaseTest, OneWorkerPerSession)
     EXPECT_FALSE(store->renewLease(*first, kLongMs));   // the old grant is void
 }
 
-TEST(LeaseTest, OnlySessionsThatNeedWork)
+TEST_P(LeaseTest, OnlySessionsThatNeedWork)
 {
-    TempDir dir;
-    auto store = openOrDie(dir.db());
+    auto store = open();
     ASSERT_TRUE(store);
     ASSERT_TRUE(store->appendSync(createRequest("paused")));
     ASSERT_TRUE(store->appendSync(statusRequest("paused", "paused")));
@@ -72,10 +73,9 @@ TEST(LeaseTest, OnlySessionsThatNeedWork)
     EXPECT_EQ(lease->sessionId, "paused");
 }
 
-TEST(LeaseTest, ExpiredLeaseGoesToTheNextWorker)
+TEST_P(LeaseTest, ExpiredLeaseGoesToTheNextWorker)
 {
-    TempDir dir;
-    auto store = openOrDie(dir.db());
+    auto store = open();
     ASSERT_TRUE(store);
     ASSERT_TRUE(store->appendSync(createRequest("a")));
     auto dead = store->acquireLease("dead-worker", 1, 0);
@@ -91,10 +91,9 @@ TEST(LeaseTest, ExpiredLeaseGoesToTheNextWorker)
     EXPECT_TRUE(store->renewLease(*next, kLongMs));
 }
 
-TEST(LeaseTest, RetryAfterHoldsTheSessionBack)
+TEST_P(LeaseTest, RetryAfterHoldsTheSessionBack)
 {
-    TempDir dir;
-    auto store = openOrDie(dir.db());
+    auto store = open();
     ASSERT_TRUE(store);
     ASSERT_TRUE(store->appendSync(createRequest("a")));
     auto lease = store->acquireLease("w", kLongMs, 0);
@@ -112,10 +111,9 @@ TEST(LeaseTest, RetryAfterHoldsTheSessionBack)
     EXPECT_EQ(again->sessionId, "b");
 }
 
-TEST(LeaseTest, WaitingWorkerWakesOnCommit)
+TEST_P(LeaseTest, WaitingWorkerWakesOnCommit)
 {
-    TempDir dir;
-    auto store = openOrDie(dir.db());
+    auto store = open();
     ASSERT_TRUE(store);
     std::optional<Lease> got;
     std::thread worker([&] { got = store->acquireLease("w", kLongMs, kLongMs); });
@@ -125,10 +123,9 @@ TEST(LeaseTest, WaitingWorkerWakesOnCommit)
     EXPECT_EQ(got->sessionId, "late");
 }
 
-TEST(LeaseTest, CloseWakesWaitingWorkers)
+TEST_P(LeaseTest, CloseWakesWaitingWorkers)
 {
-    TempDir dir;
-    auto store = openOrDie(dir.db());
+    auto store = open();
     ASSERT_TRUE(store);
     std::optional<Lease> got = Lease{};
     std::thread worker([&] { got = store->acquireLease("w", kLongMs, kLongMs); });
@@ -137,10 +134,9 @@ TEST(LeaseTest, CloseWakesWaitingWorkers)
     EXPECT_FALSE(got);
 }
 
-TEST(LeaseTest, RoundRobinSoNoSessionStarves)
+TEST_P(LeaseTest, RoundRobinSoNoSessionStarves)
 {
-    TempDir dir;
-    auto store = openOrDie(dir.db());
+    auto store = open();
     ASSERT_TRUE(store);
     for (const char *id : {"a", "b", "c"})
         ASSERT_TRUE(store->appendSync(createRequest(id)));
@@ -160,18 +156,50 @@ TEST(LeaseTest, RoundRobinSoNoSessionStarves)
     EXPECT_EQ(order[0], "a");   // oldest first
 }
 
-TEST(LeaseTest, WorkIsKnownAgainAfterReopen)
+// Fencing: an append carrying a lease token commits only while that grant is the current one.
+TEST_P(LeaseTest, AppendWithALeaseThatWasLostIsRefused)
 {
-    TempDir dir;
+    auto store = open();
+    ASSERT_TRUE(store);
+    ASSERT_TRUE(store->appendSync(createRequest("a")));
+    auto first = store->acquireLease("slow-worker", 1, 0);
+    ASSERT_TRUE(first);
+    // The 1 ms lease runs out and goes to the next worker, however long that takes.
+    auto second = store->acquireLease("w2", kLongMs, kLongMs);
+    ASSERT_TRUE(second);
+    ASSERT_EQ(second->sessionId, "a");
+
+    auto late = appendRequest("a", 1, {event("tool.result")});
+    late.leaseToken = first->token;
+    auto refused = store->appendSync(std::move(late));
+    ASSERT_FALSE(refused);
+    EXPECT_EQ(refused.error().code, ErrorCode::FailedPrecondition);
+    EXPECT_NE(refused.error().message.find("no longer held"), std::string::npos) << refused.error().message;
+    EXPECT_EQ(store->getSession("a")->lastSeq, 1);
+
+    auto current = appendRequest("a", 1, {event("tool.result")});
+    current.leaseToken = second->token;
+    auto accepted = store->appendSync(std::move(current));
+    ASSERT_TRUE(accepted) << accepted.error().message;
+    EXPECT_EQ(accepted->events[0].seq, 2);
+
+    store->releaseLease(*second);
+    auto released = appendRequest("a", 2, {event("tool.result")});
+    released.leaseToken = second->token;
+    EXPECT_EQ(store->appendSync(std::move(released)).error().code, ErrorCode::FailedPrecondition);
+}
+
+TEST_P(LeaseTest, WorkIsKnownAgainAfterReopen)
+{
     {
-        auto store = openOrDie(dir.db());
+        auto store = open();
         ASSERT_TRUE(store);
         ASSERT_TRUE(store->appendSync(createRequest("live")));
         ASSERT_TRUE(store->appendSync(createRequest("done")));
         ASSERT_TRUE(store->appendSync(statusRequest("done", "cancelled")));
         ASSERT_TRUE(store->acquireLease("w", kLongMs, 0));   // leases do not survive a restart
     }
-    auto store = openOrDie(dir.db());
+    auto store = open();
     ASSERT_TRUE(store);
     auto lease = store->acquireLease("w", kLongMs, 0);
     ASSERT_TRUE(lease);

@@ -6,11 +6,14 @@
 namespace paddock::store::test {
 namespace {
 
-class SessionListTest : public ::testing::Test {
+class SessionListTest : public StoreTest {
 protected:
     void SetUp() override
     {
-        m_store = openOrDie(m_dir.db());
+        StoreTest::SetUp();
+        if (IsSkipped() || HasFatalFailure())
+            return;
+        m_store = open();
         ASSERT_TRUE(m_store);
         // 25 sessions: agents alternate, every fifth runs, every seventh is cancelled.
         for (int i = 0; i < 25; ++i) {
@@ -45,11 +48,12 @@ protected:
         return ids;
     }
 
-    TempDir m_dir;
     std::unique_ptr<EventStore> m_store;
 };
 
-TEST_F(SessionListTest, PagesNewestFirstWithoutGapsOrRepeats)
+PADDOCK_BOTH_STORE_BACKENDS(SessionListTest);
+
+TEST_P(SessionListTest, PagesNewestFirstWithoutGapsOrRepeats)
 {
     SessionQuery query;
     query.pageSize = 10;
@@ -71,7 +75,7 @@ TEST_F(SessionListTest, PagesNewestFirstWithoutGapsOrRepeats)
     EXPECT_TRUE(page->nextPageToken.empty());
 }
 
-TEST_F(SessionListTest, PageSizeIsClamped)
+TEST_P(SessionListTest, PageSizeIsClamped)
 {
     SessionQuery query;
     query.pageSize = 0;
@@ -84,7 +88,7 @@ TEST_F(SessionListTest, PageSizeIsClamped)
     EXPECT_EQ(page->sessions.size(), 25u);
 }
 
-TEST_F(SessionListTest, BadPageTokenIsInvalidArgument)
+TEST_P(SessionListTest, BadPageTokenIsInvalidArgument)
 {
     for (const char *token : {"garbage", "zz", "763a", "76313a2d31", "v1:5"}) {
         SessionQuery query;
@@ -96,7 +100,7 @@ TEST_F(SessionListTest, BadPageTokenIsInvalidArgument)
     }
 }
 
-TEST_F(SessionListTest, FiltersByStatus)
+TEST_P(SessionListTest, FiltersByStatus)
 {
     SessionQuery query;
     query.statuses = {core::SessionStatus::Cancelled};
@@ -110,7 +114,7 @@ TEST_F(SessionListTest, FiltersByStatus)
     EXPECT_EQ(all(query).size(), 25u - 8u);
 }
 
-TEST_F(SessionListTest, FiltersByAgentAndText)
+TEST_P(SessionListTest, FiltersByAgentAndText)
 {
     SessionQuery query;
     query.agent = "tester";
@@ -128,7 +132,7 @@ TEST_F(SessionListTest, FiltersByAgentAndText)
     EXPECT_EQ(all(query), (std::vector<std::string>{"sess-110"}));
 }
 
-TEST_F(SessionListTest, ProjectionFollowsAppends)
+TEST_P(SessionListTest, ProjectionFollowsAppends)
 {
     ASSERT_TRUE(m_store->appendSync(statusRequest("sess-101", "succeeded")));
     SessionQuery query;

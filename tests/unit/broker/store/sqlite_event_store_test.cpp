@@ -1,4 +1,7 @@
-// SqliteEventStore: appends, compare-and-append, grouping, reopen, refusals, listeners, close.
+// The event store on both backends (EventStoreTest, parameterised): appends, compare-and-append,
+// grouping, reopen, refusals, listeners, close. SqliteEventStoreTest: what only the SQLite file
+// has (its header, PRAGMA user_version, the lock file); PostgreSQL's own refusals are in
+// postgres_event_store_test.cpp.
 #include "store_test_support.h"
 
 #include <sqlite3.h>
@@ -72,6 +75,9 @@ private:
     int m_id = 0;
 };
 
+class EventStoreTest : public StoreTest {};
+PADDOCK_BOTH_STORE_BACKENDS(EventStoreTest);
+
 void expectDense(EventStore &store, const std::string &id, int64_t count)
 {
     auto events = store.readEvents(id, 1, 1 << 30);
@@ -81,10 +87,9 @@ void expectDense(EventStore &store, const std::string &id, int64_t count)
         ASSERT_EQ((*events)[i].seq, static_cast<int64_t>(i) + 1) << id;
 }
 
-TEST(SqliteEventStoreTest, CreateAppendRead)
+TEST_P(EventStoreTest, CreateAppendRead)
 {
-    TempDir dir;
-    auto store = openOrDie(dir.db());
+    auto store = open();
     ASSERT_TRUE(store);
     auto created = store->appendSync(createRequest("s1", "builder", "compile hello"));
     ASSERT_TRUE(created) << created.error().message;
@@ -124,10 +129,9 @@ TEST(SqliteEventStoreTest, CreateAppendRead)
     EXPECT_EQ(state->agent, "builder");
 }
 
-TEST(SqliteEventStoreTest, RefusesMalformedAndMisdirectedRequests)
+TEST_P(EventStoreTest, RefusesMalformedAndMisdirectedRequests)
 {
-    TempDir dir;
-    auto store = openOrDie(dir.db());
+    auto store = open();
     ASSERT_TRUE(store);
 
     auto noCreated = store->appendSync(appendRequest("s1", 0, {event(ToolCall)}));
@@ -159,10 +163,9 @@ TEST(SqliteEventStoreTest, RefusesMalformedAndMisdirectedRequests)
     expectDense(*store, "s1", 1);
 }
 
-TEST(SqliteEventStoreTest, CompareAndAppendConflictWritesNothing)
+TEST_P(EventStoreTest, CompareAndAppendConflictWritesNothing)
 {
-    TempDir dir;
-    auto store = openOrDie(dir.db());
+    auto store = open();
     ASSERT_TRUE(store);
     ASSERT_TRUE(store->appendSync(createRequest("s1")));
     ASSERT_TRUE(store->appendSync(appendRequest("s1", 1, {event(ToolCall)})));
@@ -174,10 +177,9 @@ TEST(SqliteEventStoreTest, CompareAndAppendConflictWritesNothing)
     EXPECT_EQ(store->getSession("s1")->lastSeq, 2);
 }
 
-TEST(SqliteEventStoreTest, FailingRequestInAGroupFailsAlone)
+TEST_P(EventStoreTest, FailingRequestInAGroupFailsAlone)
 {
-    TempDir dir;
-    auto store = openOrDie(dir.db());
+    auto store = open();
     ASSERT_TRUE(store);
     ASSERT_TRUE(store->appendSync(createRequest("s1")));
     ASSERT_TRUE(store->appendSync(createRequest("s2")));
@@ -209,12 +211,11 @@ TEST(SqliteEventStoreTest, FailingRequestInAGroupFailsAlone)
     expectDense(*store, "s2", 3);
 }
 
-TEST(SqliteEventStoreTest, GroupedCommitsActuallyGroup)
+TEST_P(EventStoreTest, GroupedCommitsActuallyGroup)
 {
-    TempDir dir;
-    SqliteOptions options;
+    StoreOptions options;
     options.maxBatchEvents = 30;
-    auto store = openOrDie(dir.db(), options);
+    auto store = open(options);
     ASSERT_TRUE(store);
     WriterGate gate(*store);
     auto first = store->append(createRequest("s0"));
@@ -230,10 +231,9 @@ TEST(SqliteEventStoreTest, GroupedCommitsActuallyGroup)
     EXPECT_EQ(gate.events(), 101);
 }
 
-TEST(SqliteEventStoreTest, DenseSeqsUnderConcurrentAppenders)
+TEST_P(EventStoreTest, DenseSeqsUnderConcurrentAppenders)
 {
-    TempDir dir;
-    auto store = openOrDie(dir.db());
+    auto store = open();
     ASSERT_TRUE(store);
     constexpr int kSessions = 4;
     constexpr int kThreads = 8;
@@ -290,11 +290,10 @@ TEST(SqliteEventStoreTest, DenseSeqsUnderConcurrentAppenders)
     }
 }
 
-TEST(SqliteEventStoreTest, ReopenKeepsEverythingAndProjectionIsTheFold)
+TEST_P(EventStoreTest, ReopenKeepsEverythingAndProjectionIsTheFold)
 {
-    TempDir dir;
     {
-        auto store = openOrDie(dir.db());
+        auto store = open();
         ASSERT_TRUE(store);
         ASSERT_TRUE(store->appendSync(createRequest("a", "builder", "first")));
         ASSERT_TRUE(store->appendSync(createRequest("b", "tester", "second")));
@@ -308,7 +307,7 @@ TEST(SqliteEventStoreTest, ReopenKeepsEverythingAndProjectionIsTheFold)
         ASSERT_TRUE(store->appendSync(appendRequest("b", AppendRequest::kAnySeq, {event(core::kind::Checkpoint)})));
         store->close();
     }
-    auto store = openOrDie(dir.db());
+    auto store = open();
     ASSERT_TRUE(store);
     for (const char *id : {"a", "b"}) {
         auto events = store->readEvents(id, 1, 1000);
@@ -443,10 +442,9 @@ TEST(SqliteEventStoreTest, SecondOpenIsRefusedUntilTheFirstCloses)
     EXPECT_TRUE(third) << third.error().message;
 }
 
-TEST(SqliteEventStoreTest, CommitListenerReceivesEventsAndSessions)
+TEST_P(EventStoreTest, CommitListenerReceivesEventsAndSessions)
 {
-    TempDir dir;
-    auto store = openOrDie(dir.db());
+    auto store = open();
     ASSERT_TRUE(store);
     std::mutex mutex;
     std::vector<CommitNotice> notices;
@@ -472,10 +470,9 @@ TEST(SqliteEventStoreTest, CommitListenerReceivesEventsAndSessions)
     EXPECT_EQ(notices.size(), 2u);
 }
 
-TEST(SqliteEventStoreTest, CommitNoticeGroupsEventsBySession)
+TEST_P(EventStoreTest, CommitNoticeGroupsEventsBySession)
 {
-    TempDir dir;
-    auto store = openOrDie(dir.db());
+    auto store = open();
     ASSERT_TRUE(store);
     ASSERT_TRUE(store->appendSync(createRequest("a")));
     ASSERT_TRUE(store->appendSync(createRequest("b")));
@@ -509,10 +506,9 @@ TEST(SqliteEventStoreTest, CommitNoticeGroupsEventsBySession)
     EXPECT_EQ(notices[1].sessions.size(), 2u);
 }
 
-TEST(SqliteEventStoreTest, CloseDrainsQueuedAppendsThenRefuses)
+TEST_P(EventStoreTest, CloseDrainsQueuedAppendsThenRefuses)
 {
-    TempDir dir;
-    auto store = openOrDie(dir.db());
+    auto store = open();
     ASSERT_TRUE(store);
     ASSERT_TRUE(store->appendSync(createRequest("s1")));
     auto gate = std::make_unique<WriterGate>(*store);
@@ -546,21 +542,20 @@ TEST(SqliteEventStoreTest, CloseDrainsQueuedAppendsThenRefuses)
     gate.reset();
     store.reset();
 
-    // The WAL was checkpointed and truncated on close.
-    const std::filesystem::path wal = dir.db().string() + "-wal";
-    if (std::filesystem::exists(wal)) {
+    // SQLite: the WAL was checkpointed and truncated on close.
+    const std::filesystem::path wal = m_dir.db().string() + "-wal";
+    if (!postgres() && std::filesystem::exists(wal)) {
         EXPECT_EQ(std::filesystem::file_size(wal), 0u);
     }
-    auto reopened = openOrDie(dir.db());
+    auto reopened = open();
     ASSERT_TRUE(reopened);
     expectDense(*reopened, "s1", expected);
     EXPECT_EQ(reopened->readEvents("s1", 1, 1)->size(), 1u);
 }
 
-TEST(SqliteEventStoreTest, FullSyncAppendCommits)
+TEST_P(EventStoreTest, FullSyncAppendCommits)
 {
-    TempDir dir;
-    auto store = openOrDie(dir.db());
+    auto store = open();
     ASSERT_TRUE(store);
     ASSERT_TRUE(store->appendSync(createRequest("s1")));
     auto request = statusRequest("s1", "paused");
@@ -574,10 +569,9 @@ TEST(SqliteEventStoreTest, FullSyncAppendCommits)
 
 // appendThen: the answer comes to a callback on the writer thread, after the listeners, grouped
 // with the appends that queued beside it; a refusal before queueing comes at once on the caller's.
-TEST(SqliteEventStoreTest, AppendThenAnswersFromTheWriterAfterTheListeners)
+TEST_P(EventStoreTest, AppendThenAnswersFromTheWriterAfterTheListeners)
 {
-    TempDir dir;
-    auto store = openOrDie(dir.db());
+    auto store = open();
     ASSERT_TRUE(store);
     std::mutex mutex;
     std::condition_variable answered;
@@ -623,10 +617,9 @@ TEST(SqliteEventStoreTest, AppendThenAnswersFromTheWriterAfterTheListeners)
     expectDense(*store, "s5", 1);
 }
 
-TEST(SqliteEventStoreTest, AppendThenRefusesAtOnceAndAfterClose)
+TEST_P(EventStoreTest, AppendThenRefusesAtOnceAndAfterClose)
 {
-    TempDir dir;
-    auto store = openOrDie(dir.db());
+    auto store = open();
     ASSERT_TRUE(store);
     std::optional<Result<AppendResult>> refused;
     std::thread::id answeredOn;
