@@ -141,21 +141,24 @@ bool ScreenshotRunner::save(const QString &name, QWidget *widget)
 
 QString ScreenshotRunner::pickSession() const
 {
-    // The most telling trace: the hello-c demo (write, compile, run), else the session with the
-    // most steps.
+    // The most telling trace: a command running (the long-build demo, its span growing on the
+    // timeline), else the hello-c demo (write, compile, run), else the session with the most steps.
     const SessionTableModel *model = m_window->sessionModel();
     QString best;
+    QString helloC;
     qint64 bestSteps = -1;
     for (int row = 0; row < model->rowCount(); ++row) {
         const SessionInfo &s = model->sessionAt(row);
-        if (s.playbook == u"hello-c" && s.steps > 0)
+        if (s.status == SessionStatus::Running && s.lastEventKind.startsWith(u"tool."))
             return s.id;
+        if (s.playbook == u"hello-c" && s.steps > 0)
+            helloC = s.id;
         if (s.steps > bestSteps) {
             bestSteps = s.steps;
             best = s.id;
         }
     }
-    return best;
+    return helloC.isEmpty() ? best : helloC;
 }
 
 void ScreenshotRunner::tick()
@@ -239,15 +242,18 @@ void ScreenshotRunner::stepOpenSession()
     m_lastCount = rows;
     if (!waitFor(rows > 0 && m_stableTicks >= 5, "the session's trace"))
         return;
-    // Show a tool call with its output expanded, as a user would read it.
+    // Show a tool call with its output expanded, as a user would read it: the running one (the
+    // last call), else hello-c's ./hello. Selecting it selects its span on the timeline.
     TraceModel *trace = m_window->traceModel();
+    const int current = m_window->sessionModel()->rowOf(m_window->sessionView()->sessionId());
+    const bool running = current >= 0 && m_window->sessionModel()->sessionAt(current).status == SessionStatus::Running;
     int row = -1;
     for (int r = 0; r < trace->rowCount(); ++r) {
         const QModelIndex index = trace->index(r, 0);
         if (index.data(TraceModel::KindRole).toString() == u"tool.call") {
             row = r;
             const QString summary = index.data(TraceModel::SummaryRole).toString();
-            if (summary.contains(u"./"))
+            if (summary.contains(u"./") && !running)
                 break;
         }
     }

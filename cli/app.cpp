@@ -13,8 +13,10 @@
 #include "cli/secrets_commands.h"
 #include "cli/storage_commands.h"
 #include "cli/submit_file.h"
+#include "cli/trace_command.h"
 #include "common/clock.h"
 #include "rpc/broker_stubs.h"
+#include "trace/safe_text.h"
 
 #include <grpcpp/grpcpp.h>
 
@@ -206,7 +208,7 @@ int reportOutcome(const CommandContext &c, const std::string &id, int64_t lastSe
     if (c.inv.output == OutputFormat::Table) {
         std::string line = "session " + id + " " + statusName(session.status());
         if (!session.status_reason().empty())
-            line += ": " + session.status_reason();
+            line += ": " + trace::safeLine(session.status_reason());   // the model's words, maybe
         line += " (" + std::to_string(session.steps()) + " steps, " + formatCost(session.cost_micros()) + ")";
         (succeeded ? c.out : c.err) << line << "\n";
     }
@@ -491,7 +493,8 @@ std::string actionName(const Invocation &inv)
         return "cannot submit the session";
     case Command::List: return "cannot list sessions";
     case Command::Show: return "cannot show session " + inv.sessionId;
-    case Command::Events: return "cannot read the events of session " + inv.sessionId;
+    case Command::Events:
+    case Command::Trace: return "cannot read the events of session " + inv.sessionId;
     case Command::Cancel: return "cannot cancel session " + inv.sessionId;
     case Command::Pause: return "cannot pause session " + inv.sessionId;
     case Command::Resume: return "cannot resume session " + inv.sessionId;
@@ -569,6 +572,7 @@ int runInvocation(const Invocation &inv, const Environment &env, std::ostream &o
     case Command::List: return runList(context);
     case Command::Show: return runShow(context);
     case Command::Events: return streamEvents(context, inv.sessionId, inv.fromSeq, inv.follow);
+    case Command::Trace: return runTraceCommand(inv, call, out, err);
     case Command::Cancel:
     case Command::Pause:
     case Command::Resume: return runAction(context);

@@ -20,7 +20,7 @@ namespace paddock::cli {
 
 inline constexpr double kDefaultTimeoutS = 30.0;
 
-enum class Command { Submit, List, Show, Events, Cancel, Pause, Resume, Pools, SecretsSet, SecretsList, SecretsRemove,
+enum class Command { Submit, List, Show, Events, Trace, Cancel, Pause, Resume, Pools, SecretsSet, SecretsList, SecretsRemove,
                      PostMortemsList, PostMortemsShow, PostMortemsFiles, PostMortemsCat, PostMortemsDownload,
                      SnapshotList, DebugShell, OverrideTier, ReviewsList, ReviewsShow, ReviewsApprove, ReviewsReject,
                      ReviewsStats, Cost, Budgets, Whoami, TokensCreate, TokensList, TokensRevoke, Audit,
@@ -56,7 +56,7 @@ struct Invocation {
     int limit = 0;                              // 0: one page of the broker's default size
     bool all = false;
 
-    // show, events, cancel, pause, resume, override (with tier)
+    // show, events, trace, cancel, pause, resume, override (with tier)
     std::string sessionId;
     std::string reason;
     int64_t fromSeq = 1;

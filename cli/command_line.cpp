@@ -44,6 +44,7 @@ void addGlobalOptions(CLI::App &app, Invocation &inv, std::string &broker, std::
                    "else the user's broker socket");
     app.add_option("-o,--output", output, "Output format of every read: table (for people) or json (for scripts)")
         ->check(CLI::IsMember({"table", "json"}));
+    app.add_flag_callback("--json", [&output] { output = "json"; }, "Same as --output json");
     app.add_option("--timeout", inv.timeoutS, "Deadline in seconds of each call (not of a follow)")
         ->check(CLI::PositiveNumber);
     app.add_option("--tls-ca", inv.tlsCa, "For a host:port broker: the CA (PEM) that signed its certificate. Default: "
@@ -120,6 +121,12 @@ SessionSubcommands addSessionCommands(CLI::App &app, Invocation &inv)
     events->add_flag("-f,--follow", inv.follow,
                      "Keep streaming until the session ends; exit 0 if it succeeded, 7 if not");
     commands.emplace_back(events, Command::Events);
+
+    auto *traceCommand = app.add_subcommand(
+        "trace", "Print a session's span timeline: model calls, tool calls, claims, restores, moves and waits, "
+                 "with start, duration (or running) and what each was, by step");
+    traceCommand->add_option("ID", inv.sessionId, "Session id")->required();
+    commands.emplace_back(traceCommand, Command::Trace);
 
     commands.emplace_back(addSessionActionCommand(app, "cancel", "Cancel a session", inv), Command::Cancel);
     commands.emplace_back(addSessionActionCommand(app, "pause", "Pause a session after its current step", inv),

@@ -1,5 +1,8 @@
 #include "cli/format.h"
 
+#include "trace/event_summary.h"
+#include "trace/safe_text.h"
+
 #include <algorithm>
 #include <array>
 #include <ctime>
@@ -14,6 +17,7 @@ using paddock::v1::SessionStatus;
 constexpr size_t kGoalWidth = 50;
 constexpr size_t kSummaryWidth = 160;
 constexpr size_t kOutputLinesShown = 40;    // per stream in a tool.result; --output json has all
+constexpr size_t kOutputLineChars = 400;    // a 10 MB line with no newline is one line of a screen or two
 constexpr std::string_view kOutputIndent = "        ";
 
 struct StatusNameEntry {
@@ -49,90 +53,15 @@ std::string padLeft(const std::string &text, size_t width)
     return shown >= width ? text : std::string(width - shown, ' ') + text;
 }
 
-std::string scalarText(const json &value)
-{
-    if (value.is_string())
-        return value.get<std::string>();
-    if (value.is_number_float())
-        return fmt::format("{:.1f}", value.get<double>());
-    return value.dump();
-}
-
-// key=value for each field, strings with spaces quoted, nested values as compact JSON.
-std::string genericSummary(const json &payload, std::initializer_list<std::string_view> skip = {})
-{
-    std::string out;
-    for (const auto &[key, value] : payload.items()) {
-        if (std::ranges::find(skip, key) != skip.end())
-            continue;
-        if (value.is_null() || (value.is_string() && value.get<std::string>().empty())
-            || ((value.is_array() || value.is_object()) && value.empty()))
-            continue;
-        if (!out.empty())
-            out += ' ';
-        std::string text = scalarText(value);
-        if (value.is_string() && text.find_first_of(" \t\n\"") != std::string::npos)
-            text = json(text).dump();
-        out += key + "=" + text;
-    }
-    return out;
-}
-
-std::string str(const json &payload, std::string_view key)
+// A string field of a payload as recorded ("" when absent or not a string).
+std::string_view rawString(const json &payload, std::string_view key)
 {
     const auto it = payload.find(key);
-    if (it == payload.end() || it->is_null())
-        return {};
-    return it->is_string() ? it->get<std::string>() : scalarText(*it);
+    return it != payload.end() && it->is_string() ? std::string_view(it->get_ref<const std::string &>()) : std::string_view();
 }
 
-std::string toolCallSummary(const json &payload)
-{
-    const std::string name = str(payload, "name");
-    const json arguments = payload.value("arguments", json::object());
-    std::string detail;
-    if (arguments.is_object()) {
-        if (arguments.contains("command"))
-            detail = str(arguments, "command");
-        else if (name == "write_file")
-            detail = str(arguments, "path") + " (" + std::to_string(str(arguments, "content").size()) + " bytes)";
-        else if (arguments.contains("path"))
-            detail = str(arguments, "path");
-        else if (name == "finish")
-            detail = str(arguments, "status") + (arguments.contains("summary") ? ": " + str(arguments, "summary") : "");
-        else
-            detail = genericSummary(arguments);
-    }
-    return detail.empty() ? name : name + ": " + detail;
-}
-
-std::string toolResultSummary(const json &payload)
-{
-    std::string out = str(payload, "name");
-    if (payload.contains("error"))
-        return out + (out.empty() ? "" : " ") + "error: " + str(payload, "error");
-    if (payload.contains("exit_code")) {
-        out += (out.empty() ? "" : " ") + std::string("exit ") + str(payload, "exit_code");
-        if (const int64_t signal = payload.value("signal", int64_t{0}); signal != 0)
-            out += " (signal " + std::to_string(signal) + ")";
-        if (payload.value("timed_out", false))
-            out += ", timed out";
-        if (payload.contains("duration_ms"))
-            out += fmt::format(", {:.0f} ms", payload.value("duration_ms", 0.0));
-        if (payload.value("replayed", false))
-            out += ", replayed";
-        return out;
-    }
-    if (payload.contains("path"))
-        out += " " + str(payload, "path");
-    if (payload.contains("bytes"))
-        out += " (" + str(payload, "bytes") + " bytes written)";
-    if (payload.value("ok", false))
-        out += " ok";
-    return out;
-}
-
-// The lines of one output stream under a tool.result, indented, cut after kOutputLinesShown.
+// The lines of one output stream under a tool.result, indented, cut after kOutputLinesShown, each
+// made safe for a terminal: an agent's escape sequences are shown, never run (trace/safe_text.h).
 void appendOutput(std::string &out, std::string_view label, std::string_view text)
 {
     if (text.empty())
@@ -148,8 +77,11 @@ void appendOutput(std::string &out, std::string_view label, std::string_view tex
             end = text.size();
         ++total;
         if (shown < kOutputLinesShown) {
+            std::string_view line = text.substr(start, end - start);
+            if (!line.empty() && line.back() == '\r')
+                line.remove_suffix(1);   // CRLF output
             out += kOutputIndent;
-            out += text.substr(start, end - start);
+            out += trace::safeLines(line, kOutputLineChars);
             out += '\n';
             ++shown;
         }
@@ -237,6 +169,9 @@ std::string truncateText(std::string_view text, size_t width)
     std::ranges::replace(flat, '\n', ' ');
     std::ranges::replace(flat, '\r', ' ');
     std::ranges::replace(flat, '\t', ' ');
+    // What a session's goal or an event says may come from an agent: no control character reaches
+    // the terminal.
+    flat = trace::safeLine(flat);
     if (displayWidth(flat) <= width)
         return flat;
     const size_t keep = width > 3 ? width - 3 : 0;
@@ -339,13 +274,13 @@ std::string formatSessionTable(std::span<const v1::Session> sessions, int64_t no
 
 std::string formatSessionDetail(const v1::Session &session, int64_t nowUnixMs)
 {
-    auto orDash = [](const std::string &value) { return value.empty() ? std::string("-") : value; };
+    auto orDash = [](const std::string &value) { return value.empty() ? std::string("-") : trace::safeLine(value); };
     auto when = [&](int64_t unixMs) {
         return unixMs > 0 ? formatIsoTime(unixMs) + " (" + formatAge(unixMs, nowUnixMs) + " ago)" : std::string("-");
     };
     std::string status = statusName(session.status());
     if (!session.status_reason().empty())
-        status += ": " + session.status_reason();
+        status += ": " + trace::safeLine(session.status_reason());
     std::string tags;
     for (const auto &tag : session.tags())
         tags += (tags.empty() ? "" : ", ") + tag;
@@ -398,54 +333,20 @@ json eventToJson(const v1::Event &event)
     };
 }
 
-std::string eventSummary(std::string_view kind, std::string_view payloadJson)
+std::string eventSummary(std::string_view kind, std::string_view payloadJson, int64_t costMicros)
 {
-    const json payload = json::parse(payloadJson, nullptr, false);
-    if (payload.is_discarded() || !payload.is_object())
-        return truncateText(payloadJson, kSummaryWidth);
-    std::string summary;
-    if (kind == "tool.call") {
-        summary = toolCallSummary(payload);
-    } else if (kind == "tool.result") {
-        summary = toolResultSummary(payload);
-    } else if (kind == "state.changed") {
-        summary = str(payload, "status");
-        if (const std::string reason = str(payload, "reason"); !reason.empty())
-            summary += ": " + reason;
-    } else if (kind == "model.response") {
-        summary = str(payload, "model");
-        if (payload.contains("tool_calls") && payload["tool_calls"].is_array())
-            summary += fmt::format(", {} tool call(s)", payload["tool_calls"].size());
-        if (payload.contains("usage") && payload["usage"].is_object()) {
-            const json &usage = payload["usage"];
-            summary += fmt::format(", {} in / {} out tokens", usage.value("input_tokens", int64_t{0}),
-                                   usage.value("output_tokens", int64_t{0}));
-        }
-        if (const std::string text = str(payload, "text"); !text.empty())
-            summary += ": " + text;
-    } else if (kind == "session.created") {
-        // The playbook's full text is in the payload; a summary line only says where it came from.
-        summary = genericSummary(payload, {"playbook_toml"});
-        if (const std::string toml = str(payload, "playbook_toml"); !toml.empty() && str(payload, "playbook").empty())
-            summary += fmt::format(" playbook=(submitted text, {} bytes)", toml.size());
-    } else if (kind == "sandbox.claimed") {
-        summary = fmt::format("{} ({} {}) from pool {}", str(payload, "sandbox_id"), str(payload, "tier"),
-                              str(payload, "runtime"), str(payload, "pool"));
-        if (payload.contains("warm"))
-            summary += payload.value("warm", false) ? ", warm" : ", cold";
-        if (payload.contains("claim_ms"))
-            summary += fmt::format(", {:.1f} ms", payload.value("claim_ms", 0.0));
-    } else {
-        summary = genericSummary(payload);
-    }
-    return truncateText(summary, kSummaryWidth);
+    // The console's words (trace/event_summary.h): every payload field already made safe.
+    return truncateText(trace::summarize(kind, payloadJson, costMicros), kSummaryWidth);
 }
 
 std::string formatEvent(const v1::Event &event, bool utc)
 {
+    // A cost event's line names its amount; any other's cost goes in brackets after it.
+    const bool isCost = event.kind() == "cost";
     std::string out = fmt::format("{:>6}  {}  {:<16} {}", event.seq(), formatClock(event.time_unix_ms(), utc),
-                                  event.kind(), eventSummary(event.kind(), event.payload_json()));
-    if (event.cost_micros() != 0)
+                                  trace::safeLine(event.kind(), 40),
+                                  eventSummary(event.kind(), event.payload_json(), isCost ? event.cost_micros() : -1));
+    if (event.cost_micros() != 0 && !isCost)
         out += "  [" + formatCost(event.cost_micros()) + "]";
     while (!out.empty() && out.back() == ' ')
         out.pop_back();
@@ -453,9 +354,9 @@ std::string formatEvent(const v1::Event &event, bool utc)
     if (event.kind() == "tool.result") {
         const json payload = json::parse(event.payload_json(), nullptr, false);
         if (payload.is_object()) {
-            appendOutput(out, "", str(payload, "stdout"));
-            appendOutput(out, "stderr", str(payload, "stderr"));
-            appendOutput(out, "", str(payload, "content"));
+            appendOutput(out, "", rawString(payload, "stdout"));
+            appendOutput(out, "stderr", rawString(payload, "stderr"));
+            appendOutput(out, "", rawString(payload, "content"));
         }
     }
     return out;

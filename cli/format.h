@@ -49,9 +49,12 @@ std::string formatSessionTable(std::span<const paddock::v1::Session> sessions, i
 std::string formatSessionDetail(const paddock::v1::Session &session, int64_t nowUnixMs);
 
 nlohmann::json eventToJson(const paddock::v1::Event &event);
-// One line (a summary of the payload) for most events; tool.result adds its output, indented.
+// One line: seq, time, kind and the event in words (trace/event_summary.h, the console's words);
+// tool.result adds its output, indented. Everything an agent wrote is escaped (trace/safe_text.h),
+// so a terminal shows its escape sequences instead of running them.
 std::string formatEvent(const paddock::v1::Event &event, bool utc = false);
-std::string eventSummary(std::string_view kind, std::string_view payloadJson);
+// costMicros: a cost event's amount, which its line then names; -1 leaves it out.
+std::string eventSummary(std::string_view kind, std::string_view payloadJson, int64_t costMicros = -1);
 
 nlohmann::json poolsToJson(const paddock::v1::ListPoolsResponse &pools);
 std::string formatPoolsTable(const paddock::v1::ListPoolsResponse &pools);

@@ -1,81 +1,19 @@
 #include "models/trace_model.h"
 
 #include "models/console_format.h"
+#include "trace/event_summary.h"
+#include "trace/fold.h"
 
 #include <QDateTime>
-#include <QJsonArray>
-#include <QJsonDocument>
-#include <QJsonObject>
+
+#include <algorithm>
+#include <vector>
 
 namespace paddock::console {
 namespace {
 
 // Rows whose summaries stay parsed; a screen shows a few dozen, so this only bounds memory.
 constexpr qsizetype kMaxDerivedRows = 20'000;
-constexpr qsizetype kMaxSummaryChars = 240;
-
-QString oneLine(QString text)
-{
-    text.replace(QLatin1Char('\n'), QLatin1Char(' '));
-    text.replace(QLatin1Char('\r'), QLatin1Char(' '));
-    if (text.size() > kMaxSummaryChars)
-        text = text.left(kMaxSummaryChars - 1) + QStringLiteral("…");
-    return text;
-}
-
-QString str(const QJsonObject &object, const char *key)
-{
-    return object.value(QLatin1String(key)).toString();
-}
-
-qint64 num(const QJsonObject &object, const char *key, qint64 fallback = 0)
-{
-    const QJsonValue value = object.value(QLatin1String(key));
-    return value.isDouble() ? static_cast<qint64>(value.toDouble()) : fallback;
-}
-
-// Tool arguments arrive as an object, or as a JSON string of one (OpenAI's spelling).
-QJsonObject arguments(const QJsonObject &object)
-{
-    const QJsonValue value = object.value(QLatin1String("arguments"));
-    if (value.isObject())
-        return value.toObject();
-    if (value.isString())
-        return QJsonDocument::fromJson(value.toString().toUtf8()).object();
-    return {};
-}
-
-// The one argument that says what a call does: the command, else a path, else the first string.
-QString mainArgument(const QJsonObject &args)
-{
-    for (const char *key : {"command", "path", "goal", "query", "tier"}) {
-        const QString value = str(args, key);
-        if (!value.isEmpty())
-            return value;
-    }
-    for (auto it = args.begin(); it != args.end(); ++it) {
-        if (it->isString())
-            return it->toString();
-    }
-    return {};
-}
-
-QString compactJson(const QByteArray &payload)
-{
-    const QJsonDocument document = QJsonDocument::fromJson(payload);
-    if (document.isNull())
-        return QString::fromUtf8(payload);
-    return QString::fromUtf8(document.toJson(QJsonDocument::Compact));
-}
-
-QString hostPort(const QJsonObject &p)
-{
-    QString host = str(p, "host");
-    const qint64 port = num(p, "port");
-    if (port > 0)
-        host += QStringLiteral(":%1").arg(port);
-    return host;
-}
 
 } // namespace
 
@@ -101,12 +39,15 @@ TraceModel::TraceModel(QObject *parent) : QAbstractTableModel(parent)
 {
     m_kinds.append(QString());
     m_kindCategories.append(EventCategory::Other);
+    m_kindFolds.append(false);
     m_kindIds.insert(QString(), 0);
 }
 
 int TraceModel::rowCount(const QModelIndex &parent) const
 {
-    return parent.isValid() ? 0 : static_cast<int>(m_rows.size());
+    if (parent.isValid())
+        return 0;
+    return static_cast<int>(m_foldBookkeeping ? m_ownRows.size() : m_rows.size());
 }
 
 int TraceModel::columnCount(const QModelIndex &parent) const
@@ -125,6 +66,7 @@ quint16 TraceModel::internKind(const QString &kind)
     const auto id = static_cast<quint16>(m_kinds.size());
     m_kinds.append(kind);
     m_kindCategories.append(eventCategory(kind));
+    m_kindFolds.append(trace::foldsIntoStep(kind.toStdString()));
     m_kindIds.insert(kind, id);
     return id;
 }
@@ -144,10 +86,23 @@ void TraceModel::clear()
 {
     beginResetModel();
     m_rows.clear();
+    m_ownRows.clear();
     m_derived.clear();
+    m_folds.clear();
     m_firstSeq = 0;
     m_historyPending = false;
     endResetModel();
+}
+
+void TraceModel::setFoldBookkeeping(bool fold)
+{
+    if (fold == m_foldBookkeeping)
+        return;
+    // Every event stays; only which are rows changes, so a reset, not a re-fetch.
+    beginResetModel();
+    m_foldBookkeeping = fold;
+    endResetModel();
+    emit foldBookkeepingChanged(fold);
 }
 
 void TraceModel::setTailStart(qint64 seq)
@@ -167,13 +122,84 @@ void TraceModel::trimFront(int count)
 {
     if (count <= 0)
         return;
-    beginRemoveRows({}, 0, count - 1);
+    const qint64 newFirst = m_firstSeq + count;
+    int rowsGone = count;
+    if (m_foldBookkeeping) {
+        rowsGone = 0;
+        while (rowsGone < static_cast<int>(m_ownRows.size()) && m_ownRows[static_cast<size_t>(rowsGone)] < newFirst)
+            ++rowsGone;
+    }
+    if (rowsGone > 0)
+        beginRemoveRows({}, 0, rowsGone - 1);
     for (int i = 0; i < count; ++i) {
         m_derived.remove(m_firstSeq);
+        m_folds.remove(m_firstSeq);
         m_rows.pop_front();
+        if (!m_ownRows.empty() && m_ownRows.front() == m_firstSeq)
+            m_ownRows.pop_front();
         ++m_firstSeq;
     }
-    endRemoveRows();
+    if (rowsGone > 0)
+        endRemoveRows();
+    // What folded into the new first row may have gone with the events before it.
+    if (!m_ownRows.empty())
+        refoldSeq(m_ownRows.front());
+}
+
+void TraceModel::pushBack(const QList<EventRecord> &events, qsizetype begin, qsizetype end)
+{
+    // Rows first (interning their kinds), so the insert signals count exactly the rows shown.
+    std::vector<Row> rows;
+    rows.reserve(static_cast<size_t>(end - begin));
+    int newRows = 0;
+    for (qsizetype i = begin; i < end; ++i) {
+        rows.push_back(toRow(events.at(i)));
+        newRows += !m_foldBookkeeping || !folds(rows.back()) ? 1 : 0;
+    }
+    const qint64 lastRowBefore = m_ownRows.empty() ? 0 : m_ownRows.back();
+    const int first = rowCount();
+    if (newRows > 0)
+        beginInsertRows({}, first, first + newRows - 1);
+    if (m_rows.empty())
+        m_firstSeq = events.at(begin).seq;
+    for (Row &row : rows) {
+        const bool own = !folds(row);
+        m_rows.push_back(std::move(row));
+        if (own)
+            m_ownRows.push_back(lastSeq());
+    }
+    if (newRows > 0)
+        endInsertRows();
+    // The last row before may have gained (or, as their own row arrived, lost) what folds after it.
+    if (lastRowBefore > 0)
+        refoldSeq(lastRowBefore);
+}
+
+void TraceModel::pushFront(const QList<EventRecord> &events, qsizetype begin, qsizetype end)
+{
+    std::vector<Row> rows;
+    rows.reserve(static_cast<size_t>(end - begin));
+    int newRows = 0;
+    for (qsizetype i = begin; i < end; ++i) {
+        rows.push_back(toRow(events.at(i)));
+        newRows += !m_foldBookkeeping || !folds(rows.back()) ? 1 : 0;
+    }
+    const qint64 firstRowBefore = m_ownRows.empty() ? 0 : m_ownRows.front();
+    if (newRows > 0)
+        beginInsertRows({}, 0, newRows - 1);
+    for (qsizetype i = end - 1; i >= begin; --i) {
+        Row &row = rows[static_cast<size_t>(i - begin)];
+        if (!folds(row))
+            m_ownRows.push_front(events.at(i).seq);
+        m_rows.push_front(std::move(row));
+    }
+    m_firstSeq = events.at(begin).seq;
+    if (newRows > 0)
+        endInsertRows();
+    if (firstRowBefore > 0)
+        refoldSeq(firstRowBefore);
+    m_historyPending = false;
+    emit historyPrepended(newRows);
 }
 
 void TraceModel::appendEvents(const QList<EventRecord> &events)
@@ -199,7 +225,7 @@ void TraceModel::appendEvents(const QList<EventRecord> &events)
     }
 
     if (begin >= 0) {
-        // Bounded window: only the newest maxRows of this batch can stay, and the oldest rows
+        // Bounded window: only the newest maxRows of this batch can stay, and the oldest events
         // make room for them.
         if (end - begin > m_maxRows)
             begin = end - m_maxRows;
@@ -208,21 +234,20 @@ void TraceModel::appendEvents(const QList<EventRecord> &events)
         if (overflow >= static_cast<int>(m_rows.size()) && !m_rows.empty()) {
             beginResetModel();
             m_rows.clear();
+            m_ownRows.clear();
             m_derived.clear();
+            m_folds.clear();
             m_firstSeq = events.at(begin).seq;
-            for (qsizetype i = begin; i < end; ++i)
+            for (qsizetype i = begin; i < end; ++i) {
                 m_rows.push_back(toRow(events.at(i)));
+                if (!folds(m_rows.back()))
+                    m_ownRows.push_back(events.at(i).seq);
+            }
             endResetModel();
         } else {
             if (overflow > 0)
                 trimFront(overflow);
-            if (m_rows.empty())
-                m_firstSeq = events.at(begin).seq;
-            const int first = static_cast<int>(m_rows.size());
-            beginInsertRows({}, first, first + count - 1);
-            for (qsizetype i = begin; i < end; ++i)
-                m_rows.push_back(toRow(events.at(i)));
-            endInsertRows();
+            pushBack(events, begin, end);
         }
         emit eventsAppended(count);
     }
@@ -258,16 +283,9 @@ void TraceModel::prependHistory(const QList<EventRecord> &events)
         ++end;
     if (end - begin > room)
         begin = end - room;
-    const auto count = static_cast<int>(end - begin);
-    if (count <= 0)
+    if (end - begin <= 0)
         return;
-    beginInsertRows({}, 0, count - 1);
-    for (qsizetype i = end - 1; i >= begin; --i)
-        m_rows.push_front(toRow(events.at(i)));
-    m_firstSeq = events.at(begin).seq;
-    endInsertRows();
-    m_historyPending = false;
-    emit historyPrepended(count);
+    pushFront(events, begin, end);
 }
 
 bool TraceModel::canFetchMore(const QModelIndex &parent) const
@@ -290,421 +308,92 @@ int TraceModel::rowOfSeq(qint64 seq) const
 {
     if (m_rows.empty() || seq < m_firstSeq || seq > lastSeq())
         return -1;
-    return static_cast<int>(seq - m_firstSeq);
+    if (!m_foldBookkeeping)
+        return static_cast<int>(seq - m_firstSeq);
+    const qint64 host = hostSeq(seq);
+    const auto found = std::lower_bound(m_ownRows.begin(), m_ownRows.end(), host);
+    return found != m_ownRows.end() && *found == host ? static_cast<int>(found - m_ownRows.begin()) : -1;
 }
 
 EventRecord TraceModel::eventAt(int row) const
 {
-    const Row &r = m_rows.at(static_cast<size_t>(row));
-    return EventRecord{m_firstSeq + row, r.timeMs, m_kinds.at(r.kind), r.payload, r.costMicros};
+    const Row &r = rowAt(row);
+    return EventRecord{seqOfRow(row), r.timeMs, m_kinds.at(r.kind), r.payload, r.costMicros};
 }
 
-// One function per event kind, each filling in what the trace shows for a row of that kind: the
-// summary line and, where the kind has them, tokens, latency, the error flag and whether there are
-// details to show. forKind() looks a kind up by name first, then by category (snapshots, restores,
-// moves and debug shells come in several spellings), and falls back to the payload as compact JSON.
-struct TraceModel::KindDerivers {
-    using Deriver = void (*)(const QString &kind, const QJsonObject &p, const QByteArray &payload, Derived &d);
-
-    static Deriver forKind(const QString &kind)
-    {
-        static const QHash<QString, Deriver> byName = {
-            {QStringLiteral("tool.call"), &toolCall},
-            {QStringLiteral("tool.result"), &toolResult},
-            {QStringLiteral("model.response"), &modelResponse},
-            {QStringLiteral("model.error"), &modelError},
-            {QStringLiteral("sandbox.claimed"), &sandboxClaimed},
-            {QStringLiteral("sandbox.failed"), &sandboxFailed},
-            {QStringLiteral("sandbox.released"), &sandboxReleased},
-            {QStringLiteral("sandbox.lost"), &sandboxLost},
-            {QStringLiteral("state.changed"), &stateChanged},
-            {QStringLiteral("session.created"), &sessionCreated},
-            {QStringLiteral("egress.allowed"), &egress},
-            {QStringLiteral("egress.refused"), &egress},
-            {QStringLiteral("checkpoint"), &checkpoint},
-        };
-        const auto found = byName.constFind(kind);
-        if (found != byName.constEnd())
-            return *found;
-        switch (eventCategory(kind)) {
-        case EventCategory::Snapshot:
-        case EventCategory::Restore: return &snapshotOrRestore;
-        case EventCategory::Move: return &move;
-        case EventCategory::DebugShell: return &debugShell;
-        default: return &other;
-        }
-    }
-
-    static void toolCall(const QString &, const QJsonObject &p, const QByteArray &, Derived &d)
-    {
-        const QString name = str(p, "name");
-        const QString arg = mainArgument(arguments(p));
-        d.summary = arg.isEmpty() ? name : name + QStringLiteral(": ") + arg;
-    }
-
-    static void toolResult(const QString &, const QJsonObject &p, const QByteArray &payload, Derived &d)
-    {
-        const QString name = str(p, "name");
-        const QString error = str(p, "error");
-        d.latencyMs = num(p, "duration_ms", -1);
-        if (!error.isEmpty()) {
-            d.summary = QStringLiteral("%1 error: %2").arg(name, error);
-            d.isError = true;
-        } else if (p.contains(QLatin1String("exit_code")) || p.contains(QLatin1String("command"))) {
-            commandResult(p, d);
-        } else if (name == QLatin1String("write_file")) {
-            d.summary = QStringLiteral("wrote %1 bytes to %2").arg(num(p, "bytes")).arg(str(p, "path"));
-        } else if (name == QLatin1String("read_file")) {
-            const QString content = str(p, "content");
-            d.summary = QStringLiteral("read %1 (%2 chars)").arg(str(p, "path")).arg(content.size());
-            d.hasDetails = !content.isEmpty();
-        } else if (p.value(QLatin1String("ok")).toBool()) {
-            d.summary = name + QStringLiteral(" ok");
-        } else {
-            d.summary = name + QStringLiteral(": ") + compactJson(payload);
-        }
-    }
-
-    // A tool.result of a command: how it ended, how long it took, the command line.
-    static void commandResult(const QJsonObject &p, Derived &d)
-    {
-        QStringList parts;
-        const qint64 exitCode = num(p, "exit_code");
-        const qint64 signal = num(p, "signal");
-        if (p.value(QLatin1String("timed_out")).toBool())
-            parts << QStringLiteral("timed out");
-        else if (signal > 0)
-            parts << QStringLiteral("killed by signal %1").arg(signal);
-        else
-            parts << QStringLiteral("exit %1").arg(exitCode);
-        d.isError = exitCode != 0 || signal > 0 || p.value(QLatin1String("timed_out")).toBool();
-        if (d.latencyMs >= 0)
-            parts << formatLatency(d.latencyMs);
-        if (p.value(QLatin1String("replayed")).toBool())
-            parts << QStringLiteral("replayed");
-        parts << str(p, "command");
-        d.summary = parts.join(QStringLiteral(" · "));
-        d.hasDetails = !str(p, "stdout").isEmpty() || !str(p, "stderr").isEmpty();
-    }
-
-    static void modelResponse(const QString &, const QJsonObject &p, const QByteArray &, Derived &d)
-    {
-        const QJsonObject usage = p.value(QLatin1String("usage")).toObject();
-        const qint64 in = num(usage, "input_tokens");
-        const qint64 out = num(usage, "output_tokens");
-        d.tokens = in + out;
-        d.latencyMs = num(p, "latency_ms", -1);
-        const auto calls = p.value(QLatin1String("tool_calls")).toArray().size();
-        QStringList parts;
-        parts << QStringLiteral("%1 in / %2 out tokens").arg(in).arg(out);
-        if (d.latencyMs >= 0)
-            parts << formatLatency(d.latencyMs);
-        if (calls > 0)
-            parts << (calls == 1 ? QStringLiteral("1 tool call") : QStringLiteral("%1 tool calls").arg(calls));
-        const QString text = str(p, "text");
-        if (!text.isEmpty())
-            parts << text;
-        d.summary = parts.join(QStringLiteral(" · "));
-        d.hasDetails = !text.isEmpty() || calls > 0;
-    }
-
-    static void modelError(const QString &, const QJsonObject &p, const QByteArray &, Derived &d)
-    {
-        d.summary = QStringLiteral("model error: ") + str(p, "error");
-        d.isError = true;
-    }
-
-    static void sandboxClaimed(const QString &, const QJsonObject &p, const QByteArray &, Derived &d)
-    {
-        d.latencyMs = num(p, "claim_ms", -1);
-        QStringList parts;
-        parts << QStringLiteral("pool ") + str(p, "pool") << str(p, "tier");
-        parts << (p.value(QLatin1String("warm")).toBool() ? QStringLiteral("warm") : QStringLiteral("cold"));
-        if (p.value(QLatin1String("claim_ms")).isDouble())
-            parts << QStringLiteral("claim %1 ms").arg(p.value(QLatin1String("claim_ms")).toDouble());
-        const QString sandbox = str(p, "sandbox_id");
-        if (!sandbox.isEmpty())
-            parts << sandbox;
-        d.summary = parts.join(QStringLiteral(" · "));
-    }
-
-    static void sandboxFailed(const QString &, const QJsonObject &p, const QByteArray &, Derived &d)
-    {
-        d.summary = QStringLiteral("sandbox %1 failed: %2").arg(str(p, "sandbox_id"), str(p, "reason"));
-        const QString error = str(p, "error");
-        if (!error.isEmpty())
-            d.summary += QStringLiteral(" (") + error + QLatin1Char(')');
-        d.isError = true;
-    }
-
-    static void sandboxReleased(const QString &, const QJsonObject &p, const QByteArray &, Derived &d)
-    {
-        d.summary = QStringLiteral("released %1").arg(str(p, "sandbox_id"));
-        const QString note = str(p, "note");
-        if (!note.isEmpty())
-            d.summary += QStringLiteral(" (") + note + QLatin1Char(')');
-    }
-
-    static void sandboxLost(const QString &, const QJsonObject &p, const QByteArray &, Derived &d)
-    {
-        QStringList parts;
-        parts << QStringLiteral("lost pool %1").arg(str(p, "pool").isEmpty() ? str(p, "old_pool") : str(p, "pool"));
-        const QString sandbox = str(p, "sandbox_id");
-        if (!sandbox.isEmpty())
-            parts << sandbox;
-        const QString call = p.value(QLatin1String("interrupted_call")).isString() ? str(p, "interrupted_call") : QString();
-        if (!call.isEmpty())
-            parts << QStringLiteral("interrupted ") + call;
-        const QString reason = str(p, "error").isEmpty() ? str(p, "reason") : str(p, "error");
-        if (!reason.isEmpty())
-            parts << reason;
-        d.summary = parts.join(QStringLiteral(" · "));
-        d.isError = true;
-    }
-
-    static void stateChanged(const QString &, const QJsonObject &p, const QByteArray &, Derived &d)
-    {
-        const QString status = str(p, "status");
-        const QString reason = str(p, "reason");
-        d.summary = reason.isEmpty() ? status : status + QStringLiteral(": ") + reason;
-        d.isError = status == QLatin1String("failed");
-    }
-
-    static void sessionCreated(const QString &, const QJsonObject &p, const QByteArray &, Derived &d)
-    {
-        QString summary = str(p, "goal");
-        const QString playbook = str(p, "playbook");
-        if (!playbook.isEmpty())
-            summary += QStringLiteral(" · playbook ") + playbook;
-        const QString tier = str(p, "tier");
-        if (!tier.isEmpty())
-            summary += QStringLiteral(" · tier ") + tier;
-        d.summary = summary;
-    }
-
-    // egress.allowed and egress.refused.
-    static void egress(const QString &kind, const QJsonObject &p, const QByteArray &, Derived &d)
-    {
-        const bool allowed = kind == QLatin1String("egress.allowed");
-        QStringList parts;
-        parts << (allowed ? QStringLiteral("allowed ") : QStringLiteral("refused ")) + hostPort(p);
-        const QString address = str(p, "address").isEmpty() ? str(p, "resolved") : str(p, "address");
-        if (!address.isEmpty())
-            parts << address;
-        const QString reason = str(p, "reason");
-        if (!reason.isEmpty())
-            parts << reason;
-        const QString detail = str(p, "detail").isEmpty() ? str(p, "error") : str(p, "detail");
-        if (!detail.isEmpty())
-            parts << detail;
-        const qint64 sent = num(p, "bytes_sent", num(p, "bytes_out"));
-        const qint64 received = num(p, "bytes_received", num(p, "bytes_in", num(p, "bytes")));
-        if (allowed && (sent > 0 || received > 0))
-            parts << QStringLiteral("%1 B out / %2 B in").arg(sent).arg(received);
-        d.summary = parts.join(QStringLiteral(" · "));
-    }
-
-    // The workspace a checkpoint or a restore names: "checkpoint 3f2a9c0d1e2f" (its manifest id,
-    // shortened), or "snapshot <ref>" of an older pool snapshot; empty for none.
-    static QString workspaceRef(const QJsonObject &p)
-    {
-        const QString manifest = str(p, "manifest");
-        if (!manifest.isEmpty())
-            return QStringLiteral("checkpoint ") + manifest.left(12);
-        const QString ref = str(p, "snapshot_ref").isEmpty() ? str(p, "snapshot") : str(p, "snapshot_ref");
-        return ref.isEmpty() ? QString() : QStringLiteral("snapshot ") + ref;
-    }
-
-    // A checkpoint after a step (docs/checkpoints.md): what changed, what it cost.
-    static void checkpoint(const QString &, const QJsonObject &p, const QByteArray &, Derived &d)
-    {
-        QStringList parts{workspaceRef(p)};
-        parts << QStringLiteral("%1 changed, %2 removed").arg(num(p, "changed")).arg(num(p, "removed"));
-        parts << QStringLiteral("%1 B sent").arg(num(p, "sent_bytes"));
-        if (!str(p, "store").isEmpty())
-            parts << (str(p, "store") == u"s3" ? QStringLiteral("in S3") : QStringLiteral("in the broker's store"));
-        d.latencyMs = num(p, "duration_ms", -1);
-        d.summary = parts.join(QStringLiteral(" · "));
-    }
-
-    // Every kind of EventCategory::Snapshot or EventCategory::Restore.
-    static void snapshotOrRestore(const QString &kind, const QJsonObject &p, const QByteArray &, Derived &d)
-    {
-        const bool restore = eventCategory(kind) == EventCategory::Restore;
-        const QString ref = workspaceRef(p);
-        QStringList parts;
-        parts << (restore ? QStringLiteral("restored ") : QString()) + (ref.isEmpty() ? QStringLiteral("no workspace") : ref);
-        const QString sandbox = str(p, "sandbox_id");
-        if (!sandbox.isEmpty())
-            parts << (restore ? QStringLiteral("into ") : QStringLiteral("of ")) + sandbox;
-        if (p.value(QLatin1String("file_count")).isDouble())
-            parts << QStringLiteral("%1 files").arg(num(p, "file_count"));
-        if (p.value(QLatin1String("restored_files")).isDouble())
-            parts << QStringLiteral("%1 files").arg(num(p, "restored_files"));
-        if (p.value(QLatin1String("size_bytes")).isDouble())
-            parts << QStringLiteral("%1 bytes").arg(num(p, "size_bytes"));
-        d.latencyMs = num(p, "restore_ms", num(p, "duration_ms", -1));
-        const QString error = str(p, "error");
-        if (!error.isEmpty()) {
-            parts << QStringLiteral("error: ") + error;
-            d.isError = true;
-        }
-        d.summary = parts.join(QStringLiteral(" · "));
-    }
-
-    // Every kind of EventCategory::Move but sandbox.lost, which has its own.
-    static void move(const QString &kind, const QJsonObject &p, const QByteArray &, Derived &d)
-    {
-        const QString from = str(p, "from_pool").isEmpty() ? str(p, "old_pool") : str(p, "from_pool");
-        const QString to = str(p, "to_pool").isEmpty() ? str(p, "new_pool") : str(p, "to_pool");
-        QStringList parts;
-        if (!from.isEmpty() || !to.isEmpty())
-            parts << QStringLiteral("pool %1 → %2").arg(from.isEmpty() ? QStringLiteral("?") : from,
-                                                         to.isEmpty() ? QStringLiteral("?") : to);
-        const QString fromTier = str(p, "from_tier");
-        const QString toTier = str(p, "to_tier").isEmpty() ? str(p, "tier") : str(p, "to_tier");
-        if (!fromTier.isEmpty() && !toTier.isEmpty() && fromTier != toTier)
-            parts << QStringLiteral("tier %1 → %2").arg(fromTier, toTier);
-        const QString ref = workspaceRef(p);
-        parts << (ref.isEmpty() ? QStringLiteral("no checkpoint: empty workspace") : QStringLiteral("from ") + ref);
-        if (p.value(QLatin1String("restore_ms")).isDouble())
-            d.latencyMs = num(p, "restore_ms");
-        const QString reason = str(p, "reason").isEmpty() ? str(p, "error") : str(p, "reason");
-        if (!reason.isEmpty())
-            parts << reason;
-        d.summary = parts.join(QStringLiteral(" · "));
-        d.isError = kind == QLatin1String("sandbox.lost");
-    }
-
-    // Every debug_shell.* kind: the command and its exit for debug_shell.exec, else what happened
-    // to which shell.
-    static void debugShell(const QString &kind, const QJsonObject &p, const QByteArray &, Derived &d)
-    {
-        const QString who = str(p, "by").isEmpty() ? str(p, "user") : str(p, "by");
-        if (kind == QLatin1String("debug_shell.exec")) {
-            QString command = str(p, "command");
-            if (command.isEmpty()) {
-                QStringList argv;
-                for (const QJsonValue &arg : p.value(QLatin1String("argv")).toArray())
-                    argv << arg.toString();
-                command = argv.size() == 3 && argv.at(0) == u"/bin/sh" && argv.at(1) == u"-c" ? argv.at(2) : argv.join(u' ');
-            }
-            d.summary = QStringLiteral("$ %1 · exit %2").arg(command).arg(num(p, "exit_code"));
-            d.latencyMs = num(p, "duration_ms", -1);
-        } else {
-            d.summary = kind.mid(12) + QStringLiteral(" ") + str(p, "shell_id");
-            const QString tier = str(p, "tier");
-            if (!tier.isEmpty())
-                d.summary += QStringLiteral(" · tier ") + tier;
-        }
-        if (!who.isEmpty())
-            d.summary += QStringLiteral(" · by ") + who;
-    }
-
-    // A kind the console has no words for: its payload.
-    static void other(const QString &, const QJsonObject &, const QByteArray &payload, Derived &d)
-    {
-        d.summary = compactJson(payload);
-    }
-};
+EventRecord TraceModel::eventOfSeq(qint64 seq) const
+{
+    if (m_rows.empty() || seq < m_firstSeq || seq > lastSeq())
+        return {};
+    const Row &r = m_rows[static_cast<size_t>(seq - m_firstSeq)];
+    return EventRecord{seq, r.timeMs, m_kinds.at(r.kind), r.payload, r.costMicros};
+}
 
 TraceModel::Derived TraceModel::derive(const Row &row) const
 {
+    const trace::EventLine line = trace::describeEvent(
+        m_kinds.at(row.kind).toStdString(), std::string_view(row.payload.constData(), static_cast<size_t>(row.payload.size())),
+        row.costMicros);
     Derived d;
-    const QString &kind = m_kinds.at(row.kind);
-    const QJsonObject p = QJsonDocument::fromJson(row.payload).object();
-    KindDerivers::forKind(kind)(kind, p, row.payload, d);
-    const QJsonObject postMortem = p.value(QLatin1String("post_mortem")).toObject();
-    if (!postMortem.isEmpty()) {
-        d.postMortem = {str(postMortem, "pool"), str(postMortem, "sandbox_id")};
-        d.summary += QStringLiteral(" · post-mortem kept");
-    }
-    d.summary = oneLine(d.summary);
+    d.summary = QString::fromStdString(line.summary);
+    d.tokens = line.tokens;
+    d.latencyMs = line.latencyMs;
+    d.hasDetails = line.hasDetails;
+    d.isError = line.isError;
+    if (!line.postMortemSandbox.empty())
+        d.postMortem = {QString::fromStdString(line.postMortemPool), QString::fromStdString(line.postMortemSandbox)};
     return d;
 }
 
 const TraceModel::Derived &TraceModel::derived(int row) const
 {
-    const qint64 seq = m_firstSeq + row;
+    const qint64 seq = seqOfRow(row);
     auto found = m_derived.constFind(seq);
     if (found != m_derived.constEnd())
         return *found;
     if (m_derived.size() >= kMaxDerivedRows)
         m_derived.clear();   // cheap to rebuild: only what is on screen comes back
-    return *m_derived.insert(seq, derive(m_rows.at(static_cast<size_t>(row))));
+    return *m_derived.insert(seq, derive(rowAt(row)));
 }
 
-QString TraceModel::details(const Row &row) const
+QString TraceModel::summaryOf(int row) const
 {
-    const QString &kind = m_kinds.at(row.kind);
-    const QJsonObject p = QJsonDocument::fromJson(row.payload).object();
-    if (kind == QLatin1String("tool.result") && p.contains(QLatin1String("command"))) {
-        QString text = QStringLiteral("$ ") + str(p, "command") + QLatin1Char('\n');
-        text += QStringLiteral("exit %1").arg(num(p, "exit_code"));
-        if (num(p, "signal") > 0)
-            text += QStringLiteral(", signal %1").arg(num(p, "signal"));
-        if (p.value(QLatin1String("timed_out")).toBool())
-            text += QStringLiteral(", timed out");
-        if (p.value(QLatin1String("duration_ms")).isDouble())
-            text += QStringLiteral(" · ") + formatLatency(num(p, "duration_ms"));
-        text += QLatin1Char('\n');
-        for (const char *stream : {"stdout", "stderr"}) {
-            const QString out = str(p, stream);
-            if (out.isEmpty())
-                continue;
-            text += QStringLiteral("--- %1").arg(QLatin1String(stream));
-            if (p.value(QLatin1String(stream) + QStringLiteral("_clipped")).toBool())
-                text += QStringLiteral(" (clipped: first 8 KiB and last 56 KiB kept)");
-            text += QStringLiteral(" ---\n") + out;
-            if (!out.endsWith(QLatin1Char('\n')))
-                text += QLatin1Char('\n');
-        }
-        return text;
-    }
-    if (kind == QLatin1String("tool.result") && p.contains(QLatin1String("content")))
-        return str(p, "path") + QStringLiteral(":\n") + str(p, "content");
-    if (kind == QLatin1String("model.response")) {
-        QString text = str(p, "text");
-        const QJsonArray calls = p.value(QLatin1String("tool_calls")).toArray();
-        for (const QJsonValue &call : calls) {
-            const QJsonObject object = call.toObject();
-            if (!text.isEmpty())
-                text += QLatin1Char('\n');
-            text += QStringLiteral("→ %1(%2)").arg(
-                str(object, "name"),
-                QString::fromUtf8(QJsonDocument(arguments(object)).toJson(QJsonDocument::Compact)));
-        }
-        return text;
-    }
-    const QJsonDocument document = QJsonDocument::fromJson(row.payload);
-    return document.isNull() ? QString::fromUtf8(row.payload) : QString::fromUtf8(document.toJson(QJsonDocument::Indented));
+    const QString &summary = derived(row).summary;
+    if (!m_foldBookkeeping)
+        return summary;
+    const QString &note = foldOf(row).note;
+    return note.isEmpty() ? summary : summary + QLatin1Char(' ') + note;
 }
 
 QVariant TraceModel::data(const QModelIndex &index, int role) const
 {
-    if (!index.isValid() || index.row() >= static_cast<int>(m_rows.size()) || index.column() >= ColumnCount)
+    if (!index.isValid() || index.row() >= rowCount() || index.column() >= ColumnCount)
         return {};
     const int row = index.row();
-    const Row &r = m_rows.at(static_cast<size_t>(row));
+    const Row &r = rowAt(row);
+    const auto rowCost = [&] { return r.costMicros + (m_foldBookkeeping ? foldOf(row).costMicros : 0); };
     switch (role) {
     case Qt::DisplayRole:
         switch (index.column()) {
-        case Seq: return m_firstSeq + row;
+        case Seq: return seqOfRow(row);
         case Time: return QDateTime::fromMSecsSinceEpoch(r.timeMs).toString(QStringLiteral("hh:mm:ss.zzz"));
         case Kind: return m_kinds.at(r.kind);
-        case Summary: return derived(row).summary;
+        case Summary: return summaryOf(row);
         case Tokens: {
             const qint64 tokens = derived(row).tokens;
             return tokens > 0 ? QVariant(tokens) : QVariant(QString());
         }
         case Latency: return formatLatency(derived(row).latencyMs);
-        case Cost: return r.costMicros != 0 ? formatCost(r.costMicros) : QString();
+        case Cost: {
+            const qint64 cost = rowCost();
+            return cost != 0 ? formatCost(cost) : QString();
+        }
         default: return {};
         }
     case Qt::ToolTipRole: {
         const Derived &d = derived(row);
         if (!d.hasDetails)
-            return d.summary;
+            return summaryOf(row);
         const QString more = details(r);
         return more.size() > 2000 ? more.left(2000) + QStringLiteral("\n…") : more;
     }
@@ -712,10 +401,10 @@ QVariant TraceModel::data(const QModelIndex &index, int role) const
         if (index.column() == Seq || index.column() == Tokens || index.column() == Latency || index.column() == Cost)
             return QVariant::fromValue(Qt::Alignment(Qt::AlignRight | Qt::AlignVCenter));
         return {};
-    case SeqRole: return m_firstSeq + row;
+    case SeqRole: return seqOfRow(row);
     case TimeMsRole: return r.timeMs;
     case KindRole: return m_kinds.at(r.kind);
-    case SummaryRole: return derived(row).summary;
+    case SummaryRole: return summaryOf(row);
     case DetailsRole: return details(r);
     case HasDetailsRole: return derived(row).hasDetails;
     case TokensRole: return derived(row).tokens;
@@ -726,6 +415,9 @@ QVariant TraceModel::data(const QModelIndex &index, int role) const
     case IsErrorRole: return derived(row).isError;
     case CategoryRole: return int(m_kindCategories.at(r.kind));
     case PostMortemRefRole: return derived(row).postMortem;
+    case FoldedSeqsRole: return m_foldBookkeeping ? QVariant::fromValue(foldOf(row).seqs) : QVariant::fromValue(QList<qint64>());
+    case FoldNoteRole: return m_foldBookkeeping ? foldOf(row).note : QString();
+    case RowCostMicrosRole: return rowCost();
     default: return {};
     }
 }
@@ -761,40 +453,10 @@ QHash<int, QByteArray> TraceModel::roleNames() const
     names.insert(PayloadRole, "payload");
     names.insert(EventRecordRole, "event");
     names.insert(IsErrorRole, "isError");
+    names.insert(FoldedSeqsRole, "foldedSeqs");
+    names.insert(FoldNoteRole, "foldNote");
+    names.insert(RowCostMicrosRole, "rowCostMicros");
     return names;
-}
-
-int TraceModel::resultRowOf(int callRow) const
-{
-    if (callRow < 0 || callRow >= rowCount() || m_kinds.value(m_rows[static_cast<size_t>(callRow)].kind) != u"tool.call")
-        return -1;
-    const QString callId =
-        QJsonDocument::fromJson(m_rows[static_cast<size_t>(callRow)].payload).object().value(u"call_id").toString();
-    const int last = qMin(rowCount(), callRow + kResultSearchRows);
-    for (int r = callRow + 1; r < last; ++r) {
-        const Row &candidate = m_rows[static_cast<size_t>(r)];
-        if (m_kinds.value(candidate.kind) == u"tool.result" &&
-            QJsonDocument::fromJson(candidate.payload).object().value(u"call_id").toString() == callId)
-            return r;
-    }
-    return -1;
-}
-
-QString TraceModel::detailsWithResult(int row) const
-{
-    const QModelIndex index = this->index(row, 0);
-    if (index.data(KindRole).toString() != u"tool.call")
-        return index.data(DetailsRole).toString();
-    const QJsonObject payload = QJsonDocument::fromJson(index.data(PayloadRole).toByteArray()).object();
-    const QString text = tr("%1 (call %2, seq %3)\narguments: %4")
-                             .arg(index.data(SummaryRole).toString(), payload.value(u"call_id").toString(),
-                                  QString::number(index.data(SeqRole).toLongLong()),
-                                  QString::fromUtf8(QJsonDocument(payload.value(u"arguments").toObject()).toJson(QJsonDocument::Compact)));
-    const int resultRow = resultRowOf(row);
-    if (resultRow < 0)
-        return text + tr("\n\n── no result yet ──");
-    const QModelIndex result = this->index(resultRow, 0);
-    return text + QStringLiteral("\n\n── result (seq %1) ──\n").arg(result.data(SeqRole).toLongLong()) + result.data(DetailsRole).toString();
 }
 
 } // namespace paddock::console

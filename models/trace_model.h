@@ -6,18 +6,28 @@
 // which the window forwards to ConsoleClient::fetchHistory(); the answer comes back through
 // prependHistory().
 //
-// Memory: a row is 48 bytes plus its payload (the JSON as the broker sent it, never parsed up
-// front); kinds are interned. Summaries, tokens and latencies are parsed from the payload on
-// first use and cached for a bounded number of rows, so 1,000,000 events cost about
-// 48 MB + their payloads.
+// Rows in words: every kind's summary comes from paddock_trace (trace/event_summary.h), the same
+// words paddockctl prints. By default the bookkeeping a step appends (cost and checkpoint events)
+// folds into its step's row (trace/fold.h): the row's summary ends with what was folded ("+ cost
+// $0.0008, checkpoint 3 changed") and its Cost column with the step's cost. setFoldBookkeeping
+// (false) shows every event as a row of its own. Either way the window holds every event; only
+// which of them are rows changes, so the toggle is a model reset and nothing is fetched again.
 //
-// Known limits: when appends push the window past maxRows the oldest rows go, even if the user is
+// Memory: an event is 48 bytes plus its payload (the JSON as the broker sent it, never parsed up
+// front), and a row of its own 8 more; kinds are interned. Summaries, tokens and latencies are
+// parsed from the payload on first use and cached for a bounded number of rows, so 1,000,000
+// events cost about 56 MB + their payloads.
+//
+// Known limits: when appends push the window past maxRows the oldest events go, even if the user is
 // looking at them; a history page that arrives after that no longer joins the window and is dropped.
+// Folded, an event that folds with no row of its own anywhere in the window (a window of nothing
+// but cost events) is shown by no row until one arrives.
 
 #include "models/console_types.h"
 
 #include <QAbstractTableModel>
 #include <QHash>
+#include <QList>
 #include <QStringList>
 
 #include <deque>
@@ -31,6 +41,7 @@ EventCategory eventCategory(const QString &kind);
 
 class TraceModel : public QAbstractTableModel {
     Q_OBJECT
+    Q_PROPERTY(bool foldBookkeeping READ foldBookkeeping WRITE setFoldBookkeeping NOTIFY foldBookkeepingChanged)
 
 public:
     enum Column { Seq, Time, Kind, Summary, Tokens, Latency, Cost, ColumnCount };
@@ -49,6 +60,9 @@ public:
         IsErrorRole,                  // bool
         CategoryRole,                 // int of EventCategory
         PostMortemRefRole,            // QStringList {pool, sandbox_id} when the event names a post-mortem, else empty
+        FoldedSeqsRole,               // QList<qint64>: the events folded into this row, in seq order (empty unfolded)
+        FoldNoteRole,                 // QString: what was folded, "+ cost $0.0008, checkpoint 3 changed"; empty for none
+        RowCostMicrosRole,            // qint64: the row's cost, its event's and its folded events' (the Cost column)
     };
     Q_ENUM(Column)
 
@@ -75,16 +89,26 @@ public:
     void appendEvents(const QList<EventRecord> &events);
     void prependHistory(const QList<EventRecord> &events);
 
+    // Cost and checkpoint events fold into their step's row (the default); false: every event is a row.
+    bool foldBookkeeping() const { return m_foldBookkeeping; }
+    // maxRows bounds the events in the window, folded or not.
     void setMaxRows(int rows);
     int maxRows() const { return m_maxRows; }
     void setHistoryPageSize(int count) { m_pageSize = qMax(1, count); }
     int historyPageSize() const { return m_pageSize; }
     bool historyPending() const { return m_historyPending; }
 
+    // The window's events, whether rows or folded.
     qint64 firstSeq() const { return m_firstSeq; }   // 0 when unknown
     qint64 lastSeq() const { return m_rows.empty() ? m_firstSeq - 1 : m_firstSeq + static_cast<qint64>(m_rows.size()) - 1; }
+    qint64 eventCount() const { return static_cast<qint64>(m_rows.size()); }
+    // The row showing the event seq (folded: the row it folded into); -1 when no row shows it.
     int rowOfSeq(qint64 seq) const;
+    qint64 seqOfRow(int row) const { return m_firstSeq + eventIndex(row); }
     EventRecord eventAt(int row) const;
+    // Any event of the window, a row of its own or folded (SpanModel reads them all in seq order);
+    // seq 0 outside the window.
+    EventRecord eventOfSeq(qint64 seq) const;
 
     // A tool call and its result: the row of the tool.result with the same call_id as the
     // tool.call at callRow, searched in the next kResultSearchRows rows (results follow their call
@@ -95,11 +119,15 @@ public:
     // result's details (or that there is none yet); any other row, its DetailsRole.
     QString detailsWithResult(int row) const;
 
+public slots:
+    void setFoldBookkeeping(bool fold);
+
 signals:
     void historyNeeded(qint64 fromSeq, int count);
     void gapDetected(qint64 expectedSeq);
-    void eventsAppended(int count);
-    void historyPrepended(int count);
+    void eventsAppended(int count);      // events; rows may be fewer when folded
+    void historyPrepended(int count);    // rows inserted at the top (the view keeps its place by this many)
+    void foldBookkeepingChanged(bool fold);
 
 private:
     struct Row {
@@ -116,28 +144,56 @@ private:
         bool isError = false;
         QStringList postMortem;   // {pool, sandbox_id}
     };
+    // What folded into a row (trace_model_fold.cpp).
+    struct Fold {
+        QString note;
+        qint64 costMicros = 0;
+        QList<qint64> seqs;
+    };
 
     quint16 internKind(const QString &kind);
     Row toRow(const EventRecord &event);
-    // One function per event kind for derive(), in trace_model.cpp.
-    struct KindDerivers;
+    bool folds(const Row &row) const { return m_kindFolds.at(row.kind); }
+    // Index in m_rows of the event a row shows.
+    int eventIndex(int row) const
+    {
+        return m_foldBookkeeping ? static_cast<int>(m_ownRows[static_cast<size_t>(row)] - m_firstSeq) : row;
+    }
+    const Row &rowAt(int row) const { return m_rows.at(static_cast<size_t>(eventIndex(row))); }
+    // Appends (or prepends) the events [begin, end) of a batch with the rows' insert signals.
+    void pushBack(const QList<EventRecord> &events, qsizetype begin, qsizetype end);
+    void pushFront(const QList<EventRecord> &events, qsizetype begin, qsizetype end);
 
     const Derived &derived(int row) const;
     Derived derive(const Row &row) const;
     QString details(const Row &row) const;
+    QString summaryOf(int row) const;
     void trimFront(int count);
+
+    // Folding (trace_model_fold.cpp).
+    const Fold &foldOf(int row) const;
+    Fold computeFold(int eventIdx) const;
+    qint64 hostSeq(qint64 seq) const;   // the own event whose row shows seq; 0 for none
+    // A row at an edge of the window whose folded events may have changed: forget them and say so.
+    void refoldSeq(qint64 seq);
+    QString foldedDetails(int row) const;
 
     QString m_sessionId;
     std::deque<Row> m_rows;
     qint64 m_firstSeq = 0;
     QStringList m_kinds;
     QList<EventCategory> m_kindCategories;   // eventCategory() of m_kinds[i], for data()
+    QList<bool> m_kindFolds;                 // trace::foldsIntoStep() of m_kinds[i]
     QHash<QString, quint16> m_kindIds;
     int m_maxRows = kDefaultMaxRows;
     int m_pageSize = kDefaultHistoryPageSize;
     bool m_historyPending = false;
+    bool m_foldBookkeeping = true;
+    // The seqs of the events that are rows of their own, whichever way the model shows them.
+    std::deque<qint64> m_ownRows;
     // Parsed per row on first use; keyed by seq so inserts at the top do not invalidate it.
     mutable QHash<qint64, Derived> m_derived;
+    mutable QHash<qint64, Fold> m_folds;
 };
 
 } // namespace paddock::console

@@ -2,12 +2,15 @@
 
 #include "models/console_format.h"
 #include "models/cost_series.h"
+#include "models/span_model.h"
 #include "models/trace_model.h"
 #include "views/cost_plot.h"
 #include "views/sandbox_card.h"
+#include "views/span_timeline.h"
 #include "views/theme.h"
 #include "views/trace_view.h"
 
+#include <QCheckBox>
 #include <QDataStream>
 #include <QFontDatabase>
 #include <QHBoxLayout>
@@ -22,7 +25,10 @@
 namespace paddock::console {
 
 namespace {
-constexpr quint32 kLayoutVersion = 1;
+// 2: the timeline joined the trace splitter (a version-1 state would size it as the table).
+constexpr quint32 kLayoutVersion = 2;
+// A row's span is searched this far from the span's first and last event for a row of its own.
+constexpr int kRowSearch = 64;
 } // namespace
 
 SessionView::SessionView(QWidget *parent)
@@ -59,6 +65,7 @@ SessionView::SessionView(QWidget *parent)
     connect(m_followButton, &QToolButton::clicked, m_trace, &TraceView::setFollowing);
     updateFollow(true);
 
+    connect(m_everyEvent, &QCheckBox::toggled, this, &SessionView::showEveryEvent);
     connect(m_trace, &QAbstractItemView::activated, this, &SessionView::toggleDetails);
     m_trace->installEventFilter(this);
 }
@@ -103,18 +110,27 @@ QLayout *SessionView::createHeaderRow()
     m_followButton->setToolTip(tr("Follow the newest events (End)"));
     m_toolBar = new QToolBar(this);
     m_toolBar->setToolButtonStyle(Qt::ToolButtonTextOnly);
+    m_everyEvent = new QCheckBox(tr("Every event"), this);
+    m_everyEvent->setObjectName(QStringLiteral("traceEveryEvent"));
+    m_everyEvent->setToolTip(tr("Show cost and checkpoint events as rows of their own. Unchecked, they fold into their "
+                                "step's row, whose summary ends with what was folded (\"+ cost $0.0008, checkpoint 3 "
+                                "changed\"); the details pane shows their payloads."));
+    headerRow->addWidget(m_everyEvent, 0, Qt::AlignBottom);
     headerRow->addWidget(m_followButton, 0, Qt::AlignBottom);
     headerRow->addWidget(m_toolBar, 0, Qt::AlignBottom);
     return headerRow;
 }
 
-// The trace over its details pane, in the main splitter.
+// The span timeline over the trace over its details pane, in the main splitter.
 void SessionView::createTraceSplitter()
 {
     m_mainSplitter = new QSplitter(Qt::Horizontal, this);
     m_mainSplitter->setObjectName(QStringLiteral("sessionMainSplitter"));
     m_traceSplitter = new QSplitter(Qt::Vertical, m_mainSplitter);
     m_traceSplitter->setObjectName(QStringLiteral("sessionTraceSplitter"));
+    m_spanModel = new SpanModel(this);
+    m_timeline = new SpanTimeline(m_traceSplitter);
+    m_timeline->setModel(m_spanModel);
     m_trace = new TraceView(m_traceSplitter);
     m_details = new QPlainTextEdit(m_traceSplitter);
     m_details->setObjectName(QStringLiteral("traceDetails"));
@@ -123,11 +139,14 @@ void SessionView::createTraceSplitter()
     m_details->setFont(QFontDatabase::systemFont(QFontDatabase::FixedFont));
     m_details->setPlaceholderText(tr("Select a row and press Enter to see its output"));
     m_details->setVisible(false);
+    m_traceSplitter->addWidget(m_timeline);
     m_traceSplitter->addWidget(m_trace);
     m_traceSplitter->addWidget(m_details);
-    m_traceSplitter->setStretchFactor(0, 2);
-    m_traceSplitter->setStretchFactor(1, 1);
-    m_traceSplitter->setCollapsible(0, false);
+    m_traceSplitter->setStretchFactor(0, 0);
+    m_traceSplitter->setStretchFactor(1, 2);
+    m_traceSplitter->setStretchFactor(2, 1);
+    m_traceSplitter->setCollapsible(1, false);
+    connect(m_timeline, &SpanTimeline::spanActivated, this, &SessionView::selectRowsOfSpan);
 }
 
 // Beside the trace: the sandbox card over the cost split and plot.
@@ -158,11 +177,80 @@ void SessionView::setModels(TraceModel *trace, CostSeries *cost)
     m_traceModel = trace;
     m_trace->setTraceModel(trace);
     m_costPlot->setSeries(cost);
+    m_spanModel->setTraceModel(trace);
     connect(m_trace->selectionModel(), &QItemSelectionModel::currentRowChanged, this, [this](const QModelIndex &current) {
         if (isDetailsExpanded())
             showDetailsFor(current);
+        selectSpanOfRow(current);
     });
     connect(trace, &QAbstractItemModel::modelReset, this, [this] { setDetailsExpanded(false); });
+    m_everyEvent->setChecked(!trace->foldBookkeeping());
+    connect(trace, &TraceModel::foldBookkeepingChanged, this, [this](bool fold) {
+        const QSignalBlocker blocker(m_everyEvent);
+        m_everyEvent->setChecked(!fold);
+    });
+}
+
+void SessionView::showEveryEvent(bool every)
+{
+    if (!m_traceModel || m_traceModel->foldBookkeeping() == !every)
+        return;
+    // The rows change under the user: keep the event they were on (folded: the row it went into)
+    // selected and in sight, and its details open if they were.
+    const QModelIndex current = m_trace->currentIndex();
+    const qint64 seq = current.isValid() ? current.data(TraceModel::SeqRole).toLongLong() : 0;
+    const bool expanded = isDetailsExpanded();
+    const bool following = m_trace->isFollowing();
+    m_traceModel->setFoldBookkeeping(!every);
+    const int row = seq > 0 ? m_traceModel->rowOfSeq(seq) : -1;
+    if (row < 0)
+        return;
+    const QModelIndex index = m_trace->indexOfRow(row, qMax(0, current.column()));
+    m_trace->setCurrentIndex(index);
+    if (!following) {
+        m_trace->scrollTo(index, QAbstractItemView::PositionAtCenter);
+        m_trace->setFollowing(false);
+    }
+    if (expanded)
+        setDetailsExpanded(true);
+}
+
+void SessionView::selectRowsOfSpan(int id)
+{
+    if (!m_traceModel || id < 0 || id >= m_spanModel->count() || m_traceModel->rowCount() == 0)
+        return;
+    const SpanModel::Span &span = m_spanModel->span(id);
+    // Its events that are in the window; a folded one selects the row it folded into.
+    const qint64 from = qMax(span.startSeq, m_traceModel->firstSeq());
+    const qint64 to = qMin(m_spanModel->lastSeqOf(span), m_traceModel->lastSeq());
+    int first = -1;
+    int last = -1;
+    for (qint64 seq = from; seq <= to && seq < from + kRowSearch && first < 0; ++seq)
+        first = m_traceModel->rowOfSeq(seq);
+    for (qint64 seq = to; seq >= from && seq > to - kRowSearch && last < 0; --seq)
+        last = m_traceModel->rowOfSeq(seq);
+    if (first < 0 || last < 0)
+        return;
+    // The table tells the timeline of its current row; not of the one the timeline set.
+    m_syncingSelection = true;
+    const QModelIndex top = m_trace->indexOfRow(first, TraceModel::Summary);
+    m_trace->selectionModel()->setCurrentIndex(top, QItemSelectionModel::NoUpdate);
+    m_trace->selectionModel()->select(QItemSelection(m_trace->indexOfRow(first, 0),
+                                                     m_trace->indexOfRow(last, TraceModel::ColumnCount - 1)),
+                                      QItemSelectionModel::ClearAndSelect | QItemSelectionModel::Rows);
+    m_trace->scrollTo(m_trace->indexOfRow(last, TraceModel::Summary));
+    m_trace->scrollTo(top);
+    m_syncingSelection = false;
+}
+
+void SessionView::selectSpanOfRow(const QModelIndex &current)
+{
+    if (m_syncingSelection || !current.isValid())
+        return;
+    const int id = m_spanModel->spanAtSeq(current.data(TraceModel::SeqRole).toLongLong());
+    m_timeline->setSelectedSpan(id);
+    if (id >= 0)
+        m_timeline->ensureVisible(id);
 }
 
 void SessionView::showSession(const SessionInfo &session)

@@ -1,14 +1,22 @@
 #pragma once
-// One session: its header (goal, status, agent, model, cost), the trace timeline with expandable
-// details (tool output, model text), the sandbox card and the cost-over-time plot.
+// One session: its header (goal, status, agent, model, cost), the span timeline over the trace
+// table with expandable details (tool output, model text), the sandbox card and the cost-over-time
+// plot. The trace folds cost and checkpoint events into their step's row; "Every event" shows each
+// as a row of its own.
+//
+// The timeline and the table select together: a span clicked selects its rows (from the event that
+// opened it to the one that ended it, or the newest while it runs); the table's current row selects
+// the span it belongs to (SpanModel::spanAtSeq) and brings it into view.
 //
 // Threads: GUI thread only. The window feeds TraceModel and CostSeries from the client; this view
-// only reads them (the plot polls the series' dirty flag on its timer).
+// only reads them (the plot polls the series' dirty flag on its timer). The SpanModel is the
+// view's own: it follows the TraceModel given to setModels.
 
 #include "models/console_types.h"
 
 #include <QWidget>
 
+class QCheckBox;
 class QLabel;
 class QLayout;
 class QModelIndex;
@@ -22,6 +30,8 @@ namespace paddock::console {
 class CostPlot;
 class CostSeries;
 class SandboxCard;
+class SpanModel;
+class SpanTimeline;
 class TraceModel;
 class TraceView;
 
@@ -52,7 +62,11 @@ public:
     void restoreLayout(const QByteArray &state);
 
     QToolBar *toolBar() const { return m_toolBar; }
+    // "Every event": checked shows cost and checkpoint events as rows; unchecked folds them.
+    QCheckBox *everyEventBox() const { return m_everyEvent; }
     TraceView *traceView() const { return m_trace; }
+    SpanTimeline *spanTimeline() const { return m_timeline; }
+    SpanModel *spanModel() const { return m_spanModel; }
     CostPlot *costPlot() const { return m_costPlot; }
     // "Model $0.0120 · sandbox $0.0040 · budget $1.00 (2%)": the session's cost split.
     QString costSplitText() const;
@@ -71,9 +85,15 @@ private:
     void showDetailsFor(const QModelIndex &index);
     QString detailsFor(int row) const;
     void toggleDetails(const QModelIndex &index);
+    void showEveryEvent(bool every);
+    // Selection both ways between the timeline and the table.
+    void selectRowsOfSpan(int id);
+    void selectSpanOfRow(const QModelIndex &current);
 
     TraceModel *m_traceModel = nullptr;
+    SpanModel *m_spanModel = nullptr;
     SessionInfo m_session;
+    bool m_syncingSelection = false;
     bool m_stale = false;
 
     QLabel *m_title = nullptr;
@@ -83,8 +103,10 @@ private:
     QLabel *m_staleBanner = nullptr;
     QToolBar *m_toolBar = nullptr;
     QToolButton *m_followButton = nullptr;
+    QCheckBox *m_everyEvent = nullptr;
     QSplitter *m_mainSplitter = nullptr;
     QSplitter *m_traceSplitter = nullptr;
+    SpanTimeline *m_timeline = nullptr;
     TraceView *m_trace = nullptr;
     QPlainTextEdit *m_details = nullptr;
     SandboxCard *m_card = nullptr;

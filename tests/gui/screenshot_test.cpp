@@ -121,6 +121,13 @@ TEST_F(ScreenshotTest, EveryViewIsSavedAt1280x800WithContent)
     for (const char *chooser : {"default", "human", "agent", "platform"})
         EXPECT_TRUE(choosers.contains(chooser)) << "no decision chosen by " << chooser;
 
+    // Last, a command that runs for a minute and a half, through the screenshots: the session view
+    // shows it running (the runner prefers a session whose command is running).
+    if (fs::exists(playbookDir() / "long-build.toml")) {
+        const CliResult submitted = cli({"submit", "--playbook", "long-build"});
+        ASSERT_EQ(submitted.exitCode, 0) << submitted.err;
+    }
+
     const fs::path shots = *m_dir / "shots";
     auto console = Daemon::start({binaryPath("paddock").string(), "--broker", m_broker->address, "--screenshots",
                                   shots.string()},

@@ -159,7 +159,7 @@ TEST(Format, ToolResultShowsExitCodeAndIndentedOutput)
                                  {"stderr", "warning: x\n"}, {"duration_ms", 12.4}}),
         true);
     EXPECT_NE(text.find("tool.result"), std::string::npos);
-    EXPECT_NE(text.find("exit 0, 12 ms"), std::string::npos) << text;
+    EXPECT_NE(text.find("exit 0 in 12 ms"), std::string::npos) << text;
     EXPECT_NE(text.find("\n        Hello, world!\n        bye\n"), std::string::npos) << text;
     EXPECT_NE(text.find("        stderr:\n        warning: x\n"), std::string::npos) << text;
 }
@@ -181,16 +181,40 @@ TEST(Format, SummariesOfOtherKinds)
               "failed: step 2 expected exit 0");
     EXPECT_EQ(eventSummary("tool.result", R"({"name":"read_file","error":"no such file"})"),
               "read_file error: no such file");
+    // The console's words (trace/event_summary.h; tests/unit/trace has every kind).
     EXPECT_EQ(eventSummary("sandbox.claimed", R"({"pool":"local","sandbox_id":"sb-1","tier":"lite","runtime":"bwrap",)"
                                               R"("warm":true,"claim_ms":0.42})"),
-              "sb-1 (lite bwrap) from pool local, warm, 0.4 ms");
-    EXPECT_EQ(eventSummary("session.created", R"({"goal":"say hi"})"), R"(goal="say hi")");
+              "sb-1 (lite, bwrap) from pool local, warm, claim 0.4 ms");
+    EXPECT_EQ(eventSummary("session.created", R"({"goal":"say hi"})"), "say hi");
     // A submitted playbook's text stays out of the one-line summary.
     EXPECT_EQ(eventSummary("session.created", R"({"model":"scripted","playbook_toml":"name = \"x\"\n"})"),
-              "model=scripted playbook=(submitted text, 11 bytes)");
-    EXPECT_EQ(eventSummary("model.error", R"({"code":"Unavailable","error":"HTTP 503"})"),
-              R"(code=Unavailable error="HTTP 503")");
+              "a submitted playbook (11 B); model scripted");
+    EXPECT_EQ(eventSummary("model.error", R"({"code":"Unavailable","error":"HTTP 503"})"), "model error (Unavailable): HTTP 503");
+    EXPECT_EQ(eventSummary("cost", R"({"kind":"model","model":"m","input_tokens":188,"output_tokens":14})", 774),
+              "model m, 188 in / 14 out tokens, $0.0008");
     EXPECT_EQ(eventSummary("x", "not json"), "not json");
+}
+
+// What a terminal running `paddockctl events -f` gets from an agent that prints escape sequences
+// and invalid UTF-8: the bytes shown, never run.
+TEST(Format, AnAgentsBytesNeverReachTheTerminalAsCommands)
+{
+    const std::string hostile = "\x1b[2J\x1b]0;owned\x07\xc2\x9b" "31m";
+    const std::string text = formatEvent(
+        event(6, "tool.result", {{"name", "run_command"}, {"command", "cat evil"}, {"exit_code", 0},
+                                 {"stdout", hostile + "\r\nnext line\n"}, {"stderr", hostile}}),
+        true);
+    for (const char raw : {'\x1b', '\x07', '\r'})
+        EXPECT_EQ(text.find(raw), std::string::npos) << static_cast<int>(raw) << "\n" << text;
+    EXPECT_EQ(text.find("\xc2\x9b"), std::string::npos) << "a C1 CSI";
+    EXPECT_NE(text.find("        \\x1b[2J\\x1b]0;owned\\x07\\u009b31m\n        next line\n"), std::string::npos) << text;
+    // A 10 MB line with no newline is one cut line.
+    const std::string flood = formatEvent(event(7, "tool.result", {{"exit_code", 0}, {"stdout", std::string(10'000'000, 'x')}}), true);
+    EXPECT_LT(flood.size(), 2000u);
+    EXPECT_NE(flood.find("x…\n"), std::string::npos);
+    // The one-line summary of any kind, and a payload that is not even JSON (invalid UTF-8).
+    EXPECT_EQ(eventSummary("model.error", R"({"error":"\u001b[31mred"})"), "model error: \\x1b[31mred");
+    EXPECT_EQ(eventSummary("x", "\x1b[2J\xff"), "\\x1b[2J\xEF\xBF\xBD");
 }
 
 TEST(Format, EventJsonEmbedsThePayloadAsAnObject)

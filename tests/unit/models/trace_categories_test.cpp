@@ -13,9 +13,9 @@ namespace {
 
 using test::event;
 
-QString summaryOf(TraceModel &model, int row)
+std::string summaryOf(TraceModel &model, int row)
 {
-    return model.index(row, TraceModel::Summary).data().toString();
+    return model.index(row, TraceModel::Summary).data().toString().toStdString();
 }
 
 TEST(TraceCategoriesTest, EgressSnapshotsMovesAndShellsAreNamed)
@@ -43,21 +43,23 @@ TEST(TraceCategoriesTest, EgressSnapshotsMovesAndShellsAreNamed)
     EXPECT_EQ(category(4), EventCategory::Move);
     EXPECT_EQ(category(5), EventCategory::DebugShell);
     EXPECT_EQ(category(6), EventCategory::Other);
-    EXPECT_EQ(summaryOf(model, 0), QStringLiteral("allowed pypi.org:443 · 151.101.0.223 · 512 B out / 4096 B in"));
-    EXPECT_EQ(summaryOf(model, 1), QStringLiteral("refused 169.254.169.254:80 · metadata address"));
-    EXPECT_EQ(summaryOf(model, 2), QStringLiteral("snapshot lite-1 · of sb-1 · 12 files · 3400 bytes"));
-    EXPECT_EQ(summaryOf(model, 3), QStringLiteral("restored snapshot lite-1 · into sb-2"));
-    EXPECT_EQ(summaryOf(model, 4), QStringLiteral("pool a → b · from snapshot lite-1 · pool a unreachable"));
-    EXPECT_EQ(summaryOf(model, 5), QStringLiteral("$ ls -la · exit 0 · by ops"));
-    EXPECT_TRUE(summaryOf(model, 6).endsWith(QStringLiteral("post-mortem kept")));
+    // Kinds the broker no longer writes (sandbox.snapshot, snapshot_ref) still get their category
+    // and their fields in words.
+    EXPECT_EQ(summaryOf(model, 0), "allowed pypi.org:443 (151.101.0.223)");
+    EXPECT_EQ(summaryOf(model, 1), "refused 169.254.169.254:80, metadata address");
+    EXPECT_EQ(summaryOf(model, 2), "file_count=12 sandbox_id=sb-1 size_bytes=3400 snapshot_ref=lite-1");
+    EXPECT_EQ(summaryOf(model, 3), "restored an empty workspace into sb-2");
+    EXPECT_EQ(summaryOf(model, 4), "moved from a to b, pool a unreachable");
+    EXPECT_EQ(summaryOf(model, 5), "$ ls -la, exit 0, by ops");
+    EXPECT_TRUE(summaryOf(model, 6).ends_with("post-mortem kept"));
     EXPECT_EQ(model.index(6, 0).data(TraceModel::PostMortemRefRole).toStringList(),
               (QStringList{QStringLiteral("local"), QStringLiteral("sb-1")}));
     EXPECT_TRUE(model.index(0, 0).data(TraceModel::PostMortemRefRole).toStringList().isEmpty());
     EXPECT_FALSE(model.index(1, 0).data(TraceModel::IsErrorRole).toBool());   // a refusal is the policy working
     EXPECT_TRUE(model.index(7, 0).data(TraceModel::IsErrorRole).toBool());
-    EXPECT_EQ(summaryOf(model, 7), QStringLiteral("lost pool a · sb-9 · unreachable"));
+    EXPECT_EQ(summaryOf(model, 7), "lost sb-9 from pool a with its pool: unreachable");
     EXPECT_EQ(category(7), EventCategory::Move);
-    EXPECT_EQ(summaryOf(model, 8), QStringLiteral("pool a → b · no checkpoint: empty workspace"));
+    EXPECT_EQ(summaryOf(model, 8), "moved from a to b, empty workspace (no checkpoint yet)");
 }
 
 // Checkpoints in the store and restores from them (docs/checkpoints.md): the rows name the
@@ -67,16 +69,17 @@ TEST(TraceCategoriesTest, CheckpointsAndRestoresSayWhatTheyCost)
     TraceModel model;
     model.setSession(QStringLiteral("s1"));
     const QByteArray manifest = "3f2a9c0d1e2f0000000000000000000000000000000000000000000000000000";
+    model.setFoldBookkeeping(false);   // a checkpoint alone, as its own row
     model.appendEvents({
-        event(1, QStringLiteral("checkpoint"), R"({"manifest":")" + manifest + R"(","store":"broker","changed":1,"removed":0,"sent_bytes":812,"duration_ms":2.5})"),
+        event(1, QStringLiteral("checkpoint"), R"({"manifest":")" + manifest + R"(","store":"broker","files":4,"changed":1,"removed":0,"sent_bytes":812,"duration_ms":2.5})"),
         event(2, QStringLiteral("sandbox.restored"), R"({"manifest":")" + manifest + R"(","sandbox_id":"sb-2","restored_files":14,"restore_ms":41})"),
         event(3, QStringLiteral("sandbox.moved"), R"({"from_pool":"east","to_pool":"west","manifest":")" + manifest + R"(","restore_ms":55})"),
     });
     ASSERT_EQ(model.rowCount(), 3);
-    EXPECT_EQ(summaryOf(model, 0), QStringLiteral("checkpoint 3f2a9c0d1e2f · 1 changed, 0 removed · 812 B sent · in the broker's store"));
-    EXPECT_EQ(summaryOf(model, 1), QStringLiteral("restored checkpoint 3f2a9c0d1e2f · into sb-2 · 14 files"));
-    EXPECT_EQ(summaryOf(model, 2), QStringLiteral("pool east → west · from checkpoint 3f2a9c0d1e2f"));
-    EXPECT_EQ(model.index(0, 0).data(TraceModel::LatencyMsRole).toLongLong(), 2);
+    EXPECT_EQ(summaryOf(model, 0), "checkpoint 4 files, 1 changed, 0 removed, 812 B sent, 2.5 ms");
+    EXPECT_EQ(summaryOf(model, 1), "restored checkpoint 3f2a9c0d1e2f into sb-2: 14 files in 41 ms");
+    EXPECT_EQ(summaryOf(model, 2), "moved from east to west, restored checkpoint 3f2a9c0d1e2f in 55 ms");
+    EXPECT_EQ(model.index(0, 0).data(TraceModel::LatencyMsRole).toLongLong(), 3);
     EXPECT_EQ(model.index(1, 0).data(TraceModel::LatencyMsRole).toLongLong(), 41);
     EXPECT_EQ(model.index(2, 0).data(TraceModel::LatencyMsRole).toLongLong(), 55);
 }

@@ -19,6 +19,7 @@
 #include "views/trace_view.h"
 #include "views_test_support.h"
 
+#include <QCheckBox>
 #include <QComboBox>
 #include <QLabel>
 #include <QLineEdit>
@@ -177,6 +178,39 @@ TEST_F(SessionViewTest, DoubleClickOnAToolResultExpandsItsOutput)
     QTest::mouseDClick(view.traceView()->viewport(), Qt::LeftButton, {}, center);
     ASSERT_TRUE(view.isDetailsExpanded());
     EXPECT_TRUE(view.detailsText().contains(u"hello-from-sandbox"));
+}
+
+// Cost and checkpoint rows fold into their step's row; "Every event" shows them, and the event the
+// user was on stays selected across the toggle, both ways.
+TEST_F(SessionViewTest, EveryEventShowsTheFoldedRowsAndKeepsTheSelection)
+{
+    trace.appendEvents({event(8, QStringLiteral("cost"), {{QStringLiteral("kind"), QStringLiteral("storage")}}, 40)});
+    QCheckBox *every = view.everyEventBox();
+    ASSERT_NE(every, nullptr);
+    EXPECT_FALSE(every->isChecked());
+    EXPECT_TRUE(trace.foldBookkeeping());
+    ASSERT_EQ(trace.rowCount(), 7);
+    const int host = trace.rowOfSeq(7);
+    EXPECT_EQ(trace.rowOfSeq(8), host);
+    EXPECT_TRUE(trace.index(host, TraceModel::Summary).data().toString().endsWith(u"+ cost $0.0000"));
+    EXPECT_EQ(trace.index(host, TraceModel::Cost).data().toString(), QStringLiteral("$0.0001"));
+
+    view.traceView()->setCurrentIndex(view.traceView()->indexOfRow(host, TraceModel::Summary));
+    QTest::mouseClick(every, Qt::LeftButton, {}, QPoint(8, every->height() / 2));
+    ASSERT_TRUE(every->isChecked());
+    EXPECT_FALSE(trace.foldBookkeeping());
+    ASSERT_EQ(trace.rowCount(), 8);
+    EXPECT_EQ(view.traceView()->currentIndex().data(TraceModel::SeqRole).toLongLong(), 7);
+
+    // On the cost row, folding again selects the row it goes into.
+    view.traceView()->setCurrentIndex(view.traceView()->indexOfRow(trace.rowOfSeq(8), TraceModel::Summary));
+    every->setChecked(false);
+    EXPECT_TRUE(trace.foldBookkeeping());
+    EXPECT_EQ(view.traceView()->currentIndex().data(TraceModel::SeqRole).toLongLong(), 7);
+
+    // The model's own toggle shows in the box.
+    trace.setFoldBookkeeping(false);
+    EXPECT_TRUE(every->isChecked());
 }
 
 TEST_F(SessionViewTest, SandboxCardShowsTheClaim)

@@ -1,0 +1,135 @@
+// TraceModel's details: the full text behind a row (a command's output, a model's words, a file's
+// content, the JSON of anything else), a tool call with its result, and the payloads of the events
+// folded into a row.
+//
+// Threads: GUI thread only, like the rest of TraceModel.
+
+#include "models/trace_model.h"
+
+#include "models/console_format.h"
+
+#include <QJsonArray>
+#include <QJsonDocument>
+#include <QJsonObject>
+
+namespace paddock::console {
+namespace {
+
+QString str(const QJsonObject &object, const char *key)
+{
+    return object.value(QLatin1String(key)).toString();
+}
+
+qint64 num(const QJsonObject &object, const char *key, qint64 fallback = 0)
+{
+    const QJsonValue value = object.value(QLatin1String(key));
+    return value.isDouble() ? static_cast<qint64>(value.toDouble()) : fallback;
+}
+
+// Tool arguments arrive as an object, or as a JSON string of one (OpenAI's spelling).
+QJsonObject arguments(const QJsonObject &object)
+{
+    const QJsonValue value = object.value(QLatin1String("arguments"));
+    if (value.isObject())
+        return value.toObject();
+    if (value.isString())
+        return QJsonDocument::fromJson(value.toString().toUtf8()).object();
+    return {};
+}
+
+} // namespace
+
+QString TraceModel::details(const Row &row) const
+{
+    const QString &kind = m_kinds.at(row.kind);
+    const QJsonObject p = QJsonDocument::fromJson(row.payload).object();
+    if (kind == QLatin1String("tool.result") && p.contains(QLatin1String("command"))) {
+        QString text = QStringLiteral("$ ") + str(p, "command") + QLatin1Char('\n');
+        text += QStringLiteral("exit %1").arg(num(p, "exit_code"));
+        if (num(p, "signal") > 0)
+            text += QStringLiteral(", signal %1").arg(num(p, "signal"));
+        if (p.value(QLatin1String("timed_out")).toBool())
+            text += QStringLiteral(", timed out");
+        if (p.value(QLatin1String("duration_ms")).isDouble())
+            text += QStringLiteral(" · ") + formatLatency(num(p, "duration_ms"));
+        text += QLatin1Char('\n');
+        for (const char *stream : {"stdout", "stderr"}) {
+            const QString out = str(p, stream);
+            if (out.isEmpty())
+                continue;
+            text += QStringLiteral("--- %1").arg(QLatin1String(stream));
+            if (p.value(QLatin1String(stream) + QStringLiteral("_clipped")).toBool())
+                text += QStringLiteral(" (clipped: first 8 KiB and last 56 KiB kept)");
+            text += QStringLiteral(" ---\n") + out;
+            if (!out.endsWith(QLatin1Char('\n')))
+                text += QLatin1Char('\n');
+        }
+        return text;
+    }
+    if (kind == QLatin1String("tool.result") && p.contains(QLatin1String("content")))
+        return str(p, "path") + QStringLiteral(":\n") + str(p, "content");
+    if (kind == QLatin1String("model.response")) {
+        QString text = str(p, "text");
+        const QJsonArray calls = p.value(QLatin1String("tool_calls")).toArray();
+        for (const QJsonValue &call : calls) {
+            const QJsonObject object = call.toObject();
+            if (!text.isEmpty())
+                text += QLatin1Char('\n');
+            text += QStringLiteral("→ %1(%2)").arg(
+                str(object, "name"),
+                QString::fromUtf8(QJsonDocument(arguments(object)).toJson(QJsonDocument::Compact)));
+        }
+        return text;
+    }
+    const QJsonDocument document = QJsonDocument::fromJson(row.payload);
+    return document.isNull() ? QString::fromUtf8(row.payload) : QString::fromUtf8(document.toJson(QJsonDocument::Indented));
+}
+
+int TraceModel::resultRowOf(int callRow) const
+{
+    if (callRow < 0 || callRow >= rowCount() || m_kinds.value(rowAt(callRow).kind) != u"tool.call")
+        return -1;
+    const QString callId = QJsonDocument::fromJson(rowAt(callRow).payload).object().value(u"call_id").toString();
+    const int last = qMin(rowCount(), callRow + kResultSearchRows);
+    for (int r = callRow + 1; r < last; ++r) {
+        const Row &candidate = rowAt(r);
+        if (m_kinds.value(candidate.kind) == u"tool.result" &&
+            QJsonDocument::fromJson(candidate.payload).object().value(u"call_id").toString() == callId)
+            return r;
+    }
+    return -1;
+}
+
+QString TraceModel::detailsWithResult(int row) const
+{
+    const QModelIndex index = this->index(row, 0);
+    if (index.data(KindRole).toString() != u"tool.call")
+        return index.data(DetailsRole).toString() + foldedDetails(row);
+    const QJsonObject payload = QJsonDocument::fromJson(index.data(PayloadRole).toByteArray()).object();
+    const QString text = tr("%1 (call %2, seq %3)\narguments: %4")
+                             .arg(index.data(SummaryRole).toString(), payload.value(u"call_id").toString(),
+                                  QString::number(index.data(SeqRole).toLongLong()),
+                                  QString::fromUtf8(QJsonDocument(payload.value(u"arguments").toObject()).toJson(QJsonDocument::Compact)));
+    const int resultRow = resultRowOf(row);
+    if (resultRow < 0)
+        return text + tr("\n\n── no result yet ──");
+    const QModelIndex result = this->index(resultRow, 0);
+    return text + QStringLiteral("\n\n── result (seq %1) ──\n").arg(result.data(SeqRole).toLongLong()) + result.data(DetailsRole).toString()
+         + foldedDetails(row);
+}
+
+QString TraceModel::foldedDetails(int row) const
+{
+    if (!m_foldBookkeeping)
+        return {};
+    QString text;
+    for (const qint64 seq : foldOf(row).seqs) {
+        const Row &folded = m_rows.at(static_cast<size_t>(seq - m_firstSeq));
+        const QJsonDocument document = QJsonDocument::fromJson(folded.payload);
+        text += tr("\n\n── folded into this row: %1 (seq %2) ──\n").arg(m_kinds.at(folded.kind)).arg(seq);
+        text += document.isNull() ? QString::fromUtf8(folded.payload) : QString::fromUtf8(document.toJson(QJsonDocument::Indented));
+    }
+    return text;
+}
+
+} // namespace paddock::console

@@ -1,0 +1,123 @@
+// TraceModel's folding: which events a row shows besides its own (trace/fold.h decides by the
+// times of the rows around them), the note and cost that says so, and the rows at the window's
+// edges whose folded events change as events arrive or go.
+//
+// Threads: GUI thread only, like the rest of TraceModel.
+
+#include "models/trace_model.h"
+
+#include "trace/fold.h"
+
+#include <nlohmann/json.hpp>
+
+#include <algorithm>
+#include <optional>
+
+namespace paddock::console {
+namespace {
+
+// Folded events looked at on either side of a row. A step appends a handful; this only bounds a
+// log that is nothing but cost events for a while.
+constexpr int kMaxFoldRun = 4096;
+constexpr qsizetype kMaxFoldedRows = 20'000;
+
+} // namespace
+
+const TraceModel::Fold &TraceModel::foldOf(int row) const
+{
+    const qint64 seq = seqOfRow(row);
+    const auto found = m_folds.constFind(seq);
+    if (found != m_folds.constEnd())
+        return *found;
+    if (m_folds.size() >= kMaxFoldedRows)
+        m_folds.clear();
+    return *m_folds.insert(seq, computeFold(eventIndex(row)));
+}
+
+TraceModel::Fold TraceModel::computeFold(int at) const
+{
+    const int n = static_cast<int>(m_rows.size());
+    const Row &host = m_rows.at(static_cast<size_t>(at));
+    std::vector<int> members;
+    // Above: the run of folding events between the row before and this one; those of this row's
+    // time (or with no row above) are this row's.
+    int before = at - 1;
+    while (before >= 0 && at - before <= kMaxFoldRun && folds(m_rows.at(static_cast<size_t>(before))))
+        --before;
+    const std::optional<qint64> previousTime =
+        before >= 0 && !folds(m_rows.at(static_cast<size_t>(before))) ? std::optional(m_rows.at(static_cast<size_t>(before)).timeMs)
+                                                                    : std::nullopt;
+    for (int i = before + 1; i < at; ++i) {
+        if (trace::foldSide(previousTime, m_rows.at(static_cast<size_t>(i)).timeMs, host.timeMs) == trace::FoldSide::Next)
+            members.push_back(i);
+    }
+    // Below: the run up to the next row; those not of that row's time are this row's.
+    int after = at + 1;
+    while (after < n && after - at <= kMaxFoldRun && folds(m_rows.at(static_cast<size_t>(after))))
+        ++after;
+    const std::optional<qint64> nextTime =
+        after < n && !folds(m_rows.at(static_cast<size_t>(after))) ? std::optional(m_rows.at(static_cast<size_t>(after)).timeMs)
+                                                                  : std::nullopt;
+    for (int i = at + 1; i < after; ++i) {
+        if (trace::foldSide(host.timeMs, m_rows.at(static_cast<size_t>(i)).timeMs, nextTime) == trace::FoldSide::Previous)
+            members.push_back(i);
+    }
+
+    Fold fold;
+    if (members.empty())
+        return fold;
+    std::vector<nlohmann::json> payloads(members.size());
+    std::vector<trace::FoldedEvent> folded;
+    std::vector<std::string> kinds(members.size());
+    for (size_t m = 0; m < members.size(); ++m) {
+        const Row &row = m_rows.at(static_cast<size_t>(members[m]));
+        kinds[m] = m_kinds.at(row.kind).toStdString();
+        // Only a checkpoint's figures go into the note; a cost's amount is the event's own.
+        if (kinds[m] == "checkpoint")
+            payloads[m] = nlohmann::json::parse(row.payload.constData(), row.payload.constData() + row.payload.size(), nullptr, false);
+        folded.push_back({kinds[m], payloads[m].is_object() ? &payloads[m] : nullptr, row.costMicros});
+        fold.costMicros += row.costMicros;
+        fold.seqs.append(m_firstSeq + members[m]);
+    }
+    std::sort(fold.seqs.begin(), fold.seqs.end());
+    fold.note = QString::fromStdString(trace::foldNote(folded));
+    return fold;
+}
+
+qint64 TraceModel::hostSeq(qint64 seq) const
+{
+    const int at = static_cast<int>(seq - m_firstSeq);
+    const int n = static_cast<int>(m_rows.size());
+    if (!folds(m_rows.at(static_cast<size_t>(at))))
+        return seq;
+    int before = at - 1;
+    while (before >= 0 && at - before <= kMaxFoldRun && folds(m_rows.at(static_cast<size_t>(before))))
+        --before;
+    int after = at + 1;
+    while (after < n && after - at <= kMaxFoldRun && folds(m_rows.at(static_cast<size_t>(after))))
+        ++after;
+    const bool hasBefore = before >= 0 && !folds(m_rows.at(static_cast<size_t>(before)));
+    const bool hasAfter = after < n && !folds(m_rows.at(static_cast<size_t>(after)));
+    if (!hasBefore && !hasAfter)
+        return 0;
+    const auto timeAt = [&](bool has, int i) {
+        return has ? std::optional(m_rows.at(static_cast<size_t>(i)).timeMs) : std::nullopt;
+    };
+    const trace::FoldSide side = trace::foldSide(timeAt(hasBefore, before), m_rows.at(static_cast<size_t>(at)).timeMs,
+                                                 timeAt(hasAfter, after));
+    return m_firstSeq + (side == trace::FoldSide::Previous ? before : after);
+}
+
+void TraceModel::refoldSeq(qint64 seq)
+{
+    m_folds.remove(seq);
+    if (!m_foldBookkeeping)
+        return;
+    const auto found = std::lower_bound(m_ownRows.begin(), m_ownRows.end(), seq);
+    if (found == m_ownRows.end() || *found != seq)
+        return;
+    const int row = static_cast<int>(found - m_ownRows.begin());
+    emit dataChanged(index(row, 0), index(row, ColumnCount - 1));
+}
+
+} // namespace paddock::console

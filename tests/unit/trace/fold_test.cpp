@@ -1,0 +1,75 @@
+// Folding: cost and checkpoint events go to their step's row, by the times of the rows around them.
+
+#include "trace/fold.h"
+
+#include <gtest/gtest.h>
+
+namespace paddock::trace {
+namespace {
+
+using nlohmann::json;
+
+TEST(Fold, OnlyBookkeepingFolds)
+{
+    EXPECT_TRUE(foldsIntoStep("cost"));
+    EXPECT_TRUE(foldsIntoStep("checkpoint"));
+    for (const char *kind : {"tool.result", "model.response", "checkpoint.waiting", "budget.warning", "egress.refused", "env.outcome"})
+        EXPECT_FALSE(foldsIntoStep(kind)) << kind;
+}
+
+TEST(Fold, TheRowOfItsOwnTimeWins)
+{
+    EXPECT_EQ(foldSide(100, 100, 100), FoldSide::Previous);      // after its row in one append
+    EXPECT_EQ(foldSide(90, 100, 100), FoldSide::Next);           // a bill first in its append
+    EXPECT_EQ(foldSide(90, 100, 120), FoldSide::Previous);       // neither: the row above
+    EXPECT_EQ(foldSide(90, 100, std::nullopt), FoldSide::Previous);   // the live tail: its row is not here yet
+    EXPECT_EQ(foldSide(std::nullopt, 100, 150), FoldSide::Next);      // the top of a window
+}
+
+// The log of a real hello-c run (seq 5-15 and 28-31 of `paddockctl events`), as the broker
+// appends it: bills first in a step's append, the model's cost after its response, a checkpoint
+// after its command's result.
+TEST(Fold, ARealStepFoldsIntoTheCallsAPersonCaresAbout)
+{
+    const std::vector<FoldEvent> events{
+        {"model.response", 347},  // 0
+        {"cost", 347},            // 1 model cost
+        {"tool.call", 347},       // 2
+        {"tool.result", 354},     // 3
+        {"checkpoint", 354},      // 4
+        {"model.response", 355},  // 5
+        {"cost", 355},            // 6
+        {"tool.call", 355},       // 7
+        {"cost", 431},            // 8 storage bill, first in the next append
+        {"tool.result", 431},     // 9
+        {"checkpoint", 431},      // 10
+        {"state.changed", 441},   // 11
+        {"cost", 454},            // 12 the last storage bill
+        {"env.outcome", 454},     // 13
+        {"sandbox.released", 454},// 14
+    };
+    const std::vector<size_t> rows = assignRows(events);
+    const std::vector<size_t> expected{0, 0, 2, 3, 3, 5, 5, 7, 9, 9, 9, 11, 13, 13, 14};
+    EXPECT_EQ(rows, expected);
+}
+
+TEST(Fold, EdgesOfAWindow)
+{
+    // Bookkeeping before the first row goes down, after the last row up; alone, it stays a row.
+    EXPECT_EQ(assignRows(std::vector<FoldEvent>{{"checkpoint", 5}, {"tool.result", 9}, {"cost", 12}}), (std::vector<size_t>{1, 1, 1}));
+    EXPECT_EQ(assignRows(std::vector<FoldEvent>{{"cost", 1}, {"cost", 2}}), (std::vector<size_t>{0, 1}));
+    EXPECT_TRUE(assignRows({}).empty());
+}
+
+TEST(Fold, TheNoteNamesWhatWasFolded)
+{
+    const json checkpoint{{"files", 12}, {"changed", 3}, {"removed", 1}};
+    const json unchanged{{"changed", 1}, {"removed", 0}};
+    const std::vector<FoldedEvent> folded{{"cost", nullptr, 8}, {"checkpoint", &checkpoint, 0}, {"cost", nullptr, 800}};
+    EXPECT_EQ(foldNote(folded), "+ cost $0.0008, checkpoint 3 changed, 1 removed");
+    EXPECT_EQ(foldNote(std::vector<FoldedEvent>{{"checkpoint", &unchanged, 0}}), "+ checkpoint 1 changed");
+    EXPECT_EQ(foldNote({}), "");
+}
+
+} // namespace
+} // namespace paddock::trace

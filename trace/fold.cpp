@@ -1,0 +1,77 @@
+#include "trace/fold.h"
+
+#include "trace/summary_text.h"
+
+namespace paddock::trace {
+
+bool foldsIntoStep(std::string_view kind) { return kind == "cost" || kind == "checkpoint"; }
+
+FoldSide foldSide(std::optional<int64_t> previousRowTimeMs, int64_t timeMs, std::optional<int64_t> nextRowTimeMs)
+{
+    if (!previousRowTimeMs)
+        return FoldSide::Next;
+    if (*previousRowTimeMs == timeMs || !nextRowTimeMs || *nextRowTimeMs != timeMs)
+        return FoldSide::Previous;
+    return FoldSide::Next;
+}
+
+std::vector<size_t> assignRows(std::span<const FoldEvent> events)
+{
+    constexpr size_t kNone = static_cast<size_t>(-1);
+    const size_t n = events.size();
+    // The nearest row before and after each event: two passes, O(n).
+    std::vector<size_t> before(n, kNone), after(n, kNone);
+    for (size_t i = 0, last = kNone; i < n; ++i) {
+        before[i] = last;
+        if (!foldsIntoStep(events[i].kind))
+            last = i;
+    }
+    for (size_t i = n, next = kNone; i-- > 0;) {
+        after[i] = next;
+        if (!foldsIntoStep(events[i].kind))
+            next = i;
+    }
+    std::vector<size_t> rows(n);
+    for (size_t i = 0; i < n; ++i) {
+        if (!foldsIntoStep(events[i].kind) || (before[i] == kNone && after[i] == kNone)) {
+            rows[i] = i;
+            continue;
+        }
+        const auto timeOf = [&](size_t at) { return at == kNone ? std::nullopt : std::optional(events[at].timeMs); };
+        rows[i] = foldSide(timeOf(before[i]), events[i].timeMs, timeOf(after[i])) == FoldSide::Previous ? before[i] : after[i];
+    }
+    return rows;
+}
+
+std::string foldNote(std::span<const FoldedEvent> folded)
+{
+    std::vector<std::string> parts;
+    size_t costPart = static_cast<size_t>(-1);
+    int64_t costMicros = 0;
+    for (const auto &event : folded) {
+        if (event.kind == "cost") {
+            if (costPart == static_cast<size_t>(-1)) {
+                costPart = parts.size();
+                parts.emplace_back();
+            }
+            costMicros += event.costMicros;
+        } else if (event.kind == "checkpoint") {
+            std::string note = "checkpoint";
+            if (event.payload) {
+                note += " " + std::to_string(text::num(*event.payload, "changed")) + " changed";
+                if (const int64_t removed = text::num(*event.payload, "removed"); removed > 0)
+                    note += ", " + std::to_string(removed) + " removed";
+            }
+            parts.push_back(std::move(note));
+        } else {
+            parts.emplace_back(event.kind);
+        }
+    }
+    if (parts.empty())
+        return {};
+    if (costPart != static_cast<size_t>(-1))
+        parts[costPart] = "cost " + text::dollars(costMicros);
+    return "+ " + text::join(parts);
+}
+
+} // namespace paddock::trace
