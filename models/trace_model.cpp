@@ -146,16 +146,24 @@ void TraceModel::trimFront(int count)
         refoldSeq(m_ownRows.front());
 }
 
+std::vector<TraceModel::Row> TraceModel::toRows(const QList<EventRecord> &events, qsizetype begin, qsizetype end,
+                                                int &shown)
+{
+    std::vector<Row> rows;
+    rows.reserve(static_cast<size_t>(end - begin));
+    shown = 0;
+    for (qsizetype i = begin; i < end; ++i) {
+        rows.push_back(toRow(events.at(i)));
+        shown += !m_foldBookkeeping || !folds(rows.back()) ? 1 : 0;
+    }
+    return rows;
+}
+
 void TraceModel::pushBack(const QList<EventRecord> &events, qsizetype begin, qsizetype end)
 {
     // Rows first (interning their kinds), so the insert signals count exactly the rows shown.
-    std::vector<Row> rows;
-    rows.reserve(static_cast<size_t>(end - begin));
     int newRows = 0;
-    for (qsizetype i = begin; i < end; ++i) {
-        rows.push_back(toRow(events.at(i)));
-        newRows += !m_foldBookkeeping || !folds(rows.back()) ? 1 : 0;
-    }
+    std::vector<Row> rows = toRows(events, begin, end, newRows);
     const qint64 lastRowBefore = m_ownRows.empty() ? 0 : m_ownRows.back();
     const int first = rowCount();
     if (newRows > 0)
@@ -177,13 +185,8 @@ void TraceModel::pushBack(const QList<EventRecord> &events, qsizetype begin, qsi
 
 void TraceModel::pushFront(const QList<EventRecord> &events, qsizetype begin, qsizetype end)
 {
-    std::vector<Row> rows;
-    rows.reserve(static_cast<size_t>(end - begin));
     int newRows = 0;
-    for (qsizetype i = begin; i < end; ++i) {
-        rows.push_back(toRow(events.at(i)));
-        newRows += !m_foldBookkeeping || !folds(rows.back()) ? 1 : 0;
-    }
+    std::vector<Row> rows = toRows(events, begin, end, newRows);
     const qint64 firstRowBefore = m_ownRows.empty() ? 0 : m_ownRows.front();
     if (newRows > 0)
         beginInsertRows({}, 0, newRows - 1);

@@ -153,6 +153,8 @@ private:
 
     quint16 internKind(const QString &kind);
     Row toRow(const EventRecord &event);
+    // The rows of events[begin, end); `shown`: how many of them are rows of their own now.
+    std::vector<Row> toRows(const QList<EventRecord> &events, qsizetype begin, qsizetype end, int &shown);
     bool folds(const Row &row) const { return m_kindFolds.at(row.kind); }
     // Index in m_rows of the event a row shows.
     int eventIndex(int row) const

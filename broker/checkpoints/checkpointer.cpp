@@ -15,6 +15,7 @@
 #include <spdlog/spdlog.h>
 
 #include <algorithm>
+#include <unordered_set>
 
 namespace paddock::checkpoints {
 
@@ -69,6 +70,9 @@ struct Checkpointer::TakeOp : Stages<TakeOp, TakeResult> {
     std::vector<std::vector<std::string>> batches;   // pending chunks the store lacks, ~kBatchBytes each
     size_t nextBatch = 0;
     std::vector<std::string> asked;                  // the batch being fetched, less what arrived
+    // Chunks this take stored or found stored: finish() need not ask the store about them again
+    // (an object store's HEAD each).
+    std::unordered_set<std::string> present;
 
     void start()
     {
@@ -98,9 +102,11 @@ struct Checkpointer::TakeOp : Stages<TakeOp, TakeResult> {
                                "pool '" + pool.name() + "' sent a delta that cannot be read: "
                                    + (parsed ? "its base disagrees with the answer" : parsed.error().message)).error());
         delta = std::move(*parsed);
-        for (const auto &chunk : taken.chunks)
+        for (const auto &chunk : taken.chunks) {
             if (auto kept = keepChunk(store, pool.name(), chunk, result); !kept)
                 return fail(kept.error());
+            present.insert(chunk.hash);
+        }
         taken.chunks.clear();
         // The pending chunks the store lacks, in batches of about kBatchBytes.
         int64_t batchBytes = kBatchBytes;
@@ -109,8 +115,10 @@ struct Checkpointer::TakeOp : Stages<TakeOp, TakeResult> {
             if (!have)
                 return fail(have.error().code == ErrorCode::InvalidArgument ? Failure{FailedAt::Pool, have.error()}
                                                                             : Failure{FailedAt::Store, have.error()});
-            if (*have)
+            if (*have) {
+                present.insert(hash);
                 continue;
+            }
             if (batchBytes >= kBatchBytes) {
                 batches.emplace_back();
                 batchBytes = 0;
@@ -144,6 +152,7 @@ struct Checkpointer::TakeOp : Stages<TakeOp, TakeResult> {
             // Fetched only because hasChunk said the store lacks it.
             if (auto kept = keepChunk(store, pool.name(), chunk, result, true); !kept)
                 return fail(kept.error());
+            present.insert(chunk.hash);
             std::erase(asked, chunk.hash);
         }
         fetchNext();   // what the answer left out (its size limit), then the next batch
@@ -166,7 +175,7 @@ struct Checkpointer::TakeOp : Stages<TakeOp, TakeResult> {
         const auto baseChunks = base.chunkHashes();
         for (const auto &e : delta.changed)
             for (const auto &hash : e.chunks) {
-                if (std::binary_search(baseChunks.begin(), baseChunks.end(), hash))
+                if (present.contains(hash) || std::binary_search(baseChunks.begin(), baseChunks.end(), hash))
                     continue;
                 auto have = store.hasChunk(hash);
                 if (!have)

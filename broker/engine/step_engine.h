@@ -152,8 +152,13 @@ private:
     // every one has called back.
     void cancelCalls();
     // Where a step's checkpoint work runs between its pool calls (hashing, the store's writes):
-    // queued for a step worker when the step parks, else on the thread that completed the call.
+    // queued for a step worker when the step parks, else on the thread waiting for the call.
     checkpoints::Executor storeWork(const StepRun &run);
+    // Takes a checkpoint of the session's sandbox against its last one (parked while it is taken),
+    // then `then` with the outcome. Needs EngineOptions::checkpointer.
+    using Taken = checkpoints::Outcome<checkpoints::TakeResult>;
+    StepOutcome takeCheckpoint(const StepRun &run, pool_client::PoolClient &pool, const core::SessionState &state,
+                               std::function<StepOutcome(Taken)> then);
 
     // `line`: the session's place in the line for sandboxes, added to sandbox.waiting.
     StepOutcome waitForPool(const Action &action, const Error &error, const nlohmann::json &line = nullptr);
@@ -223,8 +228,7 @@ private:
     // A checkpoint of the workspace after a step that may have changed it, recorded with the
     // step's result once it is durable in the checkpoint store: if the pool is lost later, the
     // session resumes from here. Nothing is added when the workspace did not change.
-    checkpoints::Outcome<void> addCheckpoint(const Action &action, pool_client::PoolClient &pool,
-                                             checkpoints::Outcome<checkpoints::TakeResult> taken,
+    checkpoints::Outcome<void> addCheckpoint(const Action &action, pool_client::PoolClient &pool, Taken taken,
                                              std::vector<core::NewEvent> &events);
     // What a failed checkpoint after a step means: pool trouble (poolTrouble decides), a store
     // that did not answer (retry later), anything else pauses the session with the reason.

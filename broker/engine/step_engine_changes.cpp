@@ -171,16 +171,10 @@ StepOutcome StepEngine::changeApplied(const StepRun &run, const Action &action, 
         return appendResult(action, std::move(events));
     // Unlike a command, an applied change is recorded even when the pool did not answer for its
     // checkpoint: applying it twice would fail where the first one succeeded.
-    using Taken = checkpoints::Outcome<checkpoints::TakeResult>;
-    return awaitCall<Taken>(
-        run,
-        [this, run, pool, sandboxId = action.state.sandboxId, base = action.state.checkpoint](std::function<void(Taken)> done) {
-            m_options.checkpointer->takeAsync(*pool, sandboxId, base, storeWork(run), std::move(done));
-        },
-        [this, action, pool, events](Taken taken) mutable {
-            (void)addCheckpoint(action, *pool, std::move(taken), events);
-            return appendResult(action, std::move(events));
-        });
+    return takeCheckpoint(run, *pool, action.state, [this, action, pool, events](Taken taken) mutable {
+        (void)addCheckpoint(action, *pool, std::move(taken), events);
+        return appendResult(action, std::move(events));
+    });
 }
 
 namespace {

@@ -81,13 +81,19 @@ StepOutcome StepEngine::checkpointWorkspaceThen(const StepRun &run, pool_client:
 {
     if (!m_options.checkpointer)
         return then(noCheckpoints());
-    using Taken = checkpoints::Outcome<checkpoints::TakeResult>;
+    return takeCheckpoint(run, pool, state,
+                          [then = std::move(then)](Taken taken) { return then(workspaceFields(std::move(taken))); });
+}
+
+StepOutcome StepEngine::takeCheckpoint(const StepRun &run, pool_client::PoolClient &pool,
+                                       const core::SessionState &state, std::function<StepOutcome(Taken)> then)
+{
     return awaitCall<Taken>(
         run,
         [this, run, &pool, sandboxId = state.sandboxId, base = state.checkpoint](std::function<void(Taken)> done) {
             m_options.checkpointer->takeAsync(pool, sandboxId, base, storeWork(run), std::move(done));
         },
-        [then = std::move(then)](Taken taken) { return then(workspaceFields(std::move(taken))); });
+        std::move(then));
 }
 
 checkpoints::Outcome<checkpoints::RestoreResult> StepEngine::restoreWorkspace(pool_client::PoolClient &pool,
@@ -166,8 +172,7 @@ StepOutcome StepEngine::checkpointFailed(const Action &action, pool_client::Pool
                                                        + error.message + "; resume the session once that is fixed"}})});
 }
 
-checkpoints::Outcome<void> StepEngine::addCheckpoint(const Action &action, pool_client::PoolClient &pool,
-                                                     checkpoints::Outcome<checkpoints::TakeResult> taken,
+checkpoints::Outcome<void> StepEngine::addCheckpoint(const Action &action, pool_client::PoolClient &pool, Taken taken,
                                                      std::vector<core::NewEvent> &events)
 {
     if (!taken) {

@@ -269,17 +269,11 @@ StepOutcome StepEngine::checkpointThenAppend(const StepRun &run, const Action &a
 {
     if (!m_options.checkpointer)
         return appendResult(action, std::move(events));
-    using Taken = checkpoints::Outcome<checkpoints::TakeResult>;
-    return awaitCall<Taken>(
-        run,
-        [this, run, &pool, sandboxId = action.state.sandboxId, base = action.state.checkpoint](std::function<void(Taken)> done) {
-            m_options.checkpointer->takeAsync(pool, sandboxId, base, storeWork(run), std::move(done));
-        },
-        [this, action, &pool, events = std::move(events)](Taken taken) mutable {
-            if (auto checkpointed = addCheckpoint(action, pool, std::move(taken), events); !checkpointed)
-                return checkpointFailed(action, pool, checkpointed.error());
-            return appendResult(action, std::move(events));
-        });
+    return takeCheckpoint(run, pool, action.state, [this, action, &pool, events = std::move(events)](Taken taken) mutable {
+        if (auto checkpointed = addCheckpoint(action, pool, std::move(taken), events); !checkpointed)
+            return checkpointFailed(action, pool, checkpointed.error());
+        return appendResult(action, std::move(events));
+    });
 }
 
 } // namespace paddock::engine

@@ -93,28 +93,16 @@ public:
     void claimAsync(const std::string &tier, const std::string &sessionId, const std::string &idempotencyKey,
                     ClaimDone done) override
     {
-        auto call = std::make_shared<AsyncUnary<v1::ClaimRequest, v1::ClaimResponse>>(*this, kClaimDeadlineMs);
-        call->req.set_tier(tier);
-        call->req.set_session_id(sessionId);
-        call->req.set_idempotency_key(idempotencyKey);
-        m_stub->async()->Claim(&call->ctx, &call->req, &call->resp, [this, call, done = std::move(done)](grpc::Status s) mutable {
-            Result<ClaimedSandbox> result;
-            if (!s.ok()) {
-                result = failure("claim", s);
-            } else {
-                const v1::ClaimResponse &resp = call->resp;
-                ClaimedSandbox out;
-                out.sandboxId = resp.sandbox_id();
-                out.tier = resp.tier();
-                out.runtime = resp.runtime();
-                out.host = resp.host();
-                out.warm = resp.warm();
-                out.claimMs = resp.claim_ms();
-                result = std::move(out);
-            }
-            call.reset();   // see callAsync
-            done(std::move(result));
-        });
+        v1::ClaimRequest req;
+        req.set_tier(tier);
+        req.set_session_id(sessionId);
+        req.set_idempotency_key(idempotencyKey);
+        callAsync<ClaimedSandbox>(&Stub::async::Claim, "claim", kClaimDeadlineMs, std::move(req),
+                                  [](v1::ClaimResponse &resp) {
+                                      return ClaimedSandbox{resp.sandbox_id(), resp.tier(), resp.runtime(), resp.host(),
+                                                            resp.warm(), resp.claim_ms()};
+                                  },
+                                  std::move(done));
     }
 
     Result<ExecOutcome> exec(const ExecSpec &spec, const OutputSink &sink) override

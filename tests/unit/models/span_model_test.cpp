@@ -6,6 +6,7 @@
 #include "models/span_model.h"
 #include "models/trace_model.h"
 #include "tests/support/qt_wait.h"
+#include "tests/support/event_records.h"
 
 #include <QCoreApplication>
 #include <QSignalSpy>
@@ -14,14 +15,11 @@
 namespace paddock::console {
 namespace {
 
-constexpr qint64 kT0 = 1'800'000'000'000;
 using Kind = SpanModel::Kind;
 using Lane = SpanModel::Lane;
 
-EventRecord at(qint64 seq, qint64 ms, const char *kind, const QByteArray &payload = "{}", qint64 costMicros = 0)
-{
-    return EventRecord{seq, kT0 + ms, QString::fromLatin1(kind), payload, costMicros};
-}
+using test::at;
+using test::kT0;
 
 // A claim, a model call and a command that prints twice before it ends, then the session's end.
 QList<EventRecord> script()

@@ -4,6 +4,7 @@
 
 #include "model_test_support.h"
 #include "models/trace_model.h"
+#include "tests/support/event_records.h"
 
 #include <QAbstractItemModelTester>
 #include <QSignalSpy>
@@ -12,12 +13,9 @@
 namespace paddock::console {
 namespace {
 
-constexpr qint64 kT0 = 1'800'000'000'000;
 
-EventRecord at(qint64 seq, qint64 ms, const char *kind, const QByteArray &payload = "{}", qint64 costMicros = 0)
-{
-    return EventRecord{seq, kT0 + ms, QString::fromLatin1(kind), payload, costMicros};
-}
+using test::at;
+using test::kT0;
 
 // A model step and a command step as the broker appends them (see a hello-c run's log): the model
 // cost after its response, a storage bill first in the command's append, the checkpoint after the

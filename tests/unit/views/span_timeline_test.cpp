@@ -10,6 +10,7 @@
 #include "views/session_view.h"
 #include "views/span_timeline.h"
 #include "views/trace_view.h"
+#include "tests/support/event_records.h"
 
 #include <QItemSelectionModel>
 #include <QScrollBar>
@@ -20,12 +21,6 @@ namespace paddock::console {
 namespace {
 
 using namespace test;
-constexpr qint64 kT0 = 1'800'000'000'000;
-
-EventRecord at(qint64 seq, qint64 ms, const char *kind, const QByteArray &payload = "{}", qint64 costMicros = 0)
-{
-    return EventRecord{seq, kT0 + ms, QString::fromLatin1(kind), payload, costMicros};
-}
 
 // Two steps: a claim, a model call, a command that finished, a second model call and a command
 // still running (its output arriving).

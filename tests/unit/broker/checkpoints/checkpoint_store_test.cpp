@@ -12,6 +12,7 @@
 
 #include <cstring>
 #include <fstream>
+#include <map>
 #include <sys/mount.h>
 #include <unistd.h>
 
@@ -117,6 +118,49 @@ TEST_F(CheckpointStoreTest, TakeStoresOnlyWhatIsNewAndTheNextCheckpointIsADelta)
     EXPECT_EQ(manifest->entries.size(), 2u);
     for (const auto &hash : manifest->chunkHashes())
         EXPECT_TRUE(fs::exists(chunkFile(hash))) << "the manifest's chunks are stored before it";
+}
+
+// A blob store over real files that counts the existence checks made of each key.
+class CountingBlobStore final : public BlobStore {
+public:
+    explicit CountingBlobStore(std::unique_ptr<BlobStore> inner) : m_inner(std::move(inner)) {}
+    std::string describe() const override { return m_inner->describe(); }
+    Status put(const std::string &key, std::string_view bytes) override { return m_inner->put(key, bytes); }
+    Result<std::string> get(const std::string &key) override { return m_inner->get(key); }
+    Result<bool> exists(const std::string &key) override
+    {
+        ++asked[key];
+        return m_inner->exists(key);
+    }
+    Result<std::vector<BlobInfo>> list(const std::string &prefix) override { return m_inner->list(prefix); }
+    Status remove(const std::string &key) override { return m_inner->remove(key); }
+
+    std::map<std::string, int> asked;
+
+private:
+    std::unique_ptr<BlobStore> m_inner;
+};
+
+TEST_F(CheckpointStoreTest, ATakeAsksTheStoreAboutEachNewChunkOnce)
+{
+    // Each existence check is a HEAD on an object store: a chunk the take just stored (or found
+    // stored) is not asked about again when the manifest is checked.
+    auto blobs = LocalBlobStore::open(m_dir / "counted");
+    ASSERT_TRUE(blobs) << blobs.error().message;
+    auto counting = std::make_unique<CountingBlobStore>(std::move(*blobs));
+    CountingBlobStore *counted = counting.get();
+    CheckpointStore store(std::move(counting), "broker");
+    Checkpointer checkpointer(store);
+    const std::string sandbox = claim();
+    auto first = checkpointer.take(m_pool, sandbox, "");
+    ASSERT_TRUE(first) << first.error().error.message;
+    auto second = checkpointer.take(m_pool, sandbox, first->manifestId);
+    ASSERT_TRUE(second) << second.error().error.message;
+    EXPECT_EQ(first->chunksNew + second->chunksNew, 2);
+    auto manifest = store.getManifest(second->manifestId);
+    ASSERT_TRUE(manifest) << manifest.error().message;
+    for (const auto &hash : manifest->chunkHashes())
+        EXPECT_EQ(counted->asked[CheckpointStore::chunkKey(hash)], 1) << "chunk " << hash;
 }
 
 TEST_F(CheckpointStoreTest, ADamagedChunkIsNamedAndTheCheckpointBeforeStillRestores)
