@@ -6,6 +6,7 @@
 
 #include <algorithm>
 #include <map>
+#include <optional>
 #include <set>
 
 namespace paddock::checkpoint {
@@ -92,12 +93,24 @@ Result<std::vector<Entry>> parseEntries(const json &list)
     return entries;
 }
 
+// j[key] when it is a string, "" when it is missing, nullopt when it is anything else (json's
+// value() would throw for a hostile pool's {"format": [...]}).
+std::optional<std::string> stringField(const json &j, const char *key)
+{
+    const auto it = j.find(key);
+    if (it == j.end())
+        return std::string();
+    if (!it->is_string())
+        return std::nullopt;
+    return it->get<std::string>();
+}
+
 Result<json> parseObject(std::string_view text, const char *format, const char *what)
 {
     json j = json::parse(text, nullptr, false);
     if (!j.is_object())
         return fail(ErrorCode::InvalidArgument, std::string(what) + " is not a JSON object");
-    if (j.value("format", std::string()) != format)
+    if (stringField(j, "format") != format)
         return fail(ErrorCode::InvalidArgument, std::string(what) + " is not of format " + format);
     return j;
 }
@@ -225,7 +238,10 @@ Result<Delta> Delta::parse(std::string_view text)
     if (!j)
         return std::unexpected(j.error());
     Delta delta;
-    delta.base = j->value("base", std::string());
+    const auto base = stringField(*j, "base");
+    if (!base)
+        return fail(ErrorCode::InvalidArgument, "the delta's base is not a manifest id");
+    delta.base = *base;
     if (!delta.base.empty() && !isSha256Hex(delta.base))
         return fail(ErrorCode::InvalidArgument, "the delta's base is not a manifest id");
     auto changed = parseEntries((*j)["changed"]);

@@ -47,8 +47,22 @@ struct Stages : std::enable_shared_from_this<Op> {
     {
         return [self = this->shared_from_this(), stage](Result<T> answer) {
             auto shared = std::make_shared<Result<T>>(std::move(answer));
-            self->run([self, stage, shared] { ((*self).*stage)(std::move(*shared)); });
+            self->runStage([self, stage, shared] { ((*self).*stage)(std::move(*shared)); });
         };
+    }
+
+    // Runs a stage on the executor. A stage that throws (what a pool sent broke a parser, say)
+    // still ends the take or restore with an answer: without one, its caller would wait forever
+    // (a parked step, or stop() counting the calls in flight).
+    void runStage(std::function<void()> stage)
+    {
+        run([self = this->shared_from_this(), stage = std::move(stage)] {
+            try {
+                stage();
+            } catch (const std::exception &e) {
+                self->fail({FailedAt::Pool, {ErrorCode::Internal, std::string("a checkpoint step failed: ") + e.what()}});
+            }
+        });
     }
 
     void fail(Failure failure) { done(std::unexpected(std::move(failure))); }

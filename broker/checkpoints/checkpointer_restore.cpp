@@ -49,7 +49,7 @@ struct Checkpointer::RestoreOp : Stages<RestoreOp, RestoreResult> {
 
     void start()
     {
-        run([self = shared_from_this()] { self->readManifest(); });
+        runStage([self = shared_from_this()] { self->readManifest(); });
     }
 
     void readManifest()

@@ -97,6 +97,22 @@ TEST(Manifest, RefusesChunkListsThatDoNotAddUp)
     EXPECT_FALSE(Manifest::parse("not json"));
 }
 
+TEST(Manifest, AFieldOfTheWrongTypeIsRefusedNotThrown)
+{
+    // What a hostile pool may send: found by fuzz_checkpoint_manifest ({"format": [...]} threw).
+    for (const char *text : {R"({"format":[{"path":"a"}]})", R"({"format":1,"entries":[]})"}) {
+        auto manifest = Manifest::parse(text);
+        ASSERT_FALSE(manifest) << text;
+        EXPECT_EQ(manifest.error().code, ErrorCode::InvalidArgument);
+        EXPECT_FALSE(Delta::parse(text)) << text;
+    }
+    const json delta{{"format", json::parse(Delta{}.toJson())["format"]}, {"base", 5}, {"changed", json::array()},
+                     {"removed", json::array()}};
+    auto parsed = Delta::parse(delta.dump());
+    ASSERT_FALSE(parsed);
+    EXPECT_NE(parsed.error().message.find("base"), std::string::npos) << parsed.error().message;
+}
+
 TEST(Manifest, DropsSetIdBits)
 {
     auto parsed = Manifest::parse(withEntry({{"path", "tool"}, {"type", "file"}, {"mode", 04755}, {"size", 0},

@@ -13,6 +13,7 @@
 #include <cstring>
 #include <fstream>
 #include <map>
+#include <stdexcept>
 #include <sys/mount.h>
 #include <unistd.h>
 
@@ -120,7 +121,8 @@ TEST_F(CheckpointStoreTest, TakeStoresOnlyWhatIsNewAndTheNextCheckpointIsADelta)
         EXPECT_TRUE(fs::exists(chunkFile(hash))) << "the manifest's chunks are stored before it";
 }
 
-// A blob store over real files that counts the existence checks made of each key.
+// A blob store over real files that counts the existence checks made of each key, or throws on
+// them (a bug below the checkpointer).
 class CountingBlobStore final : public BlobStore {
 public:
     explicit CountingBlobStore(std::unique_ptr<BlobStore> inner) : m_inner(std::move(inner)) {}
@@ -130,12 +132,15 @@ public:
     Result<bool> exists(const std::string &key) override
     {
         ++asked[key];
+        if (throwOnExists)
+            throw std::runtime_error("exists() broke");
         return m_inner->exists(key);
     }
     Result<std::vector<BlobInfo>> list(const std::string &prefix) override { return m_inner->list(prefix); }
     Status remove(const std::string &key) override { return m_inner->remove(key); }
 
     std::map<std::string, int> asked;
+    bool throwOnExists = false;
 
 private:
     std::unique_ptr<BlobStore> m_inner;
@@ -161,6 +166,21 @@ TEST_F(CheckpointStoreTest, ATakeAsksTheStoreAboutEachNewChunkOnce)
     ASSERT_TRUE(manifest) << manifest.error().message;
     for (const auto &hash : manifest->chunkHashes())
         EXPECT_EQ(counted->asked[CheckpointStore::chunkKey(hash)], 1) << "chunk " << hash;
+}
+
+TEST_F(CheckpointStoreTest, AStageThatThrowsEndsTheTakeWithAnAnswer)
+{
+    // Otherwise a parked step would wait for its checkpoint forever (and stop() with it).
+    auto blobs = LocalBlobStore::open(m_dir / "throwing");
+    ASSERT_TRUE(blobs) << blobs.error().message;
+    auto throwing = std::make_unique<CountingBlobStore>(std::move(*blobs));
+    throwing->throwOnExists = true;
+    CheckpointStore store(std::move(throwing), "broker");
+    Checkpointer checkpointer(store);
+    auto taken = checkpointer.take(m_pool, claim(), "");
+    ASSERT_FALSE(taken);
+    EXPECT_EQ(taken.error().error.code, ErrorCode::Internal);
+    EXPECT_NE(taken.error().error.message.find("exists() broke"), std::string::npos) << taken.error().error.message;
 }
 
 TEST_F(CheckpointStoreTest, ADamagedChunkIsNamedAndTheCheckpointBeforeStillRestores)
