@@ -1,10 +1,12 @@
 #include "checkpoint/manifest.h"
 
 #include "checkpoint/sha256.h"
+#include "common/json_fields.h"
 
 #include <nlohmann/json.hpp>
 
 #include <algorithm>
+#include <stdexcept>
 #include <map>
 #include <optional>
 #include <set>
@@ -47,17 +49,17 @@ Result<Entry> parseEntry(const json &j)
             e.type = EntryType::Symlink;
         else
             return fail(ErrorCode::InvalidArgument, "entry '" + e.path + "' has an unknown type '" + type + "'");
-        e.mode = j.at("mode").get<uint32_t>() & kModeMask;
-        e.uid = j.value("uid", 0u);
-        e.gid = j.value("gid", 0u);
-        e.mtimeMs = j.value("mtime_ms", int64_t{0});
+        e.mode = integerField<uint32_t>(j, "mode") & kModeMask;
+        e.uid = integerField<uint32_t>(j, "uid", 0u);
+        e.gid = integerField<uint32_t>(j, "gid", 0u);
+        e.mtimeMs = integerField<int64_t>(j, "mtime_ms", int64_t{0});
         if (e.type == EntryType::File) {
-            e.size = j.at("size").get<int64_t>();
+            e.size = integerField<int64_t>(j, "size");
             e.chunks = j.at("chunks").get<std::vector<std::string>>();
         } else if (e.type == EntryType::Symlink) {
             e.target = j.at("target").get<std::string>();
         }
-    } catch (const json::exception &ex) {
+    } catch (const std::exception &ex) { // json's type errors and integerField's range errors
         return fail(ErrorCode::InvalidArgument, std::string("an entry is malformed: ") + ex.what());
     }
     if (std::string problem = pathProblem(e.path); !problem.empty())

@@ -561,6 +561,8 @@ private:
                                            result = failure(op, s);
                                        else if constexpr (!std::is_void_v<T>)
                                            result = convert(call->resp);
+                                       else
+                                           (void)convert;
                                        // The call leaves the client's list before done(): once done
                                        // has run, the client may be gone (a blocking caller returns),
                                        // while gRPC destroys this callback only later.

@@ -1,5 +1,6 @@
 #include "pool/init/init_client.h"
 
+#include "common/json_fields.h"
 #include "pool/init/init_protocol.h"
 
 #include <nlohmann/json.hpp>
@@ -133,13 +134,19 @@ Result<InitExecResult> parseExitRecord(std::string_view payload)
     json j = json::parse(payload, nullptr, false);
     if (j.is_discarded() || !j.is_object())
         return fail(ErrorCode::Internal, "the sandbox init sent a malformed exit record");
+    // The init shares its sandbox with the agent's code: a field of the wrong type is an error
+    // named here, never an exception or a cast of 1e47 to int.
     InitExecResult r;
-    r.exitCode = j.value("exit_code", -1);
-    r.signal = j.value("signal", 0);
-    r.durationMs = j.value("duration_ms", 0.0);
-    r.startedUnixUs = j.value("started_unix_us", int64_t{0});
-    r.timedOut = j.value("timed_out", false);
-    r.truncated = j.value("truncated", false);
+    try {
+        r.exitCode = integerField<int>(j, "exit_code", -1);
+        r.signal = integerField<int>(j, "signal", 0);
+        r.durationMs = j.value("duration_ms", 0.0);
+        r.startedUnixUs = integerField<int64_t>(j, "started_unix_us", int64_t{0});
+        r.timedOut = j.value("timed_out", false);
+        r.truncated = j.value("truncated", false);
+    } catch (const std::exception &e) {
+        return fail(ErrorCode::Internal, std::string("the sandbox init sent a malformed exit record: ") + e.what());
+    }
     return r;
 }
 
@@ -253,14 +260,18 @@ Result<std::vector<InitDirEntry>> InitClient::listDir(const std::string &path) c
         return std::unexpected(head.error());
     std::vector<InitDirEntry> entries;
     if (head->contains("entries") && (*head)["entries"].is_array()) {
-        for (const auto &e : (*head)["entries"]) {
-            InitDirEntry d;
-            d.name = e.value("name", std::string{});
-            d.isDir = e.value("is_dir", false);
-            d.size = e.value("size", int64_t{0});
-            d.mode = e.value("mode", 0u);
-            d.mtimeUnixMs = e.value("mtime_ms", int64_t{0});
-            entries.push_back(std::move(d));
+        try {
+            for (const auto &e : (*head)["entries"]) {
+                InitDirEntry d;
+                d.name = e.value("name", std::string{});
+                d.isDir = e.value("is_dir", false);
+                d.size = integerField<int64_t>(e, "size", int64_t{0});
+                d.mode = integerField<uint32_t>(e, "mode", 0u);
+                d.mtimeUnixMs = integerField<int64_t>(e, "mtime_ms", int64_t{0});
+                entries.push_back(std::move(d));
+            }
+        } catch (const std::exception &e) {
+            return fail(ErrorCode::Internal, std::string("the sandbox init sent a malformed directory list: ") + e.what());
         }
     }
     return entries;

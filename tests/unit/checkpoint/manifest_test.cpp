@@ -113,6 +113,21 @@ TEST(Manifest, AFieldOfTheWrongTypeIsRefusedNotThrown)
     EXPECT_NE(parsed.error().message.find("base"), std::string::npos) << parsed.error().message;
 }
 
+TEST(Manifest, ANumberOutOfRangeOrNotWholeIsRefused)
+{
+    // Found by fuzz_checkpoint_manifest: a mode of 1e47 was cast to uint32_t (undefined behaviour).
+    for (const json &mode : {json(1e47), json(420.5), json(-1), json(int64_t{1} << 40)}) {
+        auto parsed = Manifest::parse(withEntry({{"path", "src"}, {"type", "dir"}, {"mode", mode}}));
+        ASSERT_FALSE(parsed) << mode;
+        EXPECT_NE(parsed.error().message.find("'mode'"), std::string::npos) << parsed.error().message;
+    }
+    auto size = Manifest::parse(withEntry({{"path", "a"}, {"type", "file"}, {"mode", 0644}, {"size", 1e30},
+                                           {"chunks", json::array()}}));
+    ASSERT_FALSE(size);
+    EXPECT_NE(size.error().message.find("'size'"), std::string::npos) << size.error().message;
+    EXPECT_TRUE(Manifest::parse(withEntry({{"path", "src"}, {"type", "dir"}, {"mode", 0755}, {"uid", 4294967295u}})));
+}
+
 TEST(Manifest, DropsSetIdBits)
 {
     auto parsed = Manifest::parse(withEntry({{"path", "tool"}, {"type", "file"}, {"mode", 04755}, {"size", 0},

@@ -21,6 +21,20 @@ namespace fs = std::filesystem;
 using namespace paddock;
 using namespace paddock::pool;
 
+TEST(InitProtocol, AnExitRecordWithFieldsOfTheWrongTypeIsAnErrorNotACrash)
+{
+    // The init shares its sandbox with the agent's code, so its frames are read as hostile.
+    auto ok = detail::parseExitRecord(R"({"exit_code":3,"signal":0,"started_unix_us":7})");
+    ASSERT_TRUE(ok) << ok.error().message;
+    EXPECT_EQ(ok->exitCode, 3);
+    for (const char *text : {R"({"exit_code":1e47})", R"({"exit_code":"3"})", R"({"signal":4294967296})",
+                             R"({"timed_out":"yes"})", "[1]"}) {
+        auto parsed = detail::parseExitRecord(text);
+        ASSERT_FALSE(parsed) << text;
+        EXPECT_NE(parsed.error().message.find("malformed exit record"), std::string::npos) << parsed.error().message;
+    }
+}
+
 TEST(InitProtocol, FramesRoundTripOverASocket)
 {
     int sv[2];
