@@ -30,12 +30,12 @@ CheckpointsConfig parseCheckpointsConfig(const std::filesystem::path &file, cons
             else
                 problem(node, "path_style must be true or false");
         } else if (k == "timeout_ms") {
-            if (auto v = node.value<int64_t>(); v && *v >= 100)
+            if (auto v = node.value_exact<int64_t>(); v && *v >= 100)
                 config.timeoutMs = *v;
             else
                 problem(node, "timeout_ms must be an integer >= 100");
         } else if (k == "retention_hours") {
-            if (auto v = node.value<int64_t>(); v && *v >= 0)
+            if (auto v = node.value_exact<int64_t>(); v && *v >= 0)
                 config.retentionHours = *v;
             else
                 problem(node, "retention_hours must be an integer >= 0 (hours an ended session's checkpoints are "

@@ -49,7 +49,7 @@ ReviewPolicy parseReviewPolicy(const policy::PolicyFile &file, ConfigProblems &p
         return policy;
     }
     auto integer = [&](const toml::node &node, const std::string &key, int64_t min, int64_t &into) {
-        auto value = node.value<int64_t>();
+        auto value = node.value_exact<int64_t>();
         if (!value || *value < min) {
             problems.add(ErrorCode::InvalidArgument, policy::where(file, node) + ": review." + key
                              + " must be an integer >= " + std::to_string(min));

@@ -66,7 +66,7 @@ public:
         const toml::node *node = m_table.get(key);
         if (!node)
             return;
-        auto v = node->value<int64_t>();
+        auto v = node->value_exact<int64_t>();
         if (!v || *v < min || *v > max)
             problem(*node, name(key) + " must be an integer between " + std::to_string(min) + " and " + std::to_string(max));
         else

@@ -138,6 +138,20 @@ TEST_F(PoolConfigTest, SandboxIdentityAndEtcExtraAreReadAndBadValuesNamed)
     EXPECT_NE(all.find(at(6) + "unknown key 'colour' in [sandbox_identity]"), std::string::npos) << all;
 }
 
+TEST_F(PoolConfigTest, AFloatWhereAnIntegerGoesIsRefusedNotCast)
+{
+    // Found by fuzz_pool_config: 10e24 was cast to int64_t (undefined behaviour); 2.5 was cut to 2.
+    const auto file = write("[sandbox_identity]\n"   // 1
+                            "count = 10e24\n"        // 2
+                            "ids_per_sandbox = 2.5\n");   // 3
+    ConfigProblems problems;
+    const PoolConfig config = loadPoolConfig(file, true, problems);
+    const std::string all = problems.joined().message;
+    EXPECT_EQ(config.identity.idsPerSandbox, 65536u) << "a refused value keeps the default";
+    EXPECT_NE(all.find(at(2) + "'sandbox_identity.count' must be an integer between"), std::string::npos) << all;
+    EXPECT_NE(all.find(at(3) + "'sandbox_identity.ids_per_sandbox' must be an integer between"), std::string::npos) << all;
+}
+
 TEST_F(PoolConfigTest, AnIdentityRangeOverRealUsersOrTooSmallIsRefusedWithTheFix)
 {
     // Every host has root and daemon (uid 1) or the like: a range from 1 holds real users.
