@@ -94,7 +94,7 @@ std::vector<auth::PrincipalConfig> parsePrincipals(const std::filesystem::path &
                     else
                         config.unixUsers.push_back(*user);
                 } else {
-                    auto uid = item.value<int64_t>();
+                    auto uid = item.value_exact<int64_t>();
                     if (!uid || *uid < 0 || *uid > 0xfffffffe)
                         problem(item, "uids of '" + config.name + "' must hold numeric uids (0 and up)");
                     else
@@ -127,7 +127,7 @@ void parseBrokerSettings(const std::filesystem::path &file, const toml::table &t
     };
     auto intKey = [&](const char *key, int64_t min, auto apply) {
         if (auto node = table.get(key)) {
-            auto value = node->value<int64_t>();
+            auto value = node->value_exact<int64_t>();
             if (!value || *value < min)
                 problem(*node, std::string(key) + " must be an integer >= " + std::to_string(min));
             else
@@ -268,7 +268,7 @@ const std::vector<ConfigSection> &brokerConfigSections()
              {"data_dir", "socket", "workers", "lease_ms", "default_tier", "allow_local_execution", "log_level",
               "pool_health_interval_ms", "pool_lost_after_ms", "debug_shell_idle_timeout_ms",
               "sandbox_idle_release_ms", "listen_tcp", "tls_cert", "tls_key", "policy_file", "pool", "principal",
-              "models", "prices", "checkpoints"}},
+              "models", "prices", "checkpoints", "store"}},
             {"broker.toml", "[[pool]]", {"name", "endpoint", "tls_ca", "tls_cert", "tls_key", "tls_server_name", "token_file"}},
             {"broker.toml", "[[principal]]", {"name", "role", "unix_users", "uids"}},
         };
@@ -277,6 +277,7 @@ const std::vector<ConfigSection> &brokerConfigSections()
         for (const auto &section : cost::priceSections())
             out.push_back(section);
         out.push_back(checkpointsSection());
+        out.push_back(storeSection());
         return out;
     }();
     return sections;
@@ -318,6 +319,11 @@ BrokerConfig loadBrokerConfig(const std::filesystem::path &file, BrokerConfig co
         problem(*node, "checkpoints must be a table: [checkpoints]");
     if (checkpoints)
         config.checkpoints = parseCheckpointsConfig(file, *checkpoints, config.checkpoints, problems);
+    auto *store = table.get_as<toml::table>("store");
+    if (auto *node = table.get("store"); node && !store)
+        problem(*node, "store must be a table: [store] with url = \"postgresql://USER@HOST/DATABASE\"");
+    if (store)
+        config.store = parseStoreConfig(file, *store, config.store, problems);
     return config;
 }
 
@@ -513,6 +519,7 @@ void validateBrokerConfig(const BrokerConfig &config, ConfigProblems &problems)
     if (!config.listenTcp.empty() && config.listenTcp.rfind(':') == std::string::npos)
         problem(ErrorCode::InvalidArgument, source + ": listen_tcp \"" + config.listenTcp
                     + "\" is not host:port (for example \"0.0.0.0:7700\")");
+    validateStoreConfig(config.store, problems);
     for (const auto &pool : config.pools) {
         if (isLocalEndpoint(pool.endpoint) && !config.allowLocalExecution)
             problem(ErrorCode::FailedPrecondition,

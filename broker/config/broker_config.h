@@ -6,6 +6,7 @@
 
 #include "broker/auth/principals.h"
 #include "broker/config/checkpoints_config.h"
+#include "broker/config/store_config.h"
 #include "broker/cost/prices.h"
 #include "broker/llm/model_registry.h"
 #include "broker/pool_client/grpc_pool_client.h"
@@ -32,7 +33,7 @@ struct PoolEndpoint {
 
 struct BrokerConfig {
     std::filesystem::path configFile;     // empty when the embedded default is in effect
-    std::filesystem::path dataDir;        // the database is dataDir/broker.db
+    std::filesystem::path dataDir;        // the SQLite database is dataDir/broker.db (when store is not PostgreSQL)
     std::filesystem::path socketPath;
     int workers = 0;          // step threads (decide, append); 0: two per core. Commands hold none
     int64_t leaseMs = 30000;
@@ -56,6 +57,7 @@ struct BrokerConfig {
     std::string policyFileWhere;          // "file:line" of policy_file, for messages about it
     cost::PriceTable prices = cost::defaultPriceTable();   // [prices]: model tokens and snapshot storage
     CheckpointsConfig checkpoints;        // [checkpoints]: where workspace checkpoints are kept
+    StoreConfig store;                    // [store]: SQLite in dataDir (the default) or PostgreSQL
 };
 
 // The embedded default, before any file or flag.

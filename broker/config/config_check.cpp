@@ -5,6 +5,7 @@
 #include "broker/policy/tier_rules.h"
 #include "broker/review/review_policy.h"
 #include "broker/secrets/secret_store.h"
+#include "broker/store/store_url.h"
 #include "common/paths.h"
 
 #include <unistd.h>
@@ -62,6 +63,13 @@ std::string checkBrokerConfig(const BrokerConfig &config, ConfigProblems &proble
                      "the playbook directory " + config.models.playbookDir.string()
                          + " does not exist: set [models] playbook_dir (or pass --playbook-dir) to the directory that "
                            "holds the playbooks");
+    // The store's password is read as a start would; the database itself is not contacted. (A url
+    // that is refused was reported where it was read.)
+    if (config.store.postgres() && store::checkPostgresUrl(config.store.url)) {
+        if (auto conninfo = storeConnectionString(config.store); !conninfo)
+            problems.add(conninfo.error().code, (config.store.where.empty() ? std::string() : config.store.where + ": ")
+                                                    + conninfo.error().message);
+    }
     checkCreatableDirectory("data_dir", config.dataDir, "set data_dir (or pass --data-dir) to a directory this user "
                                                         "may write", problems);
     checkCreatableDirectory("socket", config.socketPath.parent_path(), "set socket (or pass --socket) to a path in a "
@@ -75,6 +83,7 @@ std::string checkBrokerConfig(const BrokerConfig &config, ConfigProblems &proble
     if (!config.listenTcp.empty())
         summary += ", " + config.listenTcp + " (TLS, bearer tokens)";
     summary += "; data dir " + config.dataDir.string();
+    summary += "; store " + describeStore(config.store, config.dataDir);
     summary += "; policy " + (config.policyFile.empty() ? std::string("built-in defaults") : config.policyFile.string());
     summary += "; " + (config.principals.empty() ? std::string("no principals (this user is admin on the socket)")
                                                  : std::to_string(config.principals.size()) + " principals");

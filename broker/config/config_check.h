@@ -2,8 +2,9 @@
 // `paddockd --check-config`: everything a start checks that can be checked without starting. On
 // top of the config's own values (validateBrokerConfig): each pool's TLS and token files, the
 // broker's listener certificate and key, the principals against this machine's users, the policy
-// file, the secrets file next to the config, the playbook directory, and whether the data and
-// socket directories exist or can be created. Nothing is created, opened for writing or dialled:
+// file, the secrets file next to the config, the playbook directory, the PostgreSQL store's
+// password file or variable, and whether the data and socket directories exist or can be created.
+// Nothing is created, opened for writing or dialled (the database is not contacted either):
 // the pools are not contacted, so tiers named by default_tier or [[tier_rule]] are not checked
 // against what the pools offer.
 //

@@ -6,7 +6,6 @@
 #include "broker/engine/step_engine.h"
 #include "broker/server/broker_api.h"
 #include "broker/server/unix_listener.h"
-#include "broker/store/sqlite_event_store.h"
 #include "common/paths.h"
 
 #include <grpcpp/ext/proto_server_reflection_plugin.h>
@@ -89,7 +88,7 @@ Status Broker::start()
 
     if (auto error = ensurePrivateDirectory(m_config.dataDir); !error.empty())
         return fail(ErrorCode::FailedPrecondition, error + ": pick another --data-dir");
-    auto store = store::openSqliteEventStore(m_config.dataDir / "broker.db");
+    auto store = openBrokerStore(m_config, m_startWait);
     if (!store)
         return std::unexpected(store.error());
     parts->store = std::move(*store);
@@ -171,9 +170,9 @@ Status Broker::start()
     parts->core->startEngine();
     parts->core->startReviews();
     m_parts = std::move(parts);
-    spdlog::info("broker listening on unix:{} with {} step threads, database {}", m_config.socketPath.string(),
+    spdlog::info("broker listening on unix:{} with {} step threads, store {}", m_config.socketPath.string(),
                  m_config.workers > 0 ? m_config.workers : engine::defaultStepWorkers(),
-                 (m_config.dataDir / "broker.db").string());
+                 broker_config::describeStore(m_config.store, m_config.dataDir));
     return {};
 }
 

@@ -7,6 +7,7 @@
 // parts (store writer, step workers, stream pump, gRPC).
 
 #include "broker/config/broker_config.h"
+#include "broker/daemon/store_opening.h"
 
 #include <memory>
 
@@ -22,7 +23,12 @@ public:
     Broker(const Broker &) = delete;
     Broker &operator=(const Broker &) = delete;
 
-    // Opens the store, connects the pools and starts serving on the socket. Errors name the fix.
+    // How start() waits between attempts to reach a PostgreSQL store that does not answer yet
+    // (store_opening.h); by default it sleeps. paddockd's stops early on SIGTERM or SIGINT.
+    void setStartWait(StartWait wait) { m_startWait = std::move(wait); }
+
+    // Opens the store, connects the pools and starts serving on the socket. Errors name the fix;
+    // Cancelled when the start wait was told to stop.
     Status start();
     // Stops accepting calls, ends the streams, lets each worker finish its step, commits and
     // checkpoints the store. Idempotent.
@@ -36,6 +42,7 @@ private:
     struct Parts;
     BrokerConfig m_config;
     int m_tcpPort = 0;
+    StartWait m_startWait = sleepingStartWait();
     std::unique_ptr<Parts> m_parts;
 };
 

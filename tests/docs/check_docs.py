@@ -175,13 +175,17 @@ def command_lines(text, program):
 
 
 def check_daemon_flags(path, text, program, cli, problems):
-    """paddockd and paddock-pool have no subcommands: every option must be in their --help."""
+    """paddockd and paddock-pool: every option must be in their --help, or, in a command with one of
+    their few subcommands (`paddockd migrate`), in that subcommand's --help."""
     for number, words in command_lines(text, program):
+        known = cli.subcommands([])
+        chain = [w for w in words if w in known][:1]
         for word in words:
             if word.startswith("--") or re.fullmatch(r"-[A-Za-z]", word):
                 flag = word.split("=", 1)[0]
-                if flag not in cli.options([]):
-                    problems.append(f"{path}:{number}: {program} has no option {flag} (see `{program} --help`)")
+                if flag not in cli.options(chain):
+                    where = " ".join([program, *chain])
+                    problems.append(f"{path}:{number}: {where} has no option {flag} (see `{where} --help`)")
 
 
 def check_commands(path, text, cli, problems):
@@ -264,6 +268,8 @@ def self_test(binaries):
                     "ids=$(paddockctl reviews ls --kinds bulk_change --output json)\n"
                     "paddock-pool --listen 10.0.0.2:7701 --tls-cert pool.pem --tls-key pool.key --tls-ca ca.pem\n"
                     "paddockd --config broker.toml --allow-local-execution\n"
+                    "paddockd migrate --from broker.db --to postgresql://db/paddock --merge\n"
+                    "paddockd migrate --from broker.db --frob\n"
                     "```\n\n"
                     "Run `paddockctl --broker 127.0.0.1:7700 --tls-ca ca.pem whoami` and `paddockctl pools`.\n"
                     "Or `paddockctl pool` in prose, which paddockctl alone does not start.\n\n"
@@ -278,7 +284,8 @@ def self_test(binaries):
         ("guide-engineer.md:9", "reviews frob"),
         ("guide-engineer.md:11", "--kinds"),
         ("guide-engineer.md:12", "paddock-pool has no option --tls-ca"),
-        ("guide-engineer.md:17", "paddockctl pool`"),
+        ("guide-engineer.md:15", "paddockd migrate has no option --frob"),
+        ("guide-engineer.md:19", "paddockctl pool`"),
     ]
     missing = [e for e in expected if not any(e[0] in p and e[1] in p for p in problems)]
     extra = [p for p in problems if not any(e[0] in p and e[1] in p for e in expected)]

@@ -1,5 +1,7 @@
 #include "tests/support/started_postgres.h"
 
+#include "broker/store/store_url.h"
+
 #include <gtest/gtest.h>
 #include <libpq-fe.h>
 
@@ -29,18 +31,6 @@ constexpr const char *kDefaultBinDir = "";
 constexpr const char *kServerUser = "nobody";
 constexpr int kStartTimeoutMs = 30'000;
 constexpr int kStopTimeoutMs = 30'000;
-
-// Quotes a value for a libpq key=value connection string.
-std::string quoted(const std::string &value)
-{
-    std::string out = "'";
-    for (char c : value) {
-        if (c == '\'' || c == '\\')
-            out.push_back('\\');
-        out.push_back(c);
-    }
-    return out + "'";
-}
 
 bool waitForExit(pid_t pid, int timeoutMs, int *status)
 {
@@ -223,8 +213,8 @@ void StartedPostgres::stop(const char *mode)
 
 std::string StartedPostgres::connectionString(const std::string &db, const std::string &user) const
 {
-    return "host=" + quoted(m_dir.string()) + " port=" + std::to_string(kPort) + " dbname=" + quoted(db)
-        + " user=" + quoted(user) + " connect_timeout=10";
+    return "host=" + store::conninfoQuoted(m_dir.string()) + " port=" + std::to_string(kPort) + " dbname=" + store::conninfoQuoted(db)
+        + " user=" + store::conninfoQuoted(user) + " connect_timeout=10";
 }
 
 std::string StartedPostgres::exec(const std::string &sql, const std::string &db) const

@@ -21,9 +21,11 @@
 // Threads: the test's main thread (stop/start from the thread that started it: the parent-death
 // signal follows the thread that forked the server).
 
+#include <gtest/gtest.h>
 #include <sys/types.h>
 
 #include <filesystem>
+
 #include <string>
 #include <vector>
 
@@ -81,5 +83,32 @@ private:
 // with the reason in *why (the caller GTEST_SKIPs with it when PostgreSQL is not installed, and
 // fails otherwise). Stopped by a gtest Environment when the tests end.
 StartedPostgres *sharedPostgres(std::string *why);
+
+// A fixture whose tests each get a fresh database on the shared server (named from prefix):
+// skipped when PostgreSQL is not installed, failed when it is and cannot start.
+class FreshPostgresTest : public ::testing::Test {
+protected:
+    explicit FreshPostgresTest(std::string prefix) : m_prefix(std::move(prefix)) {}
+    void SetUp() override
+    {
+        std::string why;
+        m_server = sharedPostgres(&why);
+        if (!m_server) {
+            if (!StartedPostgres::missingBinary().empty())
+                GTEST_SKIP() << why;
+            FAIL() << why;
+        }
+        std::string error;
+        m_database = m_server->freshDatabase(m_prefix, &error);
+        ASSERT_FALSE(m_database.empty()) << error;
+    }
+    std::string conninfo() const { return m_server->connectionString(m_database); }
+
+    StartedPostgres *m_server = nullptr;
+    std::string m_database;
+
+private:
+    std::string m_prefix;
+};
 
 } // namespace paddock::test

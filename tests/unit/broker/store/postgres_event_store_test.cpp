@@ -16,24 +16,9 @@ namespace {
 
 using paddock::test::StartedPostgres;
 
-class PostgresEventStoreTest : public ::testing::Test {
+class PostgresEventStoreTest : public paddock::test::FreshPostgresTest {
 protected:
-    void SetUp() override
-    {
-        std::string why;
-        m_server = paddock::test::sharedPostgres(&why);
-        if (!m_server) {
-            if (!StartedPostgres::missingBinary().empty())
-                GTEST_SKIP() << why;
-            FAIL() << why;
-        }
-        std::string error;
-        m_database = m_server->freshDatabase("pgstore", &error);
-        ASSERT_FALSE(m_database.empty()) << error;
-    }
-
-    StartedPostgres *m_server = nullptr;
-    std::string m_database;
+    PostgresEventStoreTest() : FreshPostgresTest("pgstore") {}
 };
 
 TEST_F(PostgresEventStoreTest, WrongPasswordNamesUserAndSocketNotThePassword)
