@@ -7,6 +7,7 @@
 #include "app/main_window.h"
 
 #include "app/client/console_client.h"
+#include "models/command_resources.h"
 #include "models/console_format.h"
 #include "models/post_mortem_model.h"
 #include "models/session_table_model.h"
@@ -206,6 +207,10 @@ void MainWindow::onPostMortemArrived(const PostMortemInfo &postMortem, const QSt
         return;
     }
     m_inspector->showPostMortem(postMortem);
+    // The command's own peak memory and CPU time are in its tool.result, when its session is open.
+    if (postMortem.sessionId == m_openSessionId)
+        if (auto command = commandResourcesOf(*m_traceModel, postMortem))
+            m_inspector->setCommandResources(*command);
     m_inspector->selectInList(postMortem.pool, postMortem.sandboxId);
     const int row = m_sessionModel->rowOf(postMortem.sessionId);
     m_inspector->setRetrySession(row >= 0 ? m_sessionModel->sessionAt(row) : SessionInfo{}, row >= 0);

@@ -170,13 +170,14 @@ StreamedEvents printEventStream(const CommandContext &c, grpc::ClientContext &co
     v1::EventBatch batch;
     StreamedEvents streamed;
     streamed.lastSeq = request.from_seq() - 1;
+    EventPrintState printed;
     while (reader->Read(&batch)) {
         streamed.receivedAny = true;
         for (const auto &event : batch.events()) {
             if (c.inv.output == OutputFormat::Json)
                 c.out << eventToJson(event).dump() << "\n";
             else
-                c.out << formatEvent(event);
+                c.out << formatEvent(event, false, &printed);
             streamed.lastSeq = event.seq();
         }
         c.out.flush();   // live: a pipe reader sees each batch as it comes

@@ -91,6 +91,22 @@ void appendOutput(std::string &out, std::string_view label, std::string_view tex
         out += fmt::format("{}... {} more lines (--output json shows all)\n", kOutputIndent, total - shown);
 }
 
+// "stdout", with the cut at the output limit said when this chunk reached it or came after it.
+std::string outputHeading(const json &payload)
+{
+    if (!payload.is_object())
+        return "output";
+    std::string heading = trace::safeLine(std::string(rawString(payload, "stream")), 16);
+    if (heading.empty())
+        heading = "output";
+    if (payload.value("cut", false))
+        heading += fmt::format(" (cut: only the first {} bytes are shown live; the result keeps the head and tail)",
+                               payload.value("limit_bytes", int64_t{0}));
+    if (const int64_t dropped = payload.value("dropped_bytes", int64_t{0}); dropped > 0)
+        heading += fmt::format(" ({} more bytes were not shown live)", dropped);
+    return heading;
+}
+
 } // namespace
 
 std::string statusName(SessionStatus status)
@@ -339,23 +355,40 @@ std::string eventSummary(std::string_view kind, std::string_view payloadJson, in
     return truncateText(trace::summarize(kind, payloadJson, costMicros), kSummaryWidth);
 }
 
-std::string formatEvent(const v1::Event &event, bool utc)
+std::string formatEvent(const v1::Event &event, bool utc, EventPrintState *state)
 {
     // A cost event's line names its amount; any other's cost goes in brackets after it.
     const bool isCost = event.kind() == "cost";
+    const bool isOutput = event.kind() == "tool.output";
+    const json payload = isOutput ? json::parse(event.payload_json(), nullptr, false) : json();
+    // A chunk of output: its stream and any cut on the line, its text under it (not twice).
+    const std::string summary = !isOutput ? eventSummary(event.kind(), event.payload_json(), isCost ? event.cost_micros() : -1)
+                                          : outputHeading(payload);
     std::string out = fmt::format("{:>6}  {}  {:<16} {}", event.seq(), formatClock(event.time_unix_ms(), utc),
-                                  trace::safeLine(event.kind(), 40),
-                                  eventSummary(event.kind(), event.payload_json(), isCost ? event.cost_micros() : -1));
+                                  trace::safeLine(event.kind(), 40), summary);
     if (event.cost_micros() != 0 && !isCost)
         out += "  [" + formatCost(event.cost_micros()) + "]";
     while (!out.empty() && out.back() == ' ')
         out.pop_back();
     out += '\n';
+    if (isOutput) {
+        // A running command's output as it came: its lines under the event, made safe like the
+        // result's. A chunk may end inside a line; the next one goes on with it.
+        if (payload.is_object()) {
+            appendOutput(out, "", rawString(payload, "text"));
+            if (state)
+                state->shownLive.insert(std::string(rawString(payload, "call_id")));
+        }
+    }
     if (event.kind() == "tool.result") {
         const json payload = json::parse(event.payload_json(), nullptr, false);
         if (payload.is_object()) {
-            appendOutput(out, "", rawString(payload, "stdout"));
-            appendOutput(out, "stderr", rawString(payload, "stderr"));
+            if (state && state->shownLive.contains(std::string(rawString(payload, "call_id")))) {
+                out += std::string(kOutputIndent) + "(output shown above as it ran; --output json has the result's copy)\n";
+            } else {
+                appendOutput(out, "", rawString(payload, "stdout"));
+                appendOutput(out, "stderr", rawString(payload, "stderr"));
+            }
             appendOutput(out, "", rawString(payload, "content"));
         }
     }

@@ -16,6 +16,7 @@
 #include <span>
 #include <string>
 #include <string_view>
+#include <unordered_set>
 #include <vector>
 
 namespace paddock::cli {
@@ -50,9 +51,16 @@ std::string formatSessionDetail(const paddock::v1::Session &session, int64_t now
 
 nlohmann::json eventToJson(const paddock::v1::Event &event);
 // One line: seq, time, kind and the event in words (trace/event_summary.h, the console's words);
-// tool.result adds its output, indented. Everything an agent wrote is escaped (trace/safe_text.h),
-// so a terminal shows its escape sequences instead of running them.
-std::string formatEvent(const paddock::v1::Event &event, bool utc = false);
+// tool.result adds its output, indented, and tool.output (a running command's output) its lines;
+// with `state`, a result whose output was shown live does not show it again. Everything an agent
+// wrote is escaped (trace/safe_text.h), so a terminal shows its escape sequences instead of running
+// them.
+// What formatEvent remembers between the events of one stream: the calls whose output was shown
+// live (tool.output), so their tool.result does not print the same lines again.
+struct EventPrintState {
+    std::unordered_set<std::string> shownLive;
+};
+std::string formatEvent(const paddock::v1::Event &event, bool utc = false, EventPrintState *state = nullptr);
 // costMicros: a cost event's amount, which its line then names; -1 leaves it out.
 std::string eventSummary(std::string_view kind, std::string_view payloadJson, int64_t costMicros = -1);
 

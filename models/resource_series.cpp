@@ -90,6 +90,17 @@ double ResourceSeries::peakCpuCores() const
     return m_cpu.isEmpty() ? 0 : *std::max_element(m_cpu.begin(), m_cpu.end());
 }
 
+bool ResourceSeries::hasSampleBetween(qint64 fromUnixMs, qint64 toUnixMs) const
+{
+    if (m_keys.isEmpty() || toUnixMs < fromUnixMs)
+        return false;
+    // Keys are whole milliseconds over 1000: compared in milliseconds, rounded back.
+    const auto first = std::lower_bound(m_keys.begin(), m_keys.end(), fromUnixMs, [this](double key, qint64 ms) {
+        return m_originMs + qRound64(key * 1000.0) < ms;
+    });
+    return first != m_keys.end() && m_originMs + qRound64(*first * 1000.0) <= toUnixMs;
+}
+
 bool ResourceSeries::reachedMemoryLimit() const
 {
     return m_memoryLimitBytes > 0 && peakMemoryMiB() >= 0.95 * memoryLimitMiB();

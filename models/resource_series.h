@@ -38,6 +38,9 @@ public:
     // The peak came within 5% of the memory limit (what an OOM kill looks like on the curve).
     bool reachedMemoryLimit() const;
     int throttledSamples() const { return m_throttled; }
+    // A sample held was taken in [fromUnixMs, toUnixMs] (a command's run: none when it was
+    // shorter than the sampling period).
+    bool hasSampleBetween(qint64 fromUnixMs, qint64 toUnixMs) const;
 
     bool isDirty() const { return m_dirty; }
     void clearDirty() { m_dirty = false; }

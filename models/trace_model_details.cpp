@@ -112,7 +112,7 @@ QString TraceModel::detailsWithResult(int row) const
                                   QString::fromUtf8(QJsonDocument(payload.value(u"arguments").toObject()).toJson(QJsonDocument::Compact)));
     const int resultRow = resultRowOf(row);
     if (resultRow < 0)
-        return text + tr("\n\n── no result yet ──");
+        return text + tr("\n\n── no result yet ──") + foldedDetails(row);   // a running command's output so far
     const QModelIndex result = this->index(resultRow, 0);
     return text + QStringLiteral("\n\n── result (seq %1) ──\n").arg(result.data(SeqRole).toLongLong()) + result.data(DetailsRole).toString()
          + foldedDetails(row);
@@ -126,6 +126,13 @@ QString TraceModel::foldedDetails(int row) const
     for (const qint64 seq : foldOf(row).seqs) {
         const Row &folded = m_rows.at(static_cast<size_t>(seq - m_firstSeq));
         const QJsonDocument document = QJsonDocument::fromJson(folded.payload);
+        if (m_kinds.at(folded.kind) == u"tool.output") {
+            // The output itself, as printed (the details pane shows text, never runs it).
+            const QJsonObject chunk = document.object();
+            text += tr("\n\n── %1 as it ran (seq %2) ──\n").arg(chunk.value(u"stream").toString(), QString::number(seq));
+            text += chunk.value(u"text").toString();
+            continue;
+        }
         text += tr("\n\n── folded into this row: %1 (seq %2) ──\n").arg(m_kinds.at(folded.kind)).arg(seq);
         text += document.isNull() ? QString::fromUtf8(folded.payload) : QString::fromUtf8(document.toJson(QJsonDocument::Indented));
     }

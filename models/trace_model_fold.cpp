@@ -72,8 +72,9 @@ TraceModel::Fold TraceModel::computeFold(int at) const
     for (size_t m = 0; m < members.size(); ++m) {
         const Row &row = m_rows.at(static_cast<size_t>(members[m]));
         kinds[m] = m_kinds.at(row.kind).toStdString();
-        // Only a checkpoint's figures go into the note; a cost's amount is the event's own.
-        if (kinds[m] == "checkpoint")
+        // Only a checkpoint's figures and output's text go into the note; a cost's amount is the
+        // event's own.
+        if (kinds[m] == "checkpoint" || kinds[m] == "tool.output")
             payloads[m] = nlohmann::json::parse(row.payload.constData(), row.payload.constData() + row.payload.size(), nullptr, false);
         folded.push_back({kinds[m], payloads[m].is_object() ? &payloads[m] : nullptr, row.costMicros});
         fold.costMicros += row.costMicros;

@@ -1,10 +1,11 @@
 #include "trace/fold.h"
 
+#include "trace/safe_text.h"
 #include "trace/summary_text.h"
 
 namespace paddock::trace {
 
-bool foldsIntoStep(std::string_view kind) { return kind == "cost" || kind == "checkpoint"; }
+bool foldsIntoStep(std::string_view kind) { return kind == "cost" || kind == "checkpoint" || kind == "tool.output"; }
 
 FoldSide foldSide(std::optional<int64_t> previousRowTimeMs, int64_t timeMs, std::optional<int64_t> nextRowTimeMs)
 {
@@ -48,8 +49,29 @@ std::string foldNote(std::span<const FoldedEvent> folded)
     std::vector<std::string> parts;
     size_t costPart = static_cast<size_t>(-1);
     int64_t costMicros = 0;
+    // A running command's output: how much so far, and its last line (the one a person watches).
+    size_t outputPart = static_cast<size_t>(-1);
+    int64_t outputBytes = 0;
+    bool outputCut = false;
+    std::string lastLine;
     for (const auto &event : folded) {
-        if (event.kind == "cost") {
+        if (event.kind == "tool.output") {
+            if (outputPart == static_cast<size_t>(-1)) {
+                outputPart = parts.size();
+                parts.emplace_back();
+            }
+            if (!event.payload)
+                continue;
+            const std::string text = event.payload->contains("text") && (*event.payload)["text"].is_string()
+                ? (*event.payload)["text"].get<std::string>() : std::string();
+            outputBytes += static_cast<int64_t>(text.size());
+            outputCut = outputCut || text::flag(*event.payload, "cut");
+            std::string_view rest(text);
+            while (!rest.empty() && (rest.back() == '\n' || rest.back() == '\r'))
+                rest.remove_suffix(1);
+            if (!rest.empty())
+                lastLine = std::string(rest.substr(rest.rfind('\n') == std::string_view::npos ? 0 : rest.rfind('\n') + 1));
+        } else if (event.kind == "cost") {
             if (costPart == static_cast<size_t>(-1)) {
                 costPart = parts.size();
                 parts.emplace_back();
@@ -71,6 +93,12 @@ std::string foldNote(std::span<const FoldedEvent> folded)
         return {};
     if (costPart != static_cast<size_t>(-1))
         parts[costPart] = "cost " + text::dollars(costMicros);
+    if (outputPart != static_cast<size_t>(-1)) {
+        std::string note = "output " + text::bytes(outputBytes) + (outputCut ? " (cut)" : "");
+        if (!lastLine.empty())
+            note += ": " + safeLine(lastLine, 80);
+        parts[outputPart] = std::move(note);
+    }
     return "+ " + text::join(parts);
 }
 

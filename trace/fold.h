@@ -29,7 +29,8 @@
 
 namespace paddock::trace {
 
-// cost and checkpoint: what folds into its step's row when the trace folds.
+// cost, checkpoint and tool.output (a running command's output, into its call's row): what folds
+// into its step's row when the trace folds.
 bool foldsIntoStep(std::string_view kind);
 
 enum class FoldSide { Previous, Next };
@@ -56,7 +57,8 @@ struct FoldedEvent {
 };
 
 // What a row says of the events folded into it, in their order: "+ cost $0.0008, checkpoint 3
-// changed"; several cost events add up to one "cost". Empty when there are none.
+// changed"; several cost events add up to one "cost", and output chunks to one "output 1.2 KiB:
+// <its last line>". Empty when there are none.
 std::string foldNote(std::span<const FoldedEvent> folded);
 
 } // namespace paddock::trace

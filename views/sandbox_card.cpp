@@ -62,6 +62,11 @@ SandboxCard::SandboxCard(QWidget *parent)
     m_plot->setCompact(true);
     m_plot->setSeries(&m_series);
     layout->addWidget(m_plot, 1);
+    m_commandResources = new QLabel(this);
+    m_commandResources->setObjectName(QStringLiteral("commandResources"));
+    m_commandResources->setWordWrap(true);
+    m_commandResources->setTextInteractionFlags(Qt::TextSelectableByMouse);
+    layout->addWidget(m_commandResources);
     clear();
 }
 
@@ -76,7 +81,8 @@ void SandboxCard::addSamples(const QString &sandboxId, const QList<ResourcePoint
         m_series.clear();
         m_seriesSandbox = sandboxId;
     }
-    m_series.append(samples);
+    if (m_series.append(samples) > 0)
+        refreshCommandResources();   // a sample may fall inside a command that had none so far
 }
 
 void SandboxCard::setLimits(qint64 memoryBytes, double cpu)
@@ -94,6 +100,7 @@ void SandboxCard::clear()
 {
     m_session = {};
     m_state = {};
+    m_commands.clear();
     m_series.clear();
     m_seriesSandbox.clear();
     refresh();
@@ -108,13 +115,30 @@ void SandboxCard::setSession(const SessionInfo &session)
 void SandboxCard::addEvents(const QList<EventRecord> &events)
 {
     bool changed = false;
-    for (const EventRecord &event : events)
+    bool commands = false;
+    for (const EventRecord &event : events) {
         changed |= m_state.apply(event);
+        commands |= m_commands.apply(event);
+    }
     if (changed)
         refresh();
+    else if (commands)
+        refreshCommandResources();
 }
 
 QString SandboxCard::stateText() const { return m_stateLabel->text(); }
+
+QString SandboxCard::commandResourcesText() const { return m_commandResources->text(); }
+
+void SandboxCard::refreshCommandResources()
+{
+    // Samples of the previous sandbox (kept until the new one's first arrive) say nothing about
+    // the new one's commands.
+    static const ResourceSeries kNoSamples;
+    const QString text = m_commands.betweenSamplesText(m_seriesSandbox == sandboxId() ? m_series : kNoSamples);
+    m_commandResources->setText(text);
+    m_commandResources->setVisible(!text.isEmpty());
+}
 
 void SandboxCard::refresh()
 {
@@ -136,6 +160,7 @@ void SandboxCard::refresh()
         m_plot->setEmptyText(tr("No sandbox yet"));
     else
         m_plot->setEmptyText(live ? tr("Waiting for samples of %1…").arg(sandboxId()) : tr("No samples of %1").arg(sandboxId()));
+    refreshCommandResources();
     const QString watch = live ? poolName() + u'/' + sandboxId() : QString();
     if (watch != m_watched) {
         m_watched = watch;

@@ -2,10 +2,13 @@
 // The sandbox a session works in: pool, tier, sandbox id, runtime and host, claim latency (warm or
 // cold), and its state (claimed, failed: reason, released), as models/sandbox_state.h folds them
 // from the session's row and the sandbox.* events of its trace; under them, live CPU and memory
-// plots from the sandbox's samples (when the client can stream them; otherwise a line says why).
+// plots from the sandbox's samples (when the client can stream them; otherwise a line says why),
+// and, for the commands no sample fell inside (shorter than the sampling period), the peak memory
+// and CPU time their results report (models/command_resources.h).
 //
 // Threads: GUI thread only.
 
+#include "models/command_resources.h"
 #include "models/console_types.h"
 #include "models/resource_series.h"
 #include "models/sandbox_state.h"
@@ -41,6 +44,8 @@ public:
     void setSamplesUnavailable(const QString &why);
     ResourceCurvePlot *samplePlot() const { return m_plot; }
     const ResourceSeries &samples() const { return m_series; }
+    // What the commands that ran between samples used, in words; empty when the curve shows them all.
+    QString commandResourcesText() const;
 
 signals:
     // The sandbox to watch changed (empty when none): the window starts or stops the watch.
@@ -48,9 +53,11 @@ signals:
 
 private:
     void refresh();
+    void refreshCommandResources();
 
     SessionInfo m_session;
     SandboxState m_state;   // from the sandbox.* events (models/sandbox_state.h)
+    SandboxCommandLog m_commands;   // the figures of its commands' results
 
     QLabel *m_poolLabel = nullptr;
     QLabel *m_tierLabel = nullptr;
@@ -61,6 +68,7 @@ private:
     QLabel *m_stateLabel = nullptr;
     QLabel *m_samplesTitle = nullptr;
     ResourceCurvePlot *m_plot = nullptr;
+    QLabel *m_commandResources = nullptr;
     ResourceSeries m_series;
     QString m_seriesSandbox;
     QString m_watched;   // "pool/sandbox" last announced by sandboxChanged

@@ -164,8 +164,18 @@ QWidget *SandboxInspector::createFailureDetails(QWidget *splitter)
 
     m_tabs = new QTabWidget(right);
     m_tabs->setObjectName(QStringLiteral("inspectorTabs"));
-    m_plot = new ResourceCurvePlot(m_tabs);
-    m_tabs->addTab(m_plot, tr("Resources"));
+    auto *resources = new QWidget(m_tabs);
+    auto *resourcesLayout = new QVBoxLayout(resources);
+    resourcesLayout->setContentsMargins(0, 0, 0, 0);
+    m_plot = new ResourceCurvePlot(resources);
+    resourcesLayout->addWidget(m_plot, 1);
+    m_commandResources = new QLabel(resources);
+    m_commandResources->setObjectName(QStringLiteral("commandResources"));
+    m_commandResources->setWordWrap(true);
+    m_commandResources->setTextInteractionFlags(Qt::TextSelectableByMouse);
+    m_commandResources->setVisible(false);
+    resourcesLayout->addWidget(m_commandResources);
+    m_tabs->addTab(resources, tr("Resources"));
 
     m_tabs->addTab(createOutputTab(), tr("Output"));
     m_tabs->addTab(createProcessesTab(), tr("Processes"));
@@ -279,6 +289,15 @@ void SandboxInspector::showError(const QString &message)
     Theme::setTextRole(m_title, TextRole::Error);
 }
 
+void SandboxInspector::setCommandResources(const CommandResources &command)
+{
+    const QString text = postMortemCommandText(command, m_current, m_series);
+    m_commandResources->setText(text);
+    m_commandResources->setVisible(!text.isEmpty());
+}
+
+QString SandboxInspector::commandResourcesText() const { return m_commandResources->text(); }
+
 void SandboxInspector::setListStatus(const QString &text, bool isError)
 {
     m_listStatus->setText(text);
@@ -324,6 +343,7 @@ void SandboxInspector::showPostMortem(const PostMortemInfo &pm)
     m_plot->setSeries(&m_series);
     m_plot->setEmptyText(any ? tr("No resource samples were kept (the sandbox ended within its first second)")
                              : tr("No failure chosen"));
+    setCommandResources({});
     m_plot->setFailureAt(!pm.samples.isEmpty() && pm.timeUnixMs > 0 ? (pm.timeUnixMs - m_series.originUnixMs()) / 1000.0 : -1,
                          tr("the failure"));
 

@@ -1,12 +1,15 @@
 #pragma once
 // The sandbox inspector, for operators: recent failures (the post-mortems the pools kept) on the
 // left; the chosen one on the right: what happened (reason, exit or signal, the command), retry on
-// another tier, and tabs for the resource curve up to the failure, the last output, the processes
-// at the failure, the workspace snapshot's files, and a debug shell on that snapshot.
+// another tier, and tabs for the resource curve up to the failure (with the peak memory and CPU time
+// the command's result reports: a command shorter than the sampling period has no sample inside
+// it), the last output, the processes at the failure, the workspace snapshot's files, and a debug
+// shell on that snapshot.
 //
 // Threads: GUI thread only. Like the other views it does no I/O: it asks with signals, the window
 // calls the ConsoleClient and hands the answers back (showPostMortem, the models, the sub-widgets).
 
+#include "models/command_resources.h"
 #include "models/console_types.h"
 #include "models/resource_series.h"
 #include "models/sandbox_types.h"
@@ -55,6 +58,10 @@ public:
     // does not have it, e.g. another broker's); tiers: those the healthy pools offer.
     void setRetrySession(const SessionInfo &session, bool known);
     void setTiers(const QStringList &tiers);
+    // The figures of the shown post-mortem's command, from its tool.result (the window finds it in
+    // the open session's trace); showPostMortem clears them.
+    void setCommandResources(const CommandResources &command);
+    QString commandResourcesText() const;
 
     void showTab(Tab tab);
     PostMortemInfo postMortem() const { return m_current; }
@@ -109,6 +116,7 @@ private:
     QLabel *m_retryNote = nullptr;
     QTabWidget *m_tabs = nullptr;
     ResourceCurvePlot *m_plot = nullptr;
+    QLabel *m_commandResources = nullptr;
     QPlainTextEdit *m_stdout = nullptr;
     QPlainTextEdit *m_stderr = nullptr;
     QLabel *m_outputNote = nullptr;

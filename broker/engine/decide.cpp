@@ -2,6 +2,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include <algorithm>
 #include <cstdio>
 #include <cstdlib>
 
@@ -114,6 +115,7 @@ struct SessionFold::Handlers {
         f.m_heldTier = billing.tier;
         // A call from before the claim never ran in this sandbox: openCommand() looks only after it.
         f.m_openCallsSinceClaim.clear();
+        f.m_outputRecorded.clear();   // ... and runs here from its start
     }
 
     static void sandboxReleased(SessionFold &f, const core::Event &, json &payload)
@@ -156,11 +158,24 @@ struct SessionFold::Handlers {
         f.m_openCalls.resolve(callId);
         f.m_openCallsSinceClaim.resolve(callId);
         f.m_reviewOfCall.erase(callId);   // only an open call's review is ever looked at
+        f.m_outputRecorded.erase(callId);
         if (f.m_keepHistory) {
             if (auto it = f.m_callIndex.find(callId); it != f.m_callIndex.end())
                 f.m_context.history[it->second.first].results[it->second.second] = std::move(payload);
         }
         f.m_resolved.insert(callId);
+    }
+
+    // How far an earlier attempt recorded the command's output (offset + bytes: raw bytes of the
+    // stream, before redaction), for a repeat to go on from there.
+    static void toolOutput(SessionFold &f, const core::Event &, json &payload)
+    {
+        const std::string callId = stringField(payload, "call_id");
+        if (f.m_resolved.contains(callId))
+            return;
+        const int stream = stringField(payload, "stream") == "stderr" ? 1 : 0;
+        int64_t &recorded = f.m_outputRecorded[callId][stream];
+        recorded = std::max(recorded, numberField(payload, "offset", int64_t{0}) + numberField(payload, "bytes", int64_t{0}));
     }
 
     static void modelResponse(SessionFold &f, const core::Event &, json &payload)
@@ -214,6 +229,7 @@ struct SessionFold::Handlers {
         static constexpr Entry kTable[] = {
             {core::kind::ToolCall, toolCall},
             {core::kind::ToolResult, toolResult},
+            {core::kind::ToolOutput, toolOutput},
             {core::kind::ModelResponse, modelResponse},
             {core::kind::Cost, cost},
             {core::kind::ModelError, modelError},
@@ -316,6 +332,8 @@ Action SessionFold::decide() const
         // A call's key comes from its own tool.call, not from the log's end: events people add
         // meanwhile (a pause, an override) must not make a repeat of the call look like a new one.
         action.idempotencyKey = idempotencyKey(state.id, open->seq + 1);
+        if (auto recorded = m_outputRecorded.find(open->call.id); recorded != m_outputRecorded.end())
+            action.outputRecorded = recorded->second;
         if (auto review = m_reviewOfCall.find(open->call.id); review != m_reviewOfCall.end()) {
             action.review = review->second;
             auto decided = m_decisionOfReview.find(stringField(review->second, "review_id"));
@@ -349,6 +367,8 @@ std::optional<Action> SessionFold::openCommand() const
     action.idempotencyKey = idempotencyKey(m_state.id, open->seq + 1);
     action.replayOnly = true;
     action.billing = m_billing;
+    if (auto recorded = m_outputRecorded.find(open->call.id); recorded != m_outputRecorded.end())
+        action.outputRecorded = recorded->second;
     return action;
 }
 

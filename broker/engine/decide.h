@@ -15,6 +15,7 @@
 #include "broker/core/session_state.h"
 #include "broker/llm/model_adapter.h"
 
+#include <array>
 #include <cstdint>
 #include <map>
 #include <optional>
@@ -72,6 +73,10 @@ struct Action {
     // RunTool: only a run the pool already recorded under idempotencyKey may answer; nothing new
     // is started (the idle releaser recovering a command of a paused session, step_engine.h).
     bool replayOnly = false;
+    // RunTool of a run_command: bytes of its stdout and stderr already recorded as tool.output by
+    // an earlier attempt on the same sandbox (a broker that stopped or crashed mid-command); the
+    // repeat records only what comes after them (the pool replays a run's output from its start).
+    std::array<int64_t, 2> outputRecorded{};
     // ClaimSandbox: once a sandbox is held the next action is a model call (no call is waiting
     // for its result), so the model is asked while the claim is made, and both are recorded
     // together: the sandbox is ready by the time the model asks for a command.
@@ -166,6 +171,9 @@ private:
     OpenCalls m_openCallsSinceClaim;    // the unresolved calls made since the last sandbox.claimed
     std::unordered_map<std::string, nlohmann::json> m_reviewOfCall;      // unresolved call id -> approval.requested
     std::unordered_map<std::string, nlohmann::json> m_decisionOfReview;  // review id -> approval.decided
+    // Unresolved run_command call id -> bytes of stdout and stderr recorded as tool.output since
+    // the last claim (a new sandbox runs the command from its start).
+    std::unordered_map<std::string, std::array<int64_t, 2>> m_outputRecorded;
     int m_modelErrorsInARow = 0;        // model.error events since the last model.response
     std::string m_lastModelError;
 

@@ -30,9 +30,8 @@ std::string dumpJson(const json &j)
     return j.dump(-1, ' ', false, json::error_handler_t::replace);
 }
 
-// Whether events appended during a step are only what people do to a live session from outside
-// the engine: pause or resume it, override its tier (with its decision), fetch or decide a review.
-// Anything else (a terminal state, another worker's step) means the step's result is stale.
+} // namespace
+
 bool onlyPeopleActed(const std::vector<core::Event> &events)
 {
     for (const auto &e : events) {
@@ -48,8 +47,6 @@ bool onlyPeopleActed(const std::vector<core::Event> &events)
     }
     return true;
 }
-
-} // namespace
 
 core::NewEvent event(const char *kind, const json &payload)
 {
@@ -86,7 +83,8 @@ int defaultStepWorkers()
 
 StepEngine::StepEngine(store::EventStore &store, const placement::PoolSet &pools, ModelLookup models,
                        EngineOptions options)
-    : m_store(store), m_pools(pools), m_models(std::move(models)), m_options(std::move(options))
+    : m_store(store), m_pools(pools), m_models(std::move(models)), m_options(std::move(options)),
+      m_output(store, m_options.output)
 {
     if (m_options.workers <= 0)
         m_options.workers = defaultStepWorkers();

@@ -25,6 +25,7 @@
 #include "broker/engine/decide.h"
 #include "broker/engine/environment_decider.h"
 #include "broker/engine/fold_cache.h"
+#include "broker/engine/output_recorder.h"
 #include "broker/review/review_policy.h"
 #include "broker/llm/model_adapter.h"
 #include "broker/placement/pool_set.h"
@@ -81,6 +82,8 @@ struct EngineOptions {
     // Agents, tiers and tier rules: read_records, request_environment and the outcome of each tier
     // decision at release. nullptr: those tools answer with an error, and no outcome is recorded.
     const EnvironmentDecider *decider = nullptr;
+    // A running command's output into the log as tool.output events (output_recorder.h).
+    OutputRecorderOptions output;
 };
 
 // Finds the adapter for a session's model name; nullptr when none is configured.
@@ -341,6 +344,7 @@ private:
     std::unordered_map<std::string, int64_t> m_callRecordedUnixUs;
     FoldCache m_folds;                            // each live session's log folded so far
     ClaimQueue m_claimQueue;                      // sessions waiting for a sandbox, per tier
+    OutputRecorder m_output;                      // running commands' output, as printed
 };
 
 } // namespace paddock::engine

@@ -36,6 +36,12 @@ inline constexpr const char *kNothingRan = "the command never started in this sa
 // An event to append, its payload dumped as JSON (invalid UTF-8 replaced). step_engine.cpp.
 core::NewEvent event(const char *kind, const nlohmann::json &payload);
 
+// Whether events appended during a step are only what people do to a live session from outside
+// the engine: pause or resume it, override its tier (with its decision), fetch or decide a review.
+// Anything else (a terminal state, another worker's step) means the step's result is stale.
+// step_engine.cpp.
+bool onlyPeopleActed(const std::vector<core::Event> &events);
+
 // A tool call's string argument; empty when missing or not a string. step_engine.cpp.
 std::string stringArg(const llm::ToolCall &call, const char *key);
 

@@ -118,6 +118,16 @@ void commandResult(pool_client::ExecOutcome &outcome, const std::string &poolNam
         egressEvents.push_back(egressEvent(action.call.id, a));
     if (!outcome.reason.empty())
         result["reason"] = outcome.reason;   // the pool's name for an abnormal end
+    // What the sandbox's cgroup measured around the command: a command shorter than the pool's
+    // sampling period has no sample, and the console shows these instead. Absent when the pool did
+    // not measure (a sandbox without a cgroup), never a made-up zero.
+    if (outcome.peakMemoryBytes > 0) {
+        result["peak_memory_bytes"] = outcome.peakMemoryBytes;
+        if (!outcome.peakMemoryScope.empty())
+            result["peak_memory_scope"] = outcome.peakMemoryScope;
+    }
+    if (outcome.cpuTimeUs > 0)
+        result["cpu_time_ms"] = static_cast<double>(outcome.cpuTimeUs) / 1000.0;
     // The pool kept a post-mortem of this failure: where an operator finds it.
     if (!outcome.reason.empty() || outcome.exitCode != 0 || outcome.signal != 0)
         result["post_mortem"] = {{"pool", poolName}, {"sandbox_id", action.state.sandboxId}};
@@ -168,10 +178,25 @@ StepOutcome StepEngine::runTool(const StepRun &run, const Action &action)
         spec.idempotencyKey = action.idempotencyKey;
         spec.replayOnly = action.replayOnly;
         spec.egressGrants = egressGrants(action.state);
-        using Ran = Result<pool_client::ExecOutcome>;
+        // Its output goes into the log while it runs; the result is appended after the last of it.
+        auto output = m_output.open({action.state.id, call.id, action.state.lastSeq, action.outputRecorded, secrets});
+        using Ran = std::pair<Result<pool_client::ExecOutcome>, int64_t>;   // and the log's end after the output
         return awaitCall<Ran>(
-            run, [pool, spec](std::function<void(Ran)> done) { pool->execAsync(spec, {}, std::move(done)); },
-            [this, run, action, pool, secrets](Ran ran) { return commandDone(run, action, *pool, secrets, std::move(ran)); });
+            run,
+            [this, pool, spec, output](std::function<void(Ran)> done) {
+                pool->execAsync(
+                    spec, [this, output](int stream, const std::string &chunk) { m_output.add(*output, stream, chunk); },
+                    [this, output, done = std::move(done)](Result<pool_client::ExecOutcome> ran) {
+                        m_output.close(output, [done, ran = std::move(ran)](int64_t lastSeq) {
+                            done(Ran{ran, lastSeq});
+                        });
+                    });
+            },
+            [this, run, action, pool, secrets](Ran ran) {
+                Action after = action;
+                after.state.lastSeq = ran.second;
+                return commandDone(run, after, *pool, secrets, std::move(ran.first));
+            });
     }
     const std::string sandboxId = action.state.sandboxId;
     const std::string path = stringArg(call, "path");

@@ -648,6 +648,9 @@ private:
             m_out.timedOut = exit.timed_out();
             m_out.replayed = exit.replayed();
             m_out.reason = exit.reason();
+            m_out.peakMemoryBytes = exit.peak_memory_bytes();
+            m_out.cpuTimeUs = exit.cpu_time_us();
+            m_out.peakMemoryScope = exit.peak_memory_scope();
             for (const auto &e : exit.egress()) {
                 EgressAttempt a;
                 a.allowed = e.allowed();

@@ -69,6 +69,12 @@ struct ExecOutcome {
     bool replayed = false;                // an earlier run with the same key answered
     std::string reason;                   // "", "oom_killed" or "timeout", as the pool named it
     std::vector<EgressAttempt> egress;    // attempts through the egress proxy during the exec
+    // The sandbox's cgroup around the command, read at its exit (0: the pool did not measure:
+    // no cgroup). peakMemoryScope says what the peak covers: "command", "concurrent" (other
+    // commands of the sandbox ran meanwhile) or "sandbox" (the kernel could not reset it).
+    int64_t peakMemoryBytes = 0;
+    int64_t cpuTimeUs = 0;
+    std::string peakMemoryScope;
 };
 
 struct DirEntry {

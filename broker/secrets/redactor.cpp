@@ -150,6 +150,26 @@ std::vector<Redactor::Match> Redactor::find(std::string_view text) const
     return matches;
 }
 
+bool Redactor::startsAPattern(std::string_view tail) const
+{
+    if (tail.size() >= kPrefixBytes) {
+        const uint32_t prefix = loadPrefix(tail.data());
+        const uint32_t slot = filterSlot(prefix);
+        if (!(m_filter[slot / 64] & (uint64_t(1) << (slot % 64))))
+            return false;
+        auto it = m_byPrefix.find(prefix);
+        if (it == m_byPrefix.end())
+            return false;
+        return std::ranges::any_of(it->second, [&](uint32_t index) {
+            const std::string &bytes = m_patterns[index].bytes;
+            return bytes.size() > tail.size() && std::string_view(bytes).starts_with(tail);
+        });
+    }
+    return std::ranges::any_of(m_patterns, [&](const Pattern &pattern) {
+        return pattern.bytes.size() > tail.size() && std::string_view(pattern.bytes).starts_with(tail);
+    });
+}
+
 std::string Redactor::apply(std::string_view text, const std::vector<Match> &matches, size_t upTo) const
 {
     std::string out;
@@ -246,11 +266,13 @@ std::string Redactor::Stream::feed(std::string_view chunk)
         out.swap(m_pending);
         return out;
     }
-    if (m_pending.size() < longest)
-        return {};
     // Positions before `safe` have all the bytes any pattern starting there needs, so their matches
-    // are final; a match still to come starts at `safe` or later.
-    size_t safe = m_pending.size() - (longest - 1);
+    // are final; a match still to come starts at `safe` or later ...
+    size_t safe = m_pending.size() >= longest ? m_pending.size() - (longest - 1) : 0;
+    // ... and, of the positions after it, only at one where what is here so far is the start of a
+    // pattern: a short line is not held back for a long value it cannot be part of.
+    while (safe < m_pending.size() && !m_redactor.startsAPattern(std::string_view(m_pending).substr(safe)))
+        ++safe;
     const auto matches = m_redactor.find(m_pending);
     // A region that reaches past `safe` may still grow: keep all of it for the next chunk.
     size_t regionBegin = 0;

@@ -63,13 +63,17 @@ public:
     static std::string marker(std::string_view name) { return "[REDACTED:" + std::string(name) + "]"; }
 
     // Redacts a stream that arrives in chunks: a value split across two chunks is still replaced.
-    // Output is held back only as long as it could be the start of a match (at most
-    // longestPattern() - 1 bytes); finish() releases the rest.
+    // Output is held back only as long as it could be the start of a match (the bytes from the
+    // first position where what arrived so far begins a pattern, at most longestPattern() - 1 of
+    // them, and a match that could still grow); finish() releases the rest.
     class Stream {
     public:
         explicit Stream(const Redactor &redactor) : m_redactor(redactor) {}
         std::string feed(std::string_view chunk);
         std::string finish();
+        // Bytes fed and held back (they may be the start of a value): fed - pendingBytes() bytes
+        // of input have come out of feed().
+        size_t pendingBytes() const { return m_pending.size(); }
 
     private:
         const Redactor &m_redactor;
@@ -88,6 +92,8 @@ private:
     };
 
     void addPattern(std::string bytes, uint32_t secret);
+    // Whether tail is the start of a pattern, shorter than it (more bytes could complete a match).
+    bool startsAPattern(std::string_view tail) const;
     // Matches in order of their start; at each start only the longest.
     std::vector<Match> find(std::string_view text) const;
     // text with the merged regions of matches replaced; matches must come from find(text).

@@ -1,6 +1,7 @@
 // SandboxPool's exec part: commands run through a claimed sandbox's init (exec blocking,
 // execAsync on the exec loop), their idempotency records and replays, the reason an exec ended
-// (timeout, oom_killed, disk_full), and the file operations (read, write, list).
+// (timeout, oom_killed, disk_full), what each command used of its sandbox's cgroup, and the file
+// operations (read, write, list).
 //
 // Threads: exec() and the file operations run on the calling thread; execAsync() returns at once
 // and its sink and done run on the exec loop's thread (or the capture thread, after a
@@ -77,6 +78,30 @@ std::unexpected<Error> nothingRanUnder(const std::string &key)
     return fail(ErrorCode::NotFound, "no command ran under idempotency key '" + key + "' here; nothing was started");
 }
 
+// Started just before a command reaches the init: its CPU time and memory peak from the sandbox's
+// cgroup (null without one).
+std::shared_ptr<CommandUsageMeter> startUsage(SandboxCgroup *cgroup)
+{
+    return cgroup ? cgroup->startCommand() : nullptr;
+}
+
+// Read as soon as the exit arrives, so that little besides the command counts.
+CommandUsage finishUsage(const std::shared_ptr<CommandUsageMeter> &meter)
+{
+    return meter ? meter->finish() : CommandUsage{};
+}
+
+// The figures go with the exit, after nameExit (an init that went away because the sandbox was
+// OOM-killed gets its exit there, and the peak says how far it got).
+void addUsage(const CommandUsage &usage, Result<InitExecResult> &r)
+{
+    if (!r)
+        return;
+    r->peakMemoryBytes = usage.peakMemoryBytes;
+    r->cpuTimeUs = usage.cpuTimeUs;
+    r->peakMemoryScope = usage.peakScope;
+}
+
 } // namespace
 
 Result<ExecResult> SandboxPool::exec(const ExecRequest &request, const ChunkSink &sink)
@@ -102,13 +127,16 @@ Result<ExecResult> SandboxPool::exec(const ExecRequest &request, const ChunkSink
     };
     if (request.idempotencyKey.empty() || m_config.execCachePerSandbox == 0) {
         const uint64_t holder = holdEgress(request.sandboxId, *grants);
+        auto meter = startUsage(sandbox->cgroup.get());
         auto r = sandbox->init.exec(ir, [&](int stream, std::string_view chunk) {
             tail.add(stream, chunk);
             if (sink)
                 sink(stream, chunk);
         });
+        const CommandUsage usage = finishUsage(meter);
         revokeEgress(request.sandboxId, holder);
         nameExit(*sandbox, oomBefore, r);
+        addUsage(usage, r);
         keepFailure(r);
         if (!r)
             return std::unexpected(r.error());
@@ -143,6 +171,7 @@ Result<ExecResult> SandboxPool::exec(const ExecRequest &request, const ChunkSink
 
     const int64_t maxRecorded = m_config.maxOutputBytes;
     const uint64_t holder = holdEgress(request.sandboxId, *grants);
+    auto meter = startUsage(sandbox->cgroup.get());
     auto r = sandbox->init.exec(ir, [&](int stream, std::string_view chunk) {
         tail.add(stream, chunk);
         if (record->bytes < maxRecorded) {
@@ -152,8 +181,10 @@ Result<ExecResult> SandboxPool::exec(const ExecRequest &request, const ChunkSink
         if (sink)
             sink(stream, chunk);
     });
+    const CommandUsage usage = finishUsage(meter);
     revokeEgress(request.sandboxId, holder);
     nameExit(*sandbox, oomBefore, r);
+    addUsage(usage, r);
     keepFailure(r);
     finishRecord(*sandbox, request.idempotencyKey, *record, r);
     if (!r)
@@ -241,9 +272,12 @@ bool SandboxPool::submitExec(const std::shared_ptr<Sandbox> &sandbox, const Exec
     // The grants hold from the moment the command can start until its exit reaches us.
     if (!keyed) {
         const uint64_t holder = holdEgress(request.sandboxId, grants);
-        m_execLoop.submit(fd, ir, std::move(sink), [this, sandbox, holder, oomBefore, finish, done = std::move(done)](Result<InitExecResult> r) {
+        auto meter = startUsage(sandbox->cgroup.get());
+        m_execLoop.submit(fd, ir, std::move(sink), [this, sandbox, holder, oomBefore, meter, finish, done = std::move(done)](Result<InitExecResult> r) {
+            const CommandUsage usage = finishUsage(meter);
             revokeEgress(sandbox->id, holder);
             nameExit(*sandbox, oomBefore, r);
+            addUsage(usage, r);
             finish(std::move(r), done);
         });
         return true;
@@ -271,10 +305,14 @@ bool SandboxPool::submitExec(const std::shared_ptr<Sandbox> &sandbox, const Exec
             sink(stream, chunk);
     };
     const uint64_t holder = holdEgress(request.sandboxId, grants);
+    auto meter = startUsage(sandbox->cgroup.get());
     m_execLoop.submit(fd, ir, std::move(recordingSink),
-                      [this, sandbox, holder, oomBefore, key = request.idempotencyKey, record, finish, done = std::move(done)](Result<InitExecResult> r) {
+                      [this, sandbox, holder, oomBefore, meter, key = request.idempotencyKey, record, finish,
+                       done = std::move(done)](Result<InitExecResult> r) {
+                          const CommandUsage usage = finishUsage(meter);
                           revokeEgress(sandbox->id, holder);
                           nameExit(*sandbox, oomBefore, r);
+                          addUsage(usage, r);
                           finishRecord(*sandbox, key, *record, r);
                           finish(std::move(r), done);
                       });

@@ -33,6 +33,11 @@ struct InitExecResult {
     bool truncated = false;
     // Set by the pool, not the init: "" normal end, "oom_killed", "timeout".
     std::string reason;
+    // Set by the pool from the sandbox's cgroup at the exit (pool/runtimes/cgroup.h CommandUsage):
+    // -1 and "" when the sandbox has no cgroup or the figure could not be read.
+    int64_t peakMemoryBytes = -1;
+    int64_t cpuTimeUs = -1;
+    std::string peakMemoryScope;   // "command", "concurrent" or "sandbox"
 };
 
 struct InitDirEntry {

@@ -588,6 +588,111 @@ CgroupSample SandboxCgroup::sample() const
     return s;
 }
 
+namespace {
+
+// The cgroup's cumulative CPU time from its v2 cpu.stat or v1 cpuacct.usage, in microseconds; -1
+// when unreadable.
+int64_t cpuUsageUs(const std::string &version, const fs::path &file)
+{
+    if (file.empty())
+        return -1;
+    if (version == "v2")
+        return readKey(file, "usage_usec");
+    const int64_t ns = readInt(file);
+    return ns < 0 ? -1 : ns / 1000;
+}
+
+int64_t preadInt(int fd)
+{
+    char buf[64];
+    ssize_t n;
+    do {
+        n = ::pread(fd, buf, sizeof buf - 1, 0);
+    } while (n < 0 && errno == EINTR);
+    if (n <= 0)
+        return -1;
+    int64_t v = -1;
+    std::from_chars(buf, buf + n, v);
+    return v;
+}
+
+bool pwriteAll(int fd, std::string_view value)
+{
+    ssize_t n;
+    do {
+        n = ::pwrite(fd, value.data(), value.size(), 0);
+    } while (n < 0 && errno == EINTR);
+    return n == static_cast<ssize_t>(value.size());
+}
+
+} // namespace
+
+std::shared_ptr<CommandUsageMeter> SandboxCgroup::startCommand() const
+{
+    std::shared_ptr<CommandUsageMeter> meter(new CommandUsageMeter());
+    meter->m_commands = m_commands;
+    meter->m_version = m_version;
+    if (m_version == "v2")
+        meter->m_cpuFile = m_memoryDir / "cpu.stat";   // usage_usec is there even without the cpu controller
+    else if (!m_cpuacctDir.empty())
+        meter->m_cpuFile = m_cpuacctDir / "cpuacct.usage";
+    const fs::path peakFile = m_memoryDir.empty() ? fs::path()
+                              : m_memoryDir / (m_version == "v2" ? "memory.peak" : "memory.max_usage_in_bytes");
+    if (!peakFile.empty()) {
+        // Read-write where the kernel lets us (the reset), else read-only (the lifetime peak).
+        meter->m_peakFd = ::open(peakFile.c_str(), O_RDWR | O_CLOEXEC);
+        if (meter->m_peakFd < 0)
+            meter->m_peakFd = ::open(peakFile.c_str(), O_RDONLY | O_CLOEXEC);
+    }
+    {
+        std::lock_guard lock(m_commands->mutex);
+        meter->m_overlapped = m_commands->running > 0;
+        m_commands->running++;
+        meter->m_startIndex = ++m_commands->starts;
+        if (meter->m_peakFd >= 0) {
+            if (m_version == "v2") {
+                // Any non-empty write resets the peak this open file reports (kernel 6.12 and later).
+                meter->m_peakReset = pwriteAll(meter->m_peakFd, "reset");
+            } else if (!meter->m_overlapped) {
+                // v1's reset is the cgroup's, for every reader: never under a command still running.
+                meter->m_peakReset = pwriteAll(meter->m_peakFd, "0");
+                m_commands->resetWorks = meter->m_peakReset;
+            }
+        }
+    }
+    meter->m_cpuAtStartUs = cpuUsageUs(m_version, meter->m_cpuFile);
+    return meter;
+}
+
+CommandUsageMeter::~CommandUsageMeter()
+{
+    finish();
+    if (m_peakFd >= 0)
+        ::close(m_peakFd);
+}
+
+CommandUsage CommandUsageMeter::finish()
+{
+    CommandUsage usage;
+    if (m_finished || !m_commands)
+        return usage;
+    m_finished = true;
+    const int64_t cpuNowUs = cpuUsageUs(m_version, m_cpuFile);
+    if (m_cpuAtStartUs >= 0 && cpuNowUs >= m_cpuAtStartUs)
+        usage.cpuTimeUs = cpuNowUs - m_cpuAtStartUs;
+    usage.peakMemoryBytes = m_peakFd >= 0 ? preadInt(m_peakFd) : -1;
+    std::lock_guard lock(m_commands->mutex);
+    const bool overlapped = m_overlapped || m_commands->starts != m_startIndex;
+    m_commands->running--;
+    if (usage.peakMemoryBytes < 0)
+        return usage;
+    // A v1 command that started beside another did not reset the peak: it counts from that one's
+    // reset, if resets work here at all.
+    const bool resetCovers = m_peakReset || (m_version != "v2" && m_overlapped && m_commands->resetWorks);
+    usage.peakScope = !resetCovers ? "sandbox" : overlapped ? "concurrent" : "command";
+    return usage;
+}
+
 void SandboxCgroup::markStarted()
 {
     m_throttlingAtStart = {};

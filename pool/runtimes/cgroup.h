@@ -14,7 +14,8 @@
 // v2, its controllers enabled there; otherwise the root of the hierarchy.
 //
 // Threads: CgroupManager is immutable after create() and shared; SandboxCgroup methods only read
-// and write files and may be called from any thread.
+// and write files and may be called from any thread. A CommandUsageMeter belongs to the one
+// command it measures: started and finished by whichever thread runs that command's exec.
 
 #include "common/result.h"
 
@@ -22,6 +23,7 @@
 #include <filesystem>
 #include <map>
 #include <memory>
+#include <mutex>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -74,6 +76,56 @@ struct CgroupSample {
     CpuThrottling throttling;   // since markStarted(): a runtime's own boot is not the session's
 };
 
+// What one command used of its sandbox's cgroup, read when its exit is known: a command shorter
+// than the pool's sampling period has these figures and no sample.
+struct CommandUsage {
+    int64_t peakMemoryBytes = -1;   // the cgroup's memory high-water mark; -1: not known
+    int64_t cpuTimeUs = -1;         // CPU time the cgroup used from the command's start to its exit; -1: not known
+    // What peakMemoryBytes covers: "command" (reset at the command's start, no other command of
+    // the sandbox ran meanwhile), "concurrent" (others did, and their memory counts too) or
+    // "sandbox" (the kernel refused the reset: the peak since the sandbox started). "" without a
+    // peak.
+    std::string peakScope;
+};
+
+// Measures one command, from SandboxCgroup::startCommand() just before it starts to finish() once
+// its exit is known. The CPU time is the cgroup's (v2 cpu.stat usage_usec, v1 cpuacct.usage)
+// between the two, so a process the command left running in the background counts too. The peak
+// is reset at the start where the kernel allows: v1 by writing 0 to memory.max_usage_in_bytes
+// (for every reader: so only when no other command of the sandbox runs), v2 by writing to
+// memory.peak, which kernels from 6.12 take as a reset for reads through the same open file (so
+// the meter keeps it open). Older kernels refuse that write: the peak is then the cgroup's
+// lifetime one.
+class CommandUsageMeter {
+public:
+    ~CommandUsageMeter();
+    CommandUsageMeter(const CommandUsageMeter &) = delete;
+    CommandUsageMeter &operator=(const CommandUsageMeter &) = delete;
+    // Reads the figures; once (a second call answers nothing known).
+    CommandUsage finish();
+
+private:
+    friend class SandboxCgroup;
+    // The sandbox's commands in flight, shared by its cgroup and their meters (which may outlive it).
+    struct Commands {
+        std::mutex mutex;
+        int running = 0;          // guarded by mutex
+        uint64_t starts = 0;      // guarded by mutex: every start so far
+        bool resetWorks = false;  // guarded by mutex: a v1 reset has worked in this cgroup
+    };
+    CommandUsageMeter() = default;
+
+    std::shared_ptr<Commands> m_commands;
+    std::string m_version;
+    std::filesystem::path m_cpuFile;   // v2 cpu.stat or v1 cpuacct.usage; empty without one
+    int m_peakFd = -1;                 // memory.peak (v2) or memory.max_usage_in_bytes (v1)
+    int64_t m_cpuAtStartUs = -1;
+    uint64_t m_startIndex = 0;
+    bool m_overlapped = false;         // another command was running at the start
+    bool m_peakReset = false;
+    bool m_finished = false;
+};
+
 class SandboxCgroup {
 public:
     ~SandboxCgroup();
@@ -95,6 +147,8 @@ public:
     // show its boot as the session's throttling. Call before the sandbox is shared.
     void markStarted();
     CgroupSample sample() const;
+    // Starts measuring a command about to start in this sandbox (CommandUsageMeter).
+    std::shared_ptr<CommandUsageMeter> startCommand() const;
     // Kills whatever still runs in the cgroup and removes its directories. Idempotent.
     void remove();
 
@@ -107,6 +161,7 @@ private:
     std::filesystem::path m_memoryDir, m_cpuacctDir, m_pidsDir, m_cpuDir;
     std::vector<int> m_procsFds;
     CpuThrottling m_throttlingAtStart;   // written by markStarted() only
+    std::shared_ptr<CommandUsageMeter::Commands> m_commands = std::make_shared<CommandUsageMeter::Commands>();
     // memory.events (v2) or memory.oom_control (v1), opened once: oomKills() runs before every
     // exec, on its latency path, and a pread of an open file costs a fraction of an open, read and
     // close by path. Closed by the destructor only (never while an exec may read it); it keeps

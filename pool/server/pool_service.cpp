@@ -4,6 +4,7 @@
 
 #include <spdlog/spdlog.h>
 
+#include <algorithm>
 #include <deque>
 #include <mutex>
 #include <optional>
@@ -110,6 +111,12 @@ private:
         exit->set_timed_out(r->exit.timedOut);
         exit->set_replayed(r->replayed);
         exit->set_reason(r->exit.reason);
+        // Unknown (-1 inside) is 0 on the wire.
+        if (r->exit.peakMemoryBytes > 0) {
+            exit->set_peak_memory_bytes(r->exit.peakMemoryBytes);
+            exit->set_peak_memory_scope(r->exit.peakMemoryScope);
+        }
+        exit->set_cpu_time_us(std::max<int64_t>(0, r->exit.cpuTimeUs));
         for (const auto &a : egress) {
             auto *e = exit->add_egress();
             e->set_allowed(a.allowed);

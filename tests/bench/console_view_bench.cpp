@@ -1,6 +1,6 @@
 // Console view benchmarks. Print figures next to their budgets (ARCHITECTURE.md); not tests.
 //
-//   console_view_bench [all|paint|scroll|stream|replot] [stream seconds=10]
+//   console_view_bench [all|paint|scroll|stream|stream-output|replot] [stream seconds=10]
 //
 // paint   first paint of a 1,000,000-event trace: the TraceModel already holds the events; the
 //         figure is from showing the session view to its first painted frame. Budget: 1 s.
@@ -11,6 +11,9 @@
 //         measures the GUI thread's stalls; trace repaints count frames. Budgets: stall p99 50 ms,
 //         >= 10 frames/s, memory < 500 MB. The producers, the broker and gRPC share the two cores
 //         with the GUI, so this overstates what a console on its own would see.
+// stream-output  the same with half of the events a running command's tool.output chunks (320
+//         bytes each: 8 MiB/s, the broker's cap on all live output), folded into their call's row
+//         as they come. Same budgets.
 // replot  CostPlot (QCustomPlot, adaptive sampling on) with 1,000,000 points. Budget 50 ms.
 //
 // Run offscreen: QT_QPA_PLATFORM=offscreen (set here when unset).
@@ -37,6 +40,7 @@
 #include <QTimer>
 
 #include <grpcpp/grpcpp.h>
+#include <nlohmann/json.hpp>
 #include <qcustomplot.h>
 #include <spdlog/spdlog.h>
 #include <unistd.h>
@@ -287,7 +291,27 @@ bool waitUntil(const std::function<bool()> &ready, int timeoutMs)
     return true;
 }
 
-void benchStream(double seconds)
+// withOutput: half of the events are a running command's tool.output chunks (a 100 ms flush of a
+// busy build: 320 bytes of compiler lines each, 8 MiB/s: the broker's cap on live output), which
+// fold into their call's row as they arrive.
+// The payload of a 320-byte chunk of compiler lines: 25,000 of them a second is 8 MiB/s, the most
+// live output the broker records for all its sessions together (OutputRecorderOptions::
+// maxBytesPerSecond), so no followed session gets more. The text is escaped once (the producer
+// must keep up with 50,000 events/s on a core it shares with the console).
+std::string outputChunk(const std::string &call, int chunk)
+{
+    static const std::string escapedText = [] {
+        std::string text;
+        for (int line = 0; text.size() < 320; ++line)
+            text += "cc -O2 -c src/module_" + std::to_string(line) + ".c -o build/module.o\n";
+        const std::string dumped = nlohmann::json(text).dump();
+        return dumped.substr(1, dumped.size() - 2) + R"(","bytes":)" + std::to_string(text.size());
+    }();
+    return R"({"call_id":")" + call + R"(","stream":"stdout","offset":)" + std::to_string(chunk * 1024) + R"(,"text":")"
+        + escapedText + "}";
+}
+
+void benchStream(double seconds, bool withOutput)
 {
     const auto dir = std::filesystem::temp_directory_path() / ("paddock-view-bench-" + std::to_string(getpid()));
     std::filesystem::create_directories(dir);
@@ -331,7 +355,7 @@ void benchStream(double seconds)
             lastNs = now;
         });
 
-        constexpr int kBatch = 50;             // 1,000 appends a second of 50 events
+        constexpr int kBatch = 48;             // about 1,000 appends a second of 48 events
         constexpr double kRate = 50000;
         std::atomic<bool> stop{false};
         std::atomic<qint64> appended{0};
@@ -346,7 +370,19 @@ void benchStream(double seconds)
                 next += interval;
                 store::AppendRequest request;
                 request.sessionId = sessionId;
-                request.events.assign(kBatch, core::NewEvent{"tool.result", payload.toStdString(), 0});
+                if (withOutput) {
+                    // A call, half of the batch its output, then results like the plain stream's: a
+                    // thousand commands a second, each printing 24 chunks.
+                    const std::string call = "call-" + std::to_string(appended.load());
+                    request.events.push_back({"tool.call", R"({"call_id":")" + call + R"(","name":"run_command","arguments":{"command":"make -j2"}})", 0});
+                    for (int chunk = 0; chunk < kBatch / 2; ++chunk)
+                        request.events.push_back({"tool.output", outputChunk(call, chunk), 0});
+                    request.events.push_back({"tool.result", R"({"call_id":")" + call + R"(","name":"run_command","command":"make -j2","exit_code":0,"duration_ms":3.2})", 0});
+                    while (request.events.size() < static_cast<size_t>(kBatch))
+                        request.events.push_back({"tool.result", payload.toStdString(), 0});
+                } else {
+                    request.events.assign(kBatch, core::NewEvent{"tool.result", payload.toStdString(), 0});
+                }
                 inflight.push_back(broker.store().append(std::move(request)));
                 while (inflight.size() > 8 || (!inflight.empty() && inflight.front().wait_for(std::chrono::seconds(0)) == std::future_status::ready)) {
                     if (inflight.front().get())
@@ -360,7 +396,7 @@ void benchStream(double seconds)
         });
 
         probe.start();
-        const int rowsBefore = window.traceModel()->rowCount();
+        const qint64 eventsBefore = window.traceModel()->eventCount();
         QElapsedTimer run;
         run.start();
         double peakRss = 0;
@@ -375,16 +411,17 @@ void benchStream(double seconds)
         const int paints = frames.paints;
         probe.stop();
         // Drain what is still in flight to see that every event arrived.
-        const qint64 target = appended.load() + rowsBefore;
-        waitUntil([&] { return window.traceModel()->rowCount() >= target; }, 20000);
+        const qint64 target = appended.load() + eventsBefore;
+        waitUntil([&] { return window.traceModel()->eventCount() >= target; }, 20000);
         peakRss = std::max(peakRss, rssMb());
 
         // Skip the first 200 ms (the window's first follow-up layout).
         std::vector<double> steady(gaps.begin() + std::min<size_t>(gaps.size(), 200), gaps.end());
-        std::printf("GUI thread while a real broker streams 50,000 events/s into the followed session (%.0f s)\n", elapsed);
-        std::printf("  appended %.0f ev/s; the trace holds %d of %lld events; probe fired %zu times\n",
-                    double(appended.load()) / elapsed, window.traceModel()->rowCount(), static_cast<long long>(target),
-                    gaps.size());
+        std::printf("GUI thread while a real broker streams 50,000 events/s into the followed session (%.0f s)%s\n", elapsed,
+                    withOutput ? ", half of them output chunks of 320 bytes (8 MiB/s)" : "");
+        std::printf("  appended %.0f ev/s; the trace holds %lld of %lld events in %d rows; probe fired %zu times\n",
+                    double(appended.load()) / elapsed, static_cast<long long>(window.traceModel()->eventCount()),
+                    static_cast<long long>(target), window.traceModel()->rowCount(), gaps.size());
         report("GUI stall p99 (1 ms probe gap)", percentile(steady, 0.99), "ms", 50);
         report("GUI stall max", steady.empty() ? 0 : *std::max_element(steady.begin(), steady.end()), "ms", 50);
         report("trace frames per second", paints / elapsed, "fps", 10, /*lowerIsBetter=*/false);
@@ -412,6 +449,8 @@ int main(int argc, char **argv)
     if (all || which == u"replot")
         benchReplot();
     if (all || which == u"stream")
-        benchStream(seconds);
+        benchStream(seconds, false);
+    if (all || which == u"stream-output")
+        benchStream(seconds, true);
     return 0;
 }

@@ -218,6 +218,27 @@ TEST_F(InspectorTest, TheSessionViewHasTheButtonAndTheTraceNamesThePostMortem)
     EXPECT_TRUE(client.calls().contains(u"postmortem local sb-oom"));
 }
 
+TEST_F(InspectorTest, TheFailedCommandsPeakAndCpuTimeComeFromItsResult)
+{
+    window.openSession(QStringLiteral("s-fail"));
+    client.pushEvents(QStringLiteral("s-fail"),
+                      {EventRecord{1, 1'700'000'024'600, QStringLiteral("tool.result"),
+                                   R"({"name":"run_command","command":"python3 grow.py","exit_code":-1,"signal":9,"reason":"oom_killed",)"
+                                   R"("duration_ms":4200,"peak_memory_bytes":67108864,"peak_memory_scope":"command","cpu_time_ms":3900,)"
+                                   R"("post_mortem":{"pool":"local","sandbox_id":"sb-oom"}})",
+                                   0}});
+    QTest::keyClick(&window, Qt::Key_I, Qt::ControlModifier);
+    SandboxInspector *inspector = window.inspector();
+    ASSERT_TRUE(QTest::qWaitFor([&] { return inspector->postMortem().sandboxId == u"sb-oom"; }));
+    // Samples fell inside this command: the curve has them, and the result's figures are said too.
+    EXPECT_EQ(inspector->commandResourcesText(), QStringLiteral("The command, from its result: peak 64 MiB, CPU 3.9 s"));
+    // Another failure, of no command in this trace: no figures.
+    PostMortemInfo other = oomPostMortem();
+    other.sandboxId = QStringLiteral("sb-other");
+    inspector->showPostMortem(other);
+    EXPECT_EQ(inspector->commandResourcesText(), QString());
+}
+
 TEST_F(InspectorTest, ReadsAFileOfTheSnapshotAndDownloadsIt)
 {
     openFailedFromTable();

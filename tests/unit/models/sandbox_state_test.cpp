@@ -1,7 +1,9 @@
-// The sandbox card's state, folded from sandbox.* events (models/sandbox_state.h), and a tool call
-// paired with its result in the trace (TraceModel::resultRowOf, detailsWithResult): event logic
+// The sandbox card's state, folded from sandbox.* events (models/sandbox_state.h), a tool call
+// paired with its result in the trace (TraceModel::resultRowOf, detailsWithResult), and the peak
+// memory and CPU time of commands too short for a sample (models/command_resources.h): event logic
 // that used to live in widgets, tested without a display.
 
+#include "models/command_resources.h"
 #include "models/sandbox_state.h"
 #include "models/trace_model.h"
 #include "tests/unit/models/model_test_support.h"
@@ -91,6 +93,116 @@ TEST(ToolCallPairingTest, ACallFindsItsResultByCallIdAndSaysWhenThereIsNone)
     EXPECT_EQ(model.resultRowOf(4), -1);
     EXPECT_NE(model.detailsWithResult(4).indexOf(QStringLiteral("── no result yet ──")), -1);
     EXPECT_EQ(model.detailsWithResult(2), model.index(2, 0).data(TraceModel::DetailsRole).toString()) << "other rows: their own details";
+}
+
+// A run_command's result with the figures the pool read from the sandbox's cgroup at its exit.
+EventRecord commandResult(qint64 seq, qint64 timeUnixMs, const QByteArray &command, double durationMs, qint64 peakBytes,
+                          double cpuMs, const QByteArray &scope = "command", const QByteArray &extra = {})
+{
+    EventRecord e = event(seq, QStringLiteral("tool.result"),
+                          R"({"call_id":"c)" + QByteArray::number(seq) + R"(","name":"run_command","command":")" + command
+                              + R"(","exit_code":0,"duration_ms":)" + QByteArray::number(durationMs)
+                              + (peakBytes > 0 ? R"(,"peak_memory_bytes":)" + QByteArray::number(peakBytes)
+                                                     + R"(,"peak_memory_scope":")" + scope + '"'
+                                               : QByteArray())
+                              + (cpuMs > 0 ? R"(,"cpu_time_ms":)" + QByteArray::number(cpuMs) : QByteArray()) + extra + "}");
+    e.timeUnixMs = timeUnixMs;
+    return e;
+}
+
+ResourcePoint sampleAt(qint64 unixMs, qint64 memoryBytes = 8 << 20)
+{
+    ResourcePoint p;
+    p.timeUnixMs = unixMs;
+    p.memoryBytes = memoryBytes;
+    return p;
+}
+
+TEST(CommandResourcesTest, AResultsFiguresAreReadAndSaidInWords)
+{
+    auto c = CommandResources::fromEvent(commandResult(5, 10'000, "make", 40, 70'696'960, 59.037));
+    ASSERT_TRUE(c);
+    EXPECT_EQ(c->command, u"make");
+    EXPECT_EQ(c->peakMemoryBytes, 70'696'960);
+    EXPECT_EQ(c->startUnixMs(), 9'960);
+    EXPECT_EQ(c->figuresText(), QStringLiteral("peak 67 MiB, CPU 59 ms"));
+    auto small = CommandResources::fromEvent(commandResult(6, 10'000, "true", 1, 3'207'168, 0.841));
+    ASSERT_TRUE(small);
+    EXPECT_EQ(small->figuresText(), QStringLiteral("peak 3.1 MiB, CPU 841 µs"));
+    auto lifetime = CommandResources::fromEvent(commandResult(7, 10'000, "true", 1, 3 << 20, 0, "sandbox"));
+    ASSERT_TRUE(lifetime);
+    EXPECT_TRUE(lifetime->figuresText().contains(u"since it started")) << lifetime->figuresText().toStdString();
+
+    EXPECT_FALSE(CommandResources::fromEvent(commandResult(8, 10'000, "true", 1, 0, 0)))
+        << "a pool without cgroups reports nothing: no figures, not zeros";
+    EXPECT_FALSE(CommandResources::fromEvent(event(9, QStringLiteral("tool.result"), R"({"path":"a","content":"x"})")));
+    EXPECT_FALSE(CommandResources::fromEvent(event(10, QStringLiteral("tool.call"), R"({"command":"x","cpu_time_ms":3})")));
+}
+
+TEST(CommandResourcesTest, TheCardNamesOnlyTheCommandsNoSampleFellInside)
+{
+    SandboxCommandLog log;
+    ResourceSeries series;
+    EXPECT_EQ(log.betweenSamplesText(series), QString());
+    EXPECT_TRUE(log.apply(event(1, QStringLiteral("sandbox.claimed"), R"({"sandbox_id":"lite-a"})")));
+    EXPECT_FALSE(log.apply(event(2, QStringLiteral("tool.call"))));
+
+    // One short command and no sample at all: its figures stand in for the curve.
+    EXPECT_TRUE(log.apply(commandResult(3, 10'000, "dd if=/dev/zero of=/dev/null bs=64M count=1", 40, 70'696'960, 59)));
+    EXPECT_EQ(log.betweenSamplesText(series),
+              QStringLiteral("dd if=/dev/zero of=/dev/null bs=64M count=1 ran between samples: peak 67 MiB, CPU 59 ms"));
+
+    // A sample inside it: the curve shows it.
+    series.append({sampleAt(9'990)});
+    EXPECT_TRUE(series.hasSampleBetween(9'960, 10'000));
+    EXPECT_EQ(log.betweenSamplesText(series), QString());
+
+    // Two more between samples: how many, the largest peak and all their CPU time.
+    log.apply(commandResult(4, 10'500, "true", 2, 3'207'168, 0.8));
+    log.apply(commandResult(5, 10'700, "python3 -c 'x = bytearray(1 << 27)'", 90, 140 << 20, 120, "concurrent"));
+    series.append({sampleAt(11'000)});
+    EXPECT_FALSE(series.hasSampleBetween(10'610, 10'700));
+    EXPECT_EQ(log.betweenSamplesText(series),
+              QStringLiteral("2 commands ran between samples: the largest peak 140 MiB (python3 -c 'x = bytearray(1 << 27)'; "
+                             "with the commands that ran beside it), CPU 121 ms in all"));
+
+    // Another sandbox: its commands start afresh.
+    EXPECT_TRUE(log.apply(event(6, QStringLiteral("sandbox.claimed"), R"({"sandbox_id":"lite-b"})")));
+    EXPECT_TRUE(log.commands().isEmpty());
+    EXPECT_EQ(log.betweenSamplesText(series), QString());
+}
+
+TEST(CommandResourcesTest, TheInspectorFindsTheFailedCommandsResultInTheTrace)
+{
+    TraceModel trace;
+    trace.setSession(QStringLiteral("s1"));
+    const QByteArray failed = R"(,"post_mortem":{"pool":"exec-1","sandbox_id":"lite-a"})";
+    trace.appendEvents({commandResult(1, 10'000, "make", 300, 90 << 20, 250, "command", failed),
+                        commandResult(2, 20'000, "make test", 40, 70 << 20, 30, "command", failed),
+                        commandResult(3, 30'000, "ls", 2, 3 << 20, 1)});
+    PostMortemInfo pm;
+    pm.pool = QStringLiteral("exec-1");
+    pm.sandboxId = QStringLiteral("lite-a");
+    pm.sessionId = QStringLiteral("s1");
+    pm.argv = {QStringLiteral("/bin/sh"), QStringLiteral("-c"), QStringLiteral("make test")};
+    pm.timeUnixMs = 20'000;
+    pm.durationMs = 40;
+    auto command = commandResourcesOf(trace, pm);
+    ASSERT_TRUE(command);
+    EXPECT_EQ(command->command, u"make test");
+    EXPECT_EQ(command->peakMemoryBytes, 70 << 20);
+
+    // The post-mortem's only sample is the one taken at the failure, after the command: not inside.
+    ResourceSeries samples;
+    samples.setSamples({sampleAt(20'000)});
+    EXPECT_EQ(postMortemCommandText(*command, pm, samples),
+              QStringLiteral("No sample fell inside the command; from its result: peak 70 MiB, CPU 30 ms"));
+    samples.setSamples({sampleAt(19'980), sampleAt(20'000)});
+    EXPECT_EQ(postMortemCommandText(*command, pm, samples), QStringLiteral("The command, from its result: peak 70 MiB, CPU 30 ms"));
+
+    pm.sandboxId = QStringLiteral("lite-b");
+    EXPECT_FALSE(commandResourcesOf(trace, pm)) << "another sandbox's post-mortem";
+    EXPECT_EQ(postMortemCommandText(CommandResources{}, pm, samples), QString());
 }
 
 } // namespace

@@ -157,5 +157,29 @@ TEST_F(TraceFoldTest, AnAgentsBytesAreEscapedInTheRow)
     EXPECT_TRUE(text.contains(QStringLiteral("\\x1b[2J"))) << text.toStdString();
 }
 
+TEST_F(TraceFoldTest, ARunningCommandsOutputGrowsInItsCallsRow)
+{
+    // The call, then its output as the broker records it while the command runs (no result yet).
+    m_model.appendEvents({
+        at(1, 0, "session.created", R"({"goal":"build"})"),
+        at(2, 347, "tool.call", R"({"call_id":"c1","name":"run_command","arguments":{"command":"make"}})"),
+        at(3, 520, "tool.output", R"({"call_id":"c1","stream":"stdout","offset":0,"bytes":11,"text":"first line\n"})"),
+    });
+    ASSERT_EQ(m_model.rowCount(), 2);
+    EXPECT_EQ(summary(1), "run_command: make + output 11 B: first line");
+    QSignalSpy changed(&m_model, &QAbstractItemModel::dataChanged);
+    m_model.appendEvents({at(4, 3520, "tool.output", R"({"call_id":"c1","stream":"stdout","offset":11,"bytes":12,"text":"second line\n"})")});
+    EXPECT_EQ(m_model.rowCount(), 2) << "output is not a row of its own by default";
+    EXPECT_EQ(summary(1), "run_command: make + output 23 B: second line");
+    EXPECT_FALSE(changed.isEmpty()) << "the views were not told the call's row changed";
+    const QString details = m_model.detailsWithResult(1);   // the details pane's text
+    EXPECT_TRUE(details.contains(u"first line\n")) << details.toStdString();
+    EXPECT_TRUE(details.contains(u"second line\n")) << details.toStdString();
+
+    m_model.setFoldBookkeeping(false);
+    ASSERT_EQ(m_model.rowCount(), 4);
+    EXPECT_EQ(summary(2), "stdout: first line\\n");
+}
+
 } // namespace
 } // namespace paddock::console

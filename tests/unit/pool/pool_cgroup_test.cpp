@@ -7,6 +7,7 @@
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <iostream>
 #include <iterator>
 #include <sstream>
 #include <thread>
@@ -506,6 +507,117 @@ TEST_F(CgroupLite, GetSamplesAnswersForAClaimedSandboxAndNotFoundOtherwise)
     EXPECT_NE(unknown.error_message().find("no-such-sandbox"), std::string::npos) << unknown.error_message();
     ASSERT_TRUE(m_pool->release(id).has_value());
     EXPECT_EQ(get(id, 0, &none).error_code(), grpc::StatusCode::NOT_FOUND) << "a released sandbox has no samples";
+}
+
+namespace {
+
+// Room for a command that allocates 64 MiB without being OOM-killed.
+class CgroupLiteRoomy : public CgroupLite {
+protected:
+    void SetUp() override
+    {
+        if (::geteuid() != 0)
+            GTEST_SKIP() << "cgroups cannot be written: the test does not run as root";
+        if (hostCgroups().expected() == "none")
+            GTEST_SKIP() << "no cgroup hierarchy with the memory controller on this host";
+        ASSERT_NO_FATAL_FAILURE(createPool(kRoomyMemoryLimit, kPidsLimit));
+        ASSERT_TRUE(m_pool->cgroupsEnforced());
+        m_pool->start();
+    }
+    static constexpr int64_t kRoomyMemoryLimit = 256ll << 20;
+};
+
+constexpr int64_t kAllocated = 64ll << 20;
+// dd reads /dev/zero into one 64 MiB buffer, touching every page of it; the loop burns a little
+// CPU. Both end well inside the pool's one-second sampling period.
+const std::vector<std::string> kShortAllocation = {
+    "/bin/sh", "-c", "dd if=/dev/zero of=/dev/null bs=64M count=1 2>/dev/null; i=0; while [ $i -lt 20000 ]; do i=$((i+1)); done"};
+
+} // namespace
+
+TEST_F(CgroupLiteRoomy, AShortCommandReportsItsOwnPeakMemoryAndCpuTime)
+{
+    const std::string id = claim();
+    ASSERT_FALSE(id.empty());
+    const auto big = run(id, kShortAllocation);
+    EXPECT_EQ(big.exit.exitCode, 0);
+    EXPECT_GE(big.exit.peakMemoryBytes, kAllocated);
+    EXPECT_GT(big.exit.cpuTimeUs, 0);
+    const auto small = run(id, {"true"});
+    EXPECT_EQ(small.exit.exitCode, 0);
+    EXPECT_GT(small.exit.peakMemoryBytes, 0);
+    EXPECT_GT(small.exit.cpuTimeUs, 0);
+    EXPECT_LT(small.exit.cpuTimeUs, big.exit.cpuTimeUs) << "each command counts its own CPU time, not the sandbox's so far";
+    // v1's reset works for root; v2's from kernel 6.12 (older kernels refuse it, and say so).
+    if (m_pool->cgroupLayout().version == "v1") {
+        EXPECT_EQ(big.exit.peakMemoryScope, "command");
+    } else {
+        EXPECT_TRUE(big.exit.peakMemoryScope == "command" || big.exit.peakMemoryScope == "sandbox") << big.exit.peakMemoryScope;
+    }
+    EXPECT_EQ(small.exit.peakMemoryScope, big.exit.peakMemoryScope);
+    if (small.exit.peakMemoryScope == "command") {
+        EXPECT_LT(small.exit.peakMemoryBytes, kAllocated) << "the second command's peak is its own, not the first one's";
+    } else {
+        EXPECT_GE(small.exit.peakMemoryBytes, big.exit.peakMemoryBytes) << "without a reset the peak is the sandbox's";
+    }
+    std::cout << "cgroup " << m_pool->cgroupLayout().statusText() << ": 64 MiB command peak " << big.exit.peakMemoryBytes
+              << " B, cpu " << big.exit.cpuTimeUs << " us; `true` peak " << small.exit.peakMemoryBytes << " B, cpu "
+              << small.exit.cpuTimeUs << " us (" << small.exit.peakMemoryScope << ")\n";
+}
+
+TEST_F(CgroupLiteRoomy, CommandsThatOverlapSayTheirPeakCoversEachOther)
+{
+    const std::string id = claim();
+    ASSERT_FALSE(id.empty());
+    // The first command waits for a file the third creates; the second runs meanwhile.
+    pool::ExecResult waiting;
+    std::thread first([&] {
+        waiting = run(id, {"/bin/sh", "-c", "touch started; while [ ! -e go ]; do sleep 0.01; done"});
+    });
+    bool started = false;
+    for (int i = 0; i < 2000 && !started; ++i) {
+        started = m_pool->readFile(id, "started", 16).has_value();
+        if (!started)
+            std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    }
+    EXPECT_TRUE(started);
+    const auto beside = run(id, {"true"});
+    run(id, {"touch", "go"});
+    first.join();
+    EXPECT_EQ(waiting.exit.exitCode, 0);
+    EXPECT_EQ(waiting.exit.peakMemoryScope, "concurrent");
+    EXPECT_EQ(beside.exit.peakMemoryScope, "concurrent");
+    EXPECT_GT(beside.exit.peakMemoryBytes, 0);
+    // Alone again: the next command's peak is its own.
+    const auto alone = run(id, {"true"});
+    if (m_pool->cgroupLayout().version == "v1") {
+        EXPECT_EQ(alone.exit.peakMemoryScope, "command");
+    }
+}
+
+TEST_F(CgroupLiteRoomy, FiguresReachTheGrpcExit)
+{
+    auto stub = serve();
+    ASSERT_TRUE(m_server);
+    const std::string id = claim();
+    ASSERT_FALSE(id.empty());
+    grpc::ClientContext ctx;
+    paddock::v1::ExecRequest req;
+    req.set_sandbox_id(id);
+    for (const auto &a : kShortAllocation)
+        req.add_argv(a);
+    req.set_timeout_ms(120000);
+    req.set_idempotency_key("short-allocation");   // the recorded result carries them too
+    auto reader = stub->Exec(&ctx, req);
+    paddock::v1::ExecResponse resp, last;
+    while (reader->Read(&resp))
+        if (resp.has_exit())
+            last = resp;
+    ASSERT_TRUE(reader->Finish().ok());
+    EXPECT_EQ(last.exit().exit_code(), 0);
+    EXPECT_GE(last.exit().peak_memory_bytes(), kAllocated);
+    EXPECT_GT(last.exit().cpu_time_us(), 0);
+    EXPECT_FALSE(last.exit().peak_memory_scope().empty());
 }
 
 TEST(PoolConfigTiers, LimitsNetworkAllowlistAndPriceAreReadAndChecked)

@@ -13,6 +13,7 @@ TEST(Fold, OnlyBookkeepingFolds)
 {
     EXPECT_TRUE(foldsIntoStep("cost"));
     EXPECT_TRUE(foldsIntoStep("checkpoint"));
+    EXPECT_TRUE(foldsIntoStep("tool.output"));
     for (const char *kind : {"tool.result", "model.response", "checkpoint.waiting", "budget.warning", "egress.refused", "env.outcome"})
         EXPECT_FALSE(foldsIntoStep(kind)) << kind;
 }
@@ -69,6 +70,17 @@ TEST(Fold, TheNoteNamesWhatWasFolded)
     EXPECT_EQ(foldNote(folded), "+ cost $0.0008, checkpoint 3 changed, 1 removed");
     EXPECT_EQ(foldNote(std::vector<FoldedEvent>{{"checkpoint", &unchanged, 0}}), "+ checkpoint 1 changed");
     EXPECT_EQ(foldNote({}), "");
+}
+
+TEST(Fold, OutputSoFarIsOneNoteWithItsLastLineMadeSafe)
+{
+    const json first{{"stream", "stdout"}, {"text", "compiling a.c\ncompiling b"}};
+    const json second{{"stream", "stdout"}, {"text", ".c\n\x1b[31mlinking\x1b[0m\n"}};
+    const json cut{{"stream", "stderr"}, {"text", "x"}, {"cut", true}};
+    const std::vector<FoldedEvent> folded{{"tool.output", &first, 0}, {"tool.output", &second, 0}};
+    // The escape sequences are shown, never sent to whatever displays the note.
+    EXPECT_EQ(foldNote(folded), "+ output 45 B: \\x1b[31mlinking\\x1b[0m");
+    EXPECT_EQ(foldNote(std::vector<FoldedEvent>{{"tool.output", &cut, 0}}), "+ output 1 B (cut): x");
 }
 
 } // namespace

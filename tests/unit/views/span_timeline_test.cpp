@@ -98,10 +98,11 @@ TEST_F(SpanTimelineTest, ClickingASpanSelectsItsRows)
     EXPECT_EQ(selectedRows(), expected);
     EXPECT_EQ(view.traceView()->currentIndex().row(), trace.rowOfSeq(6));
 
-    // The running call: its rows up to the newest.
+    // The running call: its row, which its output so far folds into.
     const int runningTool = spanOf(SpanModel::Kind::ToolCall, 1);
     QTest::mouseClick(timeline->viewport(), Qt::LeftButton, {}, timeline->spanRect(runningTool).center());
-    EXPECT_EQ(selectedRows(), (QList<int>{trace.rowOfSeq(11), trace.rowOfSeq(12)}));
+    EXPECT_EQ(trace.rowOfSeq(12), trace.rowOfSeq(11));
+    EXPECT_EQ(selectedRows(), (QList<int>{trace.rowOfSeq(11)}));
     EXPECT_EQ(timeline->selectedSpan(), runningTool) << "the table's new current row kept the span";
 }
 

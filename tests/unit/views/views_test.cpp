@@ -224,6 +224,39 @@ TEST_F(SessionViewTest, SandboxCardShowsTheClaim)
     EXPECT_TRUE(sawSandbox);
 }
 
+// A command shorter than the sampling period: the card says what its result reports until a sample
+// falls inside it.
+TEST_F(SessionViewTest, SandboxCardShowsTheFiguresOfACommandBetweenSamples)
+{
+    SandboxCard *card = view.sandboxCard();
+    auto *line = card->findChild<QLabel *>(QStringLiteral("commandResources"));
+    ASSERT_NE(line, nullptr);
+    EXPECT_EQ(card->commandResourcesText(), QString()) << "the sample trace's command reports no figures";
+    EXPECT_FALSE(line->isVisible());
+
+    const EventRecord result =
+        event(8, QStringLiteral("tool.result"),
+              {{QStringLiteral("call_id"), QStringLiteral("c2")}, {QStringLiteral("name"), QStringLiteral("run_command")},
+               {QStringLiteral("command"), QStringLiteral("dd if=/dev/zero of=/dev/null bs=64M count=1")},
+               {QStringLiteral("exit_code"), 0}, {QStringLiteral("duration_ms"), 40},
+               {QStringLiteral("peak_memory_bytes"), 70696960}, {QStringLiteral("peak_memory_scope"), QStringLiteral("command")},
+               {QStringLiteral("cpu_time_ms"), 59.0}});
+    trace.appendEvents({result});
+    view.addEvents({result});
+    EXPECT_EQ(card->commandResourcesText(),
+              QStringLiteral("dd if=/dev/zero of=/dev/null bs=64M count=1 ran between samples: peak 67 MiB, CPU 59 ms"));
+    EXPECT_TRUE(line->isVisible());
+
+    // A sample taken while it ran: the curve shows it.
+    ResourcePoint inside;
+    inside.timeUnixMs = result.timeUnixMs - 10;
+    inside.memoryBytes = 70 << 20;
+    card->addSamples(QStringLiteral("sb-42"), {inside});
+    EXPECT_EQ(card->samples().size(), 1);
+    EXPECT_EQ(card->commandResourcesText(), QString());
+    EXPECT_FALSE(line->isVisible());
+}
+
 TEST_F(SessionViewTest, CostPlotTakesTheSeriesOnlyWhenVisible)
 {
     QTest::qWait(250);

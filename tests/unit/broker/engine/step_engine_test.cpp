@@ -112,6 +112,35 @@ TEST_F(StepEngineTest, ThePoolsNameForAnAbnormalEndIsRecorded)
     EXPECT_EQ(named, 2) << "both commands' results carry the pool's reason";
 }
 
+TEST_F(StepEngineTest, TheCommandsPeakMemoryAndCpuTimeAreRecordedWhenThePoolMeasuredThem)
+{
+    auto engine = makeEngine();
+    const std::string id = submit();
+    m_fakePool->editExecOutcome([](pool_client::ExecOutcome &outcome) {
+        outcome.peakMemoryBytes = 70696960;
+        outcome.peakMemoryScope = "command";
+        outcome.cpuTimeUs = 59037;
+    });
+    takeSteps(engine, 2);   // the claim and the first model turn, then the first command
+    m_fakePool->editExecOutcome([](pool_client::ExecOutcome &outcome) {
+        outcome.peakMemoryBytes = 0;   // a sandbox without a cgroup: nothing measured
+        outcome.peakMemoryScope.clear();
+        outcome.cpuTimeUs = 0;
+    });
+    runUntilIdle(engine);
+    std::vector<json> results;
+    for (const auto &event : events(id))
+        if (event.kind == core::kind::ToolResult)
+            results.push_back(json::parse(event.payload));
+    ASSERT_GE(results.size(), 2u);
+    EXPECT_EQ(results[0].value("peak_memory_bytes", int64_t{0}), 70696960) << results[0].dump();
+    EXPECT_EQ(results[0].value("peak_memory_scope", ""), "command");
+    EXPECT_DOUBLE_EQ(results[0].value("cpu_time_ms", 0.0), 59.037);
+    EXPECT_FALSE(results[1].contains("peak_memory_bytes")) << "unmeasured is absent, not zero: " << results[1].dump();
+    EXPECT_FALSE(results[1].contains("peak_memory_scope"));
+    EXPECT_FALSE(results[1].contains("cpu_time_ms"));
+}
+
 TEST_F(StepEngineTest, ExpiredLeaseLetsAnotherWorkerTakeTheStepAndTheLateResultLoses)
 {
     auto engine = makeEngine();
