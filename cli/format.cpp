@@ -381,15 +381,15 @@ std::string formatEvent(const v1::Event &event, bool utc, EventPrintState *state
         }
     }
     if (event.kind() == "tool.result") {
-        const json payload = json::parse(event.payload_json(), nullptr, false);
-        if (payload.is_object()) {
-            if (state && state->shownLive.contains(std::string(rawString(payload, "call_id")))) {
+        const json result = json::parse(event.payload_json(), nullptr, false);
+        if (result.is_object()) {
+            if (state && state->shownLive.contains(std::string(rawString(result, "call_id")))) {
                 out += std::string(kOutputIndent) + "(output shown above as it ran; --output json has the result's copy)\n";
             } else {
-                appendOutput(out, "", rawString(payload, "stdout"));
-                appendOutput(out, "stderr", rawString(payload, "stderr"));
+                appendOutput(out, "", rawString(result, "stdout"));
+                appendOutput(out, "stderr", rawString(result, "stderr"));
             }
-            appendOutput(out, "", rawString(payload, "content"));
+            appendOutput(out, "", rawString(result, "content"));
         }
     }
     return out;
