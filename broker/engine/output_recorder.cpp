@@ -119,6 +119,15 @@ std::optional<core::NewEvent> nextEvent(const OutputRecorder::Command &command, 
     return event(core::kind::ToolOutput, payload);
 }
 
+// Whether a stream of the command still has something for the log: text, or a cut or dropped
+// bytes not yet said.
+bool hasUnsent(const OutputRecorder::Command &c)
+{
+    return std::ranges::any_of(c.streams, [&](const OutputStream &s) {
+        return !s.ready.empty() || (s.atLimit && !s.cutSaid) || (s.finished && c.closed && s.dropped > 0);
+    });
+}
+
 } // namespace
 
 OutputRecorder::OutputRecorder(store::EventStore &store, OutputRecorderOptions options)
@@ -149,9 +158,9 @@ void OutputRecorder::add(Command &command, int stream, std::string_view chunk)
     bool wake = false;
     {
         std::lock_guard lock(command.mutex);
-        if (command.stopped || command.closed || stream < 0 || stream > 1)
+        if (command.stopped || command.closed || stream < 1 || stream > 2)
             return;
-        OutputStream &s = command.streams[stream];
+        OutputStream &s = command.streams[stream - 1];
         const int64_t from = s.seen;
         s.seen += static_cast<int64_t>(chunk.size());
         if (s.seen <= s.fed)
@@ -179,7 +188,18 @@ void OutputRecorder::add(Command &command, int stream, std::string_view chunk)
             command.waitingSince = Clock::now();
     }
     if (wake)
-        m_wake.notify_one();
+        wakeFlusher();
+}
+
+void OutputRecorder::wakeFlusher()
+{
+    // Under the flusher's mutex, so that the flusher is either waiting (and woken) or has not
+    // yet looked at the flag (and will see it).
+    {
+        std::lock_guard lock(m_mutex);
+        m_wakeUp = true;
+    }
+    m_wake.notify_one();
 }
 
 void OutputRecorder::close(const std::shared_ptr<Command> &command, std::function<void(int64_t lastSeq)> then)
@@ -195,7 +215,7 @@ void OutputRecorder::close(const std::shared_ptr<Command> &command, std::functio
             }
         }
     }
-    m_wake.notify_one();
+    wakeFlusher();
 }
 
 void OutputRecorder::flusherLoop()
@@ -226,7 +246,7 @@ void OutputRecorder::flusherLoop()
                 && (m_stopping
                     || (command->closed
                         && (command->stopped
-                            || (!command->needsRebase && command->unsent.empty() && !command->waitingSince))));
+                            || (!command->needsRebase && command->unsent.empty() && !hasUnsent(*command)))));
             if (done) {
                 auto then = std::move(command->then);
                 const int64_t lastSeq = command->lastSeq;
@@ -236,10 +256,11 @@ void OutputRecorder::flusherLoop()
                     then(lastSeq);
                 continue;
             }
-            if (command->waitingSince && !command->inFlight) {
+            if (!command->inFlight && (command->waitingSince || command->closed)) {
                 const bool overBudget = m_options.maxBytesPerSecond > 0 && m_budgetBytes <= 0;
-                nextWake = std::min(nextWake, overBudget ? now + std::chrono::milliseconds(10)
-                                                         : *command->waitingSince + std::chrono::milliseconds(m_options.flushMs));
+                const auto due = command->closed || !command->waitingSince
+                    ? now : *command->waitingSince + std::chrono::milliseconds(m_options.flushMs);
+                nextWake = std::min(nextWake, overBudget ? std::max(due, now + std::chrono::milliseconds(10)) : due);
             }
             ++it;
         }
@@ -249,7 +270,8 @@ void OutputRecorder::flusherLoop()
             m_wake.wait_for(lock, std::chrono::milliseconds(10));   // appends in flight call back
             continue;
         }
-        m_wake.wait_until(lock, nextWake);
+        m_wake.wait_until(lock, nextWake, [&] { return m_wakeUp || m_stopping; });
+        m_wakeUp = false;
     }
 }
 
@@ -302,7 +324,11 @@ bool OutputRecorder::sendIfDue(const std::shared_ptr<Command> &command, Clock::t
                 command->stopped = true;
             }
         }
-        m_wake.notify_one();   // only a notification: this runs on the store's writer thread
+        // Only a notification: this runs on the store's writer thread, or on the flusher's own
+        // (holding m_mutex) when the store refuses at once; the flusher looks again within
+        // flushMs in any case.
+        m_wakeUp = true;
+        m_wake.notify_one();
     });
     own.lock();
     return true;

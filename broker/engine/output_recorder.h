@@ -29,6 +29,7 @@
 #include "broker/store/event_store.h"
 
 #include <array>
+#include <atomic>
 #include <chrono>
 #include <condition_variable>
 #include <cstdint>
@@ -72,7 +73,8 @@ public:
     OutputRecorder &operator=(const OutputRecorder &) = delete;
 
     std::shared_ptr<Command> open(Start start);
-    // A chunk of the command's stdout (stream 0) or stderr (1), in the order the pool sent it.
+    // A chunk of the command's stdout (stream 1) or stderr (2), as pool_client::OutputSink numbers
+    // them, in the order the pool sent it.
     void add(Command &command, int stream, std::string_view chunk);
     // The command ended: what is left is recorded, then then(lastSeq) runs with the seq the
     // session's log ends at after the command's output (Start::lastSeq if nothing was recorded).
@@ -80,6 +82,7 @@ public:
 
 private:
     void flusherLoop();
+    void wakeFlusher();
     // Under m_mutex and the command's (`own`, released while the append is handed to the store):
     // the command's next append, when it has something due. False when it had nothing to send.
     bool sendIfDue(const std::shared_ptr<Command> &command, std::chrono::steady_clock::time_point now,
@@ -95,6 +98,7 @@ private:
     double m_budgetBytes = 0;   // maxBytesPerSecond's bucket: what may be sent now
     std::chrono::steady_clock::time_point m_budgetAt = std::chrono::steady_clock::now();
     bool m_stopping = false;
+    std::atomic<bool> m_wakeUp = false;   // set (under m_mutex but by the store's callback) before a notification
     std::thread m_flusher;
 };
 

@@ -178,7 +178,7 @@ Figures run(const Options &options, Output mode)
                                                     lastSeq[c].load(), {}, secrets});
                         r.fed = 0;
                     }
-                    recorder->add(*r.command, 0, chunk);
+                    recorder->add(*r.command, 1, chunk);
                     r.fed += static_cast<int64_t>(chunk.size());
                     fedBytes += static_cast<int64_t>(chunk.size());
                     if (mode == Output::Churn && r.fed >= 96 * 1024) {   // past the limit: it ends, the next one starts

@@ -22,7 +22,7 @@ goal = "print, wait, print"
 
 [[step]]
 tool = "run_command"
-command = 'echo first line; sleep 3; echo second line; printf "\033[31mred\033[0m \377\376 end\n"'
+command = 'echo first line; sleep 3; echo second line; echo a warning >&2; printf "\033[31mred\033[0m \377\376 end\n"'
 )");
     const CliResult submitted = cli({"submit", "--playbook", playbook.string(), "--output", "json"});
     ASSERT_EQ(submitted.exitCode, 0) << submitted.err;
@@ -59,17 +59,25 @@ command = 'echo first line; sleep 3; echo second line; printf "\033[31mred\033[0
     const json log = eventsOf(id);
     int64_t callMs = 0;
     int64_t firstLineMs = 0;
+    bool sawStderr = false;
     json result;
     for (const auto &e : log) {
         if (e["kind"] == "tool.call")
             callMs = e["time_unix_ms"].get<int64_t>();
         if (e["kind"] == "tool.output" && firstLineMs == 0
-            && e["payload"].value("text", "").find("first line") != std::string::npos)
+            && e["payload"].value("text", "").find("first line") != std::string::npos) {
             firstLineMs = e["time_unix_ms"].get<int64_t>();
+            EXPECT_EQ(e["payload"]["stream"], "stdout") << e.dump();
+        }
+        if (e["kind"] == "tool.output" && e["payload"].value("text", "").find("a warning") != std::string::npos) {
+            EXPECT_EQ(e["payload"]["stream"], "stderr") << e.dump();
+            sawStderr = true;
+        }
         if (e["kind"] == "tool.result" && e["payload"].contains("command"))
             result = e["payload"];
     }
     ASSERT_GT(firstLineMs, 0) << log.dump(1);
+    EXPECT_TRUE(sawStderr) << "stderr was not recorded live: " << log.dump(1);
     ASSERT_TRUE(result.is_object()) << log.dump(1);
     EXPECT_EQ(result["stdout"].get<std::string>().substr(0, 23), "first line\nsecond line\n");
     const double commandEndMs = static_cast<double>(callMs) + result.value("start_after_ms", 0.0) + result.value("duration_ms", 0.0);

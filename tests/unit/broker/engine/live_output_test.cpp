@@ -10,6 +10,7 @@
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
 
+#include <atomic>
 #include <condition_variable>
 #include <mutex>
 #include <thread>
@@ -59,7 +60,7 @@ protected:
         m_pools.add(std::move(pool), false);
     }
 
-    // The exec hook: plays `before`, waits for the gate, plays `after`; the outcome holds both.
+    // The exec hook (streams as OutputSink numbers them: 1 stdout, 2 stderr): plays `before`, waits for the gate, plays `after`; the outcome holds both.
     void playOutput(std::vector<std::pair<int, std::string>> before, std::vector<std::pair<int, std::string>> after)
     {
         m_pool->setExecHook([this, before, after](const pool_client::ExecSpec &,
@@ -68,7 +69,7 @@ protected:
             auto play = [&](const std::vector<std::pair<int, std::string>> &chunks) {
                 for (const auto &[stream, chunk] : chunks) {
                     sink(stream, chunk);
-                    (stream == 0 ? outcome.stdoutData : outcome.stderrData) += chunk;
+                    (stream == 1 ? outcome.stdoutData : outcome.stderrData) += chunk;
                 }
             };
             play(before);
@@ -141,7 +142,7 @@ protected:
 
 TEST_F(LiveOutputTest, TheFirstLineIsInTheLogWhileTheCommandStillRuns)
 {
-    playOutput({{0, "first line\n"}}, {{0, "second line\n"}, {1, "warning: late\n"}});
+    playOutput({{1, "first line\n"}}, {{1, "second line\n"}, {2, "warning: late\n"}});
     const std::string id = submit(kPlaybook);
     auto engine = makeEngine();
     runInBackground(engine);
@@ -176,7 +177,7 @@ TEST_F(LiveOutputTest, ASecretSplitAcrossTwoChunksIsStillRedacted)
     ASSERT_TRUE((*secrets)->set("TOKEN", value));
     // The first half is printed, the first line recorded (so a flush has happened with the half
     // in hand), and only then the second half.
-    playOutput({{0, "line one\nkey=" + value.substr(0, 9)}}, {{0, value.substr(9) + " done\n"}});
+    playOutput({{1, "line one\nkey=" + value.substr(0, 9)}}, {{1, value.substr(9) + " done\n"}});
     const std::string id = submit(kPlaybook, {{"secrets", {"TOKEN"}}});
     EngineOptions options;
     options.secrets = secrets->get();
@@ -195,8 +196,8 @@ TEST_F(LiveOutputTest, ASecretSplitAcrossTwoChunksIsStillRedacted)
 
 TEST_F(LiveOutputTest, OutputPastTheLimitIsCutAndTheCutIsSaid)
 {
-    std::vector<std::pair<int, std::string>> chunks(10, {0, std::string(500, 'x')});
-    chunks.emplace_back(1, "err\n");
+    std::vector<std::pair<int, std::string>> chunks(10, {1, std::string(500, 'x')});
+    chunks.emplace_back(2, "err\n");
     playOutput(chunks, {});
     const std::string id = submit(kPlaybook);
     EngineOptions options;
@@ -241,7 +242,7 @@ TEST_F(LiveOutputTest, ARepeatRecordsOnlyWhatTheEarlierAttemptDidNot)
     ASSERT_TRUE(m_store->appendSync(earlier));
 
     // The pool replays the run from its start.
-    playOutput({{0, "aa"}, {0, "a\nbbb\n"}, {1, "e\n"}}, {});
+    playOutput({{1, "aa"}, {1, "a\nbbb\n"}, {2, "e\n"}}, {});
     runUntilIdle(engine);
 
     const auto log = events(id);
@@ -254,7 +255,7 @@ TEST_F(LiveOutputTest, ARepeatRecordsOnlyWhatTheEarlierAttemptDidNot)
 
 TEST_F(LiveOutputTest, APauseMeanwhileIsSteppedOver)
 {
-    playOutput({{0, "one\n"}}, {{0, "two\n"}});
+    playOutput({{1, "one\n"}}, {{1, "two\n"}});
     const std::string id = submit(kPlaybook);
     auto engine = makeEngine();
     runInBackground(engine);
@@ -276,7 +277,7 @@ TEST_F(LiveOutputTest, APauseMeanwhileIsSteppedOver)
 
 TEST_F(LiveOutputTest, ACancelMeanwhileStopsTheRecording)
 {
-    playOutput({{0, "one\n"}}, {{0, "two\n"}});
+    playOutput({{1, "one\n"}}, {{1, "two\n"}});
     const std::string id = submit(kPlaybook);
     auto engine = makeEngine();
     runInBackground(engine);
@@ -296,6 +297,42 @@ TEST_F(LiveOutputTest, ACancelMeanwhileStopsTheRecording)
     }
     EXPECT_EQ(liveText(log, "stdout"), "one\n");
     EXPECT_EQ(count(log, core::kind::ToolResult), 0);
+}
+
+TEST_F(LiveOutputTest, EveryCloseIsAnsweredHoweverCloseAndTheFlusherInterleave)
+{
+    // Commands that print one line and end at once, from four threads: each close must hand its
+    // step the log's end, never be left waiting for a wake-up the flusher missed.
+    constexpr int kThreads = 4;
+    constexpr int kPerThread = 50;
+    std::vector<std::string> sessions;
+    for (int i = 0; i < kThreads * kPerThread; ++i)
+        sessions.push_back(submit(kPlaybook));
+    OutputRecorderOptions options;
+    options.flushMs = 1000;   // a missed wake-up would not be covered by the next flush
+    OutputRecorder recorder(*m_store, options);
+    std::atomic<int> answered = 0;
+    std::vector<std::thread> threads;
+    for (int t = 0; t < kThreads; ++t) {
+        threads.emplace_back([&, t] {
+            for (int i = 0; i < kPerThread; ++i) {
+                const std::string &id = sessions[static_cast<size_t>(t * kPerThread + i)];
+                auto command = recorder.open({id, "call-1", 1, {}, nullptr});
+                if (i % 2 == 0)   // half print nothing: only close's wake-up brings them to the flusher
+                    recorder.add(*command, 1, "one line\n");
+                recorder.close(command, [&](int64_t) { ++answered; });
+            }
+        });
+    }
+    for (auto &thread : threads)
+        thread.join();
+    for (int round = 0; round < 3000 && answered < kThreads * kPerThread; ++round)
+        std::this_thread::sleep_for(10ms);
+    EXPECT_EQ(answered.load(), kThreads * kPerThread);
+    int recorded = 0;
+    for (const auto &id : sessions)
+        recorded += count(events(id), core::kind::ToolOutput);
+    EXPECT_EQ(recorded, kThreads * kPerThread / 2) << "each line is in its command's log once";
 }
 
 } // namespace
