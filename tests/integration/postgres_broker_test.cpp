@@ -25,21 +25,16 @@ namespace {
 
 constexpr const char *kPassword = "right-horse-battery";
 
-class PostgresBroker : public ::testing::Test {
+class PostgresBroker : public FreshPostgresTest {
 protected:
+    PostgresBroker() : FreshPostgresTest("broker") {}
+
     void SetUp() override
     {
         PADDOCK_SKIP_IF_MISSING(kDaemonBinaries);
-        std::string why;
-        m_server = sharedPostgres(&why);
-        if (!m_server) {
-            if (!StartedPostgres::missingBinary().empty())
-                GTEST_SKIP() << why;
-            FAIL() << why;
-        }
-        std::string error;
-        m_database = m_server->freshDatabase("broker", &error);
-        ASSERT_FALSE(m_database.empty()) << error;
+        FreshPostgresTest::SetUp();
+        if (IsSkipped() || HasFatalFailure())
+            return;
         // A role per test: the tests of one process share the server.
         m_role = m_database + "_user";
         ASSERT_EQ(m_server->addPasswordRole(m_role, kPassword, m_database), "");
@@ -176,8 +171,6 @@ protected:
         return count;
     }
 
-    StartedPostgres *m_server = nullptr;
-    std::string m_database;
     std::string m_role;
     std::unique_ptr<TempDir> m_dir;
     std::unique_ptr<PoolProcess> m_pool;
