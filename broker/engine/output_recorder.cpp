@@ -88,18 +88,36 @@ public:
 
 namespace {
 
+// What one stream has for the log now: text (less a half character held back), and a cut or
+// dropped bytes not yet said.
+struct Due {
+    size_t held = 0;
+    size_t textBytes = 0;
+    bool sayCut = false;
+    bool sayDropped = false;
+    bool any() const { return textBytes > 0 || sayCut || sayDropped; }
+};
+
+Due dueOf(const OutputRecorder::Command &command, const OutputStream &s)
+{
+    Due due;
+    due.held = s.finished ? 0 : incompleteUtf8Tail(s.ready);
+    due.textBytes = s.ready.size() - due.held;
+    due.sayCut = s.atLimit && !s.cutSaid;
+    due.sayDropped = s.finished && command.closed && s.dropped > 0;
+    return due;
+}
+
 // The next tool.output of one stream, or nullopt when it has nothing to say yet.
 std::optional<core::NewEvent> nextEvent(const OutputRecorder::Command &command, OutputStream &s, int index,
                                         size_t limitBytes)
 {
-    const size_t held = s.finished ? 0 : incompleteUtf8Tail(s.ready);
-    const size_t textBytes = s.ready.size() - held;
+    const Due due = dueOf(command, s);
+    if (!due.any())
+        return std::nullopt;
+    const auto [held, textBytes, sayCut, sayDropped] = due;
     const int64_t rawEnd = (s.finished ? s.fed : s.fed - static_cast<int64_t>(s.redact.pendingBytes()))
         - static_cast<int64_t>(held);
-    const bool sayCut = s.atLimit && !s.cutSaid;
-    const bool sayDropped = s.finished && command.closed && s.dropped > 0;
-    if (textBytes == 0 && !sayCut && !sayDropped)
-        return std::nullopt;
     json payload{{"call_id", command.start.callId},
                  {"stream", index == 0 ? "stdout" : "stderr"},
                  {"offset", s.readyFrom},
@@ -119,13 +137,10 @@ std::optional<core::NewEvent> nextEvent(const OutputRecorder::Command &command, 
     return event(core::kind::ToolOutput, payload);
 }
 
-// Whether a stream of the command still has something for the log: text, or a cut or dropped
-// bytes not yet said.
+// Whether a stream of the command still has something for the log.
 bool hasUnsent(const OutputRecorder::Command &c)
 {
-    return std::ranges::any_of(c.streams, [&](const OutputStream &s) {
-        return !s.ready.empty() || (s.atLimit && !s.cutSaid) || (s.finished && c.closed && s.dropped > 0);
-    });
+    return std::ranges::any_of(c.streams, [&](const OutputStream &s) { return dueOf(c, s).any(); });
 }
 
 } // namespace
@@ -275,7 +290,7 @@ void OutputRecorder::flusherLoop()
     }
 }
 
-bool OutputRecorder::sendIfDue(const std::shared_ptr<Command> &command, Clock::time_point now,
+void OutputRecorder::sendIfDue(const std::shared_ptr<Command> &command, Clock::time_point now,
                                std::unique_lock<std::mutex> &own)
 {
     Command &c = *command;
@@ -286,9 +301,9 @@ bool OutputRecorder::sendIfDue(const std::shared_ptr<Command> &command, Clock::t
         const bool due = c.closed || waiting >= m_options.flushBytes
             || (c.waitingSince && now - *c.waitingSince >= std::chrono::milliseconds(m_options.flushMs));
         if (!due)
-            return false;
+            return;
         if (m_options.maxBytesPerSecond > 0 && m_budgetBytes <= 0)
-            return false;   // over the cap: it waits, and more of it goes in one event later
+            return;   // over the cap: it waits, and more of it goes in one event later
         for (int i = 0; i < 2; ++i) {
             if (auto next = nextEvent(c, c.streams[i], i, m_options.limitBytes))
                 events.push_back(std::move(*next));
@@ -300,7 +315,7 @@ bool OutputRecorder::sendIfDue(const std::shared_ptr<Command> &command, Clock::t
             c.waitingSince = now;
     }
     if (events.empty())
-        return false;
+        return;
     for (const auto &e : events)
         m_budgetBytes -= static_cast<double>(e.payload.size());
     c.inFlight = true;
@@ -331,7 +346,6 @@ bool OutputRecorder::sendIfDue(const std::shared_ptr<Command> &command, Clock::t
         m_wake.notify_one();
     });
     own.lock();
-    return true;
 }
 
 void OutputRecorder::rebase(const std::shared_ptr<Command> &command, std::unique_lock<std::mutex> &lock)

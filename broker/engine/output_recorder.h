@@ -84,8 +84,8 @@ private:
     void flusherLoop();
     void wakeFlusher();
     // Under m_mutex and the command's (`own`, released while the append is handed to the store):
-    // the command's next append, when it has something due. False when it had nothing to send.
-    bool sendIfDue(const std::shared_ptr<Command> &command, std::chrono::steady_clock::time_point now,
+    // the command's next append, when it has something due.
+    void sendIfDue(const std::shared_ptr<Command> &command, std::chrono::steady_clock::time_point now,
                    std::unique_lock<std::mutex> &own);
     void rebase(const std::shared_ptr<Command> &command, std::unique_lock<std::mutex> &lock);
 
