@@ -140,6 +140,8 @@ QString BrokerLauncher::defaultSocketPath() { return QString::fromStdString(padd
 QString BrokerLauncher::localSocketPath(const QString &address)
 {
     QString path;
+    if (address.contains(u','))
+        return {};   // a team's brokers: never one for the console to start
     if (address.startsWith(QLatin1String("unix:")))
         path = address.mid(5);
     else if (address.startsWith(u'/'))

@@ -29,8 +29,8 @@ int main(int argc, char **argv)
     parser.addVersionOption();
     const QCommandLineOption brokerOption(
         QStringLiteral("broker"),
-        QStringLiteral("Broker address: unix:/path, /path or host:port (default: $PADDOCK_BROKER, else the last one "
-                       "used, else the local socket)."),
+        QStringLiteral("Broker address: unix:/path, /path or host:port, or a team's brokers separated by commas "
+                       "(default: $PADDOCK_BROKER, else the last one used, else the local socket)."),
         QStringLiteral("ADDR"));
     const QCommandLineOption screenshotsOption(
         QStringLiteral("screenshots"),

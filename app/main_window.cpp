@@ -440,10 +440,11 @@ void MainWindow::onConnectionState(ConnectionState state, const QString &detail)
             m_connectionLabel->setText(tr("Connecting to %1…").arg(address));
         break;
     case ConnectionState::Connected:
-        m_connectionLabel->setText(tr("Connected to %1").arg(address));
+        // The broker in use, which may be one of several the address lists.
+        m_connectionLabel->setText(tr("Connected to %1").arg(m_client->endpoint()));
         m_connectionLabel->setStyleSheet(QString());
         if (m_brokenReported)
-            statusBar()->showMessage(tr("Reconnected to %1.").arg(address), kStatusMessageMs);
+            statusBar()->showMessage(tr("Reconnected to %1.").arg(m_client->endpoint()), kStatusMessageMs);
         m_brokenReported = false;
         setStale(false);
         // After a break, the open trace resumes from what it has; the model drops repeats.

@@ -65,6 +65,34 @@ Result<BrokerAddress> parseBrokerAddress(std::string_view text)
     return BrokerAddress{std::string(text), {}};
 }
 
+Result<std::vector<BrokerAddress>> parseBrokerAddresses(std::string_view text)
+{
+    std::vector<BrokerAddress> out;
+    size_t start = 0;
+    for (;;) {
+        const size_t comma = text.find(',', start);
+        std::string_view entry = text.substr(start, comma == std::string_view::npos ? std::string_view::npos : comma - start);
+        while (!entry.empty() && entry.front() == ' ')
+            entry.remove_prefix(1);
+        while (!entry.empty() && entry.back() == ' ')
+            entry.remove_suffix(1);
+        if (entry.empty() && (comma != std::string_view::npos || !out.empty())) {
+            return std::unexpected(Error{ErrorCode::InvalidArgument,
+                                         "bad broker list '" + std::string(text) + "': entry " + std::to_string(out.size() + 1)
+                                             + " is empty; separate the brokers with single commas, e.g. "
+                                               "a.example:7443,b.example:7443"});
+        }
+        auto address = parseBrokerAddress(entry);
+        if (!address)
+            return std::unexpected(address.error());
+        address->written = std::string(entry);
+        out.push_back(std::move(*address));
+        if (comma == std::string_view::npos)
+            return out;
+        start = comma + 1;
+    }
+}
+
 std::string chooseBrokerAddress(const std::optional<std::string> &flag, const std::optional<std::string> &env,
                                 const std::string &defaultSocketPath)
 {

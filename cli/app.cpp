@@ -3,6 +3,7 @@
 #include "cli/address.h"
 #include "cli/auth_commands.h"
 #include "cli/broker_call.h"
+#include "cli/broker_endpoints.h"
 #include "cli/exit_codes.h"
 #include "cli/operator_commands.h"
 #include "cli/agents_commands.h"
@@ -26,6 +27,7 @@
 #include <filesystem>
 #include <fstream>
 #include <iostream>
+#include <optional>
 #include <sstream>
 #include <thread>
 #include <unistd.h>
@@ -39,46 +41,14 @@ using nlohmann::json;
 constexpr auto kInterruptPoll = std::chrono::milliseconds(50);
 constexpr int kMaxPageSize = 1000;
 
-// One broker connection for the life of a command.
-class BrokerConnection {
-public:
-    // credentials: insecure for the unix socket; TLS (and a bearer token) for TCP.
-    BrokerConnection(BrokerAddress address, std::string shown, double timeoutS,
-                     std::shared_ptr<grpc::ChannelCredentials> credentials)
-        : m_address(std::move(address))
-        , m_shown(std::move(shown))
-        , m_timeoutS(timeoutS)
-        , m_channel(grpc::CreateChannel(m_address.target, std::move(credentials)))
-        , m_stubs(std::make_unique<rpc::BrokerStubs>(m_channel))
-    {
-    }
-
-    rpc::BrokerStubs &stubs() { return *m_stubs; }
-    const std::string &shown() const { return m_shown; }
-
-    // Every call that is not a follow gets a deadline: a broker that hangs must not hang scripts.
-    void setDeadline(grpc::ClientContext &context) const
-    {
-        context.set_deadline(std::chrono::system_clock::now()
-                             + std::chrono::milliseconds(static_cast<int64_t>(m_timeoutS * 1000)));
-    }
-
-    // Whether calls reach the broker. A status the broker itself returned leaves the channel READY;
-    // a refused or lost connection does not.
-    bool connected() const { return m_channel->GetState(false) == GRPC_CHANNEL_READY; }
-
-private:
-    BrokerAddress m_address;
-    std::string m_shown;
-    double m_timeoutS;
-    std::shared_ptr<grpc::Channel> m_channel;
-    std::unique_ptr<rpc::BrokerStubs> m_stubs;
-};
+// How long a follow, or a call sent again, waits for a broker to answer after losing one: long
+// enough for a broker that restarts (it serves again within a second of a kill -9).
+constexpr auto kFailoverWait = std::chrono::seconds(5);
 
 struct CommandContext {
     const Invocation &inv;
     const Environment &env;
-    BrokerConnection &broker;
+    BrokerEndpoints &broker;
     const BrokerCall &call;   // the same connection, as the command families get it
     std::ostream &out;
     std::ostream &err;
@@ -141,17 +111,20 @@ struct InterruptScope {
     }
 };
 
-// How a stream of events ended.
+// How a stream of events ended, over every call of it (a follow moves to another broker with a
+// new call that starts after the last seq printed).
 struct StreamedEvents {
     grpc::Status status;
     int64_t lastSeq = 0;        // the last seq printed (from_seq - 1 when none was)
-    bool receivedAny = false;
+    bool receivedAny = false;   // by the last call
+    EventPrintState printed;    // what the text output has said so far, across calls
 };
 
-// Prints the events of one StreamEvents call as they come. While following, a watcher thread
-// cancels the call once the user presses Ctrl-C.
-StreamedEvents printEventStream(const CommandContext &c, grpc::ClientContext &context,
-                                const v1::StreamEventsRequest &request)
+// Prints the events of one StreamEvents call as they come, each seq once: a seq at or before the
+// last one printed (a broker that repeats itself after a move) is skipped. While following, a
+// watcher thread cancels the call once the user presses Ctrl-C.
+void printEventStream(const CommandContext &c, grpc::ClientContext &context, const v1::StreamEventsRequest &request,
+                      StreamedEvents &streamed)
 {
     std::jthread watcher;
     if (request.follow() && c.env.interrupted) {
@@ -168,16 +141,16 @@ StreamedEvents printEventStream(const CommandContext &c, grpc::ClientContext &co
 
     auto reader = c.broker.stubs().sessions->StreamEvents(&context, request);
     v1::EventBatch batch;
-    StreamedEvents streamed;
-    streamed.lastSeq = request.from_seq() - 1;
-    EventPrintState printed;
+    streamed.receivedAny = false;
     while (reader->Read(&batch)) {
         streamed.receivedAny = true;
         for (const auto &event : batch.events()) {
+            if (event.seq() <= streamed.lastSeq)
+                continue;
             if (c.inv.output == OutputFormat::Json)
                 c.out << eventToJson(event).dump() << "\n";
             else
-                c.out << formatEvent(event, false, &printed);
+                c.out << formatEvent(event, false, &streamed.printed);
             streamed.lastSeq = event.seq();
         }
         c.out.flush();   // live: a pipe reader sees each batch as it comes
@@ -187,7 +160,6 @@ StreamedEvents printEventStream(const CommandContext &c, grpc::ClientContext &co
         watcher.request_stop();
         watcher.join();
     }
-    return streamed;
 }
 
 // After a follow: the session's outcome decides the exit code, so ask for the session as the fold
@@ -226,14 +198,56 @@ int streamEvents(const CommandContext &c, const std::string &id, int64_t fromSeq
     }
     v1::StreamEventsRequest request;
     request.set_session_id(id);
-    request.set_from_seq(std::max<int64_t>(fromSeq, 1));
     request.set_follow(follow);
 
-    grpc::ClientContext context;
-    if (!follow)
-        c.broker.setDeadline(context);
     const InterruptScope interruptScope(c.env, follow);
-    const StreamedEvents streamed = printEventStream(c, context, request);
+    StreamedEvents streamed;
+    streamed.lastSeq = std::max<int64_t>(fromSeq, 1) - 1;
+    bool flowed = false;   // some call of this stream delivered events
+    bool lost = false;     // the stream broke and no broker took it up again in time
+    // A broken stream is taken up again until kFailoverWait has passed since it broke: calls that
+    // fail at once (a broker that is shutting down may still accept a call, then cancel it) do not
+    // start the wait again; a call that delivered events or held a while does.
+    std::optional<std::chrono::steady_clock::time_point> brokenSince;
+    for (;;) {
+        // From the seq after the last one printed: after a move to another broker, the log goes on
+        // there with no gap and no repeat (every broker of a team reads the same store).
+        request.set_from_seq(streamed.lastSeq + 1);
+        grpc::ClientContext context;
+        if (!follow)
+            c.broker.setDeadline(context);
+        const int64_t before = streamed.lastSeq;
+        const auto callStart = std::chrono::steady_clock::now();
+        printEventStream(c, context, request, streamed);
+        if (streamed.status.ok() || c.interrupted())
+            break;
+        // CANCELLED that the user did not ask for: the broker ended the call (it is stopping).
+        if (!outcomeUnknown(streamed.status) && streamed.status.error_code() != grpc::StatusCode::CANCELLED)
+            break;
+        const auto now = std::chrono::steady_clock::now();
+        const bool wasFlowing = streamed.lastSeq > before || now - callStart >= kFailoverWait;
+        flowed = flowed || streamed.lastSeq > before;
+        if (wasFlowing || !brokenSince)
+            brokenSince = now;
+        const auto giveUpAt = *brokenSince + kFailoverWait;
+        if (now >= giveUpAt) {
+            lost = true;
+            break;
+        }
+        if (!wasFlowing)
+            std::this_thread::sleep_for(kInterruptPoll);   // the same broker again, or one just started
+        const std::string from = c.broker.shown();
+        const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(giveUpAt - std::chrono::steady_clock::now());
+        if (!c.broker.failover(std::max(left, std::chrono::milliseconds(1)))) {
+            lost = true;
+            break;
+        }
+        if (c.broker.shown() != from || wasFlowing) {
+            c.err << "paddockctl: lost the broker at " << from << " (" << streamed.status.error_message() << "); "
+                  << (follow ? "following" : "reading") << " session " << id << " on " << c.broker.shown()
+                  << " from seq " << streamed.lastSeq + 1 << "\n";
+        }
+    }
     const grpc::Status &status = streamed.status;
     const int64_t lastSeq = streamed.lastSeq;
 
@@ -242,9 +256,10 @@ int streamEvents(const CommandContext &c, const std::string &id, int64_t fromSeq
               << "` stops it, `paddockctl events " << id << " --from " << lastSeq + 1 << " -f` follows again)\n";
         return toInt(ExitCode::Interrupted);
     }
-    if (!status.ok() && status.error_code() == grpc::StatusCode::UNAVAILABLE && streamed.receivedAny) {
-        // The stream was flowing and the broker went away (killed, restarted): nothing recorded is
-        // lost, and the user can pick up exactly where the output stopped.
+    if (lost && (flowed || streamed.receivedAny || status.error_code() == grpc::StatusCode::CANCELLED)) {
+        // The stream was flowing and the broker went away (killed, restarted) with none of the list
+        // taking it up: nothing recorded is lost, and the user can pick up exactly where the output
+        // stopped.
         return c.failWith(ExitCode::BrokerUnreachable,
                           action + ": lost the broker at " + c.broker.shown() + " (" + status.error_message()
                               + "); once it is back (`paddockd`), `paddockctl events " + id + " --from "
@@ -307,6 +322,9 @@ int runSubmit(const CommandContext &c)
         }
     }
 
+    // One id for this submit and its retries (BrokerCall::unary sends it again when no answer
+    // came): the broker makes one session of it, whichever broker of the list records it.
+    request.set_request_id(inv.requestId.empty() ? newRequestId() : inv.requestId);
     v1::Session session;
     const grpc::Status status = c.call.unary(&SessionStub::SubmitSession, request, session);
     if (!status.ok()) {
@@ -450,12 +468,14 @@ Result<std::string> readSmallTextFile(const std::string &flag, const std::string
 }
 
 // Insecure for the unix socket (the peer's OS user is the principal); TLS for TCP, with the
-// bearer token from --token-file or $PADDOCK_TOKEN when there is one.
+// bearer token from --token-file or $PADDOCK_TOKEN when there is one. anyTcp: the list has a
+// host:port broker, for which the TLS flags are meant.
 Result<std::shared_ptr<grpc::ChannelCredentials>> channelCredentials(const BrokerAddress &address,
-                                                                     const Invocation &inv, const Environment &env)
+                                                                     const Invocation &inv, const Environment &env,
+                                                                     bool anyTcp)
 {
     if (address.isUnix()) {
-        if (!inv.tlsCa.empty() || !inv.tokenFile.empty())
+        if (!anyTcp && (!inv.tlsCa.empty() || !inv.tokenFile.empty()))
             return fail(ErrorCode::InvalidArgument, "--tls-ca and --token-file are for a host:port broker; on the "
                                                     "unix socket your OS user is who you are");
         return grpc::InsecureChannelCredentials();
@@ -542,28 +562,48 @@ std::string actionName(const Invocation &inv)
 int runInvocation(const Invocation &inv, const Environment &env, std::ostream &out, std::ostream &err)
 {
     const std::string shown = chooseBrokerAddress(inv.broker, env.brokerAddress, env.defaultSocketPath);
-    const auto address = parseBrokerAddress(shown);
-    if (!address) {
-        err << "paddockctl: " << address.error().message << "\n";
+    const auto addresses = parseBrokerAddresses(shown);
+    if (!addresses) {
+        err << "paddockctl: " << addresses.error().message << "\n";
         return toInt(ExitCode::Usage);
     }
     // A missing socket file is the common case of "no broker": say so without a connect attempt.
-    if (address->isUnix()) {
+    const bool anySocketThere = std::any_of(addresses->begin(), addresses->end(), [](const BrokerAddress &address) {
         std::error_code ec;
-        if (!std::filesystem::exists(address->unixPath, ec)) {
-            err << "paddockctl: " << actionName(inv) << ": " << unreachableMessage(shown) << "\n";
-            return toInt(ExitCode::BrokerUnreachable);
-        }
+        return !address.isUnix() || std::filesystem::exists(address.unixPath, ec);
+    });
+    if (!anySocketThere) {
+        err << "paddockctl: " << actionName(inv) << ": " << unreachableMessage(shown) << "\n";
+        return toInt(ExitCode::BrokerUnreachable);
     }
 
-    auto credentials = channelCredentials(*address, inv, env);
-    if (!credentials) {
-        err << "paddockctl: " << actionName(inv) << ": " << credentials.error().message << "\n";
-        return toInt(credentials.error().code == ErrorCode::InvalidArgument ? ExitCode::Usage : ExitCode::Error);
+    const bool anyTcp = std::any_of(addresses->begin(), addresses->end(),
+                                    [](const BrokerAddress &address) { return !address.isUnix(); });
+    std::vector<BrokerEndpoints::Endpoint> endpoints;
+    for (const auto &address : *addresses) {
+        auto credentials = channelCredentials(address, inv, env, anyTcp);
+        if (!credentials) {
+            err << "paddockctl: " << actionName(inv) << ": " << credentials.error().message << "\n";
+            return toInt(credentials.error().code == ErrorCode::InvalidArgument ? ExitCode::Usage : ExitCode::Error);
+        }
+        endpoints.push_back({address, address.written, std::move(*credentials)});
     }
-    BrokerConnection broker(*address, shown, inv.timeoutS, *credentials);
-    const BrokerCall call{broker.stubs(), [&](grpc::ClientContext &c) { broker.setDeadline(c); },
-                          [&] { return broker.connected(); }, shown, env.interrupted};
+    BrokerEndpoints broker(std::move(endpoints), inv.timeoutS);
+    broker.start();
+    const BrokerCall call{broker.stubs(),
+                          [&](grpc::ClientContext &c) { broker.setDeadline(c); },
+                          [&] { return broker.connected(); },
+                          shown,
+                          env.interrupted,
+                          [&](const grpc::Status &status) {
+                              const std::string lost = broker.shown();
+                              if (!broker.failover(kFailoverWait))
+                                  return false;
+                              err << "paddockctl: no answer from the broker at " << lost << " ("
+                                  << status.error_message() << "); trying again at " << broker.shown() << "\n";
+                              return true;
+                          },
+                          static_cast<int>(broker.count())};
     const CommandContext context{inv, env, broker, call, out, err};
     switch (inv.command) {
     case Command::Submit:

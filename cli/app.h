@@ -46,6 +46,7 @@ struct Invocation {
     std::vector<std::string> secrets;           // submit --secret: names granted to the session
     bool follow = false;                        // submit -f, events -f
     std::string submitFile;                     // submit --file: JSON Lines of sessions; "-": stdin (cli/submit_file.h)
+    std::string requestId;                      // submit --request-id; empty: a fresh UUID
 
     // submit and ls
     std::string agent;

@@ -37,11 +37,13 @@ void addGlobalOptions(CLI::App &app, Invocation &inv, std::string &broker, std::
     app.require_subcommand(1);
     app.fallthrough();   // global options may follow the command: `paddockctl ls --output json`
     app.footer(std::string("Broker address: --broker, else $PADDOCK_BROKER, else the default unix socket "
-                           "($XDG_RUNTIME_DIR/paddock/broker.sock).\n\n")
+                           "($XDG_RUNTIME_DIR/paddock/broker.sock). A team's brokers may be listed with commas "
+                           "(a:7443,b:7443): paddockctl uses the first that answers and moves to the next when it "
+                           "stops answering.\n\n")
                + std::string(exitCodeHelp()));
     app.add_option("--broker", broker,
-                   "Broker address: unix:/path, /path (a unix socket) or host:port. Default: $PADDOCK_BROKER, "
-                   "else the user's broker socket");
+                   "Broker address: unix:/path, /path (a unix socket) or host:port, or several of them separated "
+                   "by commas (brokers sharing one store). Default: $PADDOCK_BROKER, else the user's broker socket");
     app.add_option("-o,--output", output, "Output format of every read: table (for people) or json (for scripts)")
         ->check(CLI::IsMember({"table", "json"}));
     app.add_flag_callback("--json", [&output] { output = "json"; }, "Same as --output json");
@@ -75,6 +77,9 @@ CLI::App *addSubmitCommand(CLI::App &app, Invocation &inv)
                        "budget_extension review. Default: the agent's");
     submit->add_flag("-f,--follow", inv.follow,
                      "Stream the events until the session ends; exit 0 if it succeeded, 7 if not");
+    submit->add_option("--request-id", inv.requestId,
+                       "The submit's request id (default: a fresh UUID). The broker makes one session per id and "
+                       "caller: a script that runs this submit again with the same id gets the same session back");
     submit->add_option("--file", inv.submitFile,
                        "Submit many sessions: a JSON Lines file (- reads stdin), one object a line with the fields of "
                        "these flags (playbook, playbook_toml, goal, model, tier, agent, tags, secrets, budget). Every "
@@ -159,6 +164,10 @@ bool submitArgumentsComplete(const Invocation &inv, std::ostream &err)
         if (inv.follow) {
             err << "paddockctl submit: --file does not follow (-f) its sessions; leave out -f, then follow one with "
                    "`paddockctl events ID -f`\n";
+            return false;
+        }
+        if (!inv.requestId.empty()) {
+            err << "paddockctl submit: --file gives each line a request id of its own; leave out --request-id\n";
             return false;
         }
         return true;

@@ -4,8 +4,9 @@
 // Known limits:
 // - The file is read whole into memory (a line is a few hundred bytes: a million sessions is a few
 //   hundred MB); a playbook file named by many lines is read once.
-// - The request_id is random per line and per run, so running a file twice submits it twice; the
-//   broker ignores request_id today (issue 17 will deduplicate with it).
+// - The request_id is random per line and per run, so running a file twice submits it twice (the
+//   broker deduplicates a request_id, not a line). A call that gets no answer is not sent again
+//   (lines are listed as not submitted); `paddockctl submit` alone retries with its id.
 
 #include "cli/submit_file.h"
 

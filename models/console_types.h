@@ -124,6 +124,7 @@ struct SubmitRequest {
     QString tier;
     QString agent;
     QStringList tags;
+    QString requestId;       // one per user action (a UUID), the same on every retry; empty: the client makes one
 };
 
 } // namespace paddock::console

@@ -6,6 +6,7 @@
 #include "pool/core/pool_config.h"
 #include "pool/core/sandbox_pool.h"
 #include "pool/server/pool_auth.h"
+#include "pool/server/pool_metrics_endpoint.h"
 #include "pool/server/pool_service.h"
 #include "rpc/limits.h"
 
@@ -102,6 +103,8 @@ int reportConfigCheck(const PoolFlags &flags, const pool::PoolConfig &config, Co
     const std::string summary = pool::checkPoolConfig(config, problems);
     if (auto credentials = pool::makePoolServerCredentials(flags.tlsOptions); !credentials)
         problems.add(credentials.error());
+    if (auto problem = pool::checkPoolMetrics(config, flags.tlsOptions); !problem.empty())
+        problems.add(ErrorCode::InvalidArgument, problem);
     if (!problems.empty()) {
         printProblems(problems, "paddock-pool");
         std::fprintf(stderr, "paddock-pool: %zu configuration problem%s in %s\n", problems.size(),
@@ -170,6 +173,10 @@ int serve(const PoolFlags &flags, const pool::PoolConfig &config)
         std::fprintf(stderr, "paddock-pool: %s\n", credentials.error().message.c_str());
         return kExitConfigError;
     }
+    if (auto problem = pool::checkPoolMetrics(config, tlsOptions); !problem.empty()) {
+        std::fprintf(stderr, "paddock-pool: %s\n", problem.c_str());
+        return kExitConfigError;
+    }
 
     auto created = pool::SandboxPool::create(config);
     if (!created) {
@@ -177,6 +184,16 @@ int serve(const PoolFlags &flags, const pool::PoolConfig &config)
         return 1;
     }
     auto &sandboxPool = **created;
+
+    std::unique_ptr<pool::PoolMetricsEndpoint> metrics;
+    if (!config.metricsListen.empty()) {
+        auto started = pool::PoolMetricsEndpoint::start(config, tlsOptions, sandboxPool);
+        if (!started) {
+            std::fprintf(stderr, "paddock-pool: %s\n", started.error().message.c_str());
+            return 1;
+        }
+        metrics = std::move(*started);
+    }
 
     pool::PoolService service(sandboxPool);
     int port = 0;
@@ -195,10 +212,14 @@ int serve(const PoolFlags &flags, const pool::PoolConfig &config)
                  config.initPath.string());
     for (const auto &t : config.tiers)
         spdlog::info("tier '{}': runtime {}, warm {}, max {}", t.name, t.runtime, t.warmCount, t.maxCount);
+    if (metrics)
+        spdlog::info("metrics at {}{}", metrics->url(), tlsOptions.tokenFile.empty() ? "" : " (bearer token required)");
 
     while (!g_stop)
         std::this_thread::sleep_for(std::chrono::milliseconds(50));
 
+    if (metrics)
+        metrics->stop();
     drainAndStop(config, service, sandboxPool, *server);
     spdlog::info("stopped");
     return 0;

@@ -223,6 +223,22 @@ void toolOutput(std::string_view, const json &p, EventLine &line)
     line.hasDetails = true;
 }
 
+// A piece of a model's streamed answer (docs/events.md, model.delta): its text, else its first
+// tool call's argument fragment.
+void modelDelta(std::string_view, const json &p, EventLine &line)
+{
+    std::string head = "attempt " + std::to_string(num(p, "attempt", 1));
+    if (has(p, "supersedes"))
+        head += " (replaces attempt " + std::to_string(num(p, "supersedes")) + ")";
+    std::string detail = str(p, "text", 200);
+    if (const auto calls = p.find("tool_calls"); detail.empty() && calls != p.end() && calls->is_array()
+        && !calls->empty() && calls->front().is_object()) {
+        const json &call = calls->front();
+        detail = "args" + (has(call, "name") ? " " + str(call, "name") : std::string()) + ": " + str(call, "arguments", 200);
+    }
+    line.summary = withDetail(head, detail);
+}
+
 const std::unordered_map<std::string_view, kinds::Describe> &table()
 {
     static const auto built = [] {
@@ -245,7 +261,7 @@ std::vector<Entry> sessionKinds()
     return {
         {"session.created", &sessionCreated}, {"state.changed", &stateChanged}, {"model.request", &modelRequest},
         {"model.response", &modelResponse},   {"model.error", &modelError},     {"tool.call", &toolCall},
-        {"tool.result", &toolResult},         {"tool.output", &toolOutput},
+        {"tool.result", &toolResult},         {"tool.output", &toolOutput},     {"model.delta", &modelDelta},
     };
 }
 

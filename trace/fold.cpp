@@ -5,7 +5,10 @@
 
 namespace paddock::trace {
 
-bool foldsIntoStep(std::string_view kind) { return kind == "cost" || kind == "checkpoint" || kind == "tool.output"; }
+bool foldsIntoStep(std::string_view kind)
+{
+    return kind == "cost" || kind == "checkpoint" || kind == "tool.output" || kind == "model.delta";
+}
 
 FoldSide foldSide(std::optional<int64_t> previousRowTimeMs, int64_t timeMs, std::optional<int64_t> nextRowTimeMs)
 {
@@ -38,6 +41,11 @@ std::vector<size_t> assignRows(std::span<const FoldEvent> events)
             rows[i] = i;
             continue;
         }
+        // A streamed answer belongs to its model.response, the row after it once it is there.
+        if (events[i].kind == "model.delta" && after[i] != kNone && events[after[i]].kind == "model.response") {
+            rows[i] = after[i];
+            continue;
+        }
         const auto timeOf = [&](size_t at) { return at == kNone ? std::nullopt : std::optional(events[at].timeMs); };
         rows[i] = foldSide(timeOf(before[i]), events[i].timeMs, timeOf(after[i])) == FoldSide::Previous ? before[i] : after[i];
     }
@@ -54,7 +62,26 @@ std::string foldNote(std::span<const FoldedEvent> folded)
     int64_t outputBytes = 0;
     bool outputCut = false;
     std::string lastLine;
+    // A streamed model answer: its text so far (the latest attempt's) and its last line.
+    size_t answerPart = static_cast<size_t>(-1);
+    int64_t answerAttempt = 0;
+    std::string answer;
     for (const auto &event : folded) {
+        if (event.kind == "model.delta") {
+            if (answerPart == static_cast<size_t>(-1)) {
+                answerPart = parts.size();
+                parts.emplace_back();
+            }
+            if (!event.payload)
+                continue;
+            if (const int64_t attempt = text::num(*event.payload, "attempt", 1); attempt != answerAttempt) {
+                answerAttempt = attempt;   // a retried stream starts again
+                answer.clear();
+            }
+            if (event.payload->contains("text") && (*event.payload)["text"].is_string())
+                answer += (*event.payload)["text"].get<std::string>();
+            continue;
+        }
         if (event.kind == "tool.output") {
             if (outputPart == static_cast<size_t>(-1)) {
                 outputPart = parts.size();
@@ -93,6 +120,16 @@ std::string foldNote(std::span<const FoldedEvent> folded)
         return {};
     if (costPart != static_cast<size_t>(-1))
         parts[costPart] = "cost " + text::dollars(costMicros);
+    if (answerPart != static_cast<size_t>(-1)) {
+        std::string_view rest(answer);
+        while (!rest.empty() && (rest.back() == '\n' || rest.back() == '\r'))
+            rest.remove_suffix(1);
+        const size_t newline = rest.rfind('\n');
+        std::string note = "model text " + text::bytes(static_cast<int64_t>(answer.size()));
+        if (!rest.empty())
+            note += ": " + safeLine(std::string(rest.substr(newline == std::string_view::npos ? 0 : newline + 1)), 80);
+        parts[answerPart] = std::move(note);
+    }
     if (outputPart != static_cast<size_t>(-1)) {
         std::string note = "output " + text::bytes(outputBytes) + (outputCut ? " (cut)" : "");
         if (!lastLine.empty())

@@ -34,9 +34,22 @@ QString ConnectionDialog::defaultAddress()
 
 QString ConnectionDialog::validateAddress(const QString &address)
 {
-    const QString a = address.trimmed();
-    if (a.isEmpty())
+    const QString all = address.trimmed();
+    if (all.isEmpty())
         return tr("Enter an address: unix:/path/to/broker.sock, /path/to/broker.sock or host:port.");
+    if (all.contains(u',')) {
+        // Several brokers of one team: each entry must be an address of its own.
+        const QStringList entries = all.split(u',');
+        for (qsizetype i = 0; i < entries.size(); ++i) {
+            if (entries[i].trimmed().isEmpty())
+                return tr("Broker %1 of the list is empty; separate the brokers with single commas, e.g. "
+                          "a.example.com:7443,b.example.com:7443.").arg(i + 1);
+            if (const QString problem = validateAddress(entries[i]); !problem.isEmpty())
+                return tr("Broker %1 of the list: %2").arg(i + 1).arg(problem);
+        }
+        return {};
+    }
+    const QString a = all;
     if (a.startsWith(u"unix:")) {
         if (a.size() <= 5)
             return tr("The socket path is missing after \"unix:\".");
@@ -69,7 +82,9 @@ ConnectionDialog::ConnectionDialog(QWidget *parent)
 
     m_remote = new QRadioButton(tr("&Remote broker or another socket"), this);
     m_remoteAddress = new QLineEdit(this);
-    m_remoteAddress->setPlaceholderText(tr("host:port, unix:/path or /path"));
+    m_remoteAddress->setPlaceholderText(tr("host:port, unix:/path or /path; a team's brokers: a:7443,b:7443"));
+    m_remoteAddress->setToolTip(tr("Several brokers sharing one store, separated by commas: the console uses the "
+                                   "first that answers and moves to the next when it stops answering."));
     auto *remoteForm = new QFormLayout;
     remoteForm->setContentsMargins(24, 0, 0, 0);
     remoteForm->addRow(tr("Address:"), m_remoteAddress);
@@ -140,8 +155,14 @@ ConnectionDialog::Credentials ConnectionDialog::readCredentials(const QString &a
                                                                 const QString &tokenFile, const QString &typedToken)
 {
     Credentials out;
-    const QString a = address.trimmed();
-    if (a.startsWith(u"unix:") || a.startsWith(u'/'))
+    // Only a host:port broker needs them; a list needs them when any of its brokers is one.
+    bool anyTcp = false;
+    for (const QString &entry : address.split(u',', Qt::SkipEmptyParts)) {
+        const QString a = entry.trimmed();
+        if (!a.isEmpty() && !a.startsWith(u"unix:") && !a.startsWith(u'/') && !a.startsWith(u"./"))
+            anyTcp = true;
+    }
+    if (!anyTcp)
         return out;
     auto readSmall = [&](const QString &path, const QString &what, QString *into) {
         QFile file(path);

@@ -1,6 +1,7 @@
 #pragma once
-// Choose the broker: the local broker's unix socket (the default) or a remote address. A host:port
-// broker is reached over TLS: the CA file that signed its certificate (empty: the system's CAs) and
+// Choose the broker: the local broker's unix socket (the default) or a remote address, or several
+// remote brokers of one team separated by commas (remembered as typed). A host:port broker is
+// reached over TLS: the CA file that signed its certificate (empty: the system's CAs) and
 // a bearer token, from a file (remembered) or typed (kept for this run only, never saved).
 //
 // Threads: GUI thread only.
@@ -21,7 +22,8 @@ public:
 
     // $PADDOCK_BROKER, else unix:$XDG_RUNTIME_DIR/paddock/broker.sock (as paddockctl does).
     static QString defaultAddress();
-    // Empty when address is usable; otherwise what is wrong with it, for people.
+    // Empty when address (or each entry of a comma-separated list) is usable; otherwise what is
+    // wrong with it, for people.
     static QString validateAddress(const QString &address);
 
     void setAddress(const QString &address);

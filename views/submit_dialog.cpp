@@ -16,6 +16,7 @@
 #include <QRadioButton>
 #include <QStackedWidget>
 #include <QToolButton>
+#include <QUuid>
 #include <QVBoxLayout>
 
 namespace paddock::console {
@@ -200,6 +201,9 @@ void SubmitDialog::accept()
         if (!tag.trimmed().isEmpty())
             request.tags.append(tag.trimmed());
     }
+    // A fresh id for this click: the client sends it again with every retry of this submit, so a
+    // broker that answers late or another broker of the list makes no second session of it.
+    request.requestId = QUuid::createUuid().toString(QUuid::WithoutBraces);
     m_request = request;
     QDialog::accept();
 }

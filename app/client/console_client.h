@@ -24,7 +24,9 @@ public:
     using QObject::QObject;
     ~ConsoleClient() override = default;
 
-    // "unix:/path", "/path" or "host:port". Reconnects with backoff until disconnectFromBroker().
+    // "unix:/path", "/path" or "host:port", or several of them separated by commas (brokers of a
+    // team sharing one store): the first that answers is used, and the next when it stops
+    // answering. Reconnects with backoff until disconnectFromBroker().
     virtual void connectToBroker(const QString &address) = 0;
     virtual void disconnectFromBroker() = 0;
     // For a host:port broker: the CA (PEM) its certificate must chain to (empty: the system's CAs)
@@ -39,6 +41,8 @@ public:
     // unknown, allowing everything, until the broker answers. permissionsChanged says when it does.
     virtual Permissions permissions() const { return {}; }
     virtual QString address() const = 0;
+    // The broker in use: one entry of address() (all of it when it names one broker).
+    virtual QString endpoint() const { return address(); }
     virtual ConnectionState connectionState() const = 0;
 
     // Sessions: while connected, a watch delivers the initial set, then each change.

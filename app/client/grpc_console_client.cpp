@@ -11,6 +11,7 @@
 #include <grpcpp/grpcpp.h>
 
 #include <QPointer>
+#include <QUuid>
 
 #include <chrono>
 
@@ -29,9 +30,19 @@ void Shared::wakeLocked()
 }
 
 
+std::string GrpcConsoleClient::Private::targetOf(const QString &entry)
+{
+    if (entry.startsWith(QLatin1String("unix:")))
+        return ss(entry);
+    if (entry.startsWith(QLatin1Char('/')) || entry.startsWith(QLatin1String("./")))
+        return "unix:" + ss(entry);
+    return ss(entry);
+}
+
 void GrpcConsoleClient::Private::startAttempt()
 {
     stopCalls();
+    target = targetOf(endpoints.value(current));
     grpc::ChannelArguments args;
     // A channel of our own each attempt, with its own subchannels: gRPC's shared pool would keep its
     // own (up to 120 s) reconnect backoff across our attempts.
@@ -46,6 +57,7 @@ void GrpcConsoleClient::Private::startAttempt()
     channel = grpc::CreateCustomChannel(target, channelCredentials(), args);
     stubs = std::make_shared<rpc::BrokerStubs>(channel);
     watch = WatchCall::start(shared, *stubs, nextSerial++);
+    openTimer.start(kWatchOpenTimeoutMs);
 }
 
 void GrpcConsoleClient::Private::stopCalls()
@@ -86,11 +98,88 @@ void GrpcConsoleClient::Private::startFollow(const QString &id, Follow &follow)
 void GrpcConsoleClient::Private::connectionLost(const QString &why)
 {
     stopCalls();
-    setState(ConnectionState::Broken,
-             QStringLiteral("broker unreachable at %1: %2; retrying").arg(address, why));
+    openTimer.stop();
+    const QString lost = endpoints.value(current);
+    if (endpoints.size() > 1) {
+        // Several brokers: the next one at once, until each has been tried once; then the backoff.
+        current = (current + 1) % endpoints.size();
+        if (++failedInRound < endpoints.size()) {
+            setState(ConnectionState::Broken,
+                     QStringLiteral("broker unreachable at %1: %2; trying %3").arg(lost, why, endpoints.value(current)));
+            reconnectTimer.start(0);
+            return;
+        }
+        failedInRound = 0;
+    }
+    setState(ConnectionState::Broken, QStringLiteral("broker unreachable at %1: %2; retrying").arg(lost, why));
     if (!reconnectTimer.isActive()) {
         reconnectTimer.start(backoffMs);
         backoffMs = std::min(backoffMs * 2, maxBackoffMs);
+    }
+}
+
+void GrpcConsoleClient::Private::sendSubmit(v1::SubmitSessionRequest request, int attempt)
+{
+    if (state != ConnectionState::Connected || !stubs) {
+        // Sent once a broker of the list answers; answered as failed if none does in time.
+        const quint64 id = nextSubmit++;
+        pendingSubmits.push_back({id, std::move(request), attempt});
+        QTimer::singleShot(kSubmitWaitMs, q, [this, id] {
+            auto it = std::find_if(pendingSubmits.begin(), pendingSubmits.end(),
+                                   [id](const PendingSubmit &p) { return p.id == id; });
+            if (it == pendingSubmits.end())
+                return;
+            const std::string requestId = it->request.request_id();
+            pendingSubmits.erase(it);
+            finishAction(QStringLiteral("submit"), false,
+                         QStringLiteral("could not submit the session: no broker answered within %1 s (request id %2; "
+                                        "if one recorded it, it is in the sessions list). Check the connection and "
+                                        "submit again")
+                             .arg(kSubmitWaitMs / 1000)
+                             .arg(qs(requestId)));
+        });
+        return;
+    }
+    auto sharedState = shared;
+    const v1::SubmitSessionRequest sent = request;
+    unary<v1::SubmitSessionRequest, v1::Session>(
+        &v1::SessionService::StubInterface::async_interface::SubmitSession, std::move(request), kUnaryDeadlineMs,
+        [sharedState, sent, attempt](const grpc::Status &status, const v1::Session &session) {
+            const bool unknown = status.error_code() == grpc::StatusCode::UNAVAILABLE
+                || status.error_code() == grpc::StatusCode::DEADLINE_EXCEEDED;
+            if (unknown && attempt < kSubmitAttempts) {
+                // No answer: the same request, the same request_id, again (to another broker once
+                // the connection moves): the broker makes one session of it however often it comes.
+                qCInfo(lcClient).noquote() << "submit got no answer (" << statusText(status) << "); sending it again";
+                sharedState->post([sent, attempt](GrpcConsoleClient *c) { c->d->sendSubmit(sent, attempt + 1); });
+                return;
+            }
+            Shared::Action result{QStringLiteral("submit"), status.ok(), {}, {}};
+            if (status.ok()) {
+                result.sessionId = qs(session.id());
+                result.message = QStringLiteral("submitted session %1").arg(result.sessionId);
+            } else {
+                result.message = QStringLiteral("could not submit the session: %1").arg(statusText(status));
+            }
+            std::lock_guard lock(sharedState->mutex);
+            sharedState->actions.append(std::move(result));
+            sharedState->wakeLocked();
+        });
+}
+
+void GrpcConsoleClient::Private::flushSubmits()
+{
+    auto waiting = std::exchange(pendingSubmits, {});
+    for (auto &pending : waiting)
+        sendSubmit(std::move(pending.request), pending.attempt);
+}
+
+void GrpcConsoleClient::Private::failSubmits(const QString &why)
+{
+    auto waiting = std::exchange(pendingSubmits, {});
+    for (const auto &pending : waiting) {
+        finishAction(QStringLiteral("submit"), false,
+                     QStringLiteral("could not submit the session: %1 (request id %2)").arg(why, qs(pending.request.request_id())));
     }
 }
 
@@ -131,7 +220,10 @@ void GrpcConsoleClient::Private::tick()
             if (!watch || c.call != watch->serial())
                 break;
             backoffMs = initialBackoffMs;
-            setState(ConnectionState::Connected, QStringLiteral("connected to %1").arg(address));
+            failedInRound = 0;
+            openTimer.stop();
+            setState(ConnectionState::Connected, QStringLiteral("connected to %1").arg(endpoints.value(current)));
+            flushSubmits();
             for (auto it = follows.begin(); it != follows.end(); ++it) {
                 if (!it->ended && !it->call)
                     startFollow(it.key(), *it);
@@ -224,6 +316,10 @@ GrpcConsoleClient::GrpcConsoleClient(QObject *parent) : ConsoleClient(parent), d
         if (d->wanted)
             d->startAttempt();
     });
+    connect(&d->openTimer, &QTimer::timeout, this, [this] {
+        if (d->wanted && d->state != ConnectionState::Connected && d->watch)
+            d->connectionLost(QStringLiteral("no answer within %1 s").arg(kWatchOpenTimeoutMs / 1000));
+    });
 }
 
 GrpcConsoleClient::~GrpcConsoleClient()
@@ -265,32 +361,44 @@ QString GrpcConsoleClient::defaultAddress()
     return QStringLiteral("unix:") + QString::fromStdString(paddock::defaultBrokerSocketPath().string());
 }
 
+QStringList GrpcConsoleClient::splitAddress(const QString &address)
+{
+    QStringList out;
+    for (const QString &entry : address.split(QLatin1Char(','), Qt::SkipEmptyParts)) {
+        if (!entry.trimmed().isEmpty())
+            out << entry.trimmed();
+    }
+    return out;
+}
+
 void GrpcConsoleClient::connectToBroker(const QString &address)
 {
     const QString next = address.trimmed().isEmpty() ? defaultAddress() : address.trimmed();
     if (next != d->address) {
-        // Another broker: what we followed there means nothing here.
+        // Other brokers: what we followed there means nothing here. (Brokers of one list share
+        // one store: moving between them keeps everything.)
         for (auto &follow : d->follows) {
             if (follow.call)
                 follow.call->cancel();
         }
         d->follows.clear();
+        d->failSubmits(QStringLiteral("the console connected to %1 before it was sent").arg(next));
         std::lock_guard lock(d->shared->mutex);
         d->shared->followNext.clear();
         d->shared->events.clear();
         d->shared->sessions.clear();
+        d->shared->sessionSeq.clear();
     }
     if (next != d->address && d->permissions.known()) {
         d->permissions = {};
         emit permissionsChanged(d->permissions);
     }
     d->address = next;
-    if (next.startsWith(QLatin1String("unix:")))
-        d->target = ss(next);
-    else if (next.startsWith(QLatin1Char('/')) || next.startsWith(QLatin1String("./")))
-        d->target = "unix:" + ss(next);
-    else
-        d->target = ss(next);
+    d->endpoints = splitAddress(next);
+    if (d->endpoints.isEmpty())
+        d->endpoints << defaultAddress();
+    d->current = 0;
+    d->failedInRound = 0;
     d->wanted = true;
     d->backoffMs = d->initialBackoffMs;
     d->reconnectTimer.stop();
@@ -336,13 +444,20 @@ void GrpcConsoleClient::disconnectFromBroker()
 {
     d->wanted = false;
     d->reconnectTimer.stop();
+    d->openTimer.stop();
     d->stopCalls();
+    d->failSubmits(QStringLiteral("the console disconnected before it was sent"));
     d->setState(ConnectionState::Disconnected, QStringLiteral("disconnected from %1").arg(d->address));
 }
 
 QString GrpcConsoleClient::address() const
 {
     return d->address;
+}
+
+QString GrpcConsoleClient::endpoint() const
+{
+    return d->endpoints.value(d->current, d->address);
 }
 
 ConnectionState GrpcConsoleClient::connectionState() const
@@ -459,21 +574,10 @@ void GrpcConsoleClient::submitSession(const SubmitRequest &request)
     out.set_agent(ss(request.agent));
     for (const QString &tag : request.tags)
         out.add_tags(ss(tag));
-    auto sharedState = d->shared;
-    d->unary<v1::SubmitSessionRequest, v1::Session>(
-        &v1::SessionService::StubInterface::async_interface::SubmitSession, std::move(out), kUnaryDeadlineMs,
-        [sharedState](const grpc::Status &status, const v1::Session &session) {
-            Shared::Action result{QStringLiteral("submit"), status.ok(), {}, {}};
-            if (status.ok()) {
-                result.sessionId = qs(session.id());
-                result.message = QStringLiteral("submitted session %1").arg(result.sessionId);
-            } else {
-                result.message = QStringLiteral("could not submit the session: %1").arg(statusText(status));
-            }
-            std::lock_guard lock(sharedState->mutex);
-            sharedState->actions.append(std::move(result));
-            sharedState->wakeLocked();
-        });
+    // One id per user action (the dialog makes it), the same on every retry of it.
+    out.set_request_id(ss(request.requestId.isEmpty() ? QUuid::createUuid().toString(QUuid::WithoutBraces)
+                                                      : request.requestId));
+    d->sendSubmit(std::move(out), 1);
 }
 
 void GrpcConsoleClient::cancelSession(const QString &id)

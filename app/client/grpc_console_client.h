@@ -10,11 +10,19 @@
 // the destructor, which cancels every call and waits (bounded) for gRPC to finish them.
 //
 // Connection: connectToBroker(QString()) dials paddock::defaultBrokerSocketPath(). The session
-// watch is the connection's heartbeat: its first message means Connected; its failure means the
-// broker is gone, reported once as Broken, then retried with exponential backoff (100 ms doubling to
-// 5 s) on a fresh channel. After a reconnect the watch starts again (its snapshot refreshes every
-// row) and every followed session resumes from the seq after the last one received, so the trace
-// sees no gap and no repeat.
+// watch is the connection's heartbeat: its first message means Connected; its failure, or no first
+// message within kWatchOpenTimeoutMs, means the broker is gone, reported once as Broken, then
+// retried with exponential backoff (100 ms doubling to 5 s) on a fresh channel. An address that
+// lists several brokers (a,b,c: a team's brokers sharing one store) moves to the next one at once
+// instead, and backs off only after each has failed in turn. After a reconnect, to the same broker
+// or another, the watch starts again (only the rows whose last seq moved on since are handed over)
+// and every followed session resumes from the seq after the last one received, so the trace sees
+// no gap and no repeat.
+//
+// Submits carry a request_id (SubmitRequest::requestId, else a fresh UUID): one that gets no
+// answer (UNAVAILABLE, a deadline) is sent again with the same id, at once when still connected,
+// else once a broker of the list answers, up to kSubmitAttempts times; the broker makes one session
+// of it however often it arrives.
 //
 // Operator calls (post-mortems, snapshot files, debug shells) answer through the same coalesced
 // tick. A download writes its chunks on gRPC's thread into FILE.part and renames it when the last
@@ -51,6 +59,9 @@ public:
     void setCredentials(const QString &tlsCaPem, const QString &token) override;
     Permissions permissions() const override;
     QString address() const override;
+    QString endpoint() const override;
+    // The brokers an address names: its comma-separated entries, trimmed, empty ones dropped.
+    static QStringList splitAddress(const QString &address);
     ConnectionState connectionState() const override;
 
     QList<SessionInfo> takeSessionChanges() override;

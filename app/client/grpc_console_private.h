@@ -29,6 +29,7 @@ public:
         notifyTimer.setSingleShot(true);
         notifyTimer.setInterval(50);
         reconnectTimer.setSingleShot(true);
+        openTimer.setSingleShot(true);
     }
 
     void setState(ConnectionState next, const QString &detail)
@@ -41,6 +42,14 @@ public:
 
     void startAttempt();
     void stopCalls();
+    // The gRPC target of one entry of the address list ("unix:/p", "/p", "./p" or "host:port").
+    static std::string targetOf(const QString &entry);
+    // A submit with its request_id, sent now when connected, else when the connection is back
+    // (to whichever broker of the list answers); after kSubmitAttempts it is answered as failed.
+    void sendSubmit(v1::SubmitSessionRequest request, int attempt);
+    // Sends the submits that wait for a connection; answers them as failed when there will be none.
+    void flushSubmits();
+    void failSubmits(const QString &why);
     void refreshPermissions();
     std::shared_ptr<grpc::ChannelCredentials> channelCredentials() const
     {
@@ -71,8 +80,11 @@ public:
 
     GrpcConsoleClient *q;
     std::shared_ptr<Shared> shared;
-    QString address;
-    std::string target;
+    QString address;       // as given: one broker, or several separated by commas
+    QStringList endpoints; // address split at its commas: the brokers to move between
+    int current = 0;       // the entry of endpoints in use
+    int failedInRound = 0; // entries tried one after the other without a watch opening
+    std::string target;    // endpoints[current] as gRPC dials it
     std::string tlsCaPem;
     std::string token;     // never logged
     Permissions permissions;
@@ -92,6 +104,16 @@ public:
     std::shared_ptr<CallbackStream<v1::WatchSandboxSamplesRequest, v1::SandboxSamples>> samplesCall;
     QTimer notifyTimer;
     QTimer reconnectTimer;
+    // Started with each attempt: a broker that accepts and never answers the watch is left for
+    // the next one when it fires.
+    QTimer openTimer;
+    struct PendingSubmit {
+        quint64 id = 0;
+        v1::SubmitSessionRequest request;
+        int attempt = 1;
+    };
+    std::vector<PendingSubmit> pendingSubmits;   // waiting for a connection, oldest first
+    quint64 nextSubmit = 1;
     int initialBackoffMs = 100;
     int maxBackoffMs = 5'000;
     int backoffMs = 100;

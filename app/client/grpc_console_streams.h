@@ -34,6 +34,12 @@ inline constexpr int kPoolsDeadlineMs = 5'000;
 inline constexpr int kHistoryDeadlineMs = 30'000;
 inline constexpr int kShutdownWaitMs = 5'000;
 inline constexpr int kSampleWatchDeadlineMs = 24 * 3600 * 1000;   // a watch lasts while its sandbox is claimed
+// A broker whose session watch has not opened by then is treated as gone (the next one is tried).
+inline constexpr int kWatchOpenTimeoutMs = 5'000;
+// A submit is sent at most this many times (the same request_id each time), and waits at most
+// this long for a connection before it is answered as failed.
+inline constexpr int kSubmitAttempts = 4;
+inline constexpr int kSubmitWaitMs = 30'000;
 
 // What the reactors hand to the GUI thread. Everything here is guarded by mutex.
 struct Shared {
@@ -66,6 +72,7 @@ struct Shared {
     bool sessionsDirty = false;
     QHash<QString, QList<EventRecord>> events;
     QHash<QString, qint64> followNext;      // per followed session: the next seq wanted
+    QHash<QString, qint64> sessionSeq;      // per watched session: the last seq its row showed
     QSet<QString> eventsDirty;
     QList<History> histories;
     QList<Action> actions;
@@ -176,12 +183,23 @@ public:
     {
         if (!ok)
             return;   // OnDone follows with the status
-        QList<SessionInfo> sessions;
-        sessions.reserve(m_response.sessions_size());
+        QList<SessionInfo> received;
+        received.reserve(m_response.sessions_size());
         for (const auto &s : m_response.sessions())
-            sessions.append(toSessionInfo(s));
+            received.append(toSessionInfo(s));
+        QList<SessionInfo> sessions;
+        sessions.reserve(received.size());
         {
             std::lock_guard lock(m_shared->mutex);
+            // Against the last seq seen of each session, so a watch started again on another broker
+            // (its snapshot repeats every row) hands over only what moved on since.
+            for (SessionInfo &session : received) {
+                auto seen = m_shared->sessionSeq.find(session.id);
+                if (seen != m_shared->sessionSeq.end() && session.lastSeq <= *seen)
+                    continue;
+                m_shared->sessionSeq.insert(session.id, session.lastSeq);
+                sessions.append(std::move(session));
+            }
             if (!m_opened) {
                 m_opened = true;
                 m_shared->completions.append({Shared::Completion::WatchOpened, m_serial});

@@ -9,6 +9,7 @@
 
 #include "broker/checkpoints/checkpointer_internal.h"
 
+#include "broker/metrics/broker_metrics.h"
 #include "checkpoint/sha256.h"
 #include "common/clock.h"
 
@@ -189,6 +190,7 @@ struct Checkpointer::TakeOp : Stages<TakeOp, TakeResult> {
         if (auto stored = store.putManifest(result.manifestId, json, *manifest); !stored)
             return fail({FailedAt::Store, stored.error()});
         result.bytesStored += static_cast<int64_t>(json.size());
+        broker_metrics::countCheckpoint(result.bytesStored);
         result.files = static_cast<int64_t>(manifest->entries.size());
         result.fileBytes = manifest->fileBytes();
         result.changed = static_cast<int64_t>(delta.changed.size());

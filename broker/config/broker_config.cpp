@@ -268,7 +268,7 @@ const std::vector<ConfigSection> &brokerConfigSections()
              {"data_dir", "socket", "workers", "lease_ms", "default_tier", "allow_local_execution", "log_level",
               "pool_health_interval_ms", "pool_lost_after_ms", "debug_shell_idle_timeout_ms",
               "sandbox_idle_release_ms", "listen_tcp", "tls_cert", "tls_key", "policy_file", "pool", "principal",
-              "models", "prices", "checkpoints", "store"}},
+              "models", "prices", "checkpoints", "store", "metrics", "otlp"}},
             {"broker.toml", "[[pool]]", {"name", "endpoint", "tls_ca", "tls_cert", "tls_key", "tls_server_name", "token_file"}},
             {"broker.toml", "[[principal]]", {"name", "role", "unix_users", "uids"}},
         };
@@ -278,6 +278,8 @@ const std::vector<ConfigSection> &brokerConfigSections()
             out.push_back(section);
         out.push_back(checkpointsSection());
         out.push_back(storeSection());
+        out.push_back(metricsSection());
+        out.push_back(otlpSection());
         return out;
     }();
     return sections;
@@ -324,6 +326,16 @@ BrokerConfig loadBrokerConfig(const std::filesystem::path &file, BrokerConfig co
         problem(*node, "store must be a table: [store] with url = \"postgresql://USER@HOST/DATABASE\"");
     if (store)
         config.store = parseStoreConfig(file, *store, config.store, problems);
+    auto *metrics = table.get_as<toml::table>("metrics");
+    if (auto *node = table.get("metrics"); node && !metrics)
+        problem(*node, "metrics must be a table: [metrics] with listen = \"127.0.0.1:9464\"");
+    if (metrics)
+        config.metrics = parseMetricsConfig(file, *metrics, config.metrics, problems);
+    auto *otlp = table.get_as<toml::table>("otlp");
+    if (auto *node = table.get("otlp"); node && !otlp)
+        problem(*node, "otlp must be a table: [otlp] with endpoint = \"http://127.0.0.1:4318\"");
+    if (otlp)
+        config.otlp = parseOtlpConfig(file, *otlp, config.otlp, problems);
     return config;
 }
 
@@ -520,6 +532,8 @@ void validateBrokerConfig(const BrokerConfig &config, ConfigProblems &problems)
         problem(ErrorCode::InvalidArgument, source + ": listen_tcp \"" + config.listenTcp
                     + "\" is not host:port (for example \"0.0.0.0:7700\")");
     validateStoreConfig(config.store, problems);
+    validateMetricsConfig(config.metrics, problems);
+    validateOtlpConfig(config.otlp, problems);
     for (const auto &pool : config.pools) {
         if (isLocalEndpoint(pool.endpoint) && !config.allowLocalExecution)
             problem(ErrorCode::FailedPrecondition,

@@ -6,6 +6,8 @@
 
 #include "broker/auth/principals.h"
 #include "broker/config/checkpoints_config.h"
+#include "broker/config/metrics_config.h"
+#include "broker/config/otlp_config.h"
 #include "broker/config/store_config.h"
 #include "broker/cost/prices.h"
 #include "broker/llm/model_registry.h"
@@ -58,6 +60,8 @@ struct BrokerConfig {
     cost::PriceTable prices = cost::defaultPriceTable();   // [prices]: model tokens and snapshot storage
     CheckpointsConfig checkpoints;        // [checkpoints]: where workspace checkpoints are kept
     StoreConfig store;                    // [store]: SQLite in dataDir (the default) or PostgreSQL
+    MetricsConfig metrics;                // [metrics]: /metrics for Prometheus; off by default
+    OtlpConfig otlp;                      // [otlp]: sessions' traces to an OTLP/HTTP receiver; off by default
 };
 
 // The embedded default, before any file or flag.

@@ -41,6 +41,10 @@ std::string checkBrokerConfig(const BrokerConfig &config, ConfigProblems &proble
         if (!config.tlsKey.empty())
             problems.addIfFailed(readPemFile("the broker", "tls_key", config.tlsKey));
     }
+    if (config.metrics.tls() && !config.metrics.tlsKey.empty()) {
+        problems.addIfFailed(readPemFile("[metrics]", "tls_cert", config.metrics.tlsCert));
+        problems.addIfFailed(readPemFile("[metrics]", "tls_key", config.metrics.tlsKey));
+    }
 
     problems.addIfFailed(auth::PrincipalMap::fromConfig(config.principals, ::getuid()));
 
@@ -70,6 +74,12 @@ std::string checkBrokerConfig(const BrokerConfig &config, ConfigProblems &proble
             problems.add(conninfo.error().code, (config.store.where.empty() ? std::string() : config.store.where + ": ")
                                                     + conninfo.error().message);
     }
+    // [otlp]'s header files and variables are read as a start would; the receiver is not contacted.
+    if (config.otlp.enabled()) {
+        if (auto headers = otlpHeaders(config.otlp); !headers)
+            problems.add(headers.error().code, (config.otlp.where.empty() ? std::string() : config.otlp.where + ": ")
+                                                   + headers.error().message);
+    }
     checkCreatableDirectory("data_dir", config.dataDir, "set data_dir (or pass --data-dir) to a directory this user "
                                                         "may write", problems);
     checkCreatableDirectory("socket", config.socketPath.parent_path(), "set socket (or pass --socket) to a path in a "
@@ -82,6 +92,10 @@ std::string checkBrokerConfig(const BrokerConfig &config, ConfigProblems &proble
     summary += "; listeners: unix:" + config.socketPath.string();
     if (!config.listenTcp.empty())
         summary += ", " + config.listenTcp + " (TLS, bearer tokens)";
+    if (config.metrics.enabled())
+        summary += "; metrics on " + config.metrics.listen + (config.metrics.tls() ? " (TLS, bearer tokens)" : " (HTTP)");
+    if (config.otlp.enabled())
+        summary += "; OTLP export to " + config.otlp.endpoint + (config.otlp.metrics ? " (traces, metrics)" : " (traces)");
     summary += "; data dir " + config.dataDir.string();
     summary += "; store " + describeStore(config.store, config.dataDir);
     summary += "; policy " + (config.policyFile.empty() ? std::string("built-in defaults") : config.policyFile.string());

@@ -26,6 +26,7 @@ inline constexpr const char *ModelError = "model.error";
 inline constexpr const char *ToolCall = "tool.call";
 inline constexpr const char *ToolResult = "tool.result";
 inline constexpr const char *ToolOutput = "tool.output";   // a running command's output, as printed
+inline constexpr const char *ModelDelta = "model.delta";   // a model's answer as it streams
 inline constexpr const char *Cost = "cost";
 inline constexpr const char *Checkpoint = "checkpoint";
 inline constexpr const char *EgressAllowed = "egress.allowed";

@@ -35,8 +35,9 @@ const ModelPrice &PriceTable::modelPrice(const std::string &name, const std::str
 PriceTable defaultPriceTable()
 {
     PriceTable table;
-    table.models["scripted"] = {3.00, 15.00, 0.30};
-    table.models["default"] = {2.50, 10.00, 1.25};
+    table.models["scripted"] = {3.00, 15.00, 0.30, std::nullopt};
+    table.models["anthropic"] = {3.00, 15.00, 0.30, 3.75};
+    table.models["default"] = {2.50, 10.00, 1.25, std::nullopt};
     return table;
 }
 
@@ -44,7 +45,7 @@ const std::vector<ConfigSection> &priceSections()
 {
     static const std::vector<ConfigSection> sections = {
         {"broker.toml", "[prices]", {"storage_per_gib_month", "models"}},
-        {"broker.toml", "[prices.models.NAME]", {"input_per_million", "output_per_million", "cached_per_million"}},
+        {"broker.toml", "[prices.models.NAME]", {"input_per_million", "output_per_million", "cached_per_million", "cache_write_per_million"}},
     };
     return sections;
 }
@@ -84,9 +85,11 @@ PriceTable parsePrices(const toml::table &prices, const std::filesystem::path &f
                 ModelPrice price = table.models.count(model) ? table.models[model] : ModelPrice{};
                 for (const auto &[fieldKey, fieldNode] : *entry) {
                     const std::string field(fieldKey.str());
+                    double cacheWrite = price.cacheWritePrice();
                     double *into = field == "input_per_million" ? &price.inputPerMillion
                         : field == "output_per_million"         ? &price.outputPerMillion
                         : field == "cached_per_million"         ? &price.cachedPerMillion
+                        : field == "cache_write_per_million"    ? &cacheWrite
                                                                 : nullptr;
                     if (!into || !modelKeys.accepts(field)) {
                         problems.add(ErrorCode::InvalidArgument, where(file, fieldNode) + ": unknown key '" + field
@@ -94,6 +97,8 @@ PriceTable parsePrices(const toml::table &prices, const std::filesystem::path &f
                         continue;
                     }
                     number(fieldNode, "models." + model + "." + field, *into);
+                    if (into == &cacheWrite)
+                        price.cacheWritePerMillion = cacheWrite;
                 }
                 table.models[model] = price;
             }
@@ -111,13 +116,16 @@ Result<PriceTable> parsePrices(const toml::table &prices, const std::filesystem:
     return parsed;
 }
 
-int64_t modelCostMicros(const ModelPrice &price, int64_t inputTokens, int64_t outputTokens, int64_t cachedTokens)
+int64_t modelCostMicros(const ModelPrice &price, int64_t inputTokens, int64_t outputTokens, int64_t cachedTokens,
+                        int64_t cacheWriteTokens)
 {
-    const int64_t cached = std::max<int64_t>(0, std::min(cachedTokens, inputTokens));
+    const int64_t cached = std::clamp<int64_t>(cachedTokens, 0, std::max<int64_t>(inputTokens, 0));
+    const int64_t written = std::clamp<int64_t>(cacheWriteTokens, 0, std::max<int64_t>(inputTokens - cached, 0));
     // Dollars per million tokens are micro-dollars per token.
-    return rounded(static_cast<double>(inputTokens - cached) * price.inputPerMillion
+    return rounded(static_cast<double>(inputTokens - cached - written) * price.inputPerMillion
                    + static_cast<double>(std::max<int64_t>(outputTokens, 0)) * price.outputPerMillion
-                   + static_cast<double>(cached) * price.cachedPerMillion);
+                   + static_cast<double>(cached) * price.cachedPerMillion
+                   + static_cast<double>(written) * price.cacheWritePrice());
 }
 
 int64_t sandboxCostMicros(double pricePerHour, int64_t milliseconds)

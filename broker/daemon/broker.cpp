@@ -2,6 +2,8 @@
 
 #include "broker/pool_client/grpc_pool_client.h"
 #include "broker/placement/pool_set.h"
+#include "broker/daemon/broker_metrics_endpoint.h"
+#include "broker/daemon/broker_roster.h"
 #include "broker/daemon/broker_wiring.h"
 #include "broker/engine/step_engine.h"
 #include "broker/server/broker_api.h"
@@ -71,6 +73,7 @@ struct Broker::Parts {
     std::unique_ptr<BrokerWiring> core;   // uses the store and the pools
     std::unique_ptr<grpc::Server> server;
     std::unique_ptr<UnixListener> listener;
+    std::unique_ptr<BrokerMetricsEndpoint> metrics;   // [metrics]; null when off
 };
 
 Broker::Broker(BrokerConfig config) : m_config(std::move(config)) {}
@@ -88,10 +91,20 @@ Status Broker::start()
 
     if (auto error = ensurePrivateDirectory(m_config.dataDir); !error.empty())
         return fail(ErrorCode::FailedPrecondition, error + ": pick another --data-dir");
-    auto store = openBrokerStore(m_config, m_startWait);
+    // On PostgreSQL, other brokers may share the database: this one joins them only with the same
+    // shared configuration (broker_roster.h).
+    const std::string instance = newBrokerInstance();
+    auto store = openBrokerStore(m_config, m_startWait, brokerApplicationName(instance));
     if (!store)
         return std::unexpected(store.error());
     parts->store = std::move(*store);
+    if (m_config.store.postgres()) {
+        auto sections = sharedConfigSections(m_config);
+        if (!sections)
+            return std::unexpected(sections.error());
+        if (auto joined = joinBrokerRoster(*parts->store, instance, *sections); !joined)
+            return joined;
+    }
 
     placement::PoolSetOptions poolOptions;
     poolOptions.healthIntervalMs = m_config.poolHealthIntervalMs;
@@ -111,6 +124,14 @@ Status Broker::start()
     if (!core)
         return std::unexpected(core.error());
     parts->core = std::move(*core);
+    if (m_config.metrics.enabled()) {
+        auto metrics = BrokerMetricsEndpoint::start(m_config.metrics, *parts->store, parts->pools, parts->core->api().access());
+        if (!metrics)
+            return std::unexpected(metrics.error());
+        parts->metrics = std::move(*metrics);
+        spdlog::info("metrics at {} ({})", parts->metrics->url(), m_config.metrics.tls()
+                         ? "TLS; every scrape needs a bearer token" : "plain HTTP on loopback; no token");
+    }
 
     // The socket's directory is private (0700) and the socket 0600: the peer's OS user is the principal.
     const auto socketDir = m_config.socketPath.parent_path();
@@ -181,6 +202,8 @@ void Broker::stop()
     if (!m_parts)
         return;
     auto parts = std::move(m_parts);
+    if (parts->metrics)
+        parts->metrics->stop();
     parts->listener->stop();
     parts->core->beginShutdown();
     parts->server->Shutdown(std::chrono::system_clock::now() + std::chrono::seconds(2));

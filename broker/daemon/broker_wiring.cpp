@@ -5,6 +5,7 @@
 #include "broker/checkpoints/s3_blob_store.h"
 #include "broker/cost/budget_source.h"
 #include "broker/engine/step_engine.h"
+#include "broker/otlp/otlp_exporter.h"
 #include "broker/policy/policy_file.h"
 #include "broker/review/review_desk.h"
 #include "broker/secrets/secret_store.h"
@@ -13,6 +14,8 @@
 #include "common/paths.h"
 
 #include <spdlog/spdlog.h>
+
+#include <unistd.h>
 
 #include <climits>
 
@@ -76,6 +79,25 @@ Result<std::unique_ptr<checkpoints::CheckpointStore>> openCheckpointStore(const 
                                                           settings.store);
 }
 
+// [otlp]'s exporter, its headers read now: a file or variable that is missing stops the start.
+Result<std::unique_ptr<otlp::OtlpExporter>> otlpExporter(const BrokerConfig &config, store::EventStore &store)
+{
+    auto headers = broker_config::otlpHeaders(config.otlp);
+    if (!headers)
+        return std::unexpected(headers.error());
+    otlp::ExporterOptions options;
+    options.endpoint = config.otlp.endpoint;
+    options.headers = std::move(*headers);
+    options.timeoutMs = config.otlp.timeoutMs;
+    options.batchSize = config.otlp.batchSize;
+    options.intervalMs = config.otlp.intervalMs;
+    options.maxBackoffMs = config.otlp.maxBackoffMs;
+    options.metrics = config.otlp.metrics;
+    options.serviceName = config.otlp.serviceName;
+    options.exclusiveStore = !config.store.postgres();   // one broker per SQLite file
+    return std::make_unique<otlp::OtlpExporter>(store, std::move(options));
+}
+
 checkpoints::CollectorOptions collectorOptions(const BrokerConfig &config)
 {
     checkpoints::CollectorOptions options;
@@ -102,6 +124,7 @@ struct BrokerWiring::Parts {
     std::unique_ptr<checkpoints::CheckpointCollector> collector;
     std::unique_ptr<engine::StepEngine> engine;
     std::unique_ptr<server::BrokerApi> api;
+    std::unique_ptr<otlp::OtlpExporter> otlpExporter;   // [otlp]: off its own thread, reads the store
     bool stopped = false;
 
     // The checkpoint store [checkpoints] names, the Checkpointer over it, the post-mortem archive
@@ -235,6 +258,10 @@ Result<std::unique_ptr<BrokerWiring>> BrokerWiring::create(const BrokerConfig &c
     engineOptions.decider = parts->decider.get();
     engineOptions.workers = config.workers;
     engineOptions.leaseMs = config.leaseMs;
+    // Leases name the broker that holds them (leases.worker_id on PostgreSQL): host and process.
+    char host[256] = {};
+    ::gethostname(host, sizeof host - 1);
+    engineOptions.workerPrefix = std::string(host) + ":" + std::to_string(::getpid());
     engineOptions.secrets = parts->secrets.get();
     engineOptions.sandboxIdleReleaseMs = config.sandboxIdleReleaseMs;
     engineOptions.prices = config.prices;
@@ -245,6 +272,13 @@ Result<std::unique_ptr<BrokerWiring>> BrokerWiring::create(const BrokerConfig &c
 
     parts->api = std::make_unique<server::BrokerApi>(store, *parts->hub, pools, lookup,
                                                      parts->serviceOptions(config, std::move(principals), *models));
+    if (config.otlp.enabled()) {
+        auto exporter = otlpExporter(config, store);
+        if (!exporter)
+            return std::unexpected(exporter.error());
+        parts->otlpExporter = std::move(*exporter);
+        parts->otlpExporter->start();
+    }
     return core;
 }
 
@@ -280,6 +314,8 @@ void BrokerWiring::stop()
     if (m_parts->stopped)
         return;
     m_parts->stopped = true;
+    if (m_parts->otlpExporter)
+        m_parts->otlpExporter->stop();
     if (m_parts->collector)
         m_parts->collector->stop();
     if (m_parts->reviews)

@@ -51,7 +51,7 @@ StartWait sleepingStartWait()
 }
 
 Result<std::unique_ptr<store::EventStore>> openBrokerStore(const broker_config::BrokerConfig &config,
-                                                           const StartWait &wait)
+                                                           const StartWait &wait, const std::string &applicationName)
 {
     const auto &settings = config.store;
     if (!settings.postgres())
@@ -64,7 +64,9 @@ Result<std::unique_ptr<store::EventStore>> openBrokerStore(const broker_config::
     const std::string target = store::describePostgresUrl(settings.url);
     const auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(settings.connectWaitMs);
     for (int attempt = 1;; ++attempt) {
-        auto opened = store::openPostgresEventStore(*conninfo);
+        store::PostgresOptions options;
+        options.applicationName = applicationName;
+        auto opened = store::openPostgresEventStore(*conninfo, options);
         if (opened) {
             if (attempt > 1)
                 spdlog::info("store: PostgreSQL at {} answered at attempt {}", target, attempt);

@@ -28,8 +28,9 @@ using StartWait = std::function<bool(std::chrono::milliseconds)>;
 // A StartWait that only sleeps.
 StartWait sleepingStartWait();
 
+// applicationName: what every PostgreSQL connection calls itself (broker_roster.h); unused on SQLite.
 Result<std::unique_ptr<store::EventStore>> openBrokerStore(const broker_config::BrokerConfig &config,
-                                                           const StartWait &wait);
+                                                           const StartWait &wait, const std::string &applicationName = {});
 
 // The PostgreSQL store's connection error without the advice it ends with (which speaks of libpq's
 // own password sources and of retrying), for messages that give paddockd's own.

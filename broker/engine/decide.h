@@ -81,6 +81,10 @@ struct Action {
     // for its result), so the model is asked while the claim is made, and both are recorded
     // together: the sandbox is ready by the time the model asks for a command.
     bool withModelCall = false;
+    // The lease the step runs under (store::Lease::token), 0 for none: every append of the step
+    // carries it, so a broker that paused past its lease cannot write after the session's next
+    // holder (the store refuses it, store::AppendRequest::leaseToken).
+    uint64_t leaseToken = 0;
 };
 
 // Consecutive model errors after which a session fails instead of retrying.

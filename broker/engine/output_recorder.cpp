@@ -6,6 +6,8 @@
 
 #include <algorithm>
 #include <climits>
+#include <map>
+#include <memory>
 #include <optional>
 
 namespace paddock::engine {
@@ -59,6 +61,34 @@ struct OutputStream {
     bool finished = false;    // the command ended (or the limit was reached): nothing more to hold back
 };
 
+// A model call's answer not yet recorded (openModelCall): offsets count bytes of the attempt's
+// text, and of each tool call's arguments.
+struct ModelDeltas {
+    struct Tool {
+        std::string id;
+        std::string name;
+        std::string arguments;   // not yet in an event
+        int64_t from = 0;
+        bool pending = false;
+    };
+    int attempt = 0;           // the attempt whose deltas come now
+    int recordedAttempt = 0;   // the attempt of the last event built (0: none)
+    std::string text;          // not yet in an event
+    int64_t textFrom = 0;
+    int64_t textSeen = 0;
+    std::map<int, Tool> tools;             // pending, by tool call
+    std::map<int, int64_t> argumentsSeen;  // bytes of each call's arguments this attempt
+
+    size_t waiting() const
+    {
+        size_t bytes = text.size();
+        for (const auto &[index, tool] : tools)
+            bytes += tool.arguments.size();
+        return bytes;
+    }
+    bool any() const { return !text.empty() || !tools.empty(); }
+};
+
 class OutputRecorder::Command {
 public:
     Command(Start s)
@@ -84,6 +114,7 @@ public:
     bool closed = false;
     bool stopped = false;   // nothing more is recorded (the log moved past this command, or a store error)
     std::function<void(int64_t)> then;
+    std::unique_ptr<ModelDeltas> model;   // set: a model call's answer, not a command's output
 };
 
 namespace {
@@ -137,9 +168,41 @@ std::optional<core::NewEvent> nextEvent(const OutputRecorder::Command &command, 
     return event(core::kind::ToolOutput, payload);
 }
 
+// The next model.delta of a model call, or nullopt when nothing waits.
+std::optional<core::NewEvent> nextDelta(const OutputRecorder::Command &command, ModelDeltas &m)
+{
+    if (!m.any())
+        return std::nullopt;
+    json payload{{"after_seq", command.start.lastSeq}, {"attempt", m.attempt}};
+    if (m.recordedAttempt != 0 && m.recordedAttempt != m.attempt)
+        payload["supersedes"] = m.recordedAttempt;   // a reader drops what that attempt sent
+    if (!m.text.empty()) {
+        payload["text_offset"] = m.textFrom;
+        payload["text"] = std::move(m.text);
+        m.text.clear();
+    }
+    if (!m.tools.empty()) {
+        json tools = json::array();
+        for (auto &[index, tool] : m.tools) {
+            json one{{"index", index}, {"offset", tool.from}, {"arguments", std::move(tool.arguments)}};
+            if (!tool.id.empty())
+                one["id"] = tool.id;
+            if (!tool.name.empty())
+                one["name"] = tool.name;
+            tools.push_back(std::move(one));
+        }
+        payload["tool_calls"] = std::move(tools);
+        m.tools.clear();
+    }
+    m.recordedAttempt = m.attempt;
+    return event(core::kind::ModelDelta, payload);
+}
+
 // Whether a stream of the command still has something for the log.
 bool hasUnsent(const OutputRecorder::Command &c)
 {
+    if (c.model && c.model->any())
+        return true;
     return std::ranges::any_of(c.streams, [&](const OutputStream &s) { return dueOf(c, s).any(); });
 }
 
@@ -199,6 +262,57 @@ void OutputRecorder::add(Command &command, int stream, std::string_view chunk)
         // a full buffer; the bytes in between need no notification.
         wake = !command.waitingSince
             || command.streams[0].ready.size() + command.streams[1].ready.size() >= m_options.flushBytes;
+        if (!command.waitingSince)
+            command.waitingSince = Clock::now();
+    }
+    if (wake)
+        wakeFlusher();
+}
+
+std::shared_ptr<OutputRecorder::Command> OutputRecorder::openModelCall(Start start)
+{
+    auto command = std::make_shared<Command>(std::move(start));
+    command->model = std::make_unique<ModelDeltas>();
+    std::lock_guard lock(m_mutex);
+    m_commands.push_back(command);
+    return command;
+}
+
+void OutputRecorder::addDelta(Command &command, const llm::ModelDelta &delta)
+{
+    bool wake = false;
+    {
+        std::lock_guard lock(command.mutex);
+        if (command.stopped || command.closed || !command.model)
+            return;
+        ModelDeltas &m = *command.model;
+        if (delta.attempt != m.attempt) {   // a retried stream starts from nothing
+            m.attempt = delta.attempt;
+            m.text.clear();
+            m.textSeen = 0;
+            m.tools.clear();
+            m.argumentsSeen.clear();
+        }
+        if (!delta.text.empty()) {
+            if (m.text.empty())
+                m.textFrom = m.textSeen;
+            m.text += delta.text;
+            m.textSeen += static_cast<int64_t>(delta.text.size());
+        }
+        if (delta.toolIndex >= 0) {
+            auto [it, fresh] = m.tools.try_emplace(delta.toolIndex);
+            ModelDeltas::Tool &tool = it->second;
+            int64_t &seen = m.argumentsSeen[delta.toolIndex];
+            if (fresh)
+                tool.from = seen;
+            if (!delta.toolId.empty())
+                tool.id = delta.toolId;
+            if (!delta.toolName.empty())
+                tool.name = delta.toolName;
+            tool.arguments += delta.arguments;
+            seen += static_cast<int64_t>(delta.arguments.size());
+        }
+        wake = !command.waitingSince || m.waiting() >= m_options.flushBytes;
         if (!command.waitingSince)
             command.waitingSince = Clock::now();
     }
@@ -297,15 +411,19 @@ void OutputRecorder::sendIfDue(const std::shared_ptr<Command> &command, Clock::t
     std::vector<core::NewEvent> events = std::move(c.unsent);
     c.unsent.clear();
     if (events.empty()) {
-        const size_t waiting = c.streams[0].ready.size() + c.streams[1].ready.size();
+        const size_t waiting = c.streams[0].ready.size() + c.streams[1].ready.size() + (c.model ? c.model->waiting() : 0);
         const bool due = c.closed || waiting >= m_options.flushBytes
             || (c.waitingSince && now - *c.waitingSince >= std::chrono::milliseconds(m_options.flushMs));
         if (!due)
             return;
         if (m_options.maxBytesPerSecond > 0 && m_budgetBytes <= 0)
             return;   // over the cap: it waits, and more of it goes in one event later
-        for (int i = 0; i < 2; ++i) {
+        for (int i = 0; i < 2 && !c.model; ++i) {
             if (auto next = nextEvent(c, c.streams[i], i, m_options.limitBytes))
+                events.push_back(std::move(*next));
+        }
+        if (c.model) {
+            if (auto next = nextDelta(c, *c.model))
                 events.push_back(std::move(*next));
         }
         c.waitingSince.reset();
@@ -322,6 +440,7 @@ void OutputRecorder::sendIfDue(const std::shared_ptr<Command> &command, Clock::t
     store::AppendRequest request;
     request.sessionId = c.start.sessionId;
     request.expectedLastSeq = c.lastSeq;
+    request.leaseToken = c.start.leaseToken;
     request.events = events;
     own.unlock();
     m_store.appendThen(std::move(request), [this, command, events = std::move(events)](Result<store::AppendResult> r) mutable {

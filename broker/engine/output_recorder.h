@@ -20,11 +20,20 @@
 // close() hands the step the seq its log ends at once the last output is recorded, and the step
 // appends its tool.result after it.
 //
+// The same recorder carries a model's streamed answer (model.delta, docs/events.md): its text and
+// tool-call argument fragments, coalesced the same way, ordered and stepped over people's events
+// the same way, closed the same way before the step appends its model.response. A model call's
+// events say the seq the log was at when the call began (after_seq), the HTTP attempt they belong
+// to, and the offset of their text in that attempt's answer; the first event of a retried stream
+// names the attempt it supersedes. Neither redacted (the model.response is not) nor cut at
+// limitBytes (the model's max_tokens bounds it).
+//
 // Threads: one flusher thread per recorder does every append and every read; add() and close()
 // may be called from any thread (gRPC's callback threads) and only take a mutex. close()'s `then`
 // runs on the store's writer thread or the flusher thread and must only enqueue (StepEngine's
 // resume does).
 
+#include "broker/llm/model_adapter.h"
 #include "broker/secrets/secret_store.h"
 #include "broker/store/event_store.h"
 
@@ -65,6 +74,7 @@ public:
         int64_t lastSeq = 0;                       // the log's end when the command starts
         std::array<int64_t, 2> alreadyRecorded{};  // raw bytes of stdout, stderr recorded before
         std::shared_ptr<const secrets::SecretsSnapshot> secrets;   // nullptr: none to redact
+        uint64_t leaseToken = 0;   // the step's lease: output stops being recorded once it is lost
     };
 
     OutputRecorder(store::EventStore &store, OutputRecorderOptions options);
@@ -73,12 +83,16 @@ public:
     OutputRecorder &operator=(const OutputRecorder &) = delete;
 
     std::shared_ptr<Command> open(Start start);
+    // A model call's streamed answer (Start::callId and alreadyRecorded unused): addDelta, then close.
+    std::shared_ptr<Command> openModelCall(Start start);
     // A chunk of the command's stdout (stream 1) or stderr (2), as pool_client::OutputSink numbers
     // them, in the order the pool sent it.
     void add(Command &command, int stream, std::string_view chunk);
     // The command ended: what is left is recorded, then then(lastSeq) runs with the seq the
     // session's log ends at after the command's output (Start::lastSeq if nothing was recorded).
     void close(const std::shared_ptr<Command> &command, std::function<void(int64_t lastSeq)> then);
+    // A piece of a model call's answer, in the order the adapter sent them (its loop thread).
+    void addDelta(Command &command, const llm::ModelDelta &delta);
 
 private:
     void flusherLoop();

@@ -10,6 +10,9 @@
 
 #include "broker/engine/step_engine.h"
 #include "broker/engine/step_engine_internal.h"
+#include "broker/engine/tool_routes.h"
+#include "broker/llm/tool_catalogue.h"
+#include "broker/metrics/broker_metrics.h"
 
 #include <nlohmann/json.hpp>
 #include <spdlog/spdlog.h>
@@ -286,6 +289,7 @@ void StepEngine::finishStep(const store::Lease &lease, const StepOutcome &outcom
         if (m_activeLeases.empty())
             m_idle.notify_all();
     }
+    broker_metrics::countStep(actionName(outcome.action));
     if (!outcome.note.empty())
         spdlog::debug("session {}: {} ({})", lease.sessionId, actionName(outcome.action), outcome.note);
     m_store.releaseLease(lease, outcome.retryAfterMs);
@@ -304,6 +308,27 @@ void StepEngine::keeperLoop()
     }
 }
 
+namespace {
+
+// The tool.result of a call that is not carried out: a tool the catalogue lacks, arguments its
+// definition refuses, or a tool the engine has no route for; nullopt for a call to carry out.
+std::optional<core::NewEvent> refusedCall(const Action &action)
+{
+    std::string problem;
+    if (auto checked = llm::checkToolCall(action.call); !checked)
+        problem = checked.error().message;
+    else if (!toolRoute(action.call.name))
+        problem = "this broker cannot carry out the tool '" + action.call.name + "' (broker/engine/tool_routes.h "
+            "has no route for it); use one of " + llm::toolNameList();
+    if (problem.empty())
+        return std::nullopt;
+    json result = toolResultBase(action.call);
+    result["error"] = problem;
+    return event(core::kind::ToolResult, result);
+}
+
+} // namespace
+
 StepOutcome StepEngine::runOneStep(const store::Lease &lease)
 {
     return step(StepRun{lease, false});
@@ -315,10 +340,16 @@ StepOutcome StepEngine::step(const StepRun &run)
     auto fold = m_folds.take(m_store, id);
     if (!fold)
         return {ActionKind::None, false, m_options.retryAfterUnavailableMs, fold.error().message};
-    const Action action = (*fold)->decide();
+    Action action = (*fold)->decide();
+    action.leaseToken = run.lease.token;
     std::optional<llm::ModelContext> context;
     if (action.kind == ActionKind::CallModel || action.withModelCall)
         context = (*fold)->modelContext();
+    if (context) {
+        llm::ModelAdapter *model = m_models(action.state.model);
+        if (model && model->readsEnvironment())
+            context->environment = environmentBrief(m_options.decider, action.state);
+    }
     if (core::isTerminal(action.state.status) && action.state.sandboxId.empty()) {
         m_folds.forget(id);   // over and holding nothing: no step comes after this one
         m_claimQueue.leave(id);
@@ -345,13 +376,25 @@ StepOutcome StepEngine::step(const StepRun &run)
         return claimSandbox(run, action, log, std::move(context));
     case ActionKind::CallModel:
         return callModel(run, action, std::move(*context));
-    case ActionKind::RunTool:
-        if (action.call.name == llm::tool::ProposeChange)
+    case ActionKind::RunTool: {
+        // Every call is checked against its tool's definition first: a model's mistake becomes the
+        // call's result, which the model reads and corrects.
+        if (auto refused = refusedCall(action))
+            return appendResult(action, {*refused});
+        switch (*toolRoute(action.call.name)) {
+        case ToolRoute::Review:
             return proposeChange(run, action);
-        if (action.call.name == llm::tool::ReadRecords || action.call.name == llm::tool::RequestEnvironment)
+        case ToolRoute::Broker:
             return runBrokerTool(action);
+        case ToolRoute::Sandbox:
+        case ToolRoute::Finish:   // never a RunTool: decide() makes finish an ActionKind::Finish
+            break;
+        }
         return runTool(run, action);
+    }
     case ActionKind::Finish: {
+        if (auto refused = refusedCall(action))
+            return appendResult(action, {*refused});
         const std::string status = stringArg(action.call, "status") == "failed" ? "failed" : "succeeded";
         json result = toolResultBase(action.call);
         result["ok"] = true;
@@ -383,6 +426,7 @@ StepOutcome StepEngine::appendResult(const Action &action, std::vector<core::New
     request.sessionId = action.state.id;
     request.expectedLastSeq = action.state.lastSeq;
     request.events = std::move(events);
+    request.leaseToken = action.leaseToken;
     auto appended = m_store.appendSync(request);
     // A person acted on the session while its step ran (paused or resumed it, overrode its tier,
     // read or decided a review): what the step did has still happened, so it is recorded after

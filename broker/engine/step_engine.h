@@ -207,6 +207,12 @@ private:
     llm::ModelAdapter *adapterFor(const Action &action);
     StepOutcome noSuchModel(const Action &action);
     StepOutcome callModel(const StepRun &run, const Action &action, llm::ModelContext context);
+    // A model's turn and the seq the log ends at after its streamed answer (model.delta) was
+    // recorded: the step appends its model.response after that.
+    using AskedTurn = std::pair<Result<llm::ModelTurn>, int64_t>;
+    // Starts the model's call (for awaitCall) with its streamed answer recorded as it comes.
+    std::function<void(std::function<void(AskedTurn)>)> askModel(const Action &action, llm::ModelAdapter *adapter,
+                                                                 llm::ModelContext context);
     // The model's answer: model.response, its cost and its tool calls (or the end of the session).
     Effect modelEffect(const Action &action, Result<llm::ModelTurn> turn);
     StepOutcome runTool(const StepRun &run, const Action &action);

@@ -160,16 +160,16 @@ StepOutcome StepEngine::claimSandbox(const StepRun &run, const Action &action, s
                                });
         });
     }
-    using Turn = Result<llm::ModelTurn>;
-    auto ask = [adapter, context = std::move(*context)](std::function<void(Turn)> done) {
-        adapter->nextAsync(context, std::move(done));
-    };
-    return awaitCall<std::pair<Claimed, Turn>>(
-        run, bothCalls<Claimed, Turn>(claim, ask), [this, run, client, action, history](std::pair<Claimed, Turn> answers) {
-            return restoreInto(run, action.state.checkpoint, *client, std::move(answers.first),
-                               [this, client, action, history, turn = std::move(answers.second)](Claimed claimed,
-                                                                                                  Restored restored) {
-                                   return claimedWithTurn(action, *client, history, std::move(claimed),
+    auto ask = askModel(action, adapter, std::move(*context));
+    return awaitCall<std::pair<Claimed, AskedTurn>>(
+        run, bothCalls<Claimed, AskedTurn>(claim, ask),
+        [this, run, client, action, history](std::pair<Claimed, AskedTurn> answers) {
+            Action after = action;
+            after.state.lastSeq = answers.second.second;   // after the answer's model.delta events
+            return restoreInto(run, after.state.checkpoint, *client, std::move(answers.first),
+                               [this, client, after, history, turn = std::move(answers.second.first)](Claimed claimed,
+                                                                                                       Restored restored) {
+                                   return claimedWithTurn(after, *client, history, std::move(claimed),
                                                           std::move(restored), turn);
                                });
         });

@@ -63,6 +63,13 @@ std::vector<pool_client::EgressGrant> egressGrants(const core::SessionState &sta
 // The sandbox.claimed event of a claim on the named pool. step_engine_sandbox.cpp.
 core::NewEvent sandboxClaimed(const std::string &pool, const pool_client::ClaimedSandbox &claimed, double pricePerHour);
 
+// What the model is told of the session's tiers (llm::EnvironmentBrief): each tier the pools offer
+// with its size and price, the one held, the agent's selection mode and its request_environment
+// bound. nullopt without a decider, or when the agent cannot be read now (the prompt then says
+// nothing of tiers; the next call tells). step_engine_model.cpp.
+std::optional<llm::EnvironmentBrief> environmentBrief(const EnvironmentDecider *decider,
+                                                      const core::SessionState &state);
+
 // A thread waiting for a call's answer (a step that does not park: runOneStep, the idle releaser).
 // Meanwhile it runs the work the call hands back to it (storeWork), so that a checkpoint's store
 // writes run here and not on gRPC's callback threads. step_engine.cpp.

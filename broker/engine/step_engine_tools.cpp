@@ -6,6 +6,7 @@
 // Files are read and written inline: the pool answers those at once.
 
 #include "broker/engine/step_engine_internal.h"
+#include "broker/llm/tool_catalogue.h"
 
 
 namespace paddock::engine {
@@ -179,7 +180,8 @@ StepOutcome StepEngine::runTool(const StepRun &run, const Action &action)
         spec.replayOnly = action.replayOnly;
         spec.egressGrants = egressGrants(action.state);
         // Its output goes into the log while it runs; the result is appended after the last of it.
-        auto output = m_output.open({action.state.id, call.id, action.state.lastSeq, action.outputRecorded, secrets});
+        auto output = m_output.open({action.state.id, call.id, action.state.lastSeq, action.outputRecorded, secrets,
+                                     action.leaseToken});
         using Ran = std::pair<Result<pool_client::ExecOutcome>, int64_t>;   // and the log's end after the output
         return awaitCall<Ran>(
             run,
@@ -227,8 +229,7 @@ StepOutcome StepEngine::runTool(const StepRun &run, const Action &action)
                 return toolDone(run, action, *pool, std::move(done), std::move(result), {});
             });
     }
-    result["error"] = "unknown tool '" + call.name + "'; the tools are run_command, write_file, read_file, "
-        "read_records, request_environment, propose_change and finish";
+    result["error"] = "unknown tool '" + call.name + "'; the tools are " + llm::toolNameList();
     return toolDone(run, action, *pool, {}, std::move(result), {});
 }
 

@@ -5,6 +5,7 @@
 #include "broker/llm/http_loop.h"
 
 #include <curl/curl.h>
+#include <fmt/format.h>
 #include <spdlog/spdlog.h>
 
 #include <algorithm>
@@ -91,6 +92,8 @@ struct HttpLoop::Transfer {
     std::string body;
     std::optional<int64_t> retryAfterMs;
     bool tooLarge = false;
+    bool streaming = false;        // the answer goes to request.stream
+    std::string streamError;       // what request.stream found wrong
     char errorBuffer[CURL_ERROR_SIZE] = {};
 
     Transfer() = default;
@@ -107,12 +110,32 @@ struct HttpLoop::Transfer {
     {
         auto *transfer = static_cast<Transfer *>(user);
         const size_t bytes = size * count;
+        if (transfer->request.stream && transfer->body.empty() && !transfer->streaming)
+            transfer->streaming = streamsAnswer(*transfer);
+        if (transfer->streaming) {
+            transfer->streamError = transfer->request.stream->data(std::string_view(data, bytes));
+            return transfer->streamError.empty() ? bytes : 0;   // 0 makes curl end the attempt
+        }
         if (transfer->body.size() + bytes > transfer->request.maxResponseBytes) {
             transfer->tooLarge = true;
             return 0;   // makes curl fail with CURLE_WRITE_ERROR
         }
         transfer->body.append(data, bytes);
         return bytes;
+    }
+
+    // Whether the answer now arriving is a stream to hand over (a 2xx of text/event-stream); says
+    // so to the stream.
+    static bool streamsAnswer(Transfer &transfer)
+    {
+        long status = 0;
+        curl_easy_getinfo(transfer.easy, CURLINFO_RESPONSE_CODE, &status);
+        const char *type = nullptr;
+        curl_easy_getinfo(transfer.easy, CURLINFO_CONTENT_TYPE, &type);
+        if (status < 200 || status >= 300 || type == nullptr || std::string_view(type).find("text/event-stream") != 0)
+            return false;
+        transfer.request.stream->begin(transfer.attempts);
+        return true;
     }
 
     static size_t readHeader(char *data, size_t size, size_t count, void *user)
@@ -231,6 +254,8 @@ private:
         transfer.body.clear();
         transfer.retryAfterMs.reset();
         transfer.tooLarge = false;
+        transfer.streaming = false;
+        transfer.streamError.clear();
         transfer.errorBuffer[0] = '\0';
 
         const HttpRequest &request = transfer.request;
@@ -273,8 +298,16 @@ private:
         detach(transfer);
         HttpResult result;
         result.attempts = transfer.attempts;
-        if (transfer.tooLarge) {
+        if (!transfer.streamError.empty()) {
+            result.end = HttpResult::End::BrokenStream;
+            result.error = transfer.streamError;
+        } else if (transfer.tooLarge) {
             result.end = HttpResult::End::TooLarge;
+        } else if (code != CURLE_OK && transfer.streaming) {
+            result.end = HttpResult::End::BrokenStream;
+            result.error = fmt::format("the connection ended before the stream did ({})",
+                                       transfer.errorBuffer[0] != '\0' ? std::string(transfer.errorBuffer)
+                                                                       : curl_easy_strerror(code));
         } else if (code != CURLE_OK) {
             result.end = retryableCurlError(code) ? HttpResult::End::ConnectionError : HttpResult::End::CannotSend;
             result.error = transfer.errorBuffer[0] != '\0' ? std::string(transfer.errorBuffer) : curl_easy_strerror(code);
@@ -282,9 +315,19 @@ private:
             result.end = HttpResult::End::Answered;
             curl_easy_getinfo(transfer.easy, CURLINFO_RESPONSE_CODE, &result.status);
             result.body = std::move(transfer.body);
+            // An empty streamed answer wrote nothing: whether it was a stream is asked now.
+            if (transfer.request.stream && !transfer.streaming && result.body.empty())
+                transfer.streaming = Transfer::streamsAnswer(transfer);
+            result.streamed = transfer.streaming;
+            if (transfer.streaming) {
+                if (std::string incomplete = transfer.request.stream->end(); !incomplete.empty()) {
+                    result.end = HttpResult::End::BrokenStream;
+                    result.error = std::move(incomplete);
+                }
+            }
         }
 
-        const bool retryable = result.end == HttpResult::End::ConnectionError
+        const bool retryable = result.end == HttpResult::End::ConnectionError || result.end == HttpResult::End::BrokenStream
             || (result.end == HttpResult::End::Answered && retryableStatus(result.status));
         if (retryable && transfer.attempts <= transfer.request.maxRetries) {
             const HttpRequest &request = transfer.request;

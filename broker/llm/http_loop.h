@@ -19,10 +19,28 @@
 #include <memory>
 #include <mutex>
 #include <string>
+#include <string_view>
 #include <thread>
 #include <vector>
 
 namespace paddock::llm {
+
+// A response read as it arrives (server-sent events): a 2xx answer whose Content-Type is
+// text/event-stream goes to it, attempt by attempt, instead of into HttpResult::body. Any other
+// answer (an error status, a server that ignored the request to stream) is read whole as usual.
+// Runs on the loop thread; must not block.
+class HttpStream {
+public:
+    virtual ~HttpStream() = default;
+    // An attempt's streamed answer begins (attempt counts from 1): what an earlier one sent is void.
+    virtual void begin(int attempt) = 0;
+    // The next bytes. A non-empty answer says what is wrong with the stream: the attempt ends as
+    // a broken stream (retried like a connection error).
+    virtual std::string data(std::string_view bytes) = 0;
+    // The answer ended with the connection in order: "" when the stream is complete, else why not
+    // (cut before its last event; retried).
+    virtual std::string end() = 0;
+};
 
 struct HttpRequest {
     std::string url;
@@ -34,6 +52,7 @@ struct HttpRequest {
     int maxRetries = 0;                         // retries after the first attempt
     int64_t initialBackoffMs = 500;             // doubles per retry, with jitter in [half, full]
     int64_t maxBackoffMs = 30000;               // caps backoff and Retry-After alike
+    std::shared_ptr<HttpStream> stream;         // null: the answer is read whole
 };
 
 // How a request ended: the outcome of its last attempt.
@@ -43,6 +62,7 @@ struct HttpResult {
         ConnectionError,    // no response (refused, reset, timed out): error says what curl saw
         CannotSend,         // the request cannot be made (malformed URL, unsupported protocol): error
         TooLarge,           // the response passed maxResponseBytes
+        BrokenStream,       // a streamed answer was cut or malformed (HttpStream): error says how
         Cancelled,          // cancelAll() or the loop's destructor
     };
     End end = End::Cancelled;
@@ -51,6 +71,7 @@ struct HttpResult {
     std::string error;
     int attempts = 0;       // requests made, the last one included
     bool gaveUp = false;    // the last attempt was worth a retry, but maxRetries were spent
+    bool streamed = false;  // Answered: the body went to HttpRequest::stream (body is empty)
 };
 
 class HttpLoop {

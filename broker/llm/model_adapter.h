@@ -15,20 +15,14 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
 namespace paddock::llm {
 
-// The tools the engine offers to models. Arguments, as JSON objects:
-//   run_command {"command": "<shell line>", "timeout_ms"?: int}
-//   write_file  {"path": "...", "content": "..."}
-//   read_file   {"path": "..."}
-//   finish      {"status": "succeeded"|"failed", "summary": "..."}
-//   propose_change {"kind"?: "bulk_change"|"egress_exception"|"secret_access", "targets": ["..."],
-//                   "change": "<unified diff, or a JSON array of {key, value} records>",
-//                   "change_format"?: "diff"|"records"|"text", "justification": "..."}
-//               (docs/playbooks.md; beyond policy it waits for a review, docs/governance.md)
+// The names of the tools the engine carries out. Their arguments, descriptions and schemas are
+// defined once, in tool_catalogue.h; what each tool does is in docs/playbooks.md ("Steps").
 namespace tool {
 inline constexpr const char *RunCommand = "run_command";
 inline constexpr const char *WriteFile = "write_file";
@@ -45,10 +39,14 @@ struct ToolCall {
     nlohmann::json arguments;       // an object
 };
 
+// Token counts of one response. inputTokens counts every input token, the cached ones and the ones
+// written to the cache included (as OpenAI's prompt_tokens does; an Anthropic response's three
+// input counts are added up); they are priced apart (broker/cost/prices.h).
 struct Usage {
     int64_t inputTokens = 0;
     int64_t outputTokens = 0;
-    int64_t cachedTokens = 0;
+    int64_t cachedTokens = 0;       // read from the provider's prompt cache
+    int64_t cacheWriteTokens = 0;   // written to the provider's prompt cache (Anthropic bills them apart)
 };
 
 struct ModelTurn {
@@ -58,7 +56,24 @@ struct ModelTurn {
     std::string model;              // the model that answered (e.g. "gpt-4o-mini", "scripted")
     double latencyMs = 0;
     int attempts = 1;               // requests made, retries included
+    std::string stopReason;         // why the model stopped, in the provider's words ("end_turn", "tool_calls"); may be empty
 };
+
+// A piece of a turn as the model streams it (server-sent events): text appended to the turn's
+// text, and/or a fragment of one tool call's arguments (JSON text; joined, a call's fragments are
+// its arguments). attempt is the request's HTTP attempt: a retried stream starts again from
+// nothing, and what an earlier attempt sent is void.
+struct ModelDelta {
+    int attempt = 1;
+    std::string text;
+    int toolIndex = -1;             // >= 0: the tool call (in the turn's order) `arguments` belongs to
+    std::string toolId;             // on a tool call's first fragment, when the API says it then
+    std::string toolName;
+    std::string arguments;
+};
+
+// Receives a streamed turn's deltas in order, on the adapter's thread; must not block.
+using DeltaSink = std::function<void(const ModelDelta &)>;
 
 // One earlier turn and the results of its tool calls, in the same order as turn.toolCalls.
 // A result is the tool.result payload as recorded: for run_command
@@ -69,21 +84,49 @@ struct Exchange {
     std::vector<nlohmann::json> results;
 };
 
+// The sandbox tiers a session may run on, as the system prompt tells the model: so that a model
+// can choose a tier (request_environment) for a reason, knowing what each costs and where a human
+// has to agree. Filled by the step engine from the agent, the pools' tiers and the tier policy
+// (docs/governance.md, "Who chooses the tier").
+struct TierChoice {
+    std::string name;
+    double cpu = 0;
+    int64_t memoryBytes = 0;
+    double pricePerHourUsd = 0;
+    bool allowed = true;            // among the agent's allowed tiers
+    bool needsReview = false;       // above the bound: a request waits for a tier_escalation review
+};
+
+struct EnvironmentBrief {
+    std::string currentTier;
+    std::string selectionMode;      // the agent's: "agent" and "hybrid" let request_environment choose
+    bool mayRequest = false;        // request_environment can be granted (selection mode agent or hybrid)
+    // The highest tier granted without review; empty: no bound but the allowed tiers.
+    std::string bound;
+    std::vector<TierChoice> tiers;  // smallest first (by price, then memory, then cpu)
+};
+
 struct ModelContext {
     std::string sessionId;
     std::string goal;
     std::string playbookToml;       // the scripted model's playbook (resolved at submit time)
     std::vector<Exchange> history;
     std::string idempotencyKey;     // derived from (session, seq) of the response to be recorded
+    std::optional<EnvironmentBrief> environment = std::nullopt;   // nullopt: the broker knows no tiers to offer
+    DeltaSink onDelta = nullptr;    // the turn's deltas while it streams; null: nobody watches
 };
 
 class ModelAdapter {
 public:
     virtual ~ModelAdapter() = default;
     virtual std::string name() const = 0;
+    // Whether next() reads ModelContext::environment: the engine fills it only for those that do
+    // (it costs a read of the agent and the pools' tiers per turn).
+    virtual bool readsEnvironment() const { return true; }
     // Errors: Unavailable after retries are exhausted (network, 429, 5xx), InvalidArgument for a
-    // malformed response (the message quotes what was wrong), FailedPrecondition for missing
-    // configuration (an API key variable that is not set).
+    // malformed response (the message quotes what was wrong), FailedPrecondition for what asking
+    // again cannot mend (missing configuration such as an API key that is not set, a model that
+    // refuses to go on); the step engine fails the session at once on those.
     virtual Result<ModelTurn> next(const ModelContext &context) = 0;
 
     // Called exactly once with what next() would have returned, on a thread of the adapter's (or,

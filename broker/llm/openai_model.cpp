@@ -1,110 +1,33 @@
-// Known limits: no streaming (the whole completion arrives at once); Retry-After given as an HTTP
+// Known limits: a streamed answer is kept whole in memory until it ends (as an unstreamed one is);
+// only the first choice of a stream is read; Retry-After given as an HTTP
 // date is ignored in favour of the computed backoff (http_loop.cpp); tool results longer than
 // kMaxToolResultChars are cut in the middle before they are sent back to the model.
 
 #include "broker/llm/openai_model.h"
 
-#include "common/clock.h"
+#include "broker/llm/system_prompt.h"
+#include "broker/llm/tool_catalogue.h"
 
 #include <algorithm>
-#include <cstdlib>
+#include <map>
+#include <memory>
 #include <fmt/format.h>
-#include <future>
 
 namespace paddock::llm {
 
 namespace {
 
-constexpr size_t kExcerptChars = 300;
-constexpr size_t kMaxResponseBytes = 16 * 1024 * 1024;
-constexpr size_t kMaxToolResultChars = 32 * 1024;
-constexpr int64_t kMaxConnectTimeoutMs = 10000;
-
-constexpr const char *kSystemPrompt =
-    "You are an agent working in a sandboxed Linux machine. Your working directory is /workspace, "
-    "which is writable; the rest of the file system is read-only and there is no network. Work "
-    "toward the user's goal by calling tools, one per turn, and read each result before the next "
-    "step. Tools: run_command runs a shell line with sh -c in /workspace and returns exit_code, "
-    "stdout, stderr, duration_ms and timed_out; write_file writes a whole file; read_file returns a "
-    "file's content. When the goal is met, or cannot be met, call finish with status \"succeeded\" "
-    "or \"failed\" and a short summary of what was done and why.";
-
-// A short, single-line quote of a body for error messages.
-std::string excerpt(std::string_view text)
-{
-    std::string out;
-    size_t end = std::min(text.size(), kExcerptChars);
-    while (end > 0 && end < text.size() && (static_cast<unsigned char>(text[end]) & 0xC0) == 0x80)
-        --end;   // never split a UTF-8 sequence: messages end up in JSON
-    for (char c : text.substr(0, end)) {
-        if (c == '\n')
-            out += "\\n";
-        else if (c == '\r')
-            out += "\\r";
-        else if (static_cast<unsigned char>(c) < 0x20)
-            out += ' ';
-        else
-            out += c;
-    }
-    if (text.size() > kExcerptChars)
-        out += fmt::format("... ({} bytes)", text.size());
-    if (text.empty())
-        out = "(empty body)";
-    return out;
-}
-
-std::string limitToolResult(std::string text)
-{
-    if (text.size() <= kMaxToolResultChars)
-        return text;
-    const size_t half = kMaxToolResultChars / 2;
-    return text.substr(0, half) + fmt::format("\n[... {} characters cut ...]\n", text.size() - 2 * half)
-        + text.substr(text.size() - half);
-}
-
-nlohmann::json functionTool(const char *name, const char *description, nlohmann::json properties,
-                            nlohmann::json required)
-{
-    return {{"type", "function"},
-            {"function",
-             {{"name", name},
-              {"description", description},
-              {"parameters",
-               {{"type", "object"}, {"properties", std::move(properties)}, {"required", std::move(required)},
-                {"additionalProperties", false}}}}}};
-}
-
+// The tools of the catalogue as chat completions' function tools.
 nlohmann::json toolDefinitions()
 {
-    using nlohmann::json;
-    return json::array({
-        functionTool(tool::RunCommand, "Run a shell command line with sh -c in /workspace.",
-                     {{"command", {{"type", "string"}, {"description", "the shell command line"}}},
-                      {"timeout_ms", {{"type", "integer"}, {"description", "time limit in milliseconds"}}}},
-                     json::array({"command"})),
-        functionTool(tool::WriteFile, "Write a whole file (created or replaced), relative to /workspace.",
-                     {{"path", {{"type", "string"}}}, {"content", {{"type", "string"}}}},
-                     json::array({"path", "content"})),
-        functionTool(tool::ReadFile, "Read a file, relative to /workspace.", {{"path", {{"type", "string"}}}},
-                     json::array({"path"})),
-        functionTool(tool::Finish, "End the session, saying whether the goal was met.",
-                     {{"status", {{"type", "string"}, {"enum", {"succeeded", "failed"}}}},
-                      {"summary", {{"type", "string"}}}},
-                     json::array({"status", "summary"})),
-        functionTool(tool::ProposeChange,
-                     "Propose a change that policy may send to a human for review: a unified diff over files "
-                     "(applied in /workspace), durable records, a host to reach, or a secret to use. Beyond "
-                     "policy's limits the session waits for the decision; the result says whether it was "
-                     "approved and applied.",
-                     {{"kind", {{"type", "string"}, {"enum", {"bulk_change", "egress_exception", "secret_access"}}}},
-                      {"targets", {{"type", "array"}, {"items", {{"type", "string"}}},
-                                   {"description", "the files, record keys, host or secret name the change touches"}}},
-                      {"change", {{"type", "string"},
-                                  {"description", "a unified diff, or a JSON array of {key, value} records"}}},
-                      {"change_format", {{"type", "string"}, {"enum", {"diff", "records", "text"}}}},
-                      {"justification", {{"type", "string"}}}},
-                     json::array({"targets", "change", "justification"})),
-    });
+    nlohmann::json tools = nlohmann::json::array();
+    for (const ToolDefinition &definition : toolCatalogue())
+        tools.push_back({{"type", "function"},
+                         {"function",
+                          {{"name", definition.name},
+                           {"description", definition.description},
+                           {"parameters", definition.inputSchema()}}}});
+    return tools;
 }
 
 std::string chatUrl(const OpenAiConfig &config)
@@ -115,22 +38,12 @@ std::string chatUrl(const OpenAiConfig &config)
     return base + "/chat/completions";
 }
 
-// The API key, read from the environment variable the config names at each call; empty when the
-// config names none (local servers need no key).
-Result<std::string> apiKeyFromEnvironment(const std::string &modelName, const OpenAiConfig &config)
+// "[models.openai]", or "[models.openai.local]" for the model "openai:local": where its keys are set.
+std::string configSection(const std::string &modelName)
 {
-    std::string apiKey;
-    if (!config.apiKeyEnv.empty()) {
-        const char *value = std::getenv(config.apiKeyEnv.c_str());
-        if (value == nullptr || *value == '\0')
-            return fail(ErrorCode::FailedPrecondition,
-                        fmt::format("model '{}' needs an API key in the environment variable {}, which is "
-                                    "not set for the broker. Set it where paddockd starts, or change "
-                                    "api_key_env in the [models.openai] config.",
-                                    modelName, config.apiKeyEnv));
-        apiKey = value;
-    }
-    return apiKey;
+    std::string section = modelName;
+    std::ranges::replace(section, ':', '.');
+    return "[models." + section + "]";
 }
 
 // The error for an HTTP status that is neither a success nor worth a retry: what to check.
@@ -150,6 +63,120 @@ std::unexpected<Error> refusal(const std::string &url, const HttpResult &respons
                 fmt::format("{}. Check the model name and the [models.openai] config.", what));
 }
 
+// A streamed completion (chat.completion.chunk events, then "[DONE]"), gathered back into the
+// chat.completion body the unstreamed API sends.
+class OpenAiStream final : public TurnStream {
+public:
+    using TurnStream::TurnStream;
+
+    nlohmann::json body() const override
+    {
+        using nlohmann::json;
+        json message{{"role", "assistant"}, {"content", m_text.empty() ? json(nullptr) : json(m_text)}};
+        if (!m_calls.empty()) {
+            json calls = json::array();
+            for (const auto &[index, call] : m_calls) {
+                json one{{"type", "function"}, {"function", {{"name", call.name}, {"arguments", call.arguments}}}};
+                if (!call.id.empty())
+                    one["id"] = call.id;
+                calls.push_back(std::move(one));
+            }
+            message["tool_calls"] = std::move(calls);
+        }
+        json body{{"choices", json::array({{{"index", 0}, {"message", std::move(message)},
+                                            {"finish_reason", m_finish.empty() ? json(nullptr) : json(m_finish)}}})}};
+        if (!m_model.empty())
+            body["model"] = m_model;
+        if (!m_usage.is_null())
+            body["usage"] = m_usage;
+        return body;
+    }
+
+protected:
+    void reset() override
+    {
+        m_text.clear();
+        m_calls.clear();
+        m_finish.clear();
+        m_model.clear();
+        m_usage = nullptr;
+        m_done = false;
+    }
+
+    std::string onEvent(const SseEvent &event) override
+    {
+        using nlohmann::json;
+        if (event.data == "[DONE]") {
+            m_done = true;
+            return {};
+        }
+        const json chunk = json::parse(event.data, nullptr, false);
+        if (chunk.is_discarded() || !chunk.is_object())
+            return fmt::format("an event's data is not a JSON object: \"{}\"", excerpt(event.data));
+        if (const auto error = chunk.find("error"); error != chunk.end())
+            return fmt::format("the stream carried an error: \"{}\"", excerpt(error->dump()));
+        if (const auto model = chunk.find("model"); model != chunk.end() && model->is_string())
+            m_model = model->get<std::string>();
+        if (const auto usage = chunk.find("usage"); usage != chunk.end() && usage->is_object())
+            m_usage = *usage;
+        const auto choices = chunk.find("choices");
+        if (choices == chunk.end() || !choices->is_array() || choices->empty() || !choices->front().is_object())
+            return {};   // the usage chunk has no choices
+        const json &choice = choices->front();
+        if (const auto reason = choice.find("finish_reason"); reason != choice.end() && reason->is_string())
+            m_finish = reason->get<std::string>();
+        const auto delta = choice.find("delta");
+        if (delta == choice.end() || !delta->is_object())
+            return {};
+        if (const auto content = delta->find("content"); content != delta->end() && content->is_string()
+            && !content->get_ref<const std::string &>().empty()) {
+            m_text += content->get<std::string>();
+            deliver({.text = content->get<std::string>()});
+        }
+        const auto calls = delta->find("tool_calls");
+        if (calls == delta->end() || !calls->is_array())
+            return {};
+        for (const json &call : *calls) {
+            if (!call.is_object() || !call.contains("index") || !call["index"].is_number_integer())
+                return fmt::format("a tool call fragment has no index: \"{}\"", excerpt(call.dump()));
+            const int index = call["index"].get<int>();
+            Call &gathered = m_calls[index];
+            ModelDelta piece{.toolIndex = index};
+            if (const auto id = call.find("id"); id != call.end() && id->is_string())
+                gathered.id = piece.toolId = id->get<std::string>();
+            if (const auto function = call.find("function"); function != call.end() && function->is_object()) {
+                if (const auto name = function->find("name"); name != function->end() && name->is_string())
+                    gathered.name = piece.toolName = name->get<std::string>();
+                if (const auto arguments = function->find("arguments");
+                    arguments != function->end() && arguments->is_string()) {
+                    piece.arguments = arguments->get<std::string>();
+                    gathered.arguments += piece.arguments;
+                }
+            }
+            deliver(std::move(piece));
+        }
+        return {};
+    }
+
+    std::string missingEnd() const override
+    {
+        return m_done ? std::string() : std::string("the stream ended before its \"data: [DONE]\" line");
+    }
+
+private:
+    struct Call {
+        std::string id;
+        std::string name;
+        std::string arguments;
+    };
+    std::string m_text;
+    std::map<int, Call> m_calls;
+    std::string m_finish;
+    std::string m_model;
+    nlohmann::json m_usage;
+    bool m_done = false;
+};
+
 } // namespace
 
 OpenAiModel::OpenAiModel(std::string name, OpenAiConfig config, BackoffHook backoff)
@@ -163,7 +190,7 @@ nlohmann::json OpenAiModel::buildRequest(const OpenAiConfig &config, const Model
 {
     using nlohmann::json;
     json messages = json::array();
-    messages.push_back({{"role", "system"}, {"content", kSystemPrompt}});
+    messages.push_back({{"role", "system"}, {"content", systemPrompt(context)}});
     messages.push_back({{"role", "user"}, {"content", context.goal.empty() ? "(no goal given)" : context.goal}});
     for (const Exchange &exchange : context.history) {
         json assistant = {{"role", "assistant"},
@@ -182,11 +209,15 @@ nlohmann::json OpenAiModel::buildRequest(const OpenAiConfig &config, const Model
                                                             : json{{"error", "no result was recorded"}};
             messages.push_back({{"role", "tool"},
                                 {"tool_call_id", exchange.turn.toolCalls[i].id},
-                                {"content", limitToolResult(result.dump(-1, ' ', false,
-                                                                         json::error_handler_t::replace))}});
+                                {"content", toolResultText(result)}});
         }
     }
-    return {{"model", config.model}, {"messages", std::move(messages)}, {"tools", toolDefinitions()}};
+    json body{{"model", config.model}, {"messages", std::move(messages)}, {"tools", toolDefinitions()}};
+    if (config.stream) {
+        body["stream"] = true;
+        body["stream_options"] = {{"include_usage", true}};
+    }
+    return body;
 }
 
 Result<ModelTurn> OpenAiModel::parseResponse(std::string_view body, const OpenAiConfig &config,
@@ -215,6 +246,8 @@ Result<ModelTurn> OpenAiModel::parseResponse(std::string_view body, const OpenAi
         return malformed(fmt::format("choices[0] has no message object: \"{}\"", excerpt(choice.dump())));
 
     ModelTurn turn;
+    if (const auto reason = choice.find("finish_reason"); reason != choice.end() && reason->is_string())
+        turn.stopReason = reason->get<std::string>();
     if (const auto content = message->find("content"); content != message->end() && content->is_string())
         turn.text = content->get<std::string>();
 
@@ -276,64 +309,53 @@ Result<ModelTurn> OpenAiModel::parseResponse(std::string_view body, const OpenAi
 
 
 // Everything one turn's HTTP request needs, read afresh for each turn (the key may rotate).
-Result<HttpRequest> OpenAiModel::requestFor(const ModelContext &context) const
+Result<TurnCall> OpenAiModel::callFor(const ModelContext &context) const
 {
-    const auto apiKey = apiKeyFromEnvironment(m_name, m_config);
+    const auto apiKey = readApiKey(m_name, configSection(m_name), ApiKeySource{m_config.apiKeyEnv, {}});
     if (!apiKey)
         return std::unexpected(apiKey.error());
-    HttpRequest request;
+    TurnCall call;
+    HttpRequest &request = call.request;
     request.url = chatUrl(m_config);
-    request.headers = {"Content-Type: application/json", "Accept: application/json"};
+    request.headers = {"Content-Type: application/json",
+                       m_config.stream ? "Accept: text/event-stream" : "Accept: application/json"};
     if (!apiKey->empty())
         request.headers.push_back("Authorization: Bearer " + *apiKey);
     if (!context.idempotencyKey.empty())
         request.headers.push_back("Idempotency-Key: " + context.idempotencyKey);
-    request.body = buildRequest(m_config, context).dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
+    request.body = jsonText(buildRequest(m_config, context));
     request.timeoutMs = m_config.timeoutMs;
-    request.connectTimeoutMs = std::min(m_config.timeoutMs, kMaxConnectTimeoutMs);
-    request.maxResponseBytes = kMaxResponseBytes;
+    request.connectTimeoutMs = std::min(m_config.timeoutMs, kMaxModelConnectTimeoutMs);
+    request.maxResponseBytes = kMaxModelResponseBytes;
     request.maxRetries = m_config.maxRetries;
     request.initialBackoffMs = m_config.initialBackoffMs;
     request.maxBackoffMs = m_config.maxBackoffMs;
-    return request;
+    std::shared_ptr<TurnStream> stream;
+    if (m_config.stream)
+        request.stream = stream = std::make_shared<OpenAiStream>(context.onDelta);
+    call.interpret = [this, key = context.idempotencyKey, stream](HttpResult result) {
+        return turnFrom(std::move(result), key, stream.get());
+    };
+    return call;
 }
 
 // What the request's end means for the session: a turn, or an error that says what to check.
-Result<ModelTurn> OpenAiModel::turnFrom(HttpResult result, const std::string &idempotencyKey, int64_t startUs) const
+Result<ModelTurn> OpenAiModel::turnFrom(HttpResult result, const std::string &idempotencyKey,
+                                        const TurnStream *stream) const
 {
     const std::string url = chatUrl(m_config);
+    if (auto unanswered = unansweredError(result, url, configSection(m_name)))
+        return std::unexpected(std::move(*unanswered));
     using End = HttpResult::End;
-    switch (result.end) {
-    case End::Cancelled:
-        return fail(ErrorCode::Cancelled,
-                    fmt::format("the request to the model API at {} was cancelled: the broker is stopping. Nothing "
-                                "was recorded; the step asks again when the broker restarts.",
-                                url));
-    case End::TooLarge:
-        return fail(ErrorCode::InvalidArgument,
-                    fmt::format("the model API at {} sent a response larger than {} bytes; check base_url", url,
-                                kMaxResponseBytes));
-    case End::CannotSend:
-        return fail(ErrorCode::FailedPrecondition,
-                    fmt::format("cannot send a request to the model API at {}: {}. Check base_url in the "
-                                "[models.openai] config.",
-                                url, result.error));
-    case End::ConnectionError:
-    case End::Answered:
-        break;
-    }
-    if (result.end == End::Answered && result.status >= 200 && result.status < 300) {
-        auto turn = parseResponse(result.body, m_config, idempotencyKey);
-        if (turn) {
-            turn->attempts = result.attempts;
-            turn->latencyMs = static_cast<double>(monotonicUs() - startUs) / 1000.0;
-        }
-        return turn;
-    }
+    if (result.end == End::Answered && result.status >= 200 && result.status < 300)
+        return parseResponse(result.streamed && stream ? stream->body().dump() : result.body, m_config, idempotencyKey);
     if (!result.gaveUp)
         return refusal(url, result, m_config);
     const std::string lastProblem = result.end == End::ConnectionError
         ? fmt::format("connection error: {}", result.error)
+        : result.end == End::BrokenStream
+        ? fmt::format("a broken stream: {} (set stream = false in the {} config if the server cannot stream)",
+                      result.error, configSection(m_name))
         : fmt::format("HTTP {}: \"{}\"", result.status, excerpt(result.body));
     return fail(ErrorCode::Unavailable,
                 fmt::format("the model API at {} still failed after {} attempt(s); last: {}. The step will "
@@ -343,43 +365,18 @@ Result<ModelTurn> OpenAiModel::turnFrom(HttpResult result, const std::string &id
 
 void OpenAiModel::nextAsync(ModelContext context, TurnDone done)
 {
-    // nlohmann throws on invalid UTF-8 and type errors: keep them values, on both threads.
-    auto unexpected = [this](const std::exception &e) {
-        return fail(ErrorCode::Internal, fmt::format("openai model '{}': unexpected error: {}", m_name, e.what()));
-    };
-    Result<HttpRequest> request;
+    Result<TurnCall> call;
     try {
-        request = requestFor(context);
-    } catch (const std::exception &e) {
-        request = unexpected(e);
+        call = callFor(context);
+    } catch (const std::exception &e) {   // nlohmann throws on invalid UTF-8 and type errors
+        call = fail(ErrorCode::Internal, fmt::format("openai model '{}': unexpected error: {}", m_name, e.what()));
     }
-    if (!request) {
-        done(std::unexpected(std::move(request.error())));
-        return;
-    }
-    const int64_t startUs = monotonicUs();
-    m_loop.submit(std::move(*request), [this, unexpected, key = std::move(context.idempotencyKey), startUs,
-                                        done = std::move(done)](HttpResult result) {
-        Result<ModelTurn> turn;
-        try {
-            turn = turnFrom(std::move(result), key, startUs);
-        } catch (const std::exception &e) {
-            turn = unexpected(e);
-        }
-        done(std::move(turn));
-    });
+    submitTurn(m_loop, m_name, std::move(call), std::move(done));
 }
 
 Result<ModelTurn> OpenAiModel::next(const ModelContext &context)
 {
-    if (m_loop.onLoopThread())
-        return fail(ErrorCode::Internal, fmt::format("openai model '{}': next() was called from a completion "
-                                                     "callback, where it would wait for itself; use nextAsync",
-                                                     m_name));
-    std::promise<Result<ModelTurn>> promise;
-    auto future = promise.get_future();
-    nextAsync(context, [&promise](Result<ModelTurn> turn) { promise.set_value(std::move(turn)); });
-    return future.get();
+    return waitForTurn(m_loop, m_name, [&](TurnDone done) { nextAsync(context, std::move(done)); });
 }
 
 } // namespace paddock::llm

@@ -9,6 +9,7 @@
 
 #include "broker/llm/http_loop.h"
 #include "broker/llm/model_adapter.h"
+#include "broker/llm/model_http.h"
 
 #include <string>
 #include <string_view>
@@ -25,6 +26,9 @@ struct OpenAiConfig {
     int maxRetries = 4;                 // retries after the first attempt (429, 5xx, connection errors)
     int64_t initialBackoffMs = 500;     // doubles per retry, with jitter in [half, full]
     int64_t maxBackoffMs = 30000;       // caps backoff and Retry-After alike
+    // Ask for the answer as server-sent events (stream: true, with usage in the last chunk): its
+    // text and tool-call arguments reach the session's log as they come (model.delta).
+    bool stream = true;
 };
 
 class OpenAiModel final : public ModelAdapter {
@@ -44,7 +48,9 @@ public:
     const OpenAiConfig &config() const { return m_config; }
 
     // Usage: inputTokens is prompt_tokens as the API reports it (cached tokens included), cachedTokens
-    // is prompt_tokens_details.cached_tokens. latencyMs covers every attempt and backoff.
+    // is prompt_tokens_details.cached_tokens; stopReason is finish_reason. latencyMs covers every
+    // attempt and backoff. The tools offered are the whole catalogue (tool_catalogue.h); the system
+    // prompt (system_prompt.h) tells the model its tiers and its bound.
     // A request that fails before it is sent (no API key) calls `done` before nextAsync returns.
     void nextAsync(ModelContext context, TurnDone done) override;
     // nextAsync, waited for. Internal when called on the loop thread (from a `done`): it would wait
@@ -60,8 +66,8 @@ public:
                                            const std::string &idempotencyKey);
 
 private:
-    Result<HttpRequest> requestFor(const ModelContext &context) const;
-    Result<ModelTurn> turnFrom(HttpResult result, const std::string &idempotencyKey, int64_t startUs) const;
+    Result<TurnCall> callFor(const ModelContext &context) const;
+    Result<ModelTurn> turnFrom(HttpResult result, const std::string &idempotencyKey, const TurnStream *stream) const;
 
     const std::string m_name;
     const OpenAiConfig m_config;

@@ -1,9 +1,12 @@
 // Known limits: a playbook is read whole into memory (they are small, hand-written files); the
-// "did you mean" suggestions only cover keys, not tool names longer than a typo away.
+// "did you mean" suggestions only cover keys, not tool names longer than a typo away. The tools and
+// their arguments are the tool catalogue's (tool_catalogue.h); only the expectations and the
+// read_records shorthand `key` are the playbook's own.
 
 #include "broker/llm/playbook.h"
 
 #include "broker/llm/model_adapter.h"
+#include "broker/llm/tool_catalogue.h"
 
 #include <toml++/toml.h>
 
@@ -11,77 +14,84 @@
 #include <array>
 #include <fmt/format.h>
 #include <fstream>
-#include <span>
 #include <sstream>
 
 namespace paddock::llm {
 namespace {
 
-enum class Kind { String, Integer, StringArray };
+using Kind = ArgumentType;
 
+// A key a [[step]] accepts: an argument of the tool's call (from the tool catalogue, which the
+// models are offered too), or one of the playbook's own keys below.
 struct FieldSpec {
+    std::string key;
+    Kind kind = Kind::String;
+    bool required = false;
+    std::string example;                      // shown in the fix when the field is missing or has the wrong type
+    const ToolArgument *argument = nullptr;   // null for the playbook's own keys
+};
+
+// The playbook's own keys: what a step expects of its result (checked by the scripted model before
+// the next step), and shorthands. They never reach the tool.
+struct ExtraKey {
+    std::string_view tool;
     std::string_view key;
     Kind kind;
-    bool required;
-    std::string_view example;   // shown in the fix when the field is missing or has the wrong type
+    std::string_view example;
 };
 
-struct ToolSpec {
-    std::string_view tool;
-    std::span<const FieldSpec> fields;
+constexpr std::array kExtraKeys{
+    ExtraKey{tool::RunCommand, "expect_exit", Kind::Integer, "expect_exit = 0"},
+    ExtraKey{tool::RunCommand, "expect_stdout", Kind::String, R"(expect_stdout = "Hello")"},
+    ExtraKey{tool::RunCommand, "expect_stderr", Kind::String, R"(expect_stderr = "warning")"},
+    ExtraKey{tool::ReadFile, "expect_content", Kind::String, R"(expect_content = "main")"},
+    ExtraKey{tool::ReadRecords, "key", Kind::String, R"(key = "repos/paddock")"},   // one of keys
+    ExtraKey{tool::ReadRecords, "expect_content", Kind::String, R"(expect_content = "main")"},
+    ExtraKey{tool::ReadRecords, "expect_error", Kind::String, R"(expect_error = "unknown agent")"},
+    ExtraKey{tool::RequestEnvironment, "expect_error", Kind::String, R"(expect_error = "not among")"},
 };
 
-constexpr std::array kRunCommandFields{
-    FieldSpec{"command", Kind::String, true, R"(command = "make test")"},
-    FieldSpec{"timeout_ms", Kind::Integer, false, "timeout_ms = 60000"},
-    FieldSpec{"expect_exit", Kind::Integer, false, "expect_exit = 0"},
-    FieldSpec{"expect_stdout", Kind::String, false, R"(expect_stdout = "Hello")"},
-    FieldSpec{"expect_stderr", Kind::String, false, R"(expect_stderr = "warning")"},
-};
-constexpr std::array kWriteFileFields{
-    FieldSpec{"path", Kind::String, true, R"(path = "hello.c")"},
-    FieldSpec{"content", Kind::String, true, R"(content = '''...''')"},
-};
-constexpr std::array kReadFileFields{
-    FieldSpec{"path", Kind::String, true, R"(path = "hello.c")"},
-    FieldSpec{"expect_content", Kind::String, false, R"(expect_content = "main")"},
-};
-constexpr std::array kReadRecordsFields{
-    FieldSpec{"key", Kind::String, false, R"(key = "repos/paddock")"},
-    FieldSpec{"prefix", Kind::String, false, R"(prefix = "repos/")"},
-    FieldSpec{"expect_content", Kind::String, false, R"(expect_content = "main")"},
-    FieldSpec{"expect_error", Kind::String, false, R"(expect_error = "unknown agent")"},
-};
-constexpr std::array kRequestEnvironmentFields{
-    FieldSpec{"tier", Kind::String, true, R"(tier = "standard")"},
-    FieldSpec{"reason", Kind::String, false, R"(reason = "the build needs 4 GiB")"},
-    FieldSpec{"expect_error", Kind::String, false, R"(expect_error = "not among")"},
-};
-constexpr std::array kFinishFields{
-    FieldSpec{"summary", Kind::String, true, R"(summary = "built and ran hello")"},
-    FieldSpec{"status", Kind::String, false, R"(status = "succeeded")"},
-};
+// A value as a TOML line: key = "text", key = 5, key = ["a", "b"].
+std::string tomlLine(std::string_view key, const nlohmann::json &value)
+{
+    auto quoted = [](const std::string &text) {
+        std::string out = "\"";
+        for (char c : text) {
+            if (c == '"' || c == '\\')
+                out += '\\';
+            if (c == '\n')
+                out += "\\n";
+            else
+                out += c;
+        }
+        return out + "\"";
+    };
+    std::string text;
+    if (value.is_string()) {
+        text = quoted(value.get<std::string>());
+    } else if (value.is_array()) {
+        for (const auto &item : value)
+            text += (text.empty() ? "[" : ", ") + quoted(item.is_string() ? item.get<std::string>() : item.dump());
+        text += text.empty() ? "[]" : "]";
+    } else {
+        text = value.dump();
+    }
+    return fmt::format("{} = {}", key, text);
+}
 
-constexpr std::array kProposeChangeFields{
-    FieldSpec{"kind", Kind::String, false, R"(kind = "bulk_change")"},
-    FieldSpec{"targets", Kind::StringArray, true, R"(targets = ["src/a.c", "src/b.c"])"},
-    FieldSpec{"change", Kind::String, true, R"(change = '''--- a/x\n+++ b/x\n...''')"},
-    FieldSpec{"change_format", Kind::String, false, R"(change_format = "diff")"},
-    FieldSpec{"justification", Kind::String, true, R"(justification = "why the change is needed")"},
-};
-
-constexpr std::array kTools{
-    ToolSpec{tool::RunCommand, kRunCommandFields},
-    ToolSpec{tool::WriteFile, kWriteFileFields},
-    ToolSpec{tool::ReadFile, kReadFileFields},
-    ToolSpec{tool::ReadRecords, kReadRecordsFields},
-    ToolSpec{tool::RequestEnvironment, kRequestEnvironmentFields},
-    ToolSpec{tool::Finish, kFinishFields},
-    ToolSpec{tool::ProposeChange, kProposeChangeFields},
-};
-
-constexpr std::string_view kToolList = "run_command, write_file, read_file, read_records, request_environment, finish, "
-                                         "propose_change";
+// Every key a step of `definition` accepts: its arguments first, then the playbook's own keys.
+std::vector<FieldSpec> fieldsOf(const ToolDefinition &definition)
+{
+    std::vector<FieldSpec> fields;
+    for (const ToolArgument &argument : definition.arguments)
+        fields.push_back({argument.name, argument.type, argument.required, tomlLine(argument.name, argument.example),
+                          &argument});
+    for (const ExtraKey &extra : kExtraKeys) {
+        if (extra.tool == definition.name)
+            fields.push_back({std::string(extra.key), extra.kind, false, std::string(extra.example), nullptr});
+    }
+    return fields;
+}
 
 std::string_view kindName(Kind kind)
 {
@@ -243,36 +253,38 @@ private:
     Status parseStep(const toml::table &table, PlaybookStep &step)
     {
         step.line = lineOf(table);
+        const std::string toolList = toolNameList();
         const toml::node *toolNode = table.get("tool");
         if (toolNode == nullptr)
             return stepError(step, step.line, "'tool' is missing",
-                             fmt::format("Add tool = \"run_command\" (one of: {}).", kToolList));
+                             fmt::format("Add tool = \"run_command\" (one of: {}).", toolList));
         if (!toolNode->is_string())
             return stepError(step, lineOf(*toolNode),
                              fmt::format("'tool' is {}, not a string", nodeTypeName(*toolNode)),
-                             fmt::format("Write tool = \"run_command\" (one of: {}).", kToolList));
+                             fmt::format("Write tool = \"run_command\" (one of: {}).", toolList));
         const std::string &toolName = toolNode->as_string()->get();
-        const auto spec = std::ranges::find(kTools, toolName, &ToolSpec::tool);
-        if (spec == kTools.end()) {
+        const ToolDefinition *definition = findTool(toolName);
+        if (definition == nullptr) {
             std::vector<std::string_view> names;
-            for (const ToolSpec &t : kTools)
-                names.push_back(t.tool);
+            for (const ToolDefinition &t : toolCatalogue())
+                names.push_back(t.name);
             return stepError(step, lineOf(*toolNode), fmt::format("unknown tool '{}'", toolName),
-                             suggestion(toolName, names) + fmt::format("Use one of: {}.", kToolList));
+                             suggestion(toolName, names) + fmt::format("Use one of: {}.", toolList));
         }
         step.tool = toolName;
         step.arguments = nlohmann::json::object();
+        const std::vector<FieldSpec> fields = fieldsOf(*definition);
 
         for (const auto &[key, node] : table) {
             const std::string_view k = key.str();
             if (k == "tool")
                 continue;
-            const auto field = std::ranges::find(spec->fields, k, &FieldSpec::key);
-            if (field == spec->fields.end()) {
+            const auto field = std::ranges::find(fields, k, &FieldSpec::key);
+            if (field == fields.end()) {
                 std::string accepted = "tool";
                 std::vector<std::string_view> names;
-                for (const FieldSpec &f : spec->fields) {
-                    accepted += ", " + std::string(f.key);
+                for (const FieldSpec &f : fields) {
+                    accepted += ", " + f.key;
                     names.push_back(f.key);
                 }
                 return stepError(step, lineOf(node), fmt::format("unknown key '{}'", k),
@@ -285,11 +297,11 @@ private:
                 return stepError(step, lineOf(node),
                                  fmt::format("'{}' is {}, not {}", k, nodeTypeName(node), kindName(field->kind)),
                                  fmt::format("Write it like {}.", field->example));
-            auto stored = storeField(step, *field, node);
+            auto stored = field->argument != nullptr ? storeArgument(step, *field, node) : storeExtra(step, *field, node);
             if (!stored)
                 return stored;
         }
-        for (const FieldSpec &f : spec->fields) {
+        for (const FieldSpec &f : fields) {
             if (f.required && !table.contains(f.key))
                 return stepError(step, step.line, fmt::format("'{}' is missing", f.key),
                                  fmt::format("Add {} to this [[step]].", f.example));
@@ -301,63 +313,54 @@ private:
         return {};
     }
 
-    Status storeField(PlaybookStep &step, const FieldSpec &field, const toml::node &node)
+    // An argument of the tool call, checked as the engine checks a model's (tool_catalogue.h).
+    Status storeArgument(PlaybookStep &step, const FieldSpec &field, const toml::node &node)
     {
-        const int line = lineOf(node);
+        nlohmann::json value;
         if (field.kind == Kind::StringArray) {
-            nlohmann::json values = nlohmann::json::array();
+            value = nlohmann::json::array();
             for (const auto &item : *node.as_array())
-                values.push_back(item.as_string()->get());
-            step.arguments[std::string(field.key)] = std::move(values);
+                value.push_back(item.as_string()->get());
+        } else if (field.kind == Kind::Integer) {
+            value = node.as_integer()->get();
+        } else {
+            value = node.as_string()->get();
+        }
+        if (auto problem = field.argument->valueProblem(value)) {
+            std::string fix = fmt::format("Write it like {}.", field.example);
+            const auto &choices = field.argument->choices;
+            for (size_t i = 0; i < choices.size(); ++i) {
+                fix = (i == 0 ? "Write " : fix + (i + 1 == choices.size() ? " or " : ", "))
+                    + tomlLine(field.key, choices[i]) + (i + 1 == choices.size() ? "." : "");
+            }
+            return stepError(step, lineOf(node), *problem, fix);
+        }
+        if (field.key == "keys" && step.arguments.contains("keys")) {   // after a key = "..." shorthand
+            for (auto &item : value)
+                step.arguments["keys"].push_back(std::move(item));
             return {};
         }
-        if (field.kind == Kind::Integer) {
+        step.arguments[field.key] = std::move(value);
+        return {};
+    }
+
+    Status storeExtra(PlaybookStep &step, const FieldSpec &field, const toml::node &node)
+    {
+        if (field.key == "expect_exit") {
             const int64_t value = node.as_integer()->get();
-            if (field.key == "timeout_ms") {
-                if (value <= 0)
-                    return stepError(step, line, fmt::format("timeout_ms is {}, it must be positive", value),
-                                     "Give the command's time limit in milliseconds, e.g. timeout_ms = 60000.");
-                step.arguments["timeout_ms"] = value;
-            } else if (field.key == "expect_exit") {
-                if (value < 0 || value > 255)
-                    return stepError(step, line, fmt::format("expect_exit is {}, outside 0..255", value),
-                                     "An exit code is between 0 and 255; a signal shows as 128 + its number.");
-                step.expectExit = value;
-            }
+            if (value < 0 || value > 255)
+                return stepError(step, lineOf(node), fmt::format("expect_exit is {}, outside 0..255", value),
+                                 "An exit code is between 0 and 255; a signal shows as 128 + its number.");
+            step.expectExit = value;
             return {};
         }
         const std::string &value = node.as_string()->get();
-        if (field.key == "command" || field.key == "path") {
-            if (value.empty())
-                return stepError(step, line, fmt::format("'{}' is empty", field.key),
-                                 fmt::format("Write it like {}.", field.example));
-            step.arguments[std::string(field.key)] = value;
-        } else if (field.key == "content" || field.key == "summary" || field.key == "change"
-                   || field.key == "justification" || field.key == "prefix" || field.key == "reason") {
-            step.arguments[std::string(field.key)] = value;
-        } else if (field.key == "kind") {
-            if (value != "bulk_change" && value != "egress_exception" && value != "secret_access")
-                return stepError(step, line, fmt::format("kind is '{}'", value),
-                                 "Write kind = \"bulk_change\", \"egress_exception\" or \"secret_access\".");
-            step.arguments["kind"] = value;
-        } else if (field.key == "change_format") {
-            if (value != "diff" && value != "records" && value != "text")
-                return stepError(step, line, fmt::format("change_format is '{}'", value),
-                                 "Write change_format = \"diff\", \"records\" or \"text\".");
-            step.arguments["change_format"] = value;
-        } else if (field.key == "tier") {
-            if (value.empty())
-                return stepError(step, line, "'tier' is empty", fmt::format("Write it like {}.", field.example));
-            step.arguments["tier"] = value;
-        } else if (field.key == "key") {
-            step.arguments["keys"] = nlohmann::json::array({value});
+        if (field.key == "key") {
+            if (!step.arguments.contains("keys"))
+                step.arguments["keys"] = nlohmann::json::array();
+            step.arguments["keys"].push_back(value);
         } else if (field.key == "expect_error") {
             step.expectError = value;
-        } else if (field.key == "status") {
-            if (value != "succeeded" && value != "failed")
-                return stepError(step, line, fmt::format("status is '{}'", value),
-                                 "Write status = \"succeeded\" or status = \"failed\".");
-            step.arguments["status"] = value;
         } else if (field.key == "expect_stdout") {
             step.expectStdout = value;
         } else if (field.key == "expect_stderr") {

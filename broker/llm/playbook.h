@@ -1,8 +1,7 @@
 #pragma once
 // Playbooks: the scripted model's script. A playbook is a TOML file with a name, a goal and a list of
-// [[step]] tables, each one tool call (run_command, write_file, read_file, read_records,
-// request_environment, finish) plus the outcome
-// it expects. The format is documented in docs/playbooks.md.
+// [[step]] tables, each one tool call (any tool of tool_catalogue.h, with the arguments it defines)
+// plus the outcome it expects. The format is documented in docs/playbooks.md.
 //
 // Threads: free functions over values; safe to call from any thread.
 

@@ -15,6 +15,7 @@ public:
     static constexpr const char *kName = "scripted";
 
     std::string name() const override { return kName; }
+    bool readsEnvironment() const override { return false; }   // a playbook names its own tiers
 
     // Turn k (0-based, k = history.size()) is playbook step k+1 as one tool call with id "call-<k+1>".
     // Before emitting it, the result recorded for step k is checked against that step's expectations;

@@ -164,6 +164,18 @@ TierDecision decideAtStart(const DecisionContext &context, const std::string &re
     return decision;
 }
 
+TierBound requestBound(const DecisionContext &context)
+{
+    agents::Agent fallback;
+    const agents::Agent &agent = agentOf(context, fallback);
+    const bool hybrid = agent.selectionMode == agents::SelectionMode::Hybrid;
+    TierBound bound;
+    bound.matched = context.policy ? context.policy->match(context.facts) : nullptr;
+    bound.tier = bound.matched ? bound.matched->maxTierWithoutReview : hybrid ? defaultTierOf(context, agent) : "";
+    bound.rule = bound.matched ? bound.matched->name : hybrid ? "default tier bound" : "allowed tiers";
+    return bound;
+}
+
 TierDecision decideRequest(const DecisionContext &context, const std::string &currentTier, const std::string &tier,
                            const std::string &reason)
 {
@@ -200,11 +212,11 @@ TierDecision decideRequest(const DecisionContext &context, const std::string &cu
         // The bound above which a human decides: a matching tier rule's max_tier_without_review in
         // both modes (the platform said how far a session like this goes on its own); without one,
         // hybrid is bound by the agent's default tier and agent mode only by its allowed tiers.
-        const bool hybrid = agent.selectionMode == agents::SelectionMode::Hybrid;
-        const TierRule *rule = context.policy ? context.policy->match(context.facts) : nullptr;
-        const std::string bound = rule ? rule->maxTierWithoutReview : hybrid ? defaultTierOf(context, agent) : "";
+        const TierBound limit = requestBound(context);
+        const TierRule *rule = limit.matched;
+        const std::string &bound = limit.tier;
         decision.maxTierWithoutReview = bound;
-        decision.rule = rule ? rule->name : hybrid ? "default tier bound" : "allowed tiers";
+        decision.rule = limit.rule;
         const int rank = tierRank(ordered, tier);
         const int boundRank = bound.empty() ? -1 : tierRank(ordered, bound);
         if (rank >= 0 && boundRank >= 0 && rank > boundRank) {

@@ -66,6 +66,16 @@ struct DecisionContext {
 // Estimated cost of holding `tier` for the policy's expected duration, in micro-USD.
 int64_t estimatedCostMicros(const TierInfo &tier, int64_t expectedDurationMs);
 
+// How far request_environment goes without review in modes agent and hybrid (docs/governance.md):
+// the first matching [[tier_rule]]'s max_tier_without_review; without one, hybrid is bound by the
+// agent's default tier and agent mode by nothing but its allowed tiers (tier empty).
+struct TierBound {
+    std::string tier;                  // empty: no bound below the allowed tiers
+    std::string rule;                  // the rule's name, "default tier bound" or "allowed tiers"
+    const TierRule *matched = nullptr; // the tier rule that set it, if any
+};
+TierBound requestBound(const DecisionContext &context);
+
 // The decision at session start. requestedTier: the submit's tier ("" when the submitter left it to
 // the agent's selection mode).
 TierDecision decideAtStart(const DecisionContext &context, const std::string &requestedTier);

@@ -215,10 +215,14 @@ Result<std::vector<store::ReviewRow>> ReviewDesk::decideOnce(const DecideRequest
         auto session = m_store.getSession(row.sessionId);
         if (!session)
             return std::unexpected(session.error());
-        if (session->pendingReviewId != row.id)
+        if (session->pendingReviewId != row.id) {
+            // Decided meanwhile (by another approver, maybe on another broker): say by whom.
+            if (auto now = m_queries.get(row.id); now && now->state != "pending")
+                return fail(ErrorCode::FailedPrecondition, decidedAlready(*now) + "; nothing was decided");
             return fail(ErrorCode::FailedPrecondition, "session " + row.sessionId + " no longer waits for review item "
                             + row.id + " (it is " + core::statusName(session->status)
                             + "); the item can only expire; nothing was decided");
+        }
         const json requested = json::parse(row.payload, nullptr, false);
         json decided{{"review_id", row.id}, {"kind", row.kind}, {"approved", request.approve},
                      {"decider", request.decider}, {"reason", request.reason}, {"change_hash", row.changeHash}};

@@ -30,6 +30,46 @@ std::string newSessionId()
     return id;
 }
 
+// request_id: what a client may send (a UUID fits with room to spare).
+constexpr size_t kMaxRequestIdBytes = 128;
+
+// Empty when id is a usable request_id, else what is wrong with it, for people.
+std::string requestIdProblem(const std::string &id)
+{
+    const bool printable = std::all_of(id.begin(), id.end(), [](char c) { return c >= 0x20 && c <= 0x7e; });
+    if (id.size() <= kMaxRequestIdBytes && printable)
+        return {};
+    return "request_id must be 1 to " + std::to_string(kMaxRequestIdBytes)
+        + " printable ASCII characters (a UUID, say); this one has " + std::to_string(id.size())
+        + (printable ? " characters" : " bytes, some not printable") + ". Send a fresh UUID per submit";
+}
+
+// What makes two submits the same request: every field but request_id, each one named and its
+// length given (so no two requests run together into the same text), a field at its default left
+// out (so a field added later changes no fingerprint of a request that does not use it).
+std::string submitFingerprint(const v1::SubmitSessionRequest &request)
+{
+    std::string text;
+    auto add = [&text](std::string_view name, const std::string &value) {
+        if (value.empty())
+            return;
+        text.append(name).append("=").append(std::to_string(value.size())).append(":").append(value).append("\n");
+    };
+    add("agent", request.agent());
+    add("goal", request.goal());
+    add("model", request.model());
+    add("playbook", request.playbook());
+    add("playbook_toml", request.playbook_toml());
+    add("tier", request.tier());
+    for (const auto &tag : request.tags())
+        add("tag", tag);
+    for (const auto &secret : request.secrets())
+        add("secret", secret);
+    if (request.budget_micros() != 0)
+        add("budget_micros", std::to_string(request.budget_micros()));
+    return auth::sha256Hex(text);
+}
+
 } // namespace
 
 SessionService::Finisher::Finisher() : m_thread([this] { loop(); }) {}
@@ -133,7 +173,8 @@ Result<SessionService::PlaybookHead> SessionService::playbookHead(const std::str
     return head;
 }
 
-Result<store::AppendRequest> SessionService::prepareSubmit(const v1::SubmitSessionRequest &request, Access::Call &call)
+Result<store::AppendRequest> SessionService::prepareSubmit(const v1::SubmitSessionRequest &request,
+                                                          const std::string &fingerprint, Access::Call &call)
 {
     if (request.budget_micros() < 0)
         return fail(ErrorCode::InvalidArgument, "budget_micros is negative (" + std::to_string(request.budget_micros())
@@ -227,7 +268,33 @@ Result<store::AppendRequest> SessionService::prepareSubmit(const v1::SubmitSessi
     append.events.push_back({core::kind::EnvDecision, m_context.redactedJson(decision.toJson()), 0});
     call.target = append.sessionId;
     append.writes.push_back(m_context.access.auditOf(call, playbookName.empty() ? "model " + modelName : "playbook " + playbookName));
+    if (!request.request_id().empty()) {
+        // Its primary key refuses a second session for the same id, whichever broker commits first.
+        append.writes.push_back(store::submitRequestInsert(
+            {call.caller.principal, request.request_id(), append.sessionId, fingerprint, nowUnixMs()}));
+    }
     return append;
+}
+
+grpc::Status SessionService::answerRepeated(const store::SubmitRequestRecord &earlier, const std::string &fingerprint,
+                                            Access::Call &call, v1::Session *response)
+{
+    call.target = earlier.sessionId;
+    call.carried = false;   // no append carries this call's audit record: conclude writes it
+    if (earlier.fingerprint != fingerprint) {
+        return m_context.access.conclude(
+            call, {grpc::StatusCode::ALREADY_EXISTS,
+                   "request_id '" + earlier.requestId + "' was used for session " + earlier.sessionId
+                       + ", submitted with a different request (goal, agent, model, playbook, tier, tags, secrets or "
+                         "budget). A retry must send the same request; for a new session send a new request_id "
+                         "(paddockctl and the console make one per submit)"});
+    }
+    auto state = m_context.getSession(earlier.sessionId);
+    if (state)
+        toProto(*state, response);
+    return m_context.access.conclude(call, statusOf(state),
+                                     "request_id " + earlier.requestId + " again: session " + earlier.sessionId
+                                         + " was made by an earlier submit");
 }
 
 Result<std::vector<std::string>> SessionService::checkGrants(const v1::SubmitSessionRequest &request) const
@@ -293,15 +360,38 @@ grpc::ServerUnaryReactor *SessionService::SubmitSession(grpc::CallbackServerCont
     auto call = m_context.access.authorize(context, "SubmitSession");
     if (!call)
         return finish(context, call);
-    auto append = prepareSubmit(*request, *call);
+    const std::string &requestId = request->request_id();
+    std::string fingerprint;
+    if (!requestId.empty()) {
+        if (const std::string problem = requestIdProblem(requestId); !problem.empty())
+            return finish(context, m_context.access.conclude(*call, {grpc::StatusCode::INVALID_ARGUMENT, problem}));
+        fingerprint = submitFingerprint(*request);
+        // A retry of a submit that committed: its session, without deciding anything again.
+        auto earlier = store::findSubmitRequest(m_context.store, call->caller.principal, requestId);
+        if (!earlier)
+            return finish(context, m_context.access.conclude(*call, statusOf(earlier)));
+        if (*earlier)
+            return finish(context, answerRepeated(**earlier, fingerprint, *call, response));
+    }
+    auto append = prepareSubmit(*request, fingerprint, *call);
     if (!append)
         return finish(context, m_context.access.conclude(*call, statusOf(append)));
     // The commit answers the call: no callback thread waits for it (16 submits in flight share
     // one group commit instead of queueing behind gRPC's two threads).
     auto *reactor = context->DefaultReactor();
-    m_context.store.appendThen(std::move(*append), [this, reactor, response, call = std::move(*call)](
-                                                       Result<store::AppendResult> appended) mutable {
-        m_finisher.post([this, reactor, response, call = std::move(call), appended = std::move(appended)]() mutable {
+    m_context.store.appendThen(std::move(*append), [this, reactor, response, call = std::move(*call), requestId,
+                                                    fingerprint](Result<store::AppendResult> appended) mutable {
+        m_finisher.post([this, reactor, response, call = std::move(call), appended = std::move(appended),
+                         requestId = std::move(requestId), fingerprint = std::move(fingerprint)]() mutable {
+            if (!appended && !requestId.empty()) {
+                // Refused: when another submit of this id committed first (here or on another
+                // broker), the key of submit_requests is what refused it. Answer with that session.
+                auto earlier = store::findSubmitRequest(m_context.store, call.caller.principal, requestId);
+                if (earlier && *earlier) {
+                    reactor->Finish(answerRepeated(**earlier, fingerprint, call, response));
+                    return;
+                }
+            }
             if (appended)
                 toProto(appended->state, response);
             reactor->Finish(m_context.access.conclude(call, statusOf(appended)));

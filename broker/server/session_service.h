@@ -4,6 +4,11 @@
 // the live tail through the StreamHub; cancel, pause and resume append state.changed after a
 // compare-and-append against the session's last seq.
 //
+// Idempotent submits: a submit with a request_id makes at most one session per (principal,
+// request_id), across brokers sharing a database and across restarts. The id's row commits with
+// the session (store/submit_requests.h); a submit that finds it, or whose append loses the race for
+// it, answers with that session, or ALREADY_EXISTS when the same id came with a different request.
+//
 // Threads: methods run on gRPC's callback threads (two on a two-core machine), so none of them
 // waits for a commit it can hand off: a submit checks its request and decides its tier there, then
 // queues its append (EventStore::appendThen); the writer hands the committed session to the
@@ -11,9 +16,11 @@
 // work inline; the streaming calls hand off to the StreamHub's pump.
 //
 // Known limits: a refused call (permissions, a bad request) still waits on the callback thread for
-// its audit record to commit (Access::conclude), and so do cancel, pause and resume.
+// its audit record to commit (Access::conclude), and so do cancel, pause and resume, and a submit
+// answered from its request_id's earlier session.
 
 #include "broker/server/service_context.h"
+#include "broker/store/submit_requests.h"
 
 #include "paddock/v1/sessions.grpc.pb.h"
 
@@ -72,9 +79,14 @@ private:
         std::thread m_thread;
     };
 
-    // A submit checked and decided, as the append that records it (session.created, env.decision
-    // and the call's audit record, in one transaction).
-    Result<store::AppendRequest> prepareSubmit(const v1::SubmitSessionRequest &request, Access::Call &call);
+    // A submit checked and decided, as the append that records it (session.created, env.decision,
+    // the call's audit record and, with a request_id, its submit_requests row, in one transaction).
+    Result<store::AppendRequest> prepareSubmit(const v1::SubmitSessionRequest &request,
+                                               const std::string &fingerprint, Access::Call &call);
+    // A submit whose request_id the same principal used before (store/submit_requests.h): the
+    // session that submit made, or ALREADY_EXISTS naming it when the earlier request differs.
+    grpc::Status answerRepeated(const store::SubmitRequestRecord &earlier, const std::string &fingerprint,
+                                Access::Call &call, v1::Session *response);
     // The environment decision at session start, with the agent it was made for (decision.agent)
     // and that agent's per-session budget, from the one lookup of the agent.
     struct StartDecision {

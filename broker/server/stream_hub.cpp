@@ -142,9 +142,16 @@ public:
             m_live.push_back(event);
         }
         for (const auto &state : notice.sessions) {
-            if (state.id == m_sessionId) {
-                updateEnded(state);
-                any = true;
+            if (state.id != m_sessionId || state.lastSeq < m_endSeq)
+                continue;   // an older state than one heard already (commits heard from elsewhere come late)
+            updateEnded(state);
+            any = true;
+            // A state ahead of every event this stream has: its events were committed elsewhere
+            // (another broker on the same database) and come from the store.
+            const int64_t have = m_live.empty() ? m_nextSeq - 1 : m_live.back().seq;
+            if (!m_lagging && state.lastSeq > have) {
+                m_live.clear();
+                m_lagging = true;
             }
         }
         return any;
@@ -166,12 +173,15 @@ public:
             if (!read)
                 return finish(lock, toGrpcStatus(read.error()));
             batch = std::move(*read);
+            const int64_t after = batch.empty() ? from : batch.back().seq + 1;
             if (static_cast<int>(batch.size()) < m_maxBatch) {
                 m_historyDone = true;
-                m_lagging = false;
+                // Still behind when a commit heard during the read (and not queued while lagging)
+                // ends past what it returned; that commit has queued this stream again.
+                m_lagging = m_endSeq >= after;
             }
-            const int64_t after = batch.empty() ? from : batch.back().seq + 1;
-            dropQueuedBefore(after);
+            if (!m_lagging)
+                dropQueuedBefore(after);
         } else {
             dropQueuedBefore(m_nextSeq);
             while (!m_live.empty() && static_cast<int>(batch.size()) < m_maxBatch) {
@@ -248,7 +258,11 @@ public:
         for (const auto &state : notice.sessions) {
             if (!matches(m_filter, state))
                 continue;
-            m_pending[state.id] = state;   // coalesced: only the newest state of each session is sent
+            // Coalesced: only the newest state of each session is sent (a commit heard from another
+            // broker may arrive after a later one).
+            auto [it, added] = m_pending.try_emplace(state.id, state);
+            if (!added && it->second.lastSeq <= state.lastSeq)
+                it->second = state;
             any = true;
         }
         return any;

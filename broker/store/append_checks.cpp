@@ -95,8 +95,8 @@ Status validateAppend(const AppendRequest &request)
 Error leaseLostRefusal(const AppendRequest &request)
 {
     return {ErrorCode::FailedPrecondition, "the lease " + std::to_string(request.leaseToken) + " of session "
-                                               + request.sessionId + " is no longer held (it expired, and may have gone "
-                                               "to another worker); nothing was appended: stop this step"};
+                                               + request.sessionId + " is no longer held (it was released, or it "
+                                               "expired and went to another worker); nothing was appended: stop this step"};
 }
 
 Error noSuchSession(const std::string &sessionId)

@@ -3,6 +3,7 @@
 
 #include "broker/store/append_queue.h"
 
+#include "broker/metrics/broker_metrics.h"
 #include "broker/store/append_checks.h"
 #include "common/clock.h"
 
@@ -17,6 +18,8 @@ void PendingAppend::answer(Result<AppendResult> result)
     if (answered)
         return;
     answered = true;
+    if (result)
+        broker_metrics::countAppend(enqueuedAt, result->events.size());
     if (!done) {
         promise.set_value(std::move(result));
         return;
@@ -212,6 +215,12 @@ void AppendQueue::publish(std::vector<PendingAppend> &group, std::vector<Request
         group[i].answer(std::move(*outcomes[i]));
 }
 
+void AppendQueue::notifyElsewhere(const CommitNotice &notice)
+{
+    if (!notice.events.empty() || !notice.sessions.empty())
+        notifyListeners(notice);
+}
+
 void AppendQueue::failGroup(std::vector<PendingAppend> &group, std::vector<RequestOutcome> &outcomes,
                             const Error &error)
 {
@@ -231,9 +240,16 @@ void AppendQueue::failRolledBack(std::vector<PendingAppend> &group, std::vector<
     failGroup(group, outcomes, Error{error.code, error.message + "; nothing of this append was written, retry it"});
 }
 
+namespace {
+// Whether this thread is running commit listeners (and holds the listeners' mutex): the writer,
+// or a store's thread that hears commits made elsewhere.
+thread_local bool t_notifying = false;
+} // namespace
+
 void AppendQueue::notifyListeners(const CommitNotice &notice)
 {
     std::lock_guard lock(m_listenerMutex);
+    t_notifying = true;
     for (auto &[id, listener] : m_listeners) {
         try {
             listener(notice);
@@ -244,11 +260,12 @@ void AppendQueue::notifyListeners(const CommitNotice &notice)
     for (int id : m_removeAfterNotify)
         std::erase_if(m_listeners, [id](const auto &item) { return item.first == id; });
     m_removeAfterNotify.clear();
+    t_notifying = false;
 }
 
 int AppendQueue::addCommitListener(std::function<void(const CommitNotice &)> listener)
 {
-    if (onWriterThread()) {
+    if (t_notifying) {
         // From inside a listener the mutex is already held by this thread.
         spdlog::error("store: addCommitListener called from a commit listener; ignored");
         return 0;
@@ -261,7 +278,7 @@ int AppendQueue::addCommitListener(std::function<void(const CommitNotice &)> lis
 
 void AppendQueue::removeCommitListener(int id)
 {
-    if (onWriterThread()) {
+    if (t_notifying) {
         m_removeAfterNotify.push_back(id);   // guarded by the lock this thread holds in notifyListeners
         return;
     }

@@ -92,6 +92,9 @@ public:
     // then every caller of the group gets its outcome. Listeners first: a caller that reads after
     // its answer finds every listener's view (indexes, live tails) already up to date.
     void publish(std::vector<PendingAppend> &group, std::vector<RequestOutcome> &outcomes, const CommitNotice &notice);
+    // From another thread of the store: what was committed elsewhere (another broker on the same
+    // database), for the listeners. Serialised with publish().
+    void notifyElsewhere(const CommitNotice &notice);
     // Answers a group that failed: a request refused on its own merits keeps its answer, the rest
     // hear error.
     static void failGroup(std::vector<PendingAppend> &group, std::vector<RequestOutcome> &outcomes, const Error &error);

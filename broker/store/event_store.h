@@ -2,8 +2,9 @@
 // The broker's durable store: every session's append-only event log, and the session projection
 // (the fold of each log, see broker/core/session_state.h) kept in the same transactions.
 //
-// SQLite implements it now (sqlite_event_store.h); a PostgreSQL backend implements the same
-// interface later (leases with FOR UPDATE SKIP LOCKED, live tails through LISTEN/NOTIFY).
+// SQLite implements it for one broker (sqlite_event_store.h), PostgreSQL for one or several brokers
+// sharing a database (postgres_event_store.h: leases with FOR UPDATE SKIP LOCKED, other brokers'
+// commits heard through LISTEN/NOTIFY).
 //
 // Threads: every method may be called from any thread. Appends are executed by the store's own
 // writer thread, which groups concurrent appends into one transaction; commit listeners and
@@ -51,9 +52,10 @@ struct AppendRequest {
     // and writes none of it. A request with an empty sessionId and no events carries only these.
     std::vector<SqlStatement> writes;
     // The lease the appending worker holds (Lease::token), or 0 for none. Non-zero: the append
-    // commits only while that grant is the session's current, unexpired lease, so a worker that
-    // paused past its lease cannot write after the worker that took the session next (fencing);
-    // refused with FailedPrecondition otherwise.
+    // commits only while that grant is the session's current one (not released, and not granted to
+    // another worker since, expired or not), so a worker that paused past its lease cannot write
+    // after the worker that took the session next (fencing); refused with FailedPrecondition
+    // otherwise.
     uint64_t leaseToken = 0;
 
     static constexpr int64_t kAnySeq = -1;
@@ -85,7 +87,9 @@ struct Lease {
     int64_t expiresAtUs = 0;
 };
 
-// What the writer thread reports after each commit.
+// What the writer thread reports after each commit. A commit of another broker on the same
+// database arrives (from the store's own thread) with its sessions' new states and no events: a
+// listener that needs the events reads them.
 struct CommitNotice {
     std::vector<core::Event> events;               // every event committed, grouped by session in seq order
     std::vector<core::SessionState> sessions;      // every session those events changed, after the commit
@@ -129,7 +133,8 @@ public:
     // (a pool was unavailable, say); 0 makes it available at once if it still needs work.
     virtual void releaseLease(const Lease &lease, int64_t retryAfterMs = 0) = 0;
 
-    // listener runs on the writer thread after every commit. Returns an id for removeCommitListener.
+    // listener runs on the writer thread after every commit, and on the store's feed thread for
+    // other brokers' commits (never two at once). Returns an id for removeCommitListener.
     virtual int addCommitListener(std::function<void(const CommitNotice &)> listener) = 0;
     virtual void removeCommitListener(int id) = 0;
 

@@ -43,15 +43,16 @@ std::optional<Error> GroupProgress::firstRefusal() const
 
 std::vector<core::Event> numberEvents(AppendRequest &request, int64_t nowMs, core::SessionState &next,
                                       const std::vector<std::unique_ptr<EventIndex>> &indexes,
-                                      std::vector<SqlStatement> &indexRows)
+                                      std::vector<SqlStatement> &indexRows, bool keepRequest)
 {
     // Time never runs backwards within a session, whatever the wall clock does.
     const int64_t timeMs = std::max(nowMs, next.updatedUnixMs);
     std::vector<core::Event> stored;
     stored.reserve(request.events.size());
     for (auto &newEvent : request.events) {
-        core::Event event{request.sessionId, next.lastSeq + 1, timeMs, std::move(newEvent.kind),
-                          std::move(newEvent.payload), newEvent.costMicros};
+        core::Event event{request.sessionId, next.lastSeq + 1, timeMs,
+                          keepRequest ? newEvent.kind : std::move(newEvent.kind),
+                          keepRequest ? newEvent.payload : std::move(newEvent.payload), newEvent.costMicros};
         for (const auto &index : indexes) {
             if (index->indexes(event.kind))
                 index->statements(event, indexRows);

@@ -70,10 +70,12 @@ private:
 
 // The request's events as they are stored: numbered after next's tail, all stamped with one time
 // (never before the session's last, whatever the wall clock does), each folded into next. The rows
-// the event indexes derive from them are appended to indexRows.
+// the event indexes derive from them are appended to indexRows. The request's kinds and payloads
+// are moved out, unless keepRequest: a backend that may number the same request again (after a
+// rolled-back pass) keeps it whole.
 std::vector<core::Event> numberEvents(AppendRequest &request, int64_t nowMs, core::SessionState &next,
                                       const std::vector<std::unique_ptr<EventIndex>> &indexes,
-                                      std::vector<SqlStatement> &indexRows);
+                                      std::vector<SqlStatement> &indexRows, bool keepRequest = false);
 
 // After the group committed: live follows the database (a finished session that needs no work
 // leaves memory; a late event reads it back from the projection), and notice, when given, collects

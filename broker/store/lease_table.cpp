@@ -134,7 +134,8 @@ bool LeaseTable::holds(const std::string &sessionId, uint64_t token) const
 {
     std::lock_guard lock(m_mutex);
     auto it = m_entries.find(sessionId);
-    return it != m_entries.end() && it->second.token == token && it->second.expiresAtUs > monotonicUs();
+    // Expired but not granted again still holds: nobody else may have written since.
+    return it != m_entries.end() && it->second.token == token;
 }
 
 void LeaseTable::close()

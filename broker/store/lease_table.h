@@ -31,7 +31,8 @@ public:
     std::optional<Lease> acquire(const std::string &workerId, int64_t leaseMs, int64_t waitMs);
     bool renew(const Lease &lease, int64_t leaseMs);
     void release(const Lease &lease, int64_t retryAfterMs);
-    // Whether token is the session's current, unexpired grant (AppendRequest::leaseToken).
+    // Whether token is the session's current grant (AppendRequest::leaseToken): not released, and
+    // not granted to anyone since, even if it has expired.
     bool holds(const std::string &sessionId, uint64_t token) const;
 
     // Wakes every waiter; acquire returns nullopt from now on.

@@ -90,11 +90,18 @@ void Params::add(const SqlValue &value)
     m_values.push_back(m_storage.back()->c_str());
 }
 
-Result<Connection> Connection::open(const std::string &conninfo)
+Result<Connection> Connection::open(const std::string &conninfo, const std::string &applicationName)
 {
     Connection connection;
     connection.m_target = describeTarget(conninfo);
-    connection.m_conn = PQconnectdb(conninfo.c_str());
+    if (applicationName.empty()) {
+        connection.m_conn = PQconnectdb(conninfo.c_str());
+    } else {
+        // dbname expanded as the whole connection string (either form); the keyword after it wins.
+        const char *keywords[] = {"dbname", "application_name", nullptr};
+        const char *values[] = {conninfo.c_str(), applicationName.c_str(), nullptr};
+        connection.m_conn = PQconnectdbParams(keywords, values, 1);
+    }
     if (!connection.m_conn)
         return fail(ErrorCode::ResourceExhausted, "cannot connect to PostgreSQL: libpq is out of memory");
     if (PQstatus(connection.m_conn) == CONNECTION_OK) {

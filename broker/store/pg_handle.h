@@ -75,7 +75,9 @@ public:
 
     // Connects: Unavailable naming the target when the server is not there, PermissionDenied when
     // it refuses the login (with the server's reason, e.g. "password authentication failed").
-    static Result<Connection> open(const std::string &conninfo);
+    // applicationName, when given, is the connection's application_name (pg_stat_activity shows it:
+    // how brokers on one database see which of them are alive).
+    static Result<Connection> open(const std::string &conninfo, const std::string &applicationName = {});
 
     PGconn *get() const { return m_conn; }
     const std::string &target() const { return m_target; }
@@ -119,5 +121,30 @@ std::string translate(std::string_view portable);
 // INTEGER PRIMARY KEY (a rowid: assigned in insertion order) becomes an identity column, INTEGER
 // becomes BIGINT (SQLite's are 64-bit), REAL becomes DOUBLE PRECISION.
 std::string translateDdl(std::string_view sqlite);
+
+// A PostgreSQL array literal, its elements quoted with backslash and quote escaped.
+class ArrayLiteral {
+public:
+    void add(std::string_view text)
+    {
+        m_text.push_back(m_text.empty() ? '{' : ',');
+        m_text.push_back('"');
+        for (char c : text) {
+            if (c == '"' || c == '\\')
+                m_text.push_back('\\');
+            m_text.push_back(c);
+        }
+        m_text.push_back('"');
+    }
+    void add(int64_t value)
+    {
+        m_text.push_back(m_text.empty() ? '{' : ',');
+        m_text += std::to_string(value);
+    }
+    std::string finish() { return m_text.empty() ? "{}" : std::move(m_text) + "}"; }
+
+private:
+    std::string m_text;
+};
 
 } // namespace paddock::store::pg

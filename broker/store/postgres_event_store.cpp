@@ -20,7 +20,7 @@ namespace paddock::store {
 Status PostgresEventStore::connectWriter()
 {
     m_lastConnectAttempt = std::chrono::steady_clock::now();
-    auto db = pg::Connection::open(m_conninfo);
+    auto db = pg::Connection::open(m_conninfo, m_applicationName);
     if (!db)
         return std::unexpected(db.error());
     m_writeDb = std::move(*db);
@@ -45,6 +45,13 @@ Status PostgresEventStore::open()
         return status;
 
     m_appends.start(*this);
+    m_feed = std::thread([this] { feedLoop(); });
+    // Listening before open() returns: another broker's commit made after it is heard. A server
+    // that refuses the feed's connection now (a connection limit, say) does not stop the store:
+    // the feed connects later and reads the table for what it missed.
+    std::unique_lock lock(m_feedReadyMutex);
+    if (!m_feedReadyCv.wait_for(lock, std::chrono::seconds(10), [&] { return m_feedReady; }))
+        spdlog::warn("store: not yet listening for other brokers' commits at {}; going on without", m_target);
     return {};
 }
 
@@ -96,13 +103,16 @@ void PostgresEventStore::close()
         return;
     m_closed = true;
     m_appends.close();   // the writer commits everything queued before it returns
+    m_feedStop = true;
+    if (m_feed.joinable())
+        m_feed.join();
     if (m_appends.started()) {
         const auto &queued = m_appends.stats();
-        spdlog::info("store: writer committed {} events in {} groups ({} retried request by request); ms deciding {}, "
-                     "inserting events {}, other statements {}, projection {}, committing {}; {} reconnects to {}",
-                     queued.events, queued.groups, m_stats.slowGroups, m_stats.decideUs / 1000,
-                     m_stats.insertUs / 1000, m_stats.statementsUs / 1000, m_stats.projectionUs / 1000,
-                     m_stats.commitUs / 1000, m_stats.reconnects, m_target);
+        spdlog::info("store: writer committed {} events in {} groups ({} retried request by request, {} tails "
+                     "moved by other brokers); ms beginning and locking {}, deciding {}, writing and committing {}; "
+                     "{} reconnects to {}",
+                     queued.events, queued.groups, m_stats.slowGroups, m_stats.staleTails, m_stats.beginUs / 1000,
+                     m_stats.decideUs / 1000, m_stats.writeUs / 1000, m_stats.reconnects, m_target);
     }
     // A clean close gives back the leases this broker holds: its workers are gone, and the
     // sessions need not wait for the expiry. A crash leaves them to expire.

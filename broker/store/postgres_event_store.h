@@ -3,9 +3,10 @@
 // SQLite store (sqlite_event_store.h): dense per-session seqs, compare-and-append, group commit on
 // one writer thread, the session projection in the same transaction, the tables beside the log
 // written through AppendRequest::writes in the portable SQL both engines accept. Leases live in the
-// database (a leases table, FOR UPDATE SKIP LOCKED, an expiry and a fencing token that appends may
-// carry), so they outlive a broker and several brokers could share one database (not yet: see
-// docs/store.md).
+// database (a leases table, FOR UPDATE SKIP LOCKED, an expiry and a fencing token that appends
+// carry), so they outlive a broker, and several brokers share one database: each store hears the
+// others' commits through LISTEN/NOTIFY (postgres_commit_feed.cpp; docs/store.md, "Several brokers
+// on one database").
 //
 // Built on libpq, PostgreSQL's C API, with our own RAII wrappers (pg_handle.h); why not libpqxx is
 // written there and in docs/store.md.
@@ -14,11 +15,10 @@
 // PGPASSWORD or the file PGPASSFILE names (~/.pgpass by default). Messages name the target as
 // user@host:port/db.
 //
-// Known limits:
-// - One broker per database for now: the writer keeps the tails of live sessions in memory (like
-//   the SQLite store); another writer's appends show up as refused inserts (the events' primary
-//   key), which reload the session and answer Aborted. Other brokers' commits reach neither the commit listeners nor waiting lease takers until
-//   LISTEN/NOTIFY comes (waiters poll every 500 ms meanwhile).
+// Known limits: the writer keeps the tails of live sessions in memory (like the SQLite store);
+// another broker's appends make them stale until the feed says so, and a request decided against a
+// stale tail (a refusal, or an insert that collides on the events' primary key) is decided again
+// against the database: correct, one round trip slower.
 
 #include "broker/store/event_store.h"
 
@@ -31,6 +31,9 @@ struct PostgresOptions {
     int maxBatchEvents = 10000;     // events per grouped commit, at most
     int maxBatchDelayUs = 1000;     // how long the writer waits to fill a group once it has work
     int reconnectDelayMs = 200;     // between attempts to reach a server that went away
+    // Every connection's application_name: paddockd names itself so (broker_roster.h), and the
+    // brokers on one database see which of them are alive. Empty: libpq's default.
+    std::string applicationName;
 };
 
 // Connects (a libpq connection string: postgresql://user@host/db or "host=... dbname=..."),

@@ -7,6 +7,8 @@
 //   postgres_event_store_statements.cpp  what a group sends: events, projection, side statements, lease checks
 //   postgres_event_store_reads.cpp    the read connections and every read (events, sessions, queries)
 //   postgres_leases.cpp               leases in the database
+//   postgres_commit_feed.cpp          what other brokers commit: NOTIFY after each commit, a
+//                                     LISTEN thread that hears theirs
 //
 // What both backends do alike is shared: the queue, the writer thread and the commit listeners
 // are an AppendQueue (append_queue.h) whose GroupCommitter this store is; a group's bookkeeping is
@@ -25,6 +27,7 @@
 #include "broker/store/reader_pool.h"
 
 #include <algorithm>
+#include <atomic>
 #include <chrono>
 #include <condition_variable>
 #include <map>
@@ -38,7 +41,7 @@ namespace paddock::store {
 
 // The schema version this build writes (paddock_schema.version); one migration per version
 // (postgres_event_store_schema.cpp).
-inline constexpr int kPostgresSchemaVersion = 5;
+inline constexpr int kPostgresSchemaVersion = 8;
 // The server's clock in microseconds: lease expiries are compared on one clock, whichever broker asks.
 inline constexpr const char *kPgNowUs = "(extract(epoch from clock_timestamp()) * 1000000)::bigint";
 
@@ -52,7 +55,9 @@ public:
         : m_conninfo(std::move(conninfo))
         , m_target(pg::describeTarget(m_conninfo))
         , m_reconnectDelayMs(std::max(options.reconnectDelayMs, 1))
-        , m_readers([this] { return pg::Connection::open(m_conninfo); }, closingMessage())
+        , m_instanceId(newInstanceId())
+        , m_applicationName(options.applicationName)
+        , m_readers([this] { return pg::Connection::open(m_conninfo, m_applicationName); }, closingMessage())
         , m_appends(options.maxBatchEvents, options.maxBatchDelayUs, closingMessage())
     {
     }
@@ -99,6 +104,15 @@ private:
         std::vector<SqlStatement> statements;
     };
 
+    // One statement of a pipeline (runPipeline): portable or PostgreSQL SQL with its parameters,
+    // prepared once per connection unless it is transaction control (BEGIN, COMMIT).
+    struct Piped {
+        std::string sql;
+        pg::Params params;
+        std::string what;   // what it does, for its error
+        bool prepare = true;
+    };
+
     Status connectWriter();
     // Before a group: a writer whose connection was lost connects again (at most every
     // reconnectDelayMs), then forgets the tails it kept: a commit whose answer was lost may or may
@@ -117,26 +131,56 @@ private:
     // One pass over the group inside BEGIN: with savepoints, each request is written as it is
     // reached and a failing one is refused alone; without, the writes gather in batch. The error
     // fails the pass (the transaction must be rolled back).
-    std::optional<Error> applyGroup(std::vector<PendingAppend> &group, GroupProgress &progress, bool savepoints);
+    // The fast path's writes go to writes (sent later with the COMMIT).
+    std::optional<Error> applyGroup(std::vector<PendingAppend> &group, GroupProgress &progress, bool savepoints,
+                                    std::vector<Piped> &writes);
+    // The statement that locks the sessions rows the group appends to (FOR UPDATE, in id order);
+    // nullopt when it appends to none that exists. staleTails reads its answer: each tail kept here
+    // that is not the database's (another broker appended) is forgotten.
+    std::optional<Piped> lockStatement(const std::vector<PendingAppend> &group);
+    // The ids of the group's sessions whose request is wanted, sorted, once each, as an array
+    // literal; nullopt when there are none.
+    static std::optional<std::string> sessionsOf(const std::vector<PendingAppend> &group,
+                                                 bool (*wanted)(const AppendRequest &));
+    void forgetStaleTails(const PGresult *locked);
     std::optional<Error> applyOne(AppendRequest &request, int64_t nowMs, GroupProgress &progress,
                                   RequestOutcome &outcome, Batch *batch);
     Result<const core::SessionState *> sessionForWrite(const std::string &sessionId, const GroupProgress &progress,
                                                        std::optional<core::SessionState> &loaded);
     Status insertEvents(const std::vector<core::Event> &events);
-    // Whether token is the session's current, unexpired lease; the row stays locked (FOR SHARE)
-    // until the group's transaction ends.
-    Result<bool> leaseHeld(const std::string &sessionId, uint64_t token);
+    Piped insertEventsStatement(const std::vector<core::Event> &events);
+    // The statement that reads (FOR SHARE, until the transaction ends) the lease rows of the
+    // group's requests that carry a lease token; nullopt when none does. readLeaseTokens keeps its
+    // answer for leaseHeld: whether token is the session's current grant (not released, not
+    // granted again since).
+    std::optional<Piped> leaseStatement(const std::vector<PendingAppend> &group);
+    void readLeaseTokens(const PGresult *leases);
+    bool leaseHeld(const std::string &sessionId, uint64_t token) const;
     Status runStatements(const std::vector<SqlStatement> &statements);
-    // runStatements without waiting for each answer (libpq's pipeline mode): the fast path's
-    // statements cost one round trip per chunk. The first error fails the pass.
-    Status runPipelined(const std::vector<SqlStatement> &statements);
+    // Sends the statements together and then reads every answer (libpq's pipeline mode): one round
+    // trip per chunk of them, however many. results, when given, gets each statement's result in
+    // order. The first error fails the call; the server skipped the statements after it.
+    Status runPipeline(std::vector<Piped> &statements, std::vector<pg::ResultPtr> *results = nullptr);
     // The name of sql (portable) prepared on the writer's connection, preparing it the first time
     // (with the parameter types of this first call): the server parses and plans each statement once.
     Result<std::string> preparedName(const std::string &sql, const pg::Params &params);
     Status runPrepared(const std::string &sql, const pg::Params &params, const std::string &what);
-    Status writeProjections(const GroupProgress &progress);
+    // The projection rows of the sessions the group changed, and the lease rows of new ones.
+    void projectionStatements(const GroupProgress &progress, std::vector<Piped> &out);
     void publishCommit(std::vector<PendingAppend> &group, GroupProgress &progress);
     void wakeLeaseWaiters();
+
+    // The commit feed (postgres_commit_feed.cpp). Inside the group's transaction: NOTIFY of the
+    // sessions it changed, delivered to every broker's feed when it commits.
+    void notifyStatements(const GroupProgress &progress, std::vector<Piped> &out);
+    // The feed thread: LISTENs on its own connection; what other brokers committed makes the
+    // tails kept here stale, wakes lease waiters and reaches the commit listeners as the sessions'
+    // new states. A connection lost and made again reads the sessions table for what it missed.
+    void feedLoop();
+    void heardCommits(const std::map<std::string, int64_t> &sessions);
+    // On the writer thread, before a group: forgets the tails other brokers have moved.
+    void dropStaleTails();
+    static std::string newInstanceId();
 
     std::string closingMessage() const
     {
@@ -147,6 +191,8 @@ private:
     const std::string m_conninfo;
     const std::string m_target;   // user@host:port/db, for messages: never the password
     const int m_reconnectDelayMs;
+    const std::string m_instanceId;   // this store's name in NOTIFY payloads: its own are ignored
+    const std::string m_applicationName;   // of every connection (PostgresOptions)
 
     // Owned by the writer thread once it starts.
     pg::Connection m_writeDb;
@@ -154,6 +200,7 @@ private:
     std::vector<std::unique_ptr<EventIndex>> m_indexes;
     std::unordered_map<std::string, std::string> m_prepared;   // portable SQL -> name, on m_writeDb
     LiveSessions m_live;   // fold state of unfinished sessions
+    std::unordered_map<std::string, uint64_t> m_leaseTokens;   // the current group's leases, by session
 
     ReaderPool<pg::Connection> m_readers;
 
@@ -164,11 +211,24 @@ private:
     uint64_t m_workVersion = 0;
     bool m_leasesClosed = false;
     std::map<std::string, uint64_t> m_held;
+    std::atomic<bool> m_leasesUnavailable{false};   // a grant failed: said once until one works again
+
+    // The feed thread, and the sessions it heard of that the writer has not yet forgotten.
+    std::thread m_feed;
+    std::atomic<bool> m_feedStop{false};
+    std::mutex m_staleMutex;
+    std::vector<std::string> m_staleSessions;
+    std::atomic<bool> m_anyStale{false};
+    // Set once the feed first listens: open() waits for it, so every commit of another broker
+    // after open() returns is heard.
+    std::mutex m_feedReadyMutex;
+    std::condition_variable m_feedReadyCv;
+    bool m_feedReady = false;
 
     // Writer-thread figures, logged at close (the queue counts the groups and their events).
     struct WriterStats {
-        int64_t slowGroups = 0, reconnects = 0;
-        int64_t decideUs = 0, insertUs = 0, statementsUs = 0, projectionUs = 0, commitUs = 0;
+        int64_t slowGroups = 0, reconnects = 0, staleTails = 0;
+        int64_t beginUs = 0, decideUs = 0, writeUs = 0;   // BEGIN and locks; deciding; the writes and COMMIT
     } m_stats;
 
     // The queue, the writer thread and the listeners. Declared after every member the writer uses:

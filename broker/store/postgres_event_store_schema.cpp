@@ -1,9 +1,11 @@
 // PostgresEventStore's schema: the numbered migrations and the code that runs them. Versions 1 to 4
 // are the SQLite store's migrations, the same text translated to PostgreSQL's types
 // (pg::translateDdl), so the two schemas cannot drift; version 5 adds what only a shared database
-// needs (leases). The version lives in paddock_schema (one row); each migration runs once, in its
-// own transaction with the version bump, under an advisory lock so two brokers starting together
-// migrate once.
+// needs (leases); version 6 is the SQLite store's version 5 (submit_requests, idempotent submits),
+// translated the same way; version 7 adds the brokers' roster (PostgreSQL only); version 8 is the
+// SQLite store's version 6 (otlp_export, the OTLP exporter's cursor). The version lives in
+// paddock_schema (one row); each migration runs once, in its own transaction with the version bump,
+// under an advisory lock so two brokers starting together migrate once.
 //
 // Threads: migratePostgres runs in open(), before the writer thread starts.
 
@@ -13,6 +15,8 @@
 #include "broker/store/decision_index.h"
 #include "broker/store/governance_schema.h"
 #include "broker/store/log_schema.h"
+#include "broker/store/otlp_export_schema.h"
+#include "broker/store/submit_requests.h"
 
 #include <spdlog/spdlog.h>
 
@@ -42,6 +46,19 @@ CREATE INDEX leases_by_order ON leases(grant_order);
 INSERT INTO leases(session_id) SELECT id FROM sessions ORDER BY ord;
 )sql";
 
+// The brokers on this database (broker/daemon/broker_roster.h): each running paddockd's row, with
+// the digest of each section of its configuration that all of them must share. A row whose
+// instance has no connection left (pg_stat_activity's application_name) is a broker that is gone.
+constexpr const char *kBrokersSql = R"sql(
+CREATE TABLE brokers(
+    instance        TEXT   PRIMARY KEY,
+    host            TEXT   NOT NULL,
+    pid             BIGINT NOT NULL,
+    started_unix_ms BIGINT NOT NULL,
+    sections        TEXT   NOT NULL
+);
+)sql";
+
 struct Migration {
     int version;
     std::string sql;
@@ -55,6 +72,9 @@ std::vector<Migration> migrations()
         {3, pg::translateDdl(kGovernanceSchemaSql)},   // cost_entries, review_items, review_fetches
         {4, pg::translateDdl(kDecisionsSchemaSql)},    // agents, agent_records, decisions
         {5, kLeasesSql},                               // leases (PostgreSQL only)
+        {6, pg::translateDdl(kSubmitRequestsSql)},     // submit_requests (submit_requests.h)
+        {7, kBrokersSql},                              // brokers (PostgreSQL only)
+        {8, pg::translateDdl(kOtlpExportSql)},         // otlp_export: the OTLP exporter's cursor
     };
 }
 

@@ -1,8 +1,8 @@
 // PostgresEventStore's statements, as the writer sends them (postgres_event_store_commit.cpp decides
 // what goes into a group): a group's events in one INSERT of unnested arrays, the projection rows
-// in one upsert, the statements beside the log prepared once per connection and, on the fast path,
-// pipelined (libpq's pipeline mode: one round trip per chunk instead of one per statement), and the
-// fencing check of a request's lease.
+// in one upsert, the statements beside the log prepared once per connection, pipelines of them
+// (libpq's pipeline mode: one round trip per chunk instead of one per statement), and the fencing
+// check of the requests' leases (read with the group's locks).
 //
 // Threads: the writer thread only.
 
@@ -13,31 +13,6 @@
 namespace paddock::store {
 
 namespace {
-
-// A PostgreSQL array literal, its elements quoted with backslash and quote escaped.
-class ArrayLiteral {
-public:
-    void add(std::string_view text)
-    {
-        m_text.push_back(m_text.empty() ? '{' : ',');
-        m_text.push_back('"');
-        for (char c : text) {
-            if (c == '"' || c == '\\')
-                m_text.push_back('\\');
-            m_text.push_back(c);
-        }
-        m_text.push_back('"');
-    }
-    void add(int64_t value)
-    {
-        m_text.push_back(m_text.empty() ? '{' : ',');
-        m_text += std::to_string(value);
-    }
-    std::string finish() { return m_text.empty() ? "{}" : std::move(m_text) + "}"; }
-
-private:
-    std::string m_text;
-};
 
 constexpr const char *kInsertEvents =
     "INSERT INTO events(session_id, seq, time_unix_ms, kind, payload, cost_micros) "
@@ -52,29 +27,36 @@ constexpr const char *kUpsertSessions =
 
 } // namespace
 
-Result<bool> PostgresEventStore::leaseHeld(const std::string &sessionId, uint64_t token)
+std::optional<PostgresEventStore::Piped> PostgresEventStore::leaseStatement(const std::vector<PendingAppend> &group)
 {
-    // FOR SHARE: while this transaction lasts, a grant of this session (FOR UPDATE SKIP LOCKED) skips
-    // it, so the next holder is granted after the commit and reads the log with this append in it.
-    const std::string sql = std::string("SELECT token = $2 AND expires_us > ") + kPgNowUs
-        + " FROM leases WHERE session_id = $1 FOR SHARE";
-    pg::Params params;
-    params.add(sessionId);
-    params.add(static_cast<int64_t>(token));
-    auto name = preparedName(sql, params);
-    if (!name)
-        return std::unexpected(name.error());
-    pg::ResultPtr result(PQexecPrepared(m_writeDb.get(), name->c_str(), params.count(), params.values(), nullptr, nullptr, 0));
-    if (!pg::ok(result.get()))
-        return std::unexpected(m_writeDb.error(result.get(), "checking the lease of session " + sessionId));
-    return PQntuples(result.get()) == 1 && pg::cellText(result.get(), 0, 0) == "t";
+    auto array = sessionsOf(group, [](const AppendRequest &request) { return request.leaseToken != 0; });
+    if (!array)
+        return std::nullopt;
+    // FOR SHARE: while this transaction lasts, a grant of these sessions (FOR UPDATE SKIP LOCKED)
+    // skips them, so the next holder is granted after the commit and reads the log with this
+    // group's appends in it.
+    Piped leases{"SELECT session_id, token FROM leases WHERE session_id = ANY($1::text[]) ORDER BY session_id FOR SHARE",
+                 {}, "checking the leases of a group"};
+    leases.params.add(std::move(*array));
+    return leases;
 }
 
-Status PostgresEventStore::insertEvents(const std::vector<core::Event> &events)
+void PostgresEventStore::readLeaseTokens(const PGresult *leases)
 {
-    if (events.empty())
-        return {};
-    ArrayLiteral ids, seqs, times, kinds, payloads, costs;
+    for (int row = 0; row < PQntuples(leases); ++row)
+        m_leaseTokens[pg::cellText(leases, row, 0)] = static_cast<uint64_t>(pg::cellInt(leases, row, 1));
+}
+
+bool PostgresEventStore::leaseHeld(const std::string &sessionId, uint64_t token) const
+{
+    // Expired but not granted again still holds: nobody else may have written since.
+    auto it = m_leaseTokens.find(sessionId);
+    return it != m_leaseTokens.end() && it->second == token;
+}
+
+PostgresEventStore::Piped PostgresEventStore::insertEventsStatement(const std::vector<core::Event> &events)
+{
+    pg::ArrayLiteral ids, seqs, times, kinds, payloads, costs;
     for (const auto &event : events) {
         ids.add(event.sessionId);
         seqs.add(event.seq);
@@ -83,10 +65,18 @@ Status PostgresEventStore::insertEvents(const std::vector<core::Event> &events)
         payloads.add(event.payload);
         costs.add(event.costMicros);
     }
-    pg::Params params;
+    Piped insert{kInsertEvents, {}, "appending " + std::to_string(events.size()) + " events"};
     for (auto *array : {&ids, &seqs, &times, &kinds, &payloads, &costs})
-        params.add(array->finish());
-    return runPrepared(kInsertEvents, params, "appending " + std::to_string(events.size()) + " events");
+        insert.params.add(array->finish());
+    return insert;
+}
+
+Status PostgresEventStore::insertEvents(const std::vector<core::Event> &events)
+{
+    if (events.empty())
+        return {};
+    Piped insert = insertEventsStatement(events);
+    return runPrepared(insert.sql, insert.params, insert.what);
 }
 
 Result<std::string> PostgresEventStore::preparedName(const std::string &sql, const pg::Params &params)
@@ -140,41 +130,40 @@ Status PostgresEventStore::runStatements(const std::vector<SqlStatement> &statem
     return {};
 }
 
-Status PostgresEventStore::runPipelined(const std::vector<SqlStatement> &statements)
+Status PostgresEventStore::runPipeline(std::vector<Piped> &statements, std::vector<pg::ResultPtr> *results)
 {
     PGconn *conn = m_writeDb.get();
-    if (statements.size() < 2)
-        return runStatements(statements);
     // Chunks bound what waits unread on either side of the socket: both sides only block on a
-    // full socket buffer, and a chunk's answers are a few dozen bytes each.
+    // full socket buffer, and a chunk's answers are a few dozen bytes each (a lock's, a few per
+    // session).
     constexpr size_t kChunk = 512;
     for (size_t first = 0; first < statements.size(); first += kChunk) {
         const size_t last = std::min(statements.size(), first + kChunk);
         // Prepared first, outside the pipeline: a statement's first use costs one round trip more.
-        std::vector<std::string> names;
-        names.reserve(last - first);
-        std::vector<pg::Params> params;
-        params.reserve(last - first);
+        std::vector<std::string> names(last - first);
         for (size_t i = first; i < last; ++i) {
-            params.emplace_back(statements[i].params);
-            auto name = preparedName(statements[i].sql, params.back());
+            if (!statements[i].prepare)
+                continue;
+            auto name = preparedName(statements[i].sql, statements[i].params);
             if (!name)
                 return std::unexpected(name.error());
-            names.push_back(std::move(*name));
+            names[i - first] = std::move(*name);
         }
         if (PQenterPipelineMode(conn) != 1)
-            return runStatements(statements);
+            return std::unexpected(m_writeDb.error(nullptr, "starting a pipeline"));
         bool sent = true;
-        for (size_t i = 0; i < names.size() && sent; ++i) {
-            const auto &p = params[i];
-            sent = PQsendQueryPrepared(conn, names[i].c_str(), p.count(), p.values(), nullptr, nullptr, 0) == 1;
+        for (size_t i = first; i < last && sent; ++i) {
+            const auto &p = statements[i].params;
+            sent = statements[i].prepare
+                ? PQsendQueryPrepared(conn, names[i - first].c_str(), p.count(), p.values(), nullptr, nullptr, 0) == 1
+                : PQsendQueryParams(conn, statements[i].sql.c_str(), 0, nullptr, nullptr, nullptr, nullptr, 0) == 1;
         }
         if (!sent || PQpipelineSync(conn) != 1) {
             Error error = m_writeDb.error(nullptr, "sending statements");
             return std::unexpected(std::move(error));
         }
         std::optional<Error> failed;
-        for (size_t i = first; i < first + names.size(); ++i) {
+        for (size_t i = first; i < last; ++i) {
             pg::ResultPtr result(PQgetResult(conn));
             if (!result) {
                 failed = m_writeDb.error(nullptr, "reading the answers of statements");
@@ -182,13 +171,13 @@ Status PostgresEventStore::runPipelined(const std::vector<SqlStatement> &stateme
             }
             const auto status = PQresultStatus(result.get());
             if (status != PGRES_PIPELINE_ABORTED && !pg::ok(result.get()) && !failed) {
-                const std::string &sql = statements[i].sql;
-                const std::string what = sql.substr(0, std::min<size_t>(sql.find('('), 60));
-                failed = m_writeDb.error(result.get(), "\"" + what + "\"");
-                if (failed->code != ErrorCode::Unavailable)
+                failed = m_writeDb.error(result.get(), statements[i].what);
+                if (failed->code != ErrorCode::Unavailable && failed->code != ErrorCode::AlreadyExists)
                     failed = Error{ErrorCode::Internal, failed->message + "; nothing of this call was recorded"};
             }
             pg::ResultPtr end(PQgetResult(conn));   // NULL: the end of this statement's results
+            if (results)
+                results->push_back(std::move(result));
         }
         if (m_writeDb.alive()) {
             pg::ResultPtr sync(PQgetResult(conn));   // PGRES_PIPELINE_SYNC
@@ -200,11 +189,11 @@ Status PostgresEventStore::runPipelined(const std::vector<SqlStatement> &stateme
     return {};
 }
 
-Status PostgresEventStore::writeProjections(const GroupProgress &progress)
+void PostgresEventStore::projectionStatements(const GroupProgress &progress, std::vector<Piped> &out)
 {
     if (progress.touchOrder.empty())
-        return {};
-    ArrayLiteral ids, agents, goals, playbooks, statuses, needsWork, created, updated, lastSeqs, states, newIds;
+        return;
+    pg::ArrayLiteral ids, agents, goals, playbooks, statuses, needsWork, created, updated, lastSeqs, states, newIds;
     for (const auto &sessionId : progress.touchOrder) {
         const auto &entry = progress.touched.at(sessionId);
         const auto &state = entry.state;
@@ -221,21 +210,18 @@ Status PostgresEventStore::writeProjections(const GroupProgress &progress)
         if (entry.created)
             newIds.add(state.id);
     }
-    pg::Params params;
+    Piped upsert{kUpsertSessions, {},
+                 "writing the projection of " + std::to_string(progress.touchOrder.size()) + " sessions"};
     for (auto *array : {&ids, &agents, &goals, &playbooks, &statuses, &needsWork, &created, &updated, &lastSeqs, &states})
-        params.add(array->finish());
-    if (auto status = runPrepared(kUpsertSessions, params,
-                                  "writing the projection of " + std::to_string(progress.touchOrder.size()) + " sessions");
-        !status)
-        return status;
+        upsert.params.add(array->finish());
+    out.push_back(std::move(upsert));
     // A new session gets its lease row in the same transaction (postgres_leases.cpp).
     std::string newSessions = newIds.finish();
     if (newSessions == "{}")
-        return {};
-    pg::Params leaseParams;
-    leaseParams.add(std::move(newSessions));
-    return m_writeDb.run("INSERT INTO leases(session_id) SELECT unnest($1::text[]) ON CONFLICT DO NOTHING", leaseParams,
-                         "adding lease rows");
+        return;
+    Piped leases{"INSERT INTO leases(session_id) SELECT unnest($1::text[]) ON CONFLICT DO NOTHING", {}, "adding lease rows"};
+    leases.params.add(std::move(newSessions));
+    out.push_back(std::move(leases));
 }
 
 } // namespace paddock::store

@@ -82,13 +82,16 @@ std::optional<Lease> PostgresEventStore::acquireLease(const std::string &workerI
             return Lease{pg::cellText(result.get(), 0, 0), workerId,
                          static_cast<uint64_t>(pg::cellInt(result.get(), 0, 1)), askedAtUs + leaseMs * 1000};
         });
+        // The database is away: wait and ask again, saying so once per outage.
+        if (!granted && !m_leasesUnavailable.exchange(true))
+            spdlog::warn("store: {}; sessions are not leased until it answers", granted.error().message);
+        else if (granted && m_leasesUnavailable.exchange(false))
+            spdlog::info("store: leasing sessions again");
         if (granted && *granted) {
             std::lock_guard lock(m_leaseMutex);
             m_held[(*granted)->sessionId] = (*granted)->token;
             return *granted;
         }
-        if (!granted)
-            spdlog::warn("store: {}", granted.error().message);   // the database is away: wait and ask again
 
         const int64_t nowUs = monotonicUs();
         if (nowUs >= deadlineUs)
@@ -135,7 +138,8 @@ bool PostgresEventStore::renewLease(const Lease &lease, int64_t leaseMs)
 
 void PostgresEventStore::releaseLease(const Lease &lease, int64_t retryAfterMs)
 {
-    const std::string sql = std::string("UPDATE leases SET expires_us = 0, worker_id = '', retry_after_us = "
+    // token = 0: a released grant fences its holder out as a new grant would.
+    const std::string sql = std::string("UPDATE leases SET token = 0, expires_us = 0, worker_id = '', retry_after_us = "
                                         "CASE WHEN $3 > 0 THEN ")
         + kPgNowUs + " + $3 * 1000 ELSE 0 END WHERE session_id = $1 AND token = $2";
     auto released = withReader<bool>([&](pg::Connection &db) -> Result<bool> {

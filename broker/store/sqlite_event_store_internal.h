@@ -36,7 +36,7 @@ namespace paddock::store {
 
 // The schema version this build writes (PRAGMA user_version); one migration per version
 // (sqlite_event_store_schema.cpp).
-inline constexpr int kSchemaVersion = 4;
+inline constexpr int kSchemaVersion = 6;
 // "PDDK": marks the file as Paddock's, so another application's SQLite file is refused.
 inline constexpr int64_t kApplicationId = 0x5044444B;
 inline constexpr int kBusyTimeoutMs = 5000;

@@ -10,6 +10,8 @@
 #include "broker/store/decision_index.h"
 #include "broker/store/governance_schema.h"
 #include "broker/store/log_schema.h"
+#include "broker/store/otlp_export_schema.h"
+#include "broker/store/submit_requests.h"
 
 #include <spdlog/spdlog.h>
 
@@ -29,6 +31,8 @@ constexpr Migration kMigrations[] = {
     {2, kAuthTablesSql},         // audit, tokens (auth_tables.h)
     {3, kGovernanceSchemaSql},   // cost_entries, review_items, review_fetches (governance_schema.h)
     {4, kDecisionsSchemaSql},    // agents, agent_records, decisions (decision_index.h)
+    {5, kSubmitRequestsSql},     // submit_requests: idempotent submits (submit_requests.h)
+    {6, kOtlpExportSql},         // otlp_export: the OTLP exporter's cursor (otlp_export_schema.h)
 };
 
 static_assert(std::size(kMigrations) == kSchemaVersion, "one migration per schema version");

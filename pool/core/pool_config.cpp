@@ -31,11 +31,12 @@ const std::vector<ConfigSection> &poolConfigSections()
          {"pool_id", "listen", "state_dir", "init_path", "log_level", "exec_timeout_ms", "max_exec_timeout_ms",
           "max_output_bytes", "exec_cache_per_sandbox", "drain_timeout_ms", "snapshot_dir",
           "post_mortem_retention_hours", "post_mortem_max_count", "snapshot_retention_hours", "etc_extra",
-          "sandbox_identity", "tier"}},
+          "sandbox_identity", "tier", "metrics"}},
         {"pool.toml", "[[tier]]",
          {"name", "runtime", "warm_count", "max_count", "cpu", "memory_mb", "pids", "disk_mb", "price_per_hour",
           "network", "allowlist"}},
         {"pool.toml", "[sandbox_identity]", {"first_id", "count", "ids_per_sandbox"}},
+        {"pool.toml", "[metrics]", {"listen"}},
     };
     return sections;
 }
@@ -244,6 +245,16 @@ PoolConfig loadPoolConfig(const fs::path &file, bool mustExist, ConfigProblems &
             ir.integer("ids_per_sandbox", config.identity.idsPerSandbox, 1, 4294967294ll);
         } else {
             r.problem(*identity, "'sandbox_identity' must be a table: [sandbox_identity] with first_id, count, ids_per_sandbox");
+        }
+    }
+
+    if (const toml::node *metrics = root.get("metrics")) {
+        if (const toml::table *t = metrics->as_table()) {
+            TableReader mr(file, *t, "metrics.", problems);
+            mr.unknownKeys(poolConfigSections()[3], "[metrics]");
+            mr.string("listen", config.metricsListen);
+        } else {
+            r.problem(*metrics, "'metrics' must be a table: [metrics] with listen = \"127.0.0.1:9464\"");
         }
     }
 

@@ -52,6 +52,9 @@ struct PoolConfig {
     IdentityRange identity;
     // Host paths under /etc copied into every sandbox's /etc, beside the pool's own list.
     std::vector<std::string> etcExtra;
+    // [metrics] listen: where /metrics is served for Prometheus ("127.0.0.1:9464"); empty: nowhere.
+    // It takes the pool's TLS and token flags (pool/server/pool_metrics_endpoint.h).
+    std::string metricsListen;
     // Not a pool.toml key: pool_exec_bench turns it off, in the same run, to measure what the
     // identity mapping, the minimal /etc and the seccomp filter cost.
     bool hardenSandboxes = true;

@@ -487,6 +487,7 @@ void SandboxPool::destroy(const std::shared_ptr<Sandbox> &sandbox)
 
 void SandboxPool::recordClaimLatency(Tier &tier, int64_t us)
 {
+    tier.claimUsTotal += us;
     for (size_t i = 0; i < kLatencyBucketsUs.size(); ++i) {
         if (us <= kLatencyBucketsUs[i]) {
             tier.latencyCounts[i]++;

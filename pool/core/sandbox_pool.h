@@ -74,6 +74,7 @@ struct TierStats {
     double refillPerSecond = 0;
     std::vector<int64_t> latencyBucketsUs;   // upper bounds
     std::vector<int64_t> latencyCounts;
+    int64_t claimUsTotal = 0;                // the latencies added up
     TierIsolation isolation;                 // what the tier promises (sandbox_hardening.h)
 };
 

@@ -96,6 +96,7 @@ struct SandboxPool::Tier {
     int64_t startUsTotal = 0;
     int64_t lastClaimUs = 0;
     std::vector<int64_t> latencyCounts = std::vector<int64_t>(kLatencyBucketsUs.size(), 0);
+    int64_t claimUsTotal = 0;   // every claim's latency added up (the histogram's sum)
 
     TierIsolation isolation;   // what the tier promises, in words; set once by create()
 

@@ -57,6 +57,7 @@ PoolStats SandboxPool::stats() const
             t.refillPerSecond = kRefillThreadsPerTier * 1e6 * static_cast<double>(tier->starts) / static_cast<double>(tier->startUsTotal);
         t.latencyBucketsUs = kLatencyBucketsUs;
         t.latencyCounts = tier->latencyCounts;
+        t.claimUsTotal = tier->claimUsTotal;
         t.isolation = tier->isolation;
         s.tiers.push_back(std::move(t));
     }

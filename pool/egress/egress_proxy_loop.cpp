@@ -7,6 +7,7 @@
 #include "pool/egress/egress_proxy_loop.h"
 
 #include "common/clock.h"
+#include "pool/metrics/pool_metrics.h"
 
 #include <arpa/inet.h>
 #include <cerrno>
@@ -102,6 +103,7 @@ void EgressProxy::Loop::refuse(Conn &c, int code, const char *status, std::strin
     c.attempt.allowed = false;
     c.attempt.reason = std::move(reason);
     c.attempt.detail = std::move(detail);
+    pool_metrics::countEgressRefusal(c.attempt.reason);
     c.u2c.data += httpResponse(code, status,
                                "refused " + c.attempt.host + ":" + std::to_string(c.attempt.port) + " (" +
                                    c.attempt.reason + "): " + c.attempt.detail);

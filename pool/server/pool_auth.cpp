@@ -118,17 +118,25 @@ Result<std::shared_ptr<grpc::ServerCredentials>> makePoolServerCredentials(const
     }
     auto credentials = grpc::SslServerCredentials(ssl);
     if (!options.tokenFile.empty()) {
-        auto token = readFile("--token-file", options.tokenFile);
+        auto token = readPoolToken(options.tokenFile);
         if (!token)
             return std::unexpected(token.error());
-        while (!token->empty() && std::isspace(static_cast<unsigned char>(token->back())))
-            token->pop_back();
-        if (token->empty() || !std::all_of(token->begin(), token->end(), [](char c) { return c > ' ' && c < 127; }))
-            return fail(ErrorCode::InvalidArgument, "--token-file " + options.tokenFile.string()
-                            + " must hold one line with the token (printable ASCII, no spaces)");
         credentials->SetAuthMetadataProcessor(std::make_shared<BearerTokenProcessor>(std::move(*token)));
     }
     return credentials;
+}
+
+Result<std::string> readPoolToken(const std::filesystem::path &tokenFile)
+{
+    auto token = readFile("--token-file", tokenFile);
+    if (!token)
+        return std::unexpected(token.error());
+    while (!token->empty() && std::isspace(static_cast<unsigned char>(token->back())))
+        token->pop_back();
+    if (token->empty() || !std::all_of(token->begin(), token->end(), [](char c) { return c > ' ' && c < 127; }))
+        return fail(ErrorCode::InvalidArgument, "--token-file " + tokenFile.string()
+                        + " must hold one line with the token (printable ASCII, no spaces)");
+    return token;
 }
 
 } // namespace paddock::pool

@@ -31,6 +31,10 @@ struct PoolTlsOptions {
 // the fix; none contains the token.
 Result<std::shared_ptr<grpc::ServerCredentials>> makePoolServerCredentials(const PoolTlsOptions &options);
 
+// The token in tokenFile (--token-file): its one line, printable ASCII without spaces. Errors name
+// the flag, the file and the fix, never the token.
+Result<std::string> readPoolToken(const std::filesystem::path &tokenFile);
+
 // Equal length and bytes, in time that depends only on the lengths.
 bool constantTimeEquals(std::string_view a, std::string_view b);
 

@@ -4,6 +4,7 @@
 // session ran twice.
 
 #include "tests/integration/daemons_fixture.h"
+#include "tests/integration/marker_sessions.h"
 
 #include <iostream>
 #include <map>
@@ -17,20 +18,10 @@ constexpr int kSessions = 20;
 constexpr int kMarkedSteps = 12;
 constexpr int kCrashCycles = 8;
 
-std::string markerPlaybook()
-{
-    std::string text = "name = \"crash-marker\"\ngoal = \"Append one line per step to a marker file\"\n";
-    for (int step = 1; step <= kMarkedSteps; ++step) {
-        // The sleep widens the window in which a kill lands in the middle of a command, and keeps
-        // the sessions (all running at once: a running command holds no step thread) alive for
-        // about 12 s, through every kill.
-        text += "\n[[step]]\ntool = \"run_command\"\ncommand = \"echo step-" + std::to_string(step)
-            + " >> marker.txt && sleep 1\"\n";
-    }
-    text += "\n[[step]]\ntool = \"run_command\"\ncommand = \"cat marker.txt\"\n";
-    text += "\n[[step]]\ntool = \"finish\"\nsummary = \"all steps ran\"\n";
-    return text;
-}
+// The 1 s sleep of each step widens the window in which a kill lands in the middle of a command,
+// and keeps the sessions (all running at once: a running command holds no step thread) alive for
+// about 12 s, through every kill.
+constexpr int kCommandSeconds = 1;
 
 class CrashRecovery : public DaemonsTest {
 protected:
@@ -52,7 +43,7 @@ protected:
 
 TEST_F(CrashRecovery, KillNineLosesNothingAndRepeatsAtMostOneStepPerCrash)
 {
-    const auto playbook = writeFile("crash-marker.toml", markerPlaybook());
+    const auto playbook = writeFile("crash-marker.toml", markerPlaybook("crash-marker", kMarkedSteps, kCommandSeconds));
     std::vector<std::string> ids;
     for (int i = 0; i < kSessions; ++i) {
         const CliResult submitted = cli({"submit", "--playbook", playbook.string(), "--output", "json"});

@@ -30,6 +30,7 @@
 // Needs root (the bwrap pool). About 500 sandboxes on one pool: run alone (RUN_SERIAL).
 
 #include "tests/integration/daemons_fixture.h"
+#include "tests/integration/marker_sessions.h"
 
 #include <sys/resource.h>
 
@@ -60,31 +61,6 @@ constexpr auto kFinishTimeout = 600s;
 constexpr auto kPollInterval = 250ms;
 constexpr size_t kProblemsShown = 20;
 const std::string kTier = "fleet";
-
-std::string markerPlaybook()
-{
-    std::string text = "name = \"fleet-crash-marker\"\ngoal = \"Append one line per step to a marker file\"\n";
-    for (int step = 1; step <= kMarkedSteps; ++step) {
-        text += "\n[[step]]\ntool = \"run_command\"\ncommand = \"echo step-" + std::to_string(step)
-            + " >> marker.txt && sleep " + std::to_string(kCommandSeconds) + "\"\n";
-    }
-    text += "\n[[step]]\ntool = \"run_command\"\ncommand = \"cat marker.txt\"\n";
-    text += "\n[[step]]\ntool = \"finish\"\nsummary = \"all steps ran\"\n";
-    return text;
-}
-
-bool ended(const json &row)
-{
-    const std::string status = row.value("status", std::string());
-    return status == "succeeded" || status == "failed" || status == "cancelled";
-}
-
-// Running one of the marked steps' commands, as far as the broker's log says.
-bool midCommand(const json &row)
-{
-    return row.value("status", std::string()) == "running" && row.value("last_event_kind", std::string()) == "tool.call"
-        && row.value("steps", 0) < kMarkedSteps;
-}
 
 double secondsSince(Clock::time_point start)
 {
@@ -130,29 +106,11 @@ protected:
     {
         const CliResult result = cli({"ls", "--all", "--output", "json"});
         EXPECT_EQ(result.exitCode, 0) << result.err;
-        std::map<std::string, json> out;
-        const auto list = json::parse(result.out, nullptr, false);
-        if (list.is_array()) {
-            for (const auto &row : list)
-                out[row.value("id", std::string())] = row;
-        }
-        return out;
+        return sessionRows(result);
     }
 
     // Warm sandboxes of kTier, as the broker last heard from the pool; -1 when it did not answer.
-    int warmSandboxes()
-    {
-        const CliResult result = cli({"pools", "--output", "json"});
-        const auto pools = json::parse(result.out, nullptr, false);
-        if (result.exitCode != 0 || !pools.is_object())
-            return -1;
-        int warm = 0;
-        for (const auto &pool : pools.value("pools", json::array())) {
-            for (const auto &tier : pool.value("tiers", json::array()))
-                warm += tier.value("name", std::string()) == kTier ? tier.value("warm", 0) : 0;
-        }
-        return warm;
-    }
+    int warmSandboxes() { return warmSandboxesOf(cli({"pools", "--output", "json"}), kTier); }
 };
 
 struct Kill {
@@ -162,7 +120,7 @@ struct Kill {
 
 TEST_F(FleetCrash, KillNineMidCommandAtFleetScaleRunsNoCommandTwice)
 {
-    const auto playbook = writeFile("fleet-crash-marker.toml", markerPlaybook());
+    const auto playbook = writeFile("fleet-crash-marker.toml", markerPlaybook("fleet-crash-marker", kMarkedSteps, kCommandSeconds));
     std::string lines;
     for (int i = 0; i < kSessions; ++i)
         lines += json{{"playbook", playbook.string()}, {"tier", kTier}}.dump() + "\n";
@@ -196,7 +154,7 @@ TEST_F(FleetCrash, KillNineMidCommandAtFleetScaleRunsNoCommandTwice)
         int most = 0;
         for (;;) {
             rows = sessions();
-            mid = static_cast<int>(std::count_if(rows.begin(), rows.end(), [](const auto &r) { return midCommand(r.second); }));
+            mid = static_cast<int>(std::count_if(rows.begin(), rows.end(), [](const auto &r) { return midCommand(r.second, kMarkedSteps); }));
             most = std::max(most, mid);
             if (mid >= kMidCommandAtKill)
                 break;
@@ -207,7 +165,7 @@ TEST_F(FleetCrash, KillNineMidCommandAtFleetScaleRunsNoCommandTwice)
         }
         std::map<std::string, int> cohort;   // id: its results before the kill
         for (const auto &[id, row] : rows) {
-            if (midCommand(row))
+            if (midCommand(row, kMarkedSteps))
                 cohort[id] = row.value("steps", 0);
         }
 
@@ -219,11 +177,7 @@ TEST_F(FleetCrash, KillNineMidCommandAtFleetScaleRunsNoCommandTwice)
 
         for (;;) {
             rows = sessions();
-            const bool recovered = std::all_of(cohort.begin(), cohort.end(), [&](const auto &entry) {
-                const auto row = rows.find(entry.first);
-                return row != rows.end() && (ended(row->second) || row->second.value("steps", 0) > entry.second);
-            });
-            if (recovered)
+            if (cohortMovedOn(cohort, rows))
                 break;
             ASSERT_LT(Clock::now() - restarted, kRecoveryTimeout)
                 << "kill " << k + 1 << ": not every session that was mid-command has its command's result";
@@ -236,11 +190,7 @@ TEST_F(FleetCrash, KillNineMidCommandAtFleetScaleRunsNoCommandTwice)
     const auto finishStart = Clock::now();
     for (;;) {
         rows = sessions();
-        const bool allEnded = std::all_of(ids.begin(), ids.end(), [&](const std::string &id) {
-            const auto row = rows.find(id);
-            return row != rows.end() && ended(row->second);
-        });
-        if (allEnded)
+        if (allEnded(ids, rows))
             break;
         ASSERT_LT(Clock::now() - finishStart, kFinishTimeout) << "not every session ended after the last kill";
         std::this_thread::sleep_for(kPollInterval);
@@ -266,61 +216,10 @@ TEST_F(FleetCrash, KillNineMidCommandAtFleetScaleRunsNoCommandTwice)
 
         const CliResult events = cli({"events", id, "--output", "json"});
         ASSERT_EQ(events.exitCode, 0) << events.err;
-        const auto log = jsonLines(events.out);
-        for (size_t i = 0; i < log.size(); ++i) {
-            if (log[i].value("seq", int64_t{0}) != static_cast<int64_t>(i) + 1) {
-                problems.push_back(id + ": seq " + std::to_string(log[i].value("seq", int64_t{0})) + " at position "
-                                   + std::to_string(i + 1) + " (a gap or a duplicate)");
-                break;
-            }
-        }
-
-        std::string marker;
-        std::map<std::string, int> resultsOfCommand;
-        std::map<std::string, int> resultsOfCall;
-        int sessionReplays = 0;
-        for (const auto &event : log) {
-            if (event.value("kind", std::string()) != "tool.result")
-                continue;
-            const json payload = event.value("payload", json::object());
-            if (payload.value("name", std::string()) != "run_command")
-                continue;
-            const std::string command = payload.value("command", std::string());
-            ++resultsOfCommand[command];
-            ++resultsOfCall[payload.value("call_id", std::string())];
-            sessionReplays += payload.value("replayed", false);
-            if (command == "cat marker.txt")
-                marker = payload.value("stdout", std::string());
-        }
-        replayed += sessionReplays;
-        sessionsWithReplays += sessionReplays > 0;
-        if (resultsOfCommand.size() != static_cast<size_t>(kMarkedSteps + 1))
-            problems.push_back(id + ": results of " + std::to_string(resultsOfCommand.size()) + " commands, not "
-                               + std::to_string(kMarkedSteps + 1));
-        for (const auto &[command, n] : resultsOfCommand) {
-            if (n != 1)
-                problems.push_back(id + ": " + std::to_string(n) + " results of `" + command + "`: a command ran again "
-                                   "after its result was recorded");
-        }
-        for (const auto &[callId, n] : resultsOfCall) {
-            if (n != 1)
-                problems.push_back(id + ": " + std::to_string(n) + " results of call " + callId);
-        }
-
-        std::map<std::string, int> seen;
-        for (const auto &line : splitLines(marker))
-            ++seen[line];
-        int repeats = 0;
-        for (int step = 1; step <= kMarkedSteps; ++step) {
-            const int count = seen["step-" + std::to_string(step)];
-            if (count < 1 || count > 1 + kKills)
-                problems.push_back(id + ": step " + std::to_string(step) + " ran " + std::to_string(count)
-                                   + " times; marker: " + marker);
-            repeats += std::max(0, count - 1);
-        }
-        if (repeats > kKills)
-            problems.push_back(id + ": " + std::to_string(repeats) + " steps repeated in " + std::to_string(kKills)
-                               + " crashes; marker: " + marker);
+        const MarkedLog checked = checkMarkedLog(id, jsonLines(events.out), kMarkedSteps, kKills, problems);
+        const int repeats = checked.repeats;
+        replayed += checked.replayed;
+        sessionsWithReplays += checked.replayed > 0;
         totalRepeats += repeats;
         mostRepeats = std::max(mostRepeats, repeats);
         sessionsWithRepeats += repeats > 0;

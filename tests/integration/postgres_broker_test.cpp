@@ -11,6 +11,7 @@
 //   log event for event (seqs and times included); a second migrate into it is refused.
 
 #include "tests/integration/daemons_fixture.h"
+#include "tests/integration/marker_sessions.h"
 #include "tests/support/started_postgres.h"
 
 #include <libpq-fe.h>
@@ -287,6 +288,69 @@ TEST_F(PostgresBroker, AServerThatComesUpDuringTheWaitIsUsed)
     EXPECT_EQ(cli({"ls"}).exitCode, 0);
     EXPECT_EQ(m_broker->terminate(), 0);
     m_broker.reset();   // before `late` stops
+}
+
+// The database crashes (pg_ctl stop -m immediate) while sessions are mid-command, and comes back a
+// few seconds later: the broker says the database is away, waits, and goes on; every session
+// succeeds, with dense seqs and no command run twice.
+TEST_F(PostgresBroker, ADatabaseThatGoesAwayMidRunIsWaitedForAndNothingIsLost)
+{
+    StartedPostgres db;   // this test's own: it stops it
+    ASSERT_EQ(db.start(), "");
+    ASSERT_EQ(db.exec("CREATE DATABASE midrun"), "");
+    startServing(brokerToml("url = \"host=" + db.socketDir().string() + " dbname=midrun user=paddock\"\n"));
+    ASSERT_FALSE(HasFatalFailure());
+    constexpr int kSessions = 6, kSteps = 3;
+    const auto playbook = *m_dir / "midrun.toml";
+    std::ofstream(playbook) << markerPlaybook("midrun", kSteps, 2);
+    std::vector<std::string> ids;
+    for (int i = 0; i < kSessions; ++i) {
+        const CliResult submitted = cli({"submit", "--playbook", playbook.string(), "--output", "json"});
+        ASSERT_EQ(submitted.exitCode, 0) << submitted.err;
+        ids.push_back(nlohmann::json::parse(submitted.out)["id"].get<std::string>());
+    }
+    // Mid-command: the first step's call is recorded in every session.
+    auto steps = [&](const std::string &id) {
+        const CliResult shown = cli({"show", id, "--output", "json"});
+        auto row = nlohmann::json::parse(shown.out, nullptr, false);
+        return shown.exitCode == 0 && row.is_object() ? row : nlohmann::json::object();
+    };
+    for (int round = 0; round < 600; ++round) {
+        if (std::all_of(ids.begin(), ids.end(), [&](const auto &id) {
+                return steps(id).value("last_event_kind", std::string()) == "tool.call";
+            }))
+            break;
+        std::this_thread::sleep_for(50ms);
+    }
+    db.stop("immediate");
+    std::this_thread::sleep_for(3s);
+    ASSERT_EQ(db.start(), "");
+
+    std::vector<std::string> problems;
+    for (const auto &id : ids) {
+        std::string status;
+        for (int round = 0; round < 1200; ++round) {
+            status = steps(id).value("status", std::string());
+            if (status == "succeeded" || status == "failed" || status == "cancelled")
+                break;
+            std::this_thread::sleep_for(100ms);
+        }
+        EXPECT_EQ(status, "succeeded") << id;
+        const CliResult events = cli({"events", id, "--output", "json"});
+        ASSERT_EQ(events.exitCode, 0) << events.err;
+        std::vector<nlohmann::json> log;
+        for (const auto &line : splitLines(events.out))
+            log.push_back(nlohmann::json::parse(line, nullptr, false));
+        checkMarkedLog(id, log, kSteps, 1, problems);
+    }
+    std::string shown;
+    for (const auto &problem : problems)
+        shown += "  " + problem + "\n";
+    EXPECT_TRUE(problems.empty()) << shown;
+    EXPECT_NE(m_broker->logText().find(db.socketDir().string()), std::string::npos)
+        << "the broker's log never named the database that went away:\n" << m_broker->logTail();
+    EXPECT_EQ(m_broker->terminate(), 0);
+    m_broker.reset();   // before `db` stops
 }
 
 TEST_F(PostgresBroker, ASchemaFromANewerPaddockdIsRefused)

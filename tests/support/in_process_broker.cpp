@@ -5,6 +5,7 @@
 #include "broker/server/broker_api.h"
 #include "broker/server/stream_hub.h"
 #include "broker/server/unix_listener.h"
+#include "broker/store/postgres_event_store.h"
 #include "broker/store/sqlite_event_store.h"
 
 #include <grpcpp/grpcpp.h>
@@ -39,7 +40,8 @@ Status InProcessBroker::openStore()
 {
     if (m_store)
         return {};
-    auto store = store::openSqliteEventStore(m_config.dataDir / "broker.db");
+    auto store = m_storeConninfo.empty() ? store::openSqliteEventStore(m_config.dataDir / "broker.db")
+                                         : store::openPostgresEventStore(m_storeConninfo);
     if (!store)
         return std::unexpected(store.error());
     m_store = std::move(*store);

@@ -1,7 +1,8 @@
 #pragma once
 // The broker paddockd runs (broker/daemon/broker_wiring.h: store, agents, decisions, policy, cost,
 // reviews, models, secrets, stream hub, step engine and service) on a unix socket in a directory of
-// the test's, inside the test's process.
+// the test's, inside the test's process. Its store is SQLite in that directory, or PostgreSQL
+// (useStore), which several of them may share like brokers of a team.
 //
 // By default its step workers do not run: sessions stay queued and tests append to the store
 // directly, so they know exactly what a client must see. A test that wants sessions to run adds a
@@ -37,6 +38,9 @@ public:
     InProcessBroker(const InProcessBroker &) = delete;
     InProcessBroker &operator=(const InProcessBroker &) = delete;
 
+    // The store on PostgreSQL (a libpq connection string, e.g. StartedPostgres::connectionString)
+    // instead of broker.db in dir; before openStore() or start(). Several brokers may share one.
+    void useStore(std::string conninfo) { m_storeConninfo = std::move(conninfo); }
     // Opens the store if it is not open (a test may open it early to append while nothing serves).
     Status openStore();
     // Opens the store if needed and serves on the socket.
@@ -65,6 +69,7 @@ private:
     std::filesystem::path m_dir;
     broker_config::BrokerConfig m_config;
     bool m_runSteps = false;
+    std::string m_storeConninfo;   // empty: SQLite in m_dir
     std::unique_ptr<store::EventStore> m_store;
     placement::PoolSet m_pools;
     std::shared_ptr<const auth::PrincipalMap> m_principals;

@@ -8,6 +8,7 @@
 #include "broker/core/event.h"
 #include "tests/support/fake_pool_client.h"
 #include "tests/support/in_process_broker.h"
+#include "tests/support/scripted_session_service.h"
 
 #include "rpc/broker_stubs.h"
 
@@ -19,9 +20,14 @@
 #include <nlohmann/json.hpp>
 
 #include <atomic>
+#include <cstring>
 #include <filesystem>
 #include <functional>
 #include <memory>
+
+#include <sys/socket.h>
+#include <sys/un.h>
+#include <unistd.h>
 
 namespace paddock::console {
 namespace {
@@ -389,6 +395,99 @@ TEST_F(GrpcConsoleClientTest, TheDefaultAddressIsTheBrokersSocket)
 {
     EXPECT_TRUE(GrpcConsoleClient::defaultAddress().startsWith(QStringLiteral("unix:/")));
     EXPECT_TRUE(GrpcConsoleClient::defaultAddress().endsWith(QStringLiteral("paddock/broker.sock")));
+}
+
+// A unix socket that accepts connections (the kernel's backlog) and never says a word: a broker
+// that hangs.
+class SilentSocket {
+public:
+    explicit SilentSocket(const std::filesystem::path &path) : m_path(path)
+    {
+        m_fd = ::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+        sockaddr_un address{};
+        address.sun_family = AF_UNIX;
+        std::strncpy(address.sun_path, path.c_str(), sizeof(address.sun_path) - 1);
+        m_ok = m_fd >= 0 && ::bind(m_fd, reinterpret_cast<sockaddr *>(&address), sizeof(address)) == 0
+            && ::listen(m_fd, 16) == 0;
+    }
+    ~SilentSocket()
+    {
+        if (m_fd >= 0)
+            ::close(m_fd);
+        std::filesystem::remove(m_path);
+    }
+    bool ok() const { return m_ok; }
+    QString address() const { return QStringLiteral("unix:") + QString::fromStdString(m_path.string()); }
+
+private:
+    std::filesystem::path m_path;
+    int m_fd = -1;
+    bool m_ok = false;
+};
+
+TEST_F(GrpcConsoleClientTest, AListSkipsABrokerThatIsDown)
+{
+    m_broker->start();
+    const QString down = QStringLiteral("unix:") + QString::fromStdString((m_dir / "nobody.sock").string());
+    m_client->connectToBroker(down + QStringLiteral(", ") + address());
+    ASSERT_TRUE(connected());
+    EXPECT_EQ(m_client->endpoint(), address());
+    EXPECT_EQ(m_client->address(), down + QStringLiteral(", ") + address());
+    EXPECT_EQ(GrpcConsoleClient::splitAddress(m_client->address()), (QStringList{down, address()}));
+}
+
+TEST_F(GrpcConsoleClientTest, AListMovesPastABrokerThatAcceptsAndNeverAnswers)
+{
+    m_broker->start();
+    SilentSocket silent(m_dir / "silent.sock");
+    ASSERT_TRUE(silent.ok());
+    m_client->connectToBroker(silent.address() + QLatin1Char(',') + address());
+    ASSERT_TRUE(waitFor([&] { return m_client->connectionState() == ConnectionState::Connected; }, 60'000));
+    EXPECT_EQ(m_client->endpoint(), address());
+    EXPECT_EQ(m_states, (QList<ConnectionState>{ConnectionState::Connecting, ConnectionState::Broken,
+                                                ConnectionState::Connected}));
+}
+
+TEST_F(GrpcConsoleClientTest, ASubmitThatGetsNoAnswerIsSentAgainWithTheSameId)
+{
+    test::ScriptedBroker scripted(m_dir / "scripted.sock");
+    ASSERT_TRUE(scripted.serving());
+    using Answer = test::ScriptedSessionService::Answer;
+    scripted.service().script({Answer::Unavailable, Answer::Unavailable});
+    m_client->connectToBroker(QString::fromStdString(scripted.address()));
+    ASSERT_TRUE(connected());
+
+    SubmitRequest request;
+    request.playbook = QStringLiteral("hello-c");
+    request.requestId = QStringLiteral("click-1");
+    m_client->submitSession(request);
+    ASSERT_TRUE(waitFor([&] { return m_actions.size() == 1; }));
+    EXPECT_TRUE(m_actions.at(0).ok) << qPrintable(m_actions.at(0).message);
+    EXPECT_EQ(m_actions.at(0).sessionId, QStringLiteral("s-scripted-click-1"));
+    const auto submits = scripted.service().submits();
+    ASSERT_EQ(submits.size(), 3u);
+    for (const auto &submit : submits)
+        EXPECT_EQ(submit.request_id(), "click-1");
+
+    // With no id given, the client makes one (a UUID), the same for every attempt.
+    scripted.service().script({Answer::Unavailable});
+    SubmitRequest noId;
+    noId.playbook = QStringLiteral("hello-c");
+    m_client->submitSession(noId);
+    ASSERT_TRUE(waitFor([&] { return m_actions.size() == 2; }));
+    const auto all = scripted.service().submits();
+    ASSERT_EQ(all.size(), 5u);
+    EXPECT_EQ(all[3].request_id().size(), 36u) << all[3].request_id();
+    EXPECT_EQ(all[4].request_id(), all[3].request_id());
+
+    // A broker that never answers: the client gives up after its attempts, naming the request id.
+    scripted.service().script(std::vector<Answer>(10, Answer::Unavailable));
+    m_client->submitSession(request);
+    ASSERT_TRUE(waitFor([&] { return m_actions.size() == 3; }));
+    EXPECT_FALSE(m_actions.at(2).ok);
+    EXPECT_TRUE(m_actions.at(2).message.contains(QStringLiteral("could not submit the session")))
+        << qPrintable(m_actions.at(2).message);
+    EXPECT_EQ(scripted.service().submits().size(), 9u) << "four attempts";
 }
 
 } // namespace

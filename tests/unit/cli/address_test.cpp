@@ -70,5 +70,28 @@ TEST(BrokerAddress, FlagWinsOverEnvironmentOverDefault)
     EXPECT_EQ(chooseBrokerAddress(std::nullopt, std::string(), "/d.sock"), "unix:/d.sock");
 }
 
+TEST(BrokerAddress, AListIsSplitAtCommasInOrder)
+{
+    auto list = parseBrokerAddresses("a.example:7443, unix:/run/b.sock ,[::1]:7443");
+    ASSERT_TRUE(list) << list.error().message;
+    ASSERT_EQ(list->size(), 3u);
+    EXPECT_EQ((*list)[0].target, "a.example:7443");
+    EXPECT_EQ((*list)[1].unixPath, "/run/b.sock");
+    EXPECT_EQ((*list)[1].written, "unix:/run/b.sock");
+    EXPECT_EQ((*list)[2].target, "[::1]:7443");
+
+    auto one = parseBrokerAddresses("127.0.0.1:7443");
+    ASSERT_TRUE(one);
+    ASSERT_EQ(one->size(), 1u);
+    EXPECT_EQ(one->front().written, "127.0.0.1:7443");
+
+    for (const char *bad : {"a:1,", ",a:1", "a:1,,b:2", "a:1,b"}) {
+        auto parsed = parseBrokerAddresses(bad);
+        ASSERT_FALSE(parsed) << bad;
+        EXPECT_EQ(parsed.error().code, ErrorCode::InvalidArgument);
+    }
+    EXPECT_NE(parseBrokerAddresses("a:1,,b:2").error().message.find("entry 2 is empty"), std::string::npos);
+}
+
 } // namespace
 } // namespace paddock::cli

@@ -3,6 +3,7 @@
 // tests/integration/egress_netns_test.cpp: here every destination would be this host.)
 
 #include "pool/egress/egress_proxy.h"
+#include "pool/metrics/pool_metrics.h"
 
 #include "tests/integration/harness.h"
 
@@ -123,6 +124,24 @@ TEST_F(EgressProxyTest, RefusesForbiddenDestinationsWith403AndRecordsThem)
     EXPECT_EQ(attempts[3].host, "allowed.test");
     EXPECT_EQ(m_resolved, std::vector<std::string>{"allowed.test"});   // evil.example never reached DNS
     EXPECT_TRUE(take().empty());   // handed over once
+}
+
+TEST_F(EgressProxyTest, RefusalsAreCountedByReasonForMetrics)
+{
+    auto &refusals = pool_metrics::poolMetrics().egressRefusals;
+    const uint64_t metadataBefore = refusals.with({"metadata"}).value();
+    const uint64_t loopbackBefore = refusals.with({"loopback"}).value();
+    const uint64_t malformedBefore = refusals.with({"bad_request"}).value() + refusals.with({"invalid_host"}).value();
+    startProxy();
+    roundTrip(m_socket, "CONNECT 169.254.169.254:80 HTTP/1.1\r\n\r\n");
+    roundTrip(m_socket, "CONNECT [::ffff:169.254.169.254]:80 HTTP/1.1\r\n\r\n");
+    roundTrip(m_socket, "GET http://127.0.0.1:7701/ HTTP/1.1\r\n\r\n");
+    roundTrip(m_socket, "NONSENSE\r\n\r\n");
+    ASSERT_EQ(take().size(), 4u);   // every attempt decided before the counts are read
+    EXPECT_EQ(refusals.with({"metadata"}).value(), metadataBefore + 2);
+    EXPECT_EQ(refusals.with({"loopback"}).value(), loopbackBefore + 1);
+    // A malformed head is one or the other.
+    EXPECT_EQ(refusals.with({"bad_request"}).value() + refusals.with({"invalid_host"}).value(), malformedBefore + 1);
 }
 
 TEST_F(EgressProxyTest, MalformedRequestsGetA4xxAndARecord)

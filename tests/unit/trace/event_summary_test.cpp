@@ -191,5 +191,13 @@ TEST(EventSummary, UntrustedTextInAnyFieldIsMadeSafe)
               kMaxSummaryChars);
 }
 
+TEST(EventSummary, AModelDeltaShowsItsTextOrItsArguments)
+{
+    EXPECT_EQ(describeEvent("model.delta", std::string_view(R"({"after_seq":4,"attempt":1,"text":"Writing the fi"})")).summary,
+              "attempt 1: Writing the fi");
+    EXPECT_EQ(describeEvent("model.delta", std::string_view(R"({"attempt":2,"supersedes":1,"tool_calls":[{"index":0,"name":"write_file","arguments":"{\"pa"}]})")).summary,
+              "attempt 2 (replaces attempt 1): args write_file: {\"pa");
+}
+
 } // namespace
 } // namespace paddock::trace

@@ -83,5 +83,22 @@ TEST(Fold, OutputSoFarIsOneNoteWithItsLastLineMadeSafe)
     EXPECT_EQ(foldNote(std::vector<FoldedEvent>{{"tool.output", &cut, 0}}), "+ output 1 B (cut): x");
 }
 
+// A streamed model answer folds into the row before it while it streams, into its model.response's
+// once that is there; the note shows the latest attempt's text so far.
+TEST(Fold, AStreamedAnswerFoldsIntoItsModelCallsRow)
+{
+    const std::vector<FoldEvent> streaming{{"tool.result", 100}, {"model.delta", 200}, {"model.delta", 300}};
+    EXPECT_EQ(assignRows(streaming), (std::vector<size_t>{0, 0, 0}));
+    const std::vector<FoldEvent> answered{{"tool.result", 100}, {"model.delta", 200}, {"model.delta", 300},
+                                          {"model.response", 400}, {"cost", 400}};
+    EXPECT_EQ(assignRows(answered), (std::vector<size_t>{0, 3, 3, 3, 3}));
+
+    const json cut = json::parse(R"({"attempt":1,"text":"Hello wor"})");
+    const json first = json::parse(R"({"attempt":2,"supersedes":1,"text":"Hello\nwor"})");
+    const json second = json::parse(R"({"attempt":2,"text":"ld"})");
+    const std::vector<FoldedEvent> folded{{"model.delta", &cut}, {"model.delta", &first}, {"model.delta", &second}};
+    EXPECT_EQ(foldNote(folded), "+ model text 11 B: world");
+}
+
 } // namespace
 } // namespace paddock::trace

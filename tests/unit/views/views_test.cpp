@@ -434,6 +434,13 @@ TEST(DialogsTest, SubmitDialogBuildsARequest)
     byName.playbookCombo()->setCurrentText(QStringLiteral("inspect"));
     byName.accept();
     EXPECT_EQ(byName.request().playbook, u"inspect");
+
+    // A request id per click: a UUID, another one for the next click (the client sends the same
+    // id with each retry of one submit).
+    EXPECT_EQ(dialog.request().requestId.size(), 36) << dialog.request().requestId.toStdString();
+    const QString first = byName.request().requestId;
+    byName.accept();
+    EXPECT_NE(byName.request().requestId, first);
 }
 
 TEST(DialogsTest, ConnectionDialogValidatesAddresses)
@@ -445,6 +452,18 @@ TEST(DialogsTest, ConnectionDialogValidatesAddresses)
     EXPECT_FALSE(ConnectionDialog::validateAddress(QStringLiteral("broker.example.com")).isEmpty());
     EXPECT_FALSE(ConnectionDialog::validateAddress(QStringLiteral("host:99999")).isEmpty());
     EXPECT_FALSE(ConnectionDialog::validateAddress(QStringLiteral("unix:")).isEmpty());
+    // A team's brokers, separated by commas: each entry is checked and named.
+    EXPECT_TRUE(ConnectionDialog::validateAddress(QStringLiteral("a.example.com:7700, b.example.com:7700")).isEmpty());
+    EXPECT_TRUE(ConnectionDialog::validateAddress(QStringLiteral("unix:/run/a.sock,unix:/run/b.sock")).isEmpty());
+    EXPECT_TRUE(ConnectionDialog::validateAddress(QStringLiteral("a:1,,b:2")).contains(u"Broker 2 of the list is empty"));
+    EXPECT_TRUE(ConnectionDialog::validateAddress(QStringLiteral("a:1,b")).startsWith(u"Broker 2 of the list:"));
+    // Credentials are read for a list that names a host:port broker, not for sockets only.
+    EXPECT_FALSE(ConnectionDialog::readCredentials(QStringLiteral("unix:/a.sock,b.example.com:7700"),
+                                                   QStringLiteral("/nonexistent/ca.pem"), {}, {})
+                     .error.isEmpty());
+    EXPECT_TRUE(ConnectionDialog::readCredentials(QStringLiteral("unix:/a.sock,/b.sock"),
+                                                  QStringLiteral("/nonexistent/ca.pem"), {}, {})
+                    .error.isEmpty());
     EXPECT_TRUE(ConnectionDialog::defaultAddress().startsWith(u"unix:") || qEnvironmentVariableIsSet("PADDOCK_BROKER"));
 }
 

@@ -128,6 +128,41 @@ TEST_F(BrokerConfigTest, CheckpointRetentionIsHoursAndZeroKeepsForever)
         << negative.error().message;
 }
 
+TEST_F(BrokerConfigTest, MetricsAreOffByDefaultAndOffLoopbackNeedTls)
+{
+    EXPECT_FALSE(defaultBrokerConfig().metrics.enabled());
+    const std::string pool = "[[pool]]\nname = \"p\"\nendpoint = \"10.0.0.1:7701\"\n";
+    auto loopback = loadBrokerConfig(write(pool + "[metrics]\nlisten = \"127.0.0.1:9464\"\n"), defaultBrokerConfig());
+    ASSERT_TRUE(loopback) << loopback.error().message;
+    EXPECT_TRUE(validateBrokerConfig(*loopback).has_value());
+    EXPECT_EQ(loopback->metrics.listen, "127.0.0.1:9464");
+    EXPECT_FALSE(loopback->metrics.tls());
+
+    auto tls = loadBrokerConfig(write(pool + "[metrics]\nlisten = \"0.0.0.0:9464\"\ntls_cert = \"m.pem\"\ntls_key = \"m.key\"\n"),
+                                defaultBrokerConfig());
+    ASSERT_TRUE(tls) << tls.error().message;
+    EXPECT_TRUE(validateBrokerConfig(*tls).has_value());
+    EXPECT_EQ(tls->metrics.tlsCert, m_dir / "m.pem");   // relative to the file
+
+    auto open = loadBrokerConfig(write(pool + "[metrics]\nlisten = \"0.0.0.0:9464\"\n"), defaultBrokerConfig());
+    ASSERT_TRUE(open) << open.error().message;
+    auto refused = validateBrokerConfig(*open);
+    ASSERT_FALSE(refused);
+    EXPECT_NE(refused.error().message.find("broker.toml:4: [metrics] listen = \"0.0.0.0:9464\" is not a loopback address"),
+              std::string::npos) << refused.error().message;
+    EXPECT_NE(refused.error().message.find("set tls_cert and tls_key in [metrics]"), std::string::npos)
+        << refused.error().message;
+
+    auto halfTls = loadBrokerConfig(write(pool + "[metrics]\nlisten = \"127.0.0.1:9464\"\ntls_cert = \"m.pem\"\n"),
+                                    defaultBrokerConfig());
+    ASSERT_TRUE(halfTls);
+    EXPECT_FALSE(validateBrokerConfig(*halfTls));
+    auto unknown = loadBrokerConfig(write(pool + "[metrics]\nport = 9464\n"), defaultBrokerConfig());
+    ASSERT_FALSE(unknown);
+    EXPECT_NE(unknown.error().message.find("broker.toml:5: unknown key 'port' in [metrics]"), std::string::npos)
+        << unknown.error().message;
+}
+
 TEST(PoolFlag, ParsesNameAndEndpoint)
 {
     auto pool = parsePoolFlag("east=10.0.0.5:7701");

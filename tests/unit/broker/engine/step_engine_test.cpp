@@ -177,6 +177,39 @@ TEST_F(StepEngineTest, ExpiredLeaseLetsAnotherWorkerTakeTheStepAndTheLateResultL
     m_store->releaseLease(*fast);
 }
 
+// Fencing: a worker that paused past its lease (here: its command held while the lease ran out
+// and went to another worker, which has appended nothing yet) finds the log's tail unchanged, but
+// its append carries the old lease's token and is refused; the holder's step records the result.
+TEST_F(StepEngineTest, AStepWhoseLeaseWentToAnotherWorkerAppendsNothing)
+{
+    auto engine = makeEngine();
+    const std::string id = submit();
+    takeSteps(engine, 1);
+    ASSERT_EQ(decide(events(id)).kind, ActionKind::RunTool);
+
+    m_fakePool->holdExecs();
+    auto slow = m_store->acquireLease("slow", 50, 0);
+    ASSERT_TRUE(slow);
+    StepOutcome slowOutcome;
+    std::thread slowWorker([&] { slowOutcome = engine.runOneStep(*slow); });
+    m_fakePool->waitForExecs(1);
+    std::optional<store::Lease> holder;
+    for (int i = 0; i < 100 && !holder; ++i)
+        holder = m_store->acquireLease("holder", 10000, 20);
+    ASSERT_TRUE(holder) << "an expired lease did not make the session runnable again";
+    m_fakePool->letExecsGo();
+    slowWorker.join();
+
+    EXPECT_FALSE(slowOutcome.appended);
+    EXPECT_NE(slowOutcome.note.find("no longer held"), std::string::npos) << slowOutcome.note;
+    EXPECT_EQ(count(events(id), core::kind::ToolResult), 0);
+
+    const StepOutcome held = engine.runOneStep(*holder);
+    EXPECT_TRUE(held.appended) << held.note;
+    EXPECT_EQ(count(events(id), core::kind::ToolResult), 1);
+    m_store->releaseLease(*holder);
+}
+
 TEST_F(StepEngineTest, CancelBetweenReadAndAppendWins)
 {
     auto engine = makeEngine();

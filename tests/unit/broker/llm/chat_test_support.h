@@ -8,6 +8,7 @@
 
 #include <httplib.h>
 #include <netinet/tcp.h>
+#include <nlohmann/json.hpp>
 
 #include <chrono>
 #include <csignal>
@@ -16,6 +17,7 @@
 #include <filesystem>
 #include <functional>
 #include <map>
+#include <memory>
 #include <mutex>
 #include <string>
 #include <thread>
@@ -29,6 +31,119 @@ struct CannedResponse {
     std::string body;
     std::vector<std::pair<std::string, std::string>> headers;
 };
+
+// How the fakes stream an answer when the request asks for one (stream: true): the answer's
+// server-sent events, cut (the connection closed) before event cutAfter, a line that is not SSE
+// sent before event malformedAt, or held before event holdAfter until StreamGate::release().
+struct StreamPlan {
+    int cutAfter = -1;
+    int malformedAt = -1;
+    int holdAfter = -1;
+};
+
+// Holds streams (StreamPlan::holdAfter) until the test releases them; counts the held.
+class StreamGate {
+public:
+    void release()
+    {
+        std::lock_guard lock(m_mutex);
+        m_released = true;
+        m_changed.notify_all();
+    }
+    int held()
+    {
+        std::lock_guard lock(m_mutex);
+        return m_held;
+    }
+    // False when the test never released it (a generous limit).
+    bool hold()
+    {
+        std::unique_lock lock(m_mutex);
+        ++m_held;
+        return m_changed.wait_for(lock, std::chrono::seconds(30), [&] { return m_released; });
+    }
+
+private:
+    std::mutex m_mutex;
+    std::condition_variable m_changed;
+    bool m_released = false;
+    int m_held = 0;
+};
+
+// Sends `events` (each a whole SSE event, blank line included) as a chunked text/event-stream, as
+// the plan says.
+inline void streamEvents(httplib::Response &response, std::vector<std::string> events, StreamPlan plan,
+                         std::shared_ptr<StreamGate> gate)
+{
+    response.set_chunked_content_provider(
+        "text/event-stream", [events = std::move(events), plan, gate](size_t, httplib::DataSink &sink) {
+            for (size_t i = 0; i < events.size(); ++i) {
+                const int at = static_cast<int>(i);
+                if (at == plan.cutAfter)
+                    return false;   // the connection closes mid-stream
+                if (at == plan.holdAfter && !gate->hold())
+                    return false;
+                if (at == plan.malformedAt) {
+                    const std::string garbage = "<html>502 Bad Gateway</html>\n\n";
+                    sink.write(garbage.data(), garbage.size());
+                }
+                if (!sink.write(events[i].data(), events[i].size()))
+                    return false;
+            }
+            sink.done();
+            return true;
+        });
+}
+
+// Pieces of `text` of at most `size` bytes (the fakes' deltas).
+inline std::vector<std::string> piecesOf(const std::string &text, size_t size)
+{
+    std::vector<std::string> pieces;
+    for (size_t at = 0; at < text.size(); at += size)
+        pieces.push_back(text.substr(at, size));
+    return pieces;
+}
+
+// A chat.completion body as chat.completion.chunk events, then the usage chunk and [DONE].
+inline std::vector<std::string> chatCompletionEvents(const nlohmann::json &completion)
+{
+    using nlohmann::json;
+    std::vector<std::string> events;
+    auto chunk = [&](json choice, json usage = nullptr) {
+        json data{{"id", "chatcmpl-fake"}, {"object", "chat.completion.chunk"},
+                  {"model", completion.value("model", "fake-model")},
+                  {"choices", choice.is_null() ? json::array() : json::array({choice})}};
+        if (!usage.is_null())
+            data["usage"] = usage;
+        events.push_back("data: " + data.dump() + "\n\n");
+    };
+    const json &choice = completion["choices"][0];
+    const json &message = choice["message"];
+    chunk({{"index", 0}, {"delta", {{"role", "assistant"}}}, {"finish_reason", nullptr}});
+    if (message.contains("content") && message["content"].is_string()) {
+        for (const std::string &piece : piecesOf(message["content"].get<std::string>(), 5))
+            chunk({{"index", 0}, {"delta", {{"content", piece}}}, {"finish_reason", nullptr}});
+    }
+    if (message.contains("tool_calls") && message["tool_calls"].is_array()) {
+        for (size_t i = 0; i < message["tool_calls"].size(); ++i) {
+            const json &call = message["tool_calls"][i];
+            json first{{"index", i}, {"type", "function"}, {"function", {{"name", call["function"]["name"]}, {"arguments", ""}}}};
+            if (call.contains("id"))
+                first["id"] = call["id"];
+            chunk({{"index", 0}, {"delta", {{"tool_calls", json::array({first})}}}, {"finish_reason", nullptr}});
+            const json &arguments = call["function"]["arguments"];
+            for (const std::string &piece : piecesOf(arguments.is_string() ? arguments.get<std::string>() : arguments.dump(), 7))
+                chunk({{"index", 0},
+                       {"delta", {{"tool_calls", json::array({{{"index", i}, {"function", {{"arguments", piece}}}}})}}},
+                       {"finish_reason", nullptr}});
+        }
+    }
+    chunk({{"index", 0}, {"delta", json::object()}, {"finish_reason", choice.value("finish_reason", json(nullptr))}});
+    if (completion.contains("usage"))
+        chunk(nullptr, completion["usage"]);
+    events.push_back("data: [DONE]\n\n");
+    return events;
+}
 
 struct ReceivedRequest {
     std::string path;
@@ -89,6 +204,14 @@ public:
         std::lock_guard lock(m_mutex);
         m_responses = std::move(responses);
     }
+
+    // How the next streamed answers are streamed, in order (then plainly).
+    void streamPlans(std::vector<StreamPlan> plans)
+    {
+        std::lock_guard lock(m_mutex);
+        m_plans = std::move(plans);
+    }
+    StreamGate &streamGate() { return *m_gate; }
 
     std::vector<ReceivedRequest> requests()
     {
@@ -178,9 +301,27 @@ private:
         response.status = canned.status;
         for (const auto &[key, value] : canned.headers)
             response.set_header(key, value);
+        // Asked to stream: a completion goes as server-sent events (anything else, an error or a
+        // body that is not a completion, as it is).
+        const nlohmann::json asked = nlohmann::json::parse(request.body, nullptr, false);
+        const nlohmann::json completion = nlohmann::json::parse(canned.body, nullptr, false);
+        if (asked.is_object() && asked.value("stream", false) && canned.status == 200 && completion.is_object()
+            && completion.contains("choices") && completion["choices"].is_array() && !completion["choices"].empty()
+            && completion["choices"][0].is_object() && completion["choices"][0].contains("message")
+            && completion["choices"][0]["message"].is_object()) {
+            StreamPlan plan;
+            if (!m_plans.empty()) {
+                plan = m_plans.front();
+                m_plans.erase(m_plans.begin());
+            }
+            streamEvents(response, chatCompletionEvents(completion), plan, m_gate);
+            return;
+        }
         response.set_content(canned.body, "application/json");
     }
 
+    std::vector<StreamPlan> m_plans;   // guarded by m_mutex
+    std::shared_ptr<StreamGate> m_gate = std::make_shared<StreamGate>();
     httplib::Server m_server;
     std::thread m_thread;
     int m_port = 0;

@@ -171,8 +171,10 @@ TEST_F(OpenAiModelTest, ToolCallRoundTrip)
         EXPECT_EQ(t["function"]["parameters"]["type"], "object");
         toolNames.push_back(t["function"]["name"]);
     }
-    EXPECT_EQ(toolNames,
-              (std::vector<std::string>{"run_command", "write_file", "read_file", "finish", "propose_change"}));
+    // Every tool the engine carries out (tool_catalogue_test.cpp checks the schemas).
+    EXPECT_EQ(toolNames, (std::vector<std::string>{"run_command", "write_file", "read_file", "read_records",
+                                                   "request_environment", "finish", "propose_change"}));
+    EXPECT_EQ(turn->stopReason, "tool_calls");
 }
 
 TEST_F(OpenAiModelTest, RetriesA429HonouringRetryAfter)

@@ -5,13 +5,17 @@
 #include "broker/review/open_review.h"
 #include "broker/review/review_desk.h"
 #include "broker/store/sqlite_event_store.h"
+#include "tests/support/started_postgres.h"
 #include "tests/support/store_backend.h"
 
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
 
 #include <algorithm>
+#include <chrono>
 #include <filesystem>
+#include <iostream>
+#include <thread>
 #include <unistd.h>
 
 namespace paddock::review {
@@ -384,6 +388,102 @@ TEST_P(ReviewDeskTest, FetchIsRecordedInTheSessionLog)
     auto missing = m_desk->fetch("r-nope", "alice");
     ASSERT_FALSE(missing);
     EXPECT_EQ(missing.error().code, ErrorCode::NotFound);
+}
+
+// Two brokers on one PostgreSQL database, an approver on each, deciding the same items at the same
+// moment: exactly one decision of each item is made, and the other approver is told whose it is.
+class TwoBrokersReviewTest : public paddock::test::FreshPostgresTest {
+protected:
+    TwoBrokersReviewTest() : FreshPostgresTest("reviews") {}
+
+    struct Broker {
+        std::unique_ptr<store::EventStore> store;
+        std::unique_ptr<store::ReviewQueries> queries;
+        std::unique_ptr<ReviewDesk> desk;
+    };
+
+    Broker open()
+    {
+        Broker broker;
+        auto store = store::openPostgresEventStore(conninfo());
+        EXPECT_TRUE(store) << store.error().message;
+        if (!store)
+            return broker;
+        broker.store = std::move(*store);
+        auto queries = store::ReviewQueries::open(*broker.store);
+        EXPECT_TRUE(queries) << queries.error().message;
+        broker.queries = std::move(*queries);
+        broker.desk = std::make_unique<ReviewDesk>(*broker.store, *broker.queries, ReviewPolicy{});
+        return broker;
+    }
+};
+
+TEST_F(TwoBrokersReviewTest, TwoApproversOnTwoBrokersExactlyOneWinsAndTheOtherIsToldWho)
+{
+    Broker a = open();
+    Broker b = open();
+    ASSERT_TRUE(a.desk && b.desk);
+    constexpr int kItems = 20;
+    int aWon = 0, bWon = 0;
+    for (int i = 0; i < kItems; ++i) {
+        const std::string session = "s-" + std::to_string(i);
+        store::AppendRequest create;
+        create.sessionId = session;
+        create.expectedLastSeq = 0;
+        create.events.push_back({core::kind::SessionCreated, json{{"agent", "builder"}, {"submitted_by", "bob"},
+                                                                  {"model", "scripted"}, {"tier", "lite"}}.dump()});
+        ASSERT_TRUE(a.store->appendSync(std::move(create)));
+        ReviewRequest request;
+        request.kind = kind::BulkChange;
+        request.summary = "change things";
+        request.change = "--- a/x\n+++ b/x\n";
+        request.changeFormat = "diff";
+        request.requester = "bob";
+        request.agent = "builder";
+        request.toolCallId = "call-1";
+        request.targetCount = 3;
+        store::AppendRequest append;
+        append.sessionId = session;
+        append.events.push_back(openReview(request, ReviewPolicy{},
+                                           std::chrono::duration_cast<std::chrono::milliseconds>(
+                                               std::chrono::system_clock::now().time_since_epoch()).count()));
+        auto opened = b.store->appendSync(std::move(append));   // b's memory of the session moves on
+        ASSERT_TRUE(opened) << opened.error().message;
+        const std::string id = json::parse(opened->events.back().payload)["review_id"].get<std::string>();
+        auto row = a.queries->get(id);
+        ASSERT_TRUE(row) << row.error().message;
+
+        auto decide = [&](Broker &broker, const std::string &decider) {
+            DecideRequest decision;
+            decision.ids = {id};
+            decision.approve = true;
+            decision.decider = decider;
+            decision.reason = "looks right";
+            decision.changeHashes[id] = row->changeHash;
+            return broker.desk->decide(decision);
+        };
+        Result<std::vector<store::ReviewRow>> byAlice = fail(ErrorCode::Internal, "not run");
+        Result<std::vector<store::ReviewRow>> byDave = fail(ErrorCode::Internal, "not run");
+        std::thread alice([&] { byAlice = decide(a, "alice"); });
+        std::thread dave([&] { byDave = decide(b, "dave"); });
+        alice.join();
+        dave.join();
+        ASSERT_NE(byAlice.has_value(), byDave.has_value())
+            << "item " << id << ": alice " << (byAlice ? "won" : byAlice.error().message) << "; dave "
+            << (byDave ? "won" : byDave.error().message);
+        const auto &lost = byAlice ? byDave : byAlice;
+        const std::string winner = byAlice ? "alice" : "dave";
+        (byAlice ? aWon : bWon) += 1;
+        EXPECT_EQ(lost.error().code, ErrorCode::FailedPrecondition) << lost.error().message;
+        EXPECT_NE(lost.error().message.find("already approved by " + winner), std::string::npos) << lost.error().message;
+        auto log = a.store->readEvents(session, 1, 100);
+        ASSERT_TRUE(log);
+        EXPECT_EQ(std::count_if(log->begin(), log->end(),
+                                [](const core::Event &e) { return e.kind == core::kind::ApprovalDecided; }),
+                  1);
+    }
+    std::cout << "of " << kItems << " items decided at once on two brokers: alice (broker a) won " << aWon
+              << ", dave (broker b) won " << bWon << "\n";
 }
 
 } // namespace

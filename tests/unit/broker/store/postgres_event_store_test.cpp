@@ -101,7 +101,8 @@ TEST_F(PostgresEventStoreTest, UpgradesASchemaOfVersionTwo)
         ASSERT_TRUE((*store)->appendSync(createRequest("old")));
     }
     ASSERT_EQ(m_server->exec("DROP TABLE cost_entries, review_items, review_fetches, agent_records, agents, decisions, "
-                             "leases; DROP SEQUENCE lease_tokens, lease_order; UPDATE paddock_schema SET version = 2",
+                             "leases, submit_requests, brokers, otlp_export; DROP SEQUENCE lease_tokens, lease_order; "
+                             "UPDATE paddock_schema SET version = 2",
                              m_database),
               "");
     auto store = openPostgresEventStore(m_server->connectionString(m_database));

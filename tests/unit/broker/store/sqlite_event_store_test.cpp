@@ -373,7 +373,9 @@ TEST(SqliteEventStoreTest, UpgradesADatabaseOfSchemaVersionTwo)
     sqlite3 *db = nullptr;
     ASSERT_EQ(sqlite3_open(dir.db().c_str(), &db), SQLITE_OK);
     const char *downgrade = "DROP TABLE cost_entries; DROP TABLE review_items; DROP TABLE review_fetches; "
-                            "DROP TABLE agent_records; DROP TABLE agents; DROP TABLE decisions; PRAGMA user_version=2;";
+                            "DROP TABLE agent_records; DROP TABLE agents; DROP TABLE decisions; DROP TABLE submit_requests; "
+                            "DROP TABLE otlp_export; "
+                            "PRAGMA user_version=2;";
     ASSERT_EQ(sqlite3_exec(db, downgrade, nullptr, nullptr, nullptr), SQLITE_OK) << sqlite3_errmsg(db);
     sqlite3_close(db);
 
@@ -388,14 +390,15 @@ TEST(SqliteEventStoreTest, UpgradesADatabaseOfSchemaVersionTwo)
         return 0;
     }, &version, nullptr);
     sqlite3_exec(db, "SELECT count(*) FROM sqlite_master WHERE type = 'table' AND name IN ('audit', 'tokens', "
-                     "'cost_entries', 'review_items', 'review_fetches', 'agents', 'agent_records', 'decisions')",
+                     "'cost_entries', 'review_items', 'review_fetches', 'agents', 'agent_records', 'decisions', "
+                     "'submit_requests', 'otlp_export')",
                  [](void *out, int, char **values, char **) {
                      *static_cast<int *>(out) = std::atoi(values[0]);
                      return 0;
                  }, &tables, nullptr);
     sqlite3_close(db);
     EXPECT_EQ(version, sqliteSchemaVersion());
-    EXPECT_EQ(tables, 8) << "every table of versions 2 to " << sqliteSchemaVersion();
+    EXPECT_EQ(tables, 10) << "every table of versions 2 to " << sqliteSchemaVersion();
 }
 
 TEST(SqliteEventStoreTest, RefusesAFileThatIsNotADatabase)

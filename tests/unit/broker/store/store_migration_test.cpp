@@ -1,5 +1,5 @@
 // `paddockd migrate`'s copy (broker/store/store_migration.h): a SQLite store with sessions, events
-// with costs, reviews, decisions, agents and their records, tokens and audit, copied into a fresh
+// with costs, reviews, decisions, agents and their records, tokens, audit and submit request ids, copied into a fresh
 // PostgreSQL database of the test's own server (tests/support/started_postgres.h). Every event is
 // compared field by field (seq and time included), every table row by row, and the target is then
 // used as a broker would (appends go on at the right seq, new rows get new ids). Also: a target
@@ -11,6 +11,7 @@
 #include "broker/store/auth_tables.h"
 #include "broker/store/state_json.h"
 #include "broker/store/store_migration.h"
+#include "broker/store/submit_requests.h"
 
 #include <chrono>
 #include <climits>
@@ -112,6 +113,12 @@ protected:
         for (int i = 0; i < 3; ++i)
             writes.writes.push_back(auditInsert({0, 1700000000000 + i, "alice", "admin", "SubmitSession", first, "OK",
                                                  "detail " + std::to_string(i)}));
+        // The request id of a submit (submit_requests.h), so a retry after the move finds its session.
+        writes.writes.push_back(submitRequestInsert({"alice", idPrefix + "request", first, "fingerprint", 1700000000000}));
+        // The OTLP exporter's cursor of a session (otlp_export_schema.h), so a moved store does not export it again.
+        writes.writes.push_back({"INSERT INTO otlp_export(session_id, span_seq, metric_seq, owner, lease_until_ms, "
+                                 "updated_unix_ms) VALUES(?1, 3, 2, '', 0, 1700000000000)",
+                                 {first}});
         ASSERT_TRUE(store.appendSync(std::move(writes)));
     }
 
@@ -130,7 +137,8 @@ protected:
         static const std::map<std::string, std::string> kOrder = {
             {"sessions", "ord"}, {"events", "session_id, seq"}, {"cost_entries", "session_id, seq"},
             {"review_items", "ord"}, {"review_fetches", "review_id, principal"}, {"decisions", "ord"},
-            {"agents", "name"}, {"agent_records", "agent, key"}, {"tokens", "id"}, {"audit", "id"}};
+            {"agents", "name"}, {"agent_records", "agent, key"}, {"tokens", "id"}, {"audit", "id"},
+            {"submit_requests", "principal, request_id"}, {"otlp_export", "session_id"}};
         auto rows = store.query({"SELECT * FROM " + table + " ORDER BY " + kOrder.at(table), {}});
         EXPECT_TRUE(rows) << table << ": " << rows.error().message;
         return rows ? *rows : std::vector<SqlRow>{};
