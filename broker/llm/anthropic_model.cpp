@@ -375,20 +375,11 @@ Result<TurnCall> AnthropicModel::callFor(const ModelContext &context) const
     TurnCall call;
     HttpRequest &request = call.request;
     request.url = messagesUrl(m_config);
-    request.headers = {"Content-Type: application/json",
-                       m_config.stream ? "Accept: text/event-stream" : "Accept: application/json",
-                       "anthropic-version: " + m_config.anthropicVersion};
+    setModelRequestBasics(request, m_config, context.idempotencyKey);
+    request.headers.push_back("anthropic-version: " + m_config.anthropicVersion);
     if (!apiKey->empty())
         request.headers.push_back("x-api-key: " + *apiKey);
-    if (!context.idempotencyKey.empty())
-        request.headers.push_back("Idempotency-Key: " + context.idempotencyKey);
     request.body = jsonText(buildRequest(m_config, context));
-    request.timeoutMs = m_config.timeoutMs;
-    request.connectTimeoutMs = std::min(m_config.timeoutMs, kMaxModelConnectTimeoutMs);
-    request.maxResponseBytes = kMaxModelResponseBytes;
-    request.maxRetries = m_config.maxRetries;
-    request.initialBackoffMs = m_config.initialBackoffMs;
-    request.maxBackoffMs = m_config.maxBackoffMs;
     std::shared_ptr<TurnStream> stream;
     if (m_config.stream)
         request.stream = stream = std::make_shared<AnthropicStream>(context.onDelta);

@@ -15,6 +15,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include <algorithm>
 #include <filesystem>
 #include <functional>
 #include <optional>
@@ -26,6 +27,25 @@ namespace paddock::llm {
 inline constexpr size_t kMaxModelResponseBytes = 16 * 1024 * 1024;
 inline constexpr size_t kMaxToolResultChars = 32 * 1024;
 inline constexpr int64_t kMaxModelConnectTimeoutMs = 10000;
+
+// What both adapters set alike on a model call's request: JSON in, the answer asked for as a
+// stream or whole, the step's idempotency key, and the timeouts and retries of the model's section
+// (any config with timeoutMs, maxRetries, initialBackoffMs, maxBackoffMs and stream). The caller
+// adds its URL, credentials and body.
+template <typename Config>
+void setModelRequestBasics(HttpRequest &request, const Config &config, const std::string &idempotencyKey)
+{
+    request.headers = {"Content-Type: application/json",
+                       config.stream ? "Accept: text/event-stream" : "Accept: application/json"};
+    if (!idempotencyKey.empty())
+        request.headers.push_back("Idempotency-Key: " + idempotencyKey);
+    request.timeoutMs = config.timeoutMs;
+    request.connectTimeoutMs = std::min<int64_t>(config.timeoutMs, kMaxModelConnectTimeoutMs);
+    request.maxResponseBytes = kMaxModelResponseBytes;
+    request.maxRetries = config.maxRetries;
+    request.initialBackoffMs = config.initialBackoffMs;
+    request.maxBackoffMs = config.maxBackoffMs;
+}
 
 // A short, single-line quote of a body for error messages; never splits a UTF-8 sequence.
 std::string excerpt(std::string_view text);
