@@ -107,6 +107,37 @@ std::string outputHeading(const json &payload)
     return heading;
 }
 
+// A piece of a model's streamed answer: its attempt, and whether readers drop an earlier one's.
+std::string deltaHeading(const json &payload)
+{
+    if (!payload.is_object())
+        return "model text";
+    std::string heading = fmt::format("attempt {}", payload.value("attempt", int64_t{1}));
+    if (const int64_t replaced = payload.value("supersedes", int64_t{0}); replaced > 0)
+        heading += fmt::format(" (the stream was retried: attempt {}'s text above is void)", replaced);
+    return heading;
+}
+
+// Its text under it as lines (a delta may end inside a line; the next one goes on with it), then
+// each tool call's fragment of arguments.
+void appendDelta(std::string &out, const json &payload)
+{
+    if (!payload.is_object())
+        return;
+    appendOutput(out, "", rawString(payload, "text"));
+    const auto calls = payload.find("tool_calls");
+    if (calls == payload.end() || !calls->is_array())
+        return;
+    for (const json &call : *calls) {
+        if (!call.is_object())
+            continue;
+        std::string name(rawString(call, "name"));
+        const std::string label = fmt::format("tool call {}{} arguments", call.value("index", int64_t{0}),
+                                              name.empty() ? std::string() : " (" + trace::safeLine(name, 40) + ")");
+        appendOutput(out, label, rawString(call, "arguments"));
+    }
+}
+
 } // namespace
 
 std::string statusName(SessionStatus status)
@@ -360,10 +391,12 @@ std::string formatEvent(const v1::Event &event, bool utc, EventPrintState *state
     // A cost event's line names its amount; any other's cost goes in brackets after it.
     const bool isCost = event.kind() == "cost";
     const bool isOutput = event.kind() == "tool.output";
-    const json payload = isOutput ? json::parse(event.payload_json(), nullptr, false) : json();
-    // A chunk of output: its stream and any cut on the line, its text under it (not twice).
-    const std::string summary = !isOutput ? eventSummary(event.kind(), event.payload_json(), isCost ? event.cost_micros() : -1)
-                                          : outputHeading(payload);
+    const bool isDelta = event.kind() == "model.delta";
+    const json payload = isOutput || isDelta ? json::parse(event.payload_json(), nullptr, false) : json();
+    // A chunk of output or of a streamed answer: what it is on the line, its text under it (not twice).
+    const std::string summary = isOutput ? outputHeading(payload)
+        : isDelta                        ? deltaHeading(payload)
+                                         : eventSummary(event.kind(), event.payload_json(), isCost ? event.cost_micros() : -1);
     std::string out = fmt::format("{:>6}  {}  {:<16} {}", event.seq(), formatClock(event.time_unix_ms(), utc),
                                   trace::safeLine(event.kind(), 40), summary);
     if (event.cost_micros() != 0 && !isCost)
@@ -380,6 +413,8 @@ std::string formatEvent(const v1::Event &event, bool utc, EventPrintState *state
                 state->shownLive.insert(std::string(rawString(payload, "call_id")));
         }
     }
+    if (isDelta)
+        appendDelta(out, payload);
     if (event.kind() == "tool.result") {
         const json result = json::parse(event.payload_json(), nullptr, false);
         if (result.is_object()) {

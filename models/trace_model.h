@@ -27,6 +27,7 @@
 
 #include <QAbstractTableModel>
 #include <QHash>
+#include <QJsonObject>
 #include <QList>
 #include <QStringList>
 
@@ -179,6 +180,22 @@ private:
     // A row at an edge of the window whose folded events may have changed: forget them and say so.
     void refoldSeq(qint64 seq);
     QString foldedDetails(int row) const;
+    // A model's answer as its model.delta events stream it (trace_model_details.cpp).
+    struct StreamedAnswer {
+        struct Call {
+            int index = 0;
+            QString name;
+            QString arguments;   // JSON text so far
+        };
+        qint64 attempt = 0;
+        qint64 firstSeq = 0;
+        qint64 lastSeq = 0;
+        int deltas = 0;
+        QString text;
+        QList<Call> calls;
+        void add(qint64 seq, const QJsonObject &delta);
+        QString render() const;   // the text, then "→ name(arguments so far" for each call
+    };
 
     QString m_sessionId;
     std::deque<Row> m_rows;

@@ -12,6 +12,8 @@
 #include <QJsonDocument>
 #include <QJsonObject>
 
+#include <algorithm>
+
 namespace paddock::console {
 namespace {
 
@@ -123,6 +125,7 @@ QString TraceModel::foldedDetails(int row) const
     if (!m_foldBookkeeping)
         return {};
     QString text;
+    StreamedAnswer answer;
     for (const qint64 seq : foldOf(row).seqs) {
         const Row &folded = m_rows.at(static_cast<size_t>(seq - m_firstSeq));
         const QJsonDocument document = QJsonDocument::fromJson(folded.payload);
@@ -133,10 +136,57 @@ QString TraceModel::foldedDetails(int row) const
             text += chunk.value(u"text").toString();
             continue;
         }
+        if (m_kinds.at(folded.kind) == u"model.delta") {
+            answer.add(seq, document.object());
+            continue;
+        }
         text += tr("\n\n── folded into this row: %1 (seq %2) ──\n").arg(m_kinds.at(folded.kind)).arg(seq);
         text += document.isNull() ? QString::fromUtf8(folded.payload) : QString::fromUtf8(document.toJson(QJsonDocument::Indented));
     }
-    return text;
+    if (answer.deltas == 0)
+        return text;
+    // Once the model.response is there it holds the whole answer: the row says only how it came.
+    if (m_kinds.at(rowAt(row).kind) == u"model.response")
+        return text + tr("\n\n── streamed in %n model.delta event(s), seq %1 to %2 ──", nullptr, answer.deltas)
+                          .arg(answer.firstSeq).arg(answer.lastSeq);
+    return text + tr("\n\n── the model's answer so far (streaming, attempt %1, seq %2 to %3) ──\n")
+                      .arg(answer.attempt).arg(answer.firstSeq).arg(answer.lastSeq)
+         + answer.render();
+}
+
+void TraceModel::StreamedAnswer::add(qint64 seq, const QJsonObject &delta)
+{
+    const qint64 number = num(delta, "attempt", 1);
+    if (number != attempt) {   // a retried stream starts again (docs/events.md: keep the highest attempt)
+        attempt = number;
+        text.clear();
+        calls.clear();
+    }
+    firstSeq = deltas == 0 ? seq : firstSeq;
+    lastSeq = seq;
+    ++deltas;
+    text += str(delta, "text");
+    for (const QJsonValue &value : delta.value(u"tool_calls").toArray()) {
+        const QJsonObject call = value.toObject();
+        const int index = static_cast<int>(num(call, "index"));
+        auto found = std::find_if(calls.begin(), calls.end(), [&](const Call &c) { return c.index == index; });
+        if (found == calls.end())
+            found = calls.insert(calls.end(), Call{index, {}, {}});
+        if (call.contains(u"name"))
+            found->name = str(call, "name");
+        found->arguments += str(call, "arguments");
+    }
+}
+
+QString TraceModel::StreamedAnswer::render() const
+{
+    QString out = text;
+    for (const Call &call : calls) {
+        if (!out.isEmpty() && !out.endsWith(QLatin1Char('\n')))
+            out += QLatin1Char('\n');
+        out += QStringLiteral("→ %1(%2").arg(call.name, call.arguments);
+    }
+    return out;
 }
 
 } // namespace paddock::console

@@ -47,8 +47,11 @@ TraceModel::Fold TraceModel::computeFold(int at) const
     const std::optional<qint64> previousTime =
         before >= 0 && !folds(m_rows.at(static_cast<size_t>(before))) ? std::optional(m_rows.at(static_cast<size_t>(before)).timeMs)
                                                                     : std::nullopt;
+    const std::string hostKind = m_kinds.at(host.kind).toStdString();
     for (int i = before + 1; i < at; ++i) {
-        if (trace::foldSide(previousTime, m_rows.at(static_cast<size_t>(i)).timeMs, host.timeMs) == trace::FoldSide::Next)
+        const Row &row = m_rows.at(static_cast<size_t>(i));
+        if (trace::belongsToNextRow(m_kinds.at(row.kind).toStdString(), hostKind)
+            || trace::foldSide(previousTime, row.timeMs, host.timeMs) == trace::FoldSide::Next)
             members.push_back(i);
     }
     // Below: the run up to the next row; those not of that row's time are this row's.
@@ -58,8 +61,11 @@ TraceModel::Fold TraceModel::computeFold(int at) const
     const std::optional<qint64> nextTime =
         after < n && !folds(m_rows.at(static_cast<size_t>(after))) ? std::optional(m_rows.at(static_cast<size_t>(after)).timeMs)
                                                                   : std::nullopt;
+    const std::string nextKind = nextTime ? m_kinds.at(m_rows.at(static_cast<size_t>(after)).kind).toStdString() : std::string();
     for (int i = at + 1; i < after; ++i) {
-        if (trace::foldSide(host.timeMs, m_rows.at(static_cast<size_t>(i)).timeMs, nextTime) == trace::FoldSide::Previous)
+        const Row &row = m_rows.at(static_cast<size_t>(i));
+        if (!trace::belongsToNextRow(m_kinds.at(row.kind).toStdString(), nextKind)
+            && trace::foldSide(host.timeMs, row.timeMs, nextTime) == trace::FoldSide::Previous)
             members.push_back(i);
     }
 
@@ -72,9 +78,9 @@ TraceModel::Fold TraceModel::computeFold(int at) const
     for (size_t m = 0; m < members.size(); ++m) {
         const Row &row = m_rows.at(static_cast<size_t>(members[m]));
         kinds[m] = m_kinds.at(row.kind).toStdString();
-        // Only a checkpoint's figures and output's text go into the note; a cost's amount is the
-        // event's own.
-        if (kinds[m] == "checkpoint" || kinds[m] == "tool.output")
+        // Only a checkpoint's figures and the text of output and of a streamed answer go into the
+        // note; a cost's amount is the event's own.
+        if (kinds[m] == "checkpoint" || kinds[m] == "tool.output" || kinds[m] == "model.delta")
             payloads[m] = nlohmann::json::parse(row.payload.constData(), row.payload.constData() + row.payload.size(), nullptr, false);
         folded.push_back({kinds[m], payloads[m].is_object() ? &payloads[m] : nullptr, row.costMicros});
         fold.costMicros += row.costMicros;
@@ -104,6 +110,9 @@ qint64 TraceModel::hostSeq(qint64 seq) const
     const auto timeAt = [&](bool has, int i) {
         return has ? std::optional(m_rows.at(static_cast<size_t>(i)).timeMs) : std::nullopt;
     };
+    if (hasAfter && trace::belongsToNextRow(m_kinds.at(m_rows.at(static_cast<size_t>(at)).kind).toStdString(),
+                                            m_kinds.at(m_rows.at(static_cast<size_t>(after)).kind).toStdString()))
+        return m_firstSeq + after;
     const trace::FoldSide side = trace::foldSide(timeAt(hasBefore, before), m_rows.at(static_cast<size_t>(at)).timeMs,
                                                  timeAt(hasAfter, after));
     return m_firstSeq + (side == trace::FoldSide::Previous ? before : after);

@@ -10,6 +10,11 @@ bool foldsIntoStep(std::string_view kind)
     return kind == "cost" || kind == "checkpoint" || kind == "tool.output" || kind == "model.delta";
 }
 
+bool belongsToNextRow(std::string_view kind, std::string_view nextRowKind)
+{
+    return kind == "model.delta" && nextRowKind == "model.response";
+}
+
 FoldSide foldSide(std::optional<int64_t> previousRowTimeMs, int64_t timeMs, std::optional<int64_t> nextRowTimeMs)
 {
     if (!previousRowTimeMs)
@@ -42,7 +47,7 @@ std::vector<size_t> assignRows(std::span<const FoldEvent> events)
             continue;
         }
         // A streamed answer belongs to its model.response, the row after it once it is there.
-        if (events[i].kind == "model.delta" && after[i] != kNone && events[after[i]].kind == "model.response") {
+        if (after[i] != kNone && belongsToNextRow(events[i].kind, events[after[i]].kind)) {
             rows[i] = after[i];
             continue;
         }

@@ -29,9 +29,13 @@
 
 namespace paddock::trace {
 
-// cost, checkpoint and tool.output (a running command's output, into its call's row): what folds
-// into its step's row when the trace folds.
+// cost, checkpoint, tool.output (a running command's output, into its call's row) and model.delta
+// (a model's answer as it streams): what folds into its step's row when the trace folds.
 bool foldsIntoStep(std::string_view kind);
+
+// Whether an event that folds belongs to the next row whatever the times: a streamed answer's
+// model.delta events belong to their model.response once it is there.
+bool belongsToNextRow(std::string_view kind, std::string_view nextRowKind);
 
 enum class FoldSide { Previous, Next };
 

@@ -9,6 +9,7 @@
 #include <map>
 #include <memory>
 #include <optional>
+#include <utility>
 
 namespace paddock::engine {
 
@@ -61,32 +62,82 @@ struct OutputStream {
     bool finished = false;    // the command ended (or the limit was reached): nothing more to hold back
 };
 
-// A model call's answer not yet recorded (openModelCall): offsets count bytes of the attempt's
-// text, and of each tool call's arguments.
+// One piece of a model call's answer (its text, or one tool call's arguments) in one attempt:
+// fed through a streaming redactor, so a secret's value split across two deltas is still replaced.
+// Offsets count raw bytes of the attempt's piece, before redaction (as tool.output's do).
+struct AnswerPiece {
+    explicit AnswerPiece(const secrets::Redactor &redactor) : redact(redactor) {}
+
+    secrets::Redactor::Stream redact;
+    int64_t seen = 0;        // raw bytes fed
+    std::string ready;       // redacted, not yet in an event
+    int64_t readyFrom = 0;   // the raw offset of ready's first byte
+
+    // Returns whether something came out for the log.
+    bool add(std::string_view raw)
+    {
+        const int64_t outFrom = seen - static_cast<int64_t>(redact.pendingBytes());
+        seen += static_cast<int64_t>(raw.size());
+        return take(outFrom, redact.feed(raw));
+    }
+    bool finish()
+    {
+        const int64_t outFrom = seen - static_cast<int64_t>(redact.pendingBytes());
+        return take(outFrom, redact.finish());
+    }
+
+private:
+    bool take(int64_t outFrom, std::string out)
+    {
+        if (out.empty())
+            return false;
+        if (ready.empty())
+            readyFrom = outFrom;
+        ready += out;
+        return true;
+    }
+};
+
+// A model call's answer in one attempt, as it streams (openModelCall). A retried stream starts a
+// new one from nothing.
 struct ModelDeltas {
-    struct Tool {
-        std::string id;
-        std::string name;
-        std::string arguments;   // not yet in an event
-        int64_t from = 0;
-        bool pending = false;
+    struct ToolCall {
+        explicit ToolCall(const secrets::Redactor &redactor) : arguments(redactor) {}
+        AnswerPiece arguments;
+        std::string id;          // not yet in an event
+        std::string name;        // not yet in an event
+        bool due = true;         // something of it for the next event (the call's first fragment is)
     };
-    int attempt = 0;           // the attempt whose deltas come now
-    int recordedAttempt = 0;   // the attempt of the last event built (0: none)
-    std::string text;          // not yet in an event
-    int64_t textFrom = 0;
-    int64_t textSeen = 0;
-    std::map<int, Tool> tools;             // pending, by tool call
-    std::map<int, int64_t> argumentsSeen;  // bytes of each call's arguments this attempt
+
+    ModelDeltas(const secrets::Redactor &r, int attemptNumber, int recorded)
+        : redactor(r), attempt(attemptNumber), recordedAttempt(recorded), text(r)
+    {
+    }
+
+    const secrets::Redactor &redactor;
+    const int attempt;         // the attempt whose deltas these are
+    int recordedAttempt;       // the attempt of the last event built (0: none)
+    AnswerPiece text;
+    std::map<int, ToolCall> tools;   // this attempt's tool calls, by index
 
     size_t waiting() const
     {
-        size_t bytes = text.size();
+        size_t bytes = text.ready.size();
         for (const auto &[index, tool] : tools)
-            bytes += tool.arguments.size();
+            bytes += tool.arguments.ready.size();
         return bytes;
     }
-    bool any() const { return !text.empty() || !tools.empty(); }
+    bool any() const
+    {
+        return !text.ready.empty() || std::ranges::any_of(tools, [](const auto &entry) { return entry.second.due; });
+    }
+    // The answer is complete: what the redactors held back (a possible start of a value) goes too.
+    void finish()
+    {
+        text.finish();
+        for (auto &[index, tool] : tools)
+            tool.due = tool.arguments.finish() || tool.due;
+    }
 };
 
 class OutputRecorder::Command {
@@ -176,24 +227,29 @@ std::optional<core::NewEvent> nextDelta(const OutputRecorder::Command &command, 
     json payload{{"after_seq", command.start.lastSeq}, {"attempt", m.attempt}};
     if (m.recordedAttempt != 0 && m.recordedAttempt != m.attempt)
         payload["supersedes"] = m.recordedAttempt;   // a reader drops what that attempt sent
-    if (!m.text.empty()) {
-        payload["text_offset"] = m.textFrom;
-        payload["text"] = std::move(m.text);
-        m.text.clear();
+    if (!m.text.ready.empty()) {
+        payload["text_offset"] = m.text.readyFrom;
+        payload["text"] = std::move(m.text.ready);
+        m.text.ready.clear();
     }
-    if (!m.tools.empty()) {
-        json tools = json::array();
-        for (auto &[index, tool] : m.tools) {
-            json one{{"index", index}, {"offset", tool.from}, {"arguments", std::move(tool.arguments)}};
-            if (!tool.id.empty())
-                one["id"] = tool.id;
-            if (!tool.name.empty())
-                one["name"] = tool.name;
-            tools.push_back(std::move(one));
-        }
+    json tools = json::array();
+    for (auto &[index, tool] : m.tools) {
+        if (!tool.due)
+            continue;
+        AnswerPiece &arguments = tool.arguments;
+        const int64_t offset = arguments.ready.empty()
+            ? arguments.seen - static_cast<int64_t>(arguments.redact.pendingBytes()) : arguments.readyFrom;
+        json one{{"index", index}, {"offset", offset}, {"arguments", std::move(arguments.ready)}};
+        arguments.ready.clear();
+        if (!tool.id.empty())
+            one["id"] = std::exchange(tool.id, {});
+        if (!tool.name.empty())
+            one["name"] = std::exchange(tool.name, {});
+        tool.due = false;
+        tools.push_back(std::move(one));
+    }
+    if (!tools.empty())
         payload["tool_calls"] = std::move(tools);
-        m.tools.clear();
-    }
     m.recordedAttempt = m.attempt;
     return event(core::kind::ModelDelta, payload);
 }
@@ -272,7 +328,8 @@ void OutputRecorder::add(Command &command, int stream, std::string_view chunk)
 std::shared_ptr<OutputRecorder::Command> OutputRecorder::openModelCall(Start start)
 {
     auto command = std::make_shared<Command>(std::move(start));
-    command->model = std::make_unique<ModelDeltas>();
+    const secrets::Redactor &redactor = command->start.secrets ? command->start.secrets->redactor : noSecrets();
+    command->model = std::make_unique<ModelDeltas>(redactor, 0, 0);
     std::lock_guard lock(m_mutex);
     m_commands.push_back(command);
     return command;
@@ -285,32 +342,20 @@ void OutputRecorder::addDelta(Command &command, const llm::ModelDelta &delta)
         std::lock_guard lock(command.mutex);
         if (command.stopped || command.closed || !command.model)
             return;
+        if (delta.attempt != command.model->attempt)   // a retried stream starts from nothing
+            command.model = std::make_unique<ModelDeltas>(command.model->redactor, delta.attempt,
+                                                          command.model->recordedAttempt);
         ModelDeltas &m = *command.model;
-        if (delta.attempt != m.attempt) {   // a retried stream starts from nothing
-            m.attempt = delta.attempt;
-            m.text.clear();
-            m.textSeen = 0;
-            m.tools.clear();
-            m.argumentsSeen.clear();
-        }
-        if (!delta.text.empty()) {
-            if (m.text.empty())
-                m.textFrom = m.textSeen;
-            m.text += delta.text;
-            m.textSeen += static_cast<int64_t>(delta.text.size());
-        }
+        if (!delta.text.empty())
+            m.text.add(delta.text);
         if (delta.toolIndex >= 0) {
-            auto [it, fresh] = m.tools.try_emplace(delta.toolIndex);
-            ModelDeltas::Tool &tool = it->second;
-            int64_t &seen = m.argumentsSeen[delta.toolIndex];
-            if (fresh)
-                tool.from = seen;
+            ModelDeltas::ToolCall &tool = m.tools.try_emplace(delta.toolIndex, m.redactor).first->second;
             if (!delta.toolId.empty())
                 tool.id = delta.toolId;
             if (!delta.toolName.empty())
                 tool.name = delta.toolName;
-            tool.arguments += delta.arguments;
-            seen += static_cast<int64_t>(delta.arguments.size());
+            const bool out = tool.arguments.add(delta.arguments);
+            tool.due = tool.due || out || !delta.toolId.empty() || !delta.toolName.empty();
         }
         wake = !command.waitingSince || m.waiting() >= m_options.flushBytes;
         if (!command.waitingSince)
@@ -343,6 +388,8 @@ void OutputRecorder::close(const std::shared_ptr<Command> &command, std::functio
                 s.finished = true;
             }
         }
+        if (command->model)
+            command->model->finish();
     }
     wakeFlusher();
 }

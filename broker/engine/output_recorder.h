@@ -25,8 +25,9 @@
 // the same way, closed the same way before the step appends its model.response. A model call's
 // events say the seq the log was at when the call began (after_seq), the HTTP attempt they belong
 // to, and the offset of their text in that attempt's answer; the first event of a retried stream
-// names the attempt it supersedes. Neither redacted (the model.response is not) nor cut at
-// limitBytes (the model's max_tokens bounds it).
+// names the attempt it supersedes. The text and each tool call's arguments pass through a
+// streaming redactor as a command's output does (offsets count raw bytes); they are not cut at
+// limitBytes (the model's max_tokens bounds them).
 //
 // Threads: one flusher thread per recorder does every append and every read; add() and close()
 // may be called from any thread (gRPC's callback threads) and only take a mutex. close()'s `then`

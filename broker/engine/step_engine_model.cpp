@@ -91,7 +91,10 @@ StepOutcome StepEngine::callModel(const StepRun &run, const Action &action, llm:
 std::function<void(std::function<void(StepEngine::AskedTurn)>)>
 StepEngine::askModel(const Action &action, llm::ModelAdapter *adapter, llm::ModelContext context)
 {
-    OutputRecorder::Start start{action.state.id, {}, action.state.lastSeq, {}, nullptr, action.leaseToken};
+    // The answer is redacted as it streams, for every value the store holds (its model.response
+    // is too, in appendResult).
+    OutputRecorder::Start start{action.state.id, {}, action.state.lastSeq, {},
+                                m_options.secrets ? m_options.secrets->snapshot() : nullptr, action.leaseToken};
     return [this, adapter, context = std::move(context), start](std::function<void(AskedTurn)> done) {
         auto deltas = m_output.openModelCall(start);
         llm::ModelContext asked = context;

@@ -98,6 +98,11 @@ Redactor::Redactor(const std::vector<Secret> &secrets)
         }
         addPattern(hex(secret.value, false), index);
         addPattern(hex(secret.value, true), index);
+        // As it stands inside a JSON string (a model's tool-call arguments as they stream, a
+        // config file printed): a value with a quote, a backslash or a control character.
+        const std::string quoted = nlohmann::json(secret.value).dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
+        if (quoted.size() != secret.value.size() + 2)
+            addPattern(quoted.substr(1, quoted.size() - 2), index);
     }
     for (auto &[prefix, list] : m_byPrefix) {
         std::sort(list.begin(), list.end(), [&](uint32_t a, uint32_t b) {

@@ -4,7 +4,8 @@
 // What is matched, for each secret: its bytes as they are; its base64 encoding (standard and
 // URL-safe alphabets, at each of the three alignments the value can have inside a longer encoded
 // text, so `base64 < file` of a file that contains the secret is caught); and its hex encoding
-// (lower and upper case). Encoded forms are matched only when their fully determined part is at
+// (lower and upper case); and, for a value with a character JSON escapes (a quote, a backslash, a
+// control character), its form inside a JSON string. Encoded forms are matched only when their fully determined part is at
 // least kMinEncodedLength characters, so short values do not make ordinary text disappear.
 //
 // How: every pattern is at least 4 bytes long (shorter secrets are refused when they are set), so

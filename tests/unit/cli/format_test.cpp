@@ -217,6 +217,27 @@ TEST(Format, AnAgentsBytesNeverReachTheTerminalAsCommands)
     EXPECT_EQ(eventSummary("x", "\x1b[2J\xff"), "\\x1b[2J\xEF\xBF\xBD");
 }
 
+// `paddockctl events -f` on a streamed answer: each model.delta's text under its line, made safe
+// like output, a retry said on the line, and each tool call's fragment of arguments.
+TEST(Format, AStreamedAnswerIsPrintedAsItsTextUnderEachDelta)
+{
+    const std::string first = formatEvent(
+        event(8, "model.delta", {{"after_seq", 7}, {"attempt", 1}, {"text", "I will build\nthe \x1b[2Jproject"}, {"text_offset", 0}}),
+        true);
+    EXPECT_TRUE(std::regex_search(first, std::regex("  model\\.delta +attempt 1\n"))) << first;
+    EXPECT_NE(first.find("\n        I will build\n        the \\x1b[2Jproject\n"), std::string::npos) << first;
+    EXPECT_EQ(first.find('\x1b'), std::string::npos) << first;
+
+    const std::string retried = formatEvent(
+        event(9, "model.delta", {{"after_seq", 7}, {"attempt", 2}, {"supersedes", 1}, {"text", "Building."},
+                                 {"tool_calls", {{{"index", 0}, {"offset", 0}, {"id", "call_1"}, {"name", "run_command"},
+                                                  {"arguments", "{\"command\":\"ma"}}}}}),
+        true);
+    EXPECT_NE(retried.find("attempt 2 (the stream was retried: attempt 1's text above is void)\n"), std::string::npos) << retried;
+    EXPECT_NE(retried.find("        Building.\n        tool call 0 (run_command) arguments:\n        {\"command\":\"ma\n"),
+              std::string::npos) << retried;
+}
+
 TEST(Format, EventJsonEmbedsThePayloadAsAnObject)
 {
     const json j = eventToJson(event(6, "tool.result", {{"exit_code", 0}, {"stdout", "Hello\n"}}));

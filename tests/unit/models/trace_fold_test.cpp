@@ -181,5 +181,41 @@ TEST_F(TraceFoldTest, ARunningCommandsOutputGrowsInItsCallsRow)
     EXPECT_EQ(summary(2), "stdout: first line\\n");
 }
 
+// A model's answer as it streams: its text grows in the row before it (the last thing that
+// happened) and the details pane shows the answer so far, the latest attempt's only; once the
+// model.response arrives the deltas are that row's, whatever their times.
+TEST_F(TraceFoldTest, AStreamedAnswerGrowsInTheTraceThenFoldsIntoItsResponse)
+{
+    m_model.appendEvents({
+        at(1, 0, "session.created", R"({"goal":"build"})"),
+        at(2, 400, "model.delta", R"({"after_seq":1,"attempt":1,"text":"Cut short"})"),
+        at(3, 900, "model.delta", R"({"after_seq":1,"attempt":2,"supersedes":1,"text":"I will build\nthe ","text_offset":0})"),
+    });
+    ASSERT_EQ(m_model.rowCount(), 1);
+    EXPECT_EQ(summary(0), "build + model text 17 B: the ");
+    QSignalSpy changed(&m_model, &QAbstractItemModel::dataChanged);
+    m_model.appendEvents({at(4, 1000, "model.delta",
+                             R"({"after_seq":1,"attempt":2,"text":"project.","text_offset":17,)"
+                             R"("tool_calls":[{"index":0,"offset":0,"id":"call_1","name":"run_command","arguments":"{\"comm"}]})")});
+    EXPECT_FALSE(changed.isEmpty()) << "the views were not told the row grew";
+    EXPECT_EQ(summary(0), "build + model text 25 B: the project.");
+    QString details = m_model.detailsWithResult(0);
+    EXPECT_TRUE(details.contains(u"the model's answer so far (streaming, attempt 2, seq 2 to 4)")) << details.toStdString();
+    EXPECT_TRUE(details.contains(u"I will build\nthe project.\n→ run_command({\"comm")) << details.toStdString();
+    EXPECT_FALSE(details.contains(u"Cut short")) << "a superseded attempt's text is shown";
+
+    m_model.appendEvents({
+        at(5, 1500, "model.response", R"({"model":"gpt","text":"I will build\nthe project.","usage":{"input_tokens":9,"output_tokens":7},"latency_ms":1100})"),
+        at(6, 1500, "cost", R"({"kind":"model"})", 30),
+    });
+    ASSERT_EQ(m_model.rowCount(), 2);
+    EXPECT_EQ(summary(0), "build") << "the deltas left the row before once their response came";
+    EXPECT_EQ(seq(1), 5);
+    EXPECT_EQ(m_model.index(1, 0).data(TraceModel::FoldedSeqsRole).value<QList<qint64>>(), (QList<qint64>{2, 3, 4, 6}));
+    details = m_model.detailsWithResult(1);
+    EXPECT_TRUE(details.contains(u"streamed in 3 model.delta event(s), seq 2 to 4")) << details.toStdString();
+    EXPECT_EQ(m_model.rowOfSeq(3), 1);
+}
+
 } // namespace
 } // namespace paddock::console

@@ -4,6 +4,7 @@
 // adapter against the fake chat completions server, which holds or cuts its stream as told.
 
 #include "broker/llm/openai_model.h"
+#include "broker/secrets/secret_store.h"
 #include "tests/support/engine_fixture.h"
 #include "tests/support/fake_pool_client.h"
 #include "tests/unit/broker/llm/chat_test_support.h"
@@ -51,11 +52,37 @@ protected:
         EngineFixture::TearDown();
     }
 
-    StepEngine makeStreamingEngine()
+    StepEngine makeStreamingEngine(EngineOptions options = {})
     {
         return StepEngine(*m_store, m_pools, [this](const std::string &name) -> llm::ModelAdapter * {
             return name == "openai" ? m_model.get() : nullptr;
-        }, EngineOptions{});
+        }, std::move(options));
+    }
+
+    // Until the deltas a reader keeps hold `text` (up to 30 s).
+    bool waitForKeptText(const std::string &id, const std::string &text)
+    {
+        for (int round = 0; round < 3000; ++round) {
+            if (keptText(events(id)) == text)
+                return true;
+            std::this_thread::sleep_for(10ms);
+        }
+        return false;
+    }
+
+    // The arguments of tool call `index` the deltas a reader keeps hold, offsets checked dense.
+    static std::string keptArguments(const std::vector<core::Event> &log, int index)
+    {
+        std::string arguments;
+        for (const auto &p : payloadsOf(log, core::kind::ModelDelta)) {
+            for (const auto &call : p.value("tool_calls", json::array())) {
+                if (call["index"] != index)
+                    continue;
+                EXPECT_EQ(call["offset"].get<size_t>(), arguments.size()) << p.dump();
+                arguments += call["arguments"].get<std::string>();
+            }
+        }
+        return arguments;
     }
 
     // Until a model.delta is in the log (up to 30 s).
@@ -144,6 +171,52 @@ TEST_F(ModelStreamEngineTest, AStreamCutMidWayIsRetriedAndRecordedOnce)
     EXPECT_TRUE(superseded) << "the retry's first delta does not supersede the cut attempt's";
     EXPECT_EQ(keptText(log), kAnswer);
     EXPECT_EQ(m_server.requests().size(), 2u);
+}
+
+// A model may say a secret's value (echoed from somewhere the redactor missed, or guessed): it is
+// redacted as it streams, even split across two deltas with a flush in between, in the text and in
+// a tool call's arguments, and in the model.response.
+TEST_F(ModelStreamEngineTest, ASecretTheModelSaysIsRedactedAsItStreams)
+{
+    const std::string value = "tok-Zq81-model-Answer-5";
+    auto secrets = secrets::SecretStore::open(m_dir / "config" / "secrets.toml");
+    ASSERT_TRUE(secrets) << secrets.error().message;
+    ASSERT_TRUE((*secrets)->set("TOKEN", value));
+    const json arguments{{"summary", "used " + value}};
+    json completion{{"model", "gpt-test"},
+                    {"choices", json::array({{{"index", 0},
+                                              {"message", {{"role", "assistant"},
+                                                           {"content", "Here is " + value + " ok."},
+                                                           {"tool_calls", json::array({{{"id", "call_1"},
+                                                                                        {"type", "function"},
+                                                                                        {"function", {{"name", "finish"},
+                                                                                                      {"arguments", arguments.dump()}}}}})}}},
+                                              {"finish_reason", "tool_calls"}}})},
+                    {"usage", {{"prompt_tokens", 10}, {"completion_tokens", 12}}}};
+    m_server.respond({{200, completion.dump(), {}}});
+    // The fake streams the text 5 bytes a delta: "Here ", "is to", then it holds the stream. The
+    // recorder flushes "Here is " and keeps "to", which may begin the value.
+    m_server.streamPlans({llm::test::StreamPlan{.holdAfter = 3}});
+    const std::string id = submit("", {{"model", "openai"}});
+    EngineOptions options;
+    options.secrets = secrets->get();
+    auto engine = makeStreamingEngine(std::move(options));
+    m_steps = std::thread([&] { runUntilIdle(engine); });
+    ASSERT_TRUE(waitForKeptText(id, "Here is ")) << "kept: " << keptText(events(id));
+    m_server.streamGate().release();
+    m_steps.join();
+
+    const auto log = events(id);
+    EXPECT_EQ(keptText(log), "Here is [REDACTED:TOKEN] ok.");
+    EXPECT_EQ(keptArguments(log, 0), R"({"summary":"used [REDACTED:TOKEN]"})");
+    const json response = payloadsOf(log, core::kind::ModelResponse).at(0);
+    EXPECT_EQ(response["text"], "Here is [REDACTED:TOKEN] ok.");
+    EXPECT_EQ(response["tool_calls"][0]["arguments"]["summary"], "used [REDACTED:TOKEN]") << response.dump();
+    for (const auto &e : log) {
+        EXPECT_EQ(e.payload.find(value.substr(0, 9)), std::string::npos) << e.kind << " " << e.payload;
+        EXPECT_EQ(e.payload.find(value.substr(9)), std::string::npos) << e.kind << " " << e.payload;
+    }
+    EXPECT_EQ(session(id).status, core::SessionStatus::Succeeded);
 }
 
 TEST_F(ModelStreamEngineTest, MalformedSseIsNamedInTheSessionLog)

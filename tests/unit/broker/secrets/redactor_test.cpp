@@ -136,6 +136,28 @@ TEST(Redactor, JsonStringsAndKeysAtAnyDepth)
     EXPECT_TRUE(doc.contains("[REDACTED:Q]"));
 }
 
+// A model's tool-call arguments stream as JSON text, and a config file prints as one: a value
+// with a quote, a backslash or a newline stands there escaped, and is redacted in that form too.
+TEST(Redactor, AValueAsItStandsInsideAJsonString)
+{
+    const std::string value = "pa\"ss\\word\n42";
+    const Redactor redactor(std::vector<Secret>{{"DB", value}});
+    const std::string arguments = nlohmann::json{{"content", "password=" + value}}.dump();
+    ASSERT_EQ(arguments.find(value), std::string::npos) << "the value must stand escaped here";
+    const std::string redacted = redactor.redact(arguments);
+    EXPECT_EQ(redacted, R"({"content":"password=[REDACTED:DB]"})");
+    EXPECT_EQ(redactor.redact("password=" + value), "password=[REDACTED:DB]");   // as it is, still
+
+    // Split anywhere, as streamed arguments are.
+    for (size_t cut = 1; cut < arguments.size(); ++cut) {
+        Redactor::Stream stream(redactor);
+        std::string out = stream.feed(std::string_view(arguments).substr(0, cut));
+        out += stream.feed(std::string_view(arguments).substr(cut));
+        out += stream.finish();
+        EXPECT_EQ(out, redacted) << "cut at " << cut;
+    }
+}
+
 TEST(Redactor, StreamRedactsAValueSplitAtEveryBoundary)
 {
     const std::string secret = "split-across-chunks";
