@@ -4,6 +4,8 @@
 
 #include "pool/server/pool_service.h"
 
+#include "pool/metrics/pool_metrics.h"
+
 #include <vector>
 
 namespace paddock::pool {
@@ -17,9 +19,11 @@ grpc::ServerUnaryReactor *PoolService::TakeCheckpoint(grpc::CallbackServerContex
             return toGrpcStatus(r.error());
         resp->set_token(std::move(r->token));
         resp->set_base(std::move(r->base));
+        uint64_t sent = r->delta.size();
         resp->set_delta(std::move(r->delta));
         resp->set_unchanged(r->unchanged);
         for (auto &chunk : r->chunks) {
+            sent += chunk.data.size();
             auto *out = resp->add_chunks();
             out->set_hash(std::move(chunk.hash));
             out->set_data(std::move(chunk.data));
@@ -34,6 +38,7 @@ grpc::ServerUnaryReactor *PoolService::TakeCheckpoint(grpc::CallbackServerContex
         resp->set_bytes_hashed(r->bytesHashed);
         resp->set_scan_ms(r->scanMs);
         resp->set_skipped(r->skipped);
+        pool_metrics::countCheckpointSent(sent);
         return grpc::Status::OK;
     });
 }
@@ -47,11 +52,14 @@ grpc::ServerUnaryReactor *PoolService::ReadCheckpointChunks(grpc::CallbackServer
         auto r = m_pool.readCheckpointChunks(req->sandbox_id(), req->token(), hashes);
         if (!r)
             return toGrpcStatus(r.error());
+        uint64_t sent = 0;
         for (auto &chunk : *r) {
+            sent += chunk.data.size();
             auto *out = resp->add_chunks();
             out->set_hash(std::move(chunk.hash));
             out->set_data(std::move(chunk.data));
         }
+        pool_metrics::countCheckpointSent(sent);
         return grpc::Status::OK;
     });
 }
@@ -61,7 +69,10 @@ grpc::ServerUnaryReactor *PoolService::CommitCheckpoint(grpc::CallbackServerCont
 {
     return runUnary(ctx, [this, req]() -> grpc::Status {
         auto r = m_pool.commitCheckpoint(req->sandbox_id(), req->token(), req->manifest_id());
-        return r ? grpc::Status::OK : toGrpcStatus(r.error());
+        if (!r)
+            return toGrpcStatus(r.error());
+        pool_metrics::countCheckpointCommitted();
+        return grpc::Status::OK;
     });
 }
 
@@ -86,10 +97,16 @@ grpc::ServerUnaryReactor *PoolService::PutRestoreChunks(grpc::CallbackServerCont
         // Views into the request, which outlives the call.
         std::vector<CheckpointChunkView> chunks;
         chunks.reserve(static_cast<size_t>(req->chunks_size()));
-        for (const auto &chunk : req->chunks())
+        uint64_t received = 0;
+        for (const auto &chunk : req->chunks()) {
             chunks.push_back({chunk.hash(), chunk.data()});
+            received += chunk.data().size();
+        }
         auto r = m_pool.putRestoreChunks(req->sandbox_id(), req->token(), chunks);
-        return r ? grpc::Status::OK : toGrpcStatus(r.error());
+        if (!r)
+            return toGrpcStatus(r.error());
+        pool_metrics::countRestoreReceived(received);
+        return grpc::Status::OK;
     });
 }
 

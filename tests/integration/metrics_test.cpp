@@ -274,6 +274,12 @@ summary = "held and finished"
     EXPECT_EQ(valueOf(poolAfter, "paddock_pool_max_sandboxes{tier=\"lite\"}"), 32.0) << poolAfter;
     EXPECT_EQ(valueOf(poolAfter, "paddock_pool_warm_target_sandboxes{tier=\"lite\"}"), 2.0) << poolAfter;
     EXPECT_TRUE(valueOf(poolAfter, "paddock_pool_cold_fallbacks_total{tier=\"lite\"}").has_value()) << poolAfter;
+    // The session's checkpoints left the pool: what it sent covers what the broker stored (the
+    // broker adds manifests; an unchanged workspace sends nothing and stores nothing).
+    EXPECT_EQ(valueOf(poolAfter, "paddock_pool_checkpoints_total"), valueOf(brokerAfter, "paddock_checkpoints_total"))
+        << poolAfter;
+    EXPECT_GT(valueOf(poolAfter, "paddock_pool_checkpoint_sent_bytes_total").value_or(0), 0) << poolAfter;
+    EXPECT_EQ(valueOf(poolAfter, "paddock_pool_restore_received_bytes_total"), 0.0) << poolAfter;
 }
 
 TEST(MetricsDocs, PromtoolAcceptsTheDocumentedAlertRulesAndScrapeConfig)
