@@ -12,6 +12,7 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <climits>
 #include <map>
 #include <memory>
 #include <cctype>
@@ -44,6 +45,30 @@ bool hasVisibleText(const std::string &text)
     return std::ranges::any_of(text, [](unsigned char c) { return !std::isspace(c); });
 }
 
+// A field of a streamed event as the type it must have, else the fallback: a server's event is
+// read, never trusted (nlohmann's value() throws when the field has another type).
+std::string stringField(const json &object, const char *key, std::string fallback = {})
+{
+    const auto found = object.is_object() ? object.find(key) : object.end();
+    return found != object.end() && found->is_string() ? found->get<std::string>() : fallback;
+}
+
+json objectField(const json &object, const char *key)
+{
+    const auto found = object.is_object() ? object.find(key) : object.end();
+    return found != object.end() && found->is_object() ? *found : json::object();
+}
+
+// A content block's index: a non-negative int, else -1.
+int blockIndex(const json &object)
+{
+    const auto found = object.find("index");
+    if (found == object.end() || !found->is_number_integer())
+        return -1;
+    const auto index = found->get<int64_t>();
+    return index >= 0 && index <= INT32_MAX ? static_cast<int>(index) : -1;
+}
+
 json textBlock(std::string text)
 {
     return {{"type", "text"}, {"text", std::move(text)}};
@@ -72,8 +97,8 @@ std::string describeError(const std::string &body)
     if (doc.is_object()) {
         const auto error = doc.find("error");
         if (error != doc.end() && error->is_object()) {
-            const std::string type = error->value("type", std::string());
-            const std::string message = error->value("message", std::string());
+            const std::string type = stringField(*error, "type");
+            const std::string message = stringField(*error, "message");
             if (!type.empty() || !message.empty())
                 return excerpt(type.empty() ? message : message.empty() ? type : type + ": " + message);
         }
@@ -124,11 +149,11 @@ protected:
         const json data = json::parse(event.data, nullptr, false);
         if (data.is_discarded() || !data.is_object())
             return fmt::format("an event's data is not a JSON object: \"{}\"", excerpt(event.data));
-        const std::string type = data.value("type", event.event);
+        const std::string type = stringField(data, "type", event.event);
         if (type == "error") {
-            const json error = data.value("error", json::object());
-            return fmt::format("the stream carried an error: {}: {}", error.value("type", "error"),
-                               error.value("message", excerpt(event.data)));
+            const json error = objectField(data, "error");
+            return fmt::format("the stream carried an error: {}: {}", stringField(error, "type", "error"),
+                               stringField(error, "message", excerpt(event.data)));
         }
         if (type == "message_start") {
             if (!data.contains("message") || !data["message"].is_object())
@@ -136,31 +161,32 @@ protected:
             m_message = data["message"];
             return {};
         }
-        const int index = data.value("index", -1);
+        const int index = blockIndex(data);
         if (type == "content_block_start") {
-            json block = data.value("content_block", json::object());
-            if (index < 0 || !block.is_object())
+            const auto found = data.find("content_block");
+            if (index < 0 || found == data.end() || !found->is_object())
                 return fmt::format("content_block_start has no index or block: \"{}\"", excerpt(event.data));
-            if (block.value("type", "") == "tool_use") {
+            json block = *found;
+            if (stringField(block, "type") == "tool_use") {
                 const int ordinal = static_cast<int>(m_toolOrdinal.size());
                 m_toolOrdinal[index] = ordinal;
-                deliver({.toolIndex = ordinal, .toolId = block.value("id", ""), .toolName = block.value("name", "")});
+                deliver({.toolIndex = ordinal, .toolId = stringField(block, "id"), .toolName = stringField(block, "name")});
             }
             m_blocks[index] = std::move(block);
             return {};
         }
         if (type == "content_block_delta") {
             const auto block = m_blocks.find(index);
-            const json delta = data.value("delta", json::object());
-            if (block == m_blocks.end() || !delta.is_object())
+            const json delta = objectField(data, "delta");
+            if (block == m_blocks.end())
                 return fmt::format("content_block_delta for a block that did not start: \"{}\"", excerpt(event.data));
-            const std::string deltaType = delta.value("type", "");
+            const std::string deltaType = stringField(delta, "type");
             if (deltaType == "text_delta") {
-                const std::string text = delta.value("text", "");
-                block->second["text"] = block->second.value("text", "") + text;
+                const std::string text = stringField(delta, "text");
+                block->second["text"] = stringField(block->second, "text") + text;
                 deliver({.text = text});
             } else if (deltaType == "input_json_delta") {
-                const std::string part = delta.value("partial_json", "");
+                const std::string part = stringField(delta, "partial_json");
                 m_json[index] += part;
                 deliver({.toolIndex = m_toolOrdinal[index], .arguments = part});
             }
@@ -168,7 +194,7 @@ protected:
         }
         if (type == "content_block_stop") {
             const auto block = m_blocks.find(index);
-            if (block != m_blocks.end() && block->second.value("type", "") == "tool_use" && m_json.contains(index)) {
+            if (block != m_blocks.end() && stringField(block->second, "type") == "tool_use" && m_json.contains(index)) {
                 const std::string &text = m_json[index];
                 // Not JSON: kept as the text it is, which parseResponse names as not an object.
                 json input = text.empty() ? json::object() : json::parse(text, nullptr, false);
@@ -182,6 +208,8 @@ protected:
                     m_message[key] = value;
             }
             if (const auto usage = data.find("usage"); usage != data.end() && usage->is_object()) {
+                if (!m_message.contains("usage") || !m_message["usage"].is_object())
+                    m_message["usage"] = json::object();
                 for (const auto &[key, value] : usage->items())
                     m_message["usage"][key] = value;
             }
@@ -290,7 +318,7 @@ Result<ModelTurn> AnthropicModel::parseResponse(std::string_view body, const Ant
         return malformed(fmt::format("the body is not JSON: \"{}\"", excerpt(body)));
     if (!doc.is_object())
         return malformed(fmt::format("the body is not a JSON object: \"{}\"", excerpt(body)));
-    if (doc.value("type", std::string()) == "error")
+    if (stringField(doc, "type") == "error")
         return malformed(fmt::format("a success status with an error in the body: {}", describeError(std::string(body))));
     const auto content = doc.find("content");
     if (content == doc.end() || !content->is_array())
@@ -299,7 +327,7 @@ Result<ModelTurn> AnthropicModel::parseResponse(std::string_view body, const Ant
     ModelTurn turn;
     for (size_t i = 0; i < content->size(); ++i) {
         const json &block = (*content)[i];
-        const std::string type = block.is_object() ? block.value("type", std::string()) : std::string();
+        const std::string type = stringField(block, "type");
         if (type.empty())
             return malformed(fmt::format("content[{}] is not a block with a type: \"{}\"", i, excerpt(block.dump())));
         if (type == "text") {
@@ -367,6 +395,11 @@ Result<ModelTurn> AnthropicModel::parseResponse(std::string_view body, const Ant
     return turn;
 }
 
+std::shared_ptr<TurnStream> AnthropicModel::makeStream(DeltaSink sink)
+{
+    return std::make_shared<AnthropicStream>(std::move(sink));
+}
+
 Result<TurnCall> AnthropicModel::callFor(const ModelContext &context) const
 {
     const auto apiKey = readApiKey(m_name, configSection(m_name), ApiKeySource{m_config.apiKeyEnv, m_config.apiKeyFile});
@@ -382,7 +415,7 @@ Result<TurnCall> AnthropicModel::callFor(const ModelContext &context) const
     request.body = jsonText(buildRequest(m_config, context));
     std::shared_ptr<TurnStream> stream;
     if (m_config.stream)
-        request.stream = stream = std::make_shared<AnthropicStream>(context.onDelta);
+        request.stream = stream = makeStream(context.onDelta);
     call.interpret = [this, key = context.idempotencyKey, stream](HttpResult result) {
         return turnFrom(std::move(result), key, stream.get());
     };

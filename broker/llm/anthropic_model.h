@@ -22,6 +22,7 @@
 #include "broker/llm/model_http.h"
 
 #include <filesystem>
+#include <memory>
 #include <string>
 #include <string_view>
 
@@ -73,6 +74,9 @@ public:
     // a refusal or a conversation longer than the model's context window.
     static Result<ModelTurn> parseResponse(std::string_view body, const AnthropicConfig &config,
                                            const std::string &idempotencyKey);
+    // The decoder of a streamed answer (server-sent events in, deltas to sink, body() the answer as
+    // the unstreamed API sends it, for parseResponse): exposed for the fuzz target.
+    static std::shared_ptr<TurnStream> makeStream(DeltaSink sink);
     // {base_url}/v1/messages (a base_url that already ends in /v1 gets /messages).
     static std::string messagesUrl(const AnthropicConfig &config);
 

@@ -126,8 +126,15 @@ std::string TurnStream::data(std::string_view bytes)
     if (auto fed = m_parser.feed(bytes, m_events); !fed)
         return "malformed server-sent events: " + fed.error().message;
     for (const SseEvent &event : m_events) {
-        if (std::string wrong = onEvent(event); !wrong.empty())
-            return wrong;
+        // A decoder reads what it needs by type; anything it still could not read (nlohmann throws
+        // on a field of another type) breaks the stream with the reason, never the broker: this runs
+        // inside curl's write callback.
+        try {
+            if (std::string wrong = onEvent(event); !wrong.empty())
+                return wrong;
+        } catch (const std::exception &e) {
+            return "an event the adapter could not read (" + std::string(e.what()) + "): \"" + excerpt(event.data) + "\"";
+        }
     }
     return {};
 }

@@ -307,6 +307,10 @@ Result<ModelTurn> OpenAiModel::parseResponse(std::string_view body, const OpenAi
     return turn;
 }
 
+std::shared_ptr<TurnStream> OpenAiModel::makeStream(DeltaSink sink)
+{
+    return std::make_shared<OpenAiStream>(std::move(sink));
+}
 
 // Everything one turn's HTTP request needs, read afresh for each turn (the key may rotate).
 Result<TurnCall> OpenAiModel::callFor(const ModelContext &context) const
@@ -323,7 +327,7 @@ Result<TurnCall> OpenAiModel::callFor(const ModelContext &context) const
     request.body = jsonText(buildRequest(m_config, context));
     std::shared_ptr<TurnStream> stream;
     if (m_config.stream)
-        request.stream = stream = std::make_shared<OpenAiStream>(context.onDelta);
+        request.stream = stream = makeStream(context.onDelta);
     call.interpret = [this, key = context.idempotencyKey, stream](HttpResult result) {
         return turnFrom(std::move(result), key, stream.get());
     };

@@ -11,6 +11,7 @@
 #include "broker/llm/model_adapter.h"
 #include "broker/llm/model_http.h"
 
+#include <memory>
 #include <string>
 #include <string_view>
 
@@ -64,6 +65,9 @@ public:
     // Errors: InvalidArgument quoting what was wrong.
     static Result<ModelTurn> parseResponse(std::string_view body, const OpenAiConfig &config,
                                            const std::string &idempotencyKey);
+    // The decoder of a streamed answer (server-sent events in, deltas to sink, body() the answer as
+    // the unstreamed API sends it, for parseResponse): exposed for the fuzz target.
+    static std::shared_ptr<TurnStream> makeStream(DeltaSink sink);
 
 private:
     Result<TurnCall> callFor(const ModelContext &context) const;

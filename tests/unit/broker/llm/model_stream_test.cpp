@@ -240,5 +240,33 @@ TEST_F(ModelStreamTest, AStreamWithoutItsEndIsBroken)
     EXPECT_THAT(turn.error().message, HasSubstr("broken stream"));
 }
 
+// A server whose events have fields of the wrong type (found by fuzz_model_stream: nlohmann's
+// value() threw inside curl's write callback, which ended the broker): the stream is broken with
+// the reason, and the error bodies are read the same way.
+TEST(ModelStreamDecoders, AnEventWithAFieldOfTheWrongTypeBreaksTheStreamNotTheBroker)
+{
+    const std::string start = "event: message_start\ndata: {\"type\":\"message_start\",\"message\":{\"id\":\"m\",\"content\":[]}}\n\n";
+    for (const std::string &wrong : {
+             std::string(R"({"type":"content_block_start","index":"zero","content_block":{"type":"text","text":""}})"),
+             std::string(R"({"type":7})"),
+             std::string(R"({"type":"content_block_start","index":0,"content_block":{"type":"tool_use","id":5,"name":["x"]}})"),
+             std::string(R"({"type":"error","error":{"type":3,"message":{"a":1}}})")}) {
+        auto stream = AnthropicModel::makeStream(nullptr);
+        stream->begin(1);
+        std::string problem;
+        EXPECT_NO_THROW(problem = stream->data(start + "data: " + wrong + "\n\n")) << wrong;
+        if (wrong.find("index\":\"zero") != std::string::npos) {
+            EXPECT_THAT(problem, HasSubstr("content_block_start has no index or block")) << wrong;
+        }
+        if (wrong.find("\"error\"") != std::string::npos) {
+            EXPECT_THAT(problem, HasSubstr("the stream carried an error")) << wrong;
+        }
+    }
+    // A whole answer of the wrong shape is named, not thrown.
+    const auto turn = AnthropicModel::parseResponse(R"({"type":{"x":1},"content":[{"type":2}]})", AnthropicConfig{}, "k");
+    ASSERT_FALSE(turn);
+    EXPECT_THAT(turn.error().message, HasSubstr("content[0] is not a block with a type"));
+}
+
 } // namespace
 } // namespace paddock::llm
