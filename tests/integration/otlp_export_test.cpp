@@ -178,7 +178,23 @@ TEST_F(OtlpExport, TheReceiverGetsTheSessionModelAndToolSpansWithTheLogsValues)
     const auto expected = expectedSpans({id});
     ASSERT_EQ(expected.size(), 5u) << "root, two model calls, run_command and finish: " << events.dump(1);
     ASSERT_TRUE(receivedAll(expected)) << m_receiver.spanCounts().size() << " of " << expected.size();
-    ASSERT_TRUE(m_receiver.waitUntil(30s, [](FakeOtlpReceiver &r) { return r.takenPostsLocked("/v1/metrics") > 0; }));
+    // The token metrics go in posts of their own, one per export batch: wait until they count every
+    // model call's input tokens the log holds (the check below says which were missing).
+    int64_t logInput = 0;
+    for (const auto &e : events) {
+        if (e["kind"] == "model.response")
+            logInput += e["payload"]["usage"]["input_tokens"].get<int64_t>();
+    }
+    const auto metricInputTokens = [this] {
+        int64_t sum = 0;
+        for (const auto &point : m_receiver.metricPoints()) {
+            if (point["name"] == "gen_ai.client.token.usage" && attribute(point["point"], "gen_ai.token.type") == "input")
+                sum += static_cast<int64_t>(point["point"]["sum"].get<double>());
+        }
+        return sum;
+    };
+    for (int round = 0; round < 300 && metricInputTokens() < logInput; ++round)
+        std::this_thread::sleep_for(100ms);
     expectExactlyOnce(expected);
 
     std::map<std::string, json> spans;
@@ -266,12 +282,8 @@ TEST_F(OtlpExport, TheReceiverGetsTheSessionModelAndToolSpansWithTheLogsValues)
     EXPECT_DOUBLE_EQ(attribute(root, "paddock.cost_usd").get<double>(), costUntilEnd / 1e6);
 
     // The metrics count the same tokens; the resource names the broker; the credential came from its file.
-    int64_t metricInput = 0;
-    for (const auto &point : m_receiver.metricPoints()) {
-        if (point["name"] == "gen_ai.client.token.usage" && attribute(point["point"], "gen_ai.token.type") == "input")
-            metricInput += static_cast<int64_t>(point["point"]["sum"].get<double>());
-    }
-    EXPECT_EQ(metricInput, input);
+    EXPECT_EQ(input, logInput);
+    EXPECT_EQ(metricInputTokens(), input);
     bool named = false;
     for (const auto &a : m_receiver.lastResource())
         named = named || (a["key"] == "service.name" && a["value"]["stringValue"] == "paddockd");
