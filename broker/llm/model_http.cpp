@@ -154,8 +154,15 @@ void TurnStream::deliver(ModelDelta delta)
     m_sink(delta);
 }
 
-void submitTurn(HttpLoop &loop, const std::string &modelName, Result<TurnCall> call, ModelAdapter::TurnDone done)
+void submitTurn(HttpLoop &loop, const std::string &modelName, const std::function<Result<TurnCall>()> &build,
+                ModelAdapter::TurnDone done)
 {
+    Result<TurnCall> call;
+    try {
+        call = build();
+    } catch (const std::exception &e) {
+        call = fail(ErrorCode::Internal, fmt::format("model '{}': unexpected error: {}", modelName, e.what()));
+    }
     if (!call) {
         done(std::unexpected(std::move(call.error())));
         return;

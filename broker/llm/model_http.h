@@ -111,8 +111,10 @@ private:
 
 // Sends the call on loop; done gets what interpret made of its end, with attempts and latency (every
 // attempt and wait) filled in. A call that could not be built (an error instead of a TurnCall) ends
-// in done before submitTurn returns. An exception in interpret is an Internal error naming the model.
-void submitTurn(HttpLoop &loop, const std::string &modelName, Result<TurnCall> call, ModelAdapter::TurnDone done);
+// in done before submitTurn returns. An exception in build or in interpret (nlohmann throws on
+// invalid UTF-8 and type errors) is an Internal error naming the model.
+void submitTurn(HttpLoop &loop, const std::string &modelName, const std::function<Result<TurnCall>()> &build,
+                ModelAdapter::TurnDone done);
 
 // start(done), waited for on this thread. Internal when called on the loop thread (from a `done`),
 // where it would wait for itself.

@@ -360,13 +360,7 @@ Result<ModelTurn> OpenAiModel::turnFrom(HttpResult result, const std::string &id
 
 void OpenAiModel::nextAsync(ModelContext context, TurnDone done)
 {
-    Result<TurnCall> call;
-    try {
-        call = callFor(context);
-    } catch (const std::exception &e) {   // nlohmann throws on invalid UTF-8 and type errors
-        call = fail(ErrorCode::Internal, fmt::format("openai model '{}': unexpected error: {}", m_name, e.what()));
-    }
-    submitTurn(m_loop, m_name, std::move(call), std::move(done));
+    submitTurn(m_loop, m_name, [&] { return callFor(context); }, std::move(done));
 }
 
 Result<ModelTurn> OpenAiModel::next(const ModelContext &context)
