@@ -44,9 +44,9 @@ TraceModel::Fold TraceModel::computeFold(int at) const
     int before = at - 1;
     while (before >= 0 && at - before <= kMaxFoldRun && folds(m_rows.at(static_cast<size_t>(before))))
         --before;
-    const std::optional<qint64> previousTime =
-        before >= 0 && !folds(m_rows.at(static_cast<size_t>(before))) ? std::optional(m_rows.at(static_cast<size_t>(before)).timeMs)
-                                                                    : std::nullopt;
+    std::optional<int64_t> previousTime;
+    if (before >= 0 && !folds(m_rows.at(static_cast<size_t>(before))))
+        previousTime = m_rows.at(static_cast<size_t>(before)).timeMs;
     const std::string hostKind = m_kinds.at(host.kind).toStdString();
     for (int i = before + 1; i < at; ++i) {
         const Row &row = m_rows.at(static_cast<size_t>(i));
@@ -58,9 +58,9 @@ TraceModel::Fold TraceModel::computeFold(int at) const
     int after = at + 1;
     while (after < n && after - at <= kMaxFoldRun && folds(m_rows.at(static_cast<size_t>(after))))
         ++after;
-    const std::optional<qint64> nextTime =
-        after < n && !folds(m_rows.at(static_cast<size_t>(after))) ? std::optional(m_rows.at(static_cast<size_t>(after)).timeMs)
-                                                                  : std::nullopt;
+    std::optional<int64_t> nextTime;
+    if (after < n && !folds(m_rows.at(static_cast<size_t>(after))))
+        nextTime = m_rows.at(static_cast<size_t>(after)).timeMs;
     const std::string nextKind = nextTime ? m_kinds.at(m_rows.at(static_cast<size_t>(after)).kind).toStdString() : std::string();
     for (int i = at + 1; i < after; ++i) {
         const Row &row = m_rows.at(static_cast<size_t>(i));
