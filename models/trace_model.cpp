@@ -39,7 +39,7 @@ TraceModel::TraceModel(QObject *parent) : QAbstractTableModel(parent)
 {
     m_kinds.append(QString());
     m_kindCategories.append(EventCategory::Other);
-    m_kindFolds.append(false);
+    m_kindRoles.append(trace::FoldRole::Row);
     m_kindIds.insert(QString(), 0);
 }
 
@@ -66,7 +66,7 @@ quint16 TraceModel::internKind(const QString &kind)
     const auto id = static_cast<quint16>(m_kinds.size());
     m_kinds.append(kind);
     m_kindCategories.append(eventCategory(kind));
-    m_kindFolds.append(trace::foldsIntoStep(kind.toStdString()));
+    m_kindRoles.append(trace::foldRole(kind.toStdString()));
     m_kindIds.insert(kind, id);
     return id;
 }
@@ -141,9 +141,16 @@ void TraceModel::trimFront(int count)
     }
     if (rowsGone > 0)
         endRemoveRows();
-    // What folded into the new first row may have gone with the events before it.
-    if (!m_ownRows.empty())
-        refoldSeq(m_ownRows.front());
+    // What folded into the first rows may have gone with the events before them (a streamed answer
+    // folds into its call's end, a few rows down).
+    refoldFirstRows(m_ownRows.empty() ? 0 : m_ownRows.front());
+}
+
+void TraceModel::refoldFirstRows(qint64 fromSeq)
+{
+    auto it = std::lower_bound(m_ownRows.begin(), m_ownRows.end(), fromSeq);
+    for (size_t n = 0; it != m_ownRows.end() && n <= trace::kCallEndLookahead; ++it, ++n)
+        refoldSeq(*it);
 }
 
 std::vector<TraceModel::Row> TraceModel::toRows(const QList<EventRecord> &events, qsizetype begin, qsizetype end,
@@ -170,17 +177,23 @@ void TraceModel::pushBack(const QList<EventRecord> &events, qsizetype begin, qsi
         beginInsertRows({}, first, first + newRows - 1);
     if (m_rows.empty())
         m_firstSeq = events.at(begin).seq;
+    std::vector<int> callEnds;
     for (Row &row : rows) {
         const bool own = !folds(row);
+        if (roleOf(row) == trace::FoldRole::CallEnd)
+            callEnds.push_back(static_cast<int>(m_rows.size()));
         m_rows.push_back(std::move(row));
         if (own)
             m_ownRows.push_back(lastSeq());
     }
     if (newRows > 0)
         endInsertRows();
-    // The last row before may have gained (or, as their own row arrived, lost) what folds after it.
+    // The last row before may have gained (or, as their own row arrived, lost) what folds after it;
+    // a model call's end takes its streamed answer from the rows that showed it meanwhile.
     if (lastRowBefore > 0)
         refoldSeq(lastRowBefore);
+    for (const int at : callEnds)
+        refoldCallOf(at);
 }
 
 void TraceModel::pushFront(const QList<EventRecord> &events, qsizetype begin, qsizetype end)
@@ -200,7 +213,7 @@ void TraceModel::pushFront(const QList<EventRecord> &events, qsizetype begin, qs
     if (newRows > 0)
         endInsertRows();
     if (firstRowBefore > 0)
-        refoldSeq(firstRowBefore);
+        refoldFirstRows(firstRowBefore);
     m_historyPending = false;
     emit historyPrepended(newRows);
 }

@@ -24,6 +24,7 @@
 // but cost events) is shown by no row until one arrives.
 
 #include "models/console_types.h"
+#include "trace/fold.h"
 
 #include <QAbstractTableModel>
 #include <QHash>
@@ -117,7 +118,8 @@ public:
     static constexpr int kResultSearchRows = 256;
     int resultRowOf(int callRow) const;
     // What the details pane shows for a row: a tool call in one line with its arguments, then its
-    // result's details (or that there is none yet); any other row, its DetailsRole.
+    // result's details (or that there is none yet); any other row, its DetailsRole; then what
+    // folded into it. A model's answer still streaming into the row comes before all of that.
     QString detailsWithResult(int row) const;
 
 public slots:
@@ -156,7 +158,12 @@ private:
     Row toRow(const EventRecord &event);
     // The rows of events[begin, end); `shown`: how many of them are rows of their own now.
     std::vector<Row> toRows(const QList<EventRecord> &events, qsizetype begin, qsizetype end, int &shown);
-    bool folds(const Row &row) const { return m_kindFolds.at(row.kind); }
+    trace::FoldRole roleOf(const Row &row) const { return m_kindRoles.at(row.kind); }
+    trace::FoldRole roleAt(int eventIdx) const { return roleOf(m_rows.at(static_cast<size_t>(eventIdx))); }
+    bool folds(const Row &row) const
+    {
+        return roleOf(row) == trace::FoldRole::Folds || roleOf(row) == trace::FoldRole::Delta;
+    }
     // Index in m_rows of the event a row shows.
     int eventIndex(int row) const
     {
@@ -176,10 +183,22 @@ private:
     // Folding (trace_model_fold.cpp).
     const Fold &foldOf(int row) const;
     Fold computeFold(int eventIdx) const;
+    // A scan primed with what follows eventIdx (inclusive): the first model call end there, if
+    // any within trace::kCallEndLookahead other events (trace/fold.h).
+    trace::CallEndScan callEndScanFrom(int eventIdx) const;
+    // A model call end just arrived at eventIdx: refolds the rows its deltas were shown in.
+    void refoldCallOf(int eventIdx);
+    // The own rows from fromSeq on, as far as a streamed answer may fold down: refolded (history
+    // came or went before them).
+    void refoldFirstRows(qint64 fromSeq);
     qint64 hostSeq(qint64 seq) const;   // the own event whose row shows seq; 0 for none
     // A row at an edge of the window whose folded events may have changed: forget them and say so.
     void refoldSeq(qint64 seq);
-    QString foldedDetails(int row) const;
+    // The details of the events folded into a row; a model's answer still streaming into it goes
+    // to *streaming instead (empty when there is none).
+    QString foldedDetails(int row, QString *streaming) const;
+    // A row's own details (a tool call's with its result), then `folded`.
+    QString ownDetails(int row, const QString &folded) const;
     // A model's answer as its model.delta events stream it (trace_model_details.cpp).
     struct StreamedAnswer {
         struct Call {
@@ -188,6 +207,7 @@ private:
             QString arguments;   // JSON text so far
         };
         qint64 attempt = 0;
+        qint64 afterSeq = -1;   // the call's (model.delta after_seq)
         qint64 firstSeq = 0;
         qint64 lastSeq = 0;
         int deltas = 0;
@@ -202,7 +222,7 @@ private:
     qint64 m_firstSeq = 0;
     QStringList m_kinds;
     QList<EventCategory> m_kindCategories;   // eventCategory() of m_kinds[i], for data()
-    QList<bool> m_kindFolds;                 // trace::foldsIntoStep() of m_kinds[i]
+    QList<trace::FoldRole> m_kindRoles;      // trace::foldRole() of m_kinds[i]
     QHash<QString, quint16> m_kindIds;
     int m_maxRows = kDefaultMaxRows;
     int m_pageSize = kDefaultHistoryPageSize;

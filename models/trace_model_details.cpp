@@ -104,9 +104,20 @@ int TraceModel::resultRowOf(int callRow) const
 
 QString TraceModel::detailsWithResult(int row) const
 {
+    // A model's answer streaming into this row comes first: it is what grows, and what a person
+    // opened the row to watch.
+    QString streaming;
+    const QString folded = foldedDetails(row, &streaming);
+    if (!streaming.isEmpty())
+        streaming += tr("\n\n── this row: %1 (seq %2) ──\n").arg(m_kinds.at(rowAt(row).kind)).arg(seqOfRow(row));
+    return streaming + ownDetails(row, folded);
+}
+
+QString TraceModel::ownDetails(int row, const QString &folded) const
+{
     const QModelIndex index = this->index(row, 0);
     if (index.data(KindRole).toString() != u"tool.call")
-        return index.data(DetailsRole).toString() + foldedDetails(row);
+        return index.data(DetailsRole).toString() + folded;
     const QJsonObject payload = QJsonDocument::fromJson(index.data(PayloadRole).toByteArray()).object();
     const QString text = tr("%1 (call %2, seq %3)\narguments: %4")
                              .arg(index.data(SummaryRole).toString(), payload.value(u"call_id").toString(),
@@ -114,13 +125,13 @@ QString TraceModel::detailsWithResult(int row) const
                                   QString::fromUtf8(QJsonDocument(payload.value(u"arguments").toObject()).toJson(QJsonDocument::Compact)));
     const int resultRow = resultRowOf(row);
     if (resultRow < 0)
-        return text + tr("\n\n── no result yet ──") + foldedDetails(row);   // a running command's output so far
+        return text + tr("\n\n── no result yet ──") + folded;   // a running command's output so far
     const QModelIndex result = this->index(resultRow, 0);
     return text + QStringLiteral("\n\n── result (seq %1) ──\n").arg(result.data(SeqRole).toLongLong()) + result.data(DetailsRole).toString()
-         + foldedDetails(row);
+         + folded;
 }
 
-QString TraceModel::foldedDetails(int row) const
+QString TraceModel::foldedDetails(int row, QString *streaming) const
 {
     if (!m_foldBookkeeping)
         return {};
@@ -149,16 +160,21 @@ QString TraceModel::foldedDetails(int row) const
     if (m_kinds.at(rowAt(row).kind) == u"model.response")
         return text + tr("\n\n── streamed in %n model.delta event(s), seq %1 to %2 ──", nullptr, answer.deltas)
                           .arg(answer.firstSeq).arg(answer.lastSeq);
-    return text + tr("\n\n── the model's answer so far (streaming, attempt %1, seq %2 to %3) ──\n")
-                      .arg(answer.attempt).arg(answer.firstSeq).arg(answer.lastSeq)
-         + answer.render();
+    *streaming = tr("── the model's answer so far (streaming, attempt %1, seq %2 to %3) ──\n")
+                     .arg(answer.attempt).arg(answer.firstSeq).arg(answer.lastSeq)
+               + answer.render();
+    return text;
 }
 
 void TraceModel::StreamedAnswer::add(qint64 seq, const QJsonObject &delta)
 {
     const qint64 number = num(delta, "attempt", 1);
-    if (number != attempt) {   // a retried stream starts again (docs/events.md: keep the highest attempt)
+    const qint64 callStart = num(delta, "after_seq");
+    // A retried stream starts again (docs/events.md: keep the highest attempt), and so does a call
+    // the broker ran again after a crash cut the first one off (a later after_seq).
+    if (number != attempt || callStart != afterSeq) {
         attempt = number;
+        afterSeq = callStart;
         text.clear();
         calls.clear();
     }

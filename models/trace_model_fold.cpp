@@ -11,6 +11,7 @@
 #include <nlohmann/json.hpp>
 
 #include <algorithm>
+#include <iterator>
 #include <optional>
 
 namespace paddock::console {
@@ -34,40 +35,70 @@ const TraceModel::Fold &TraceModel::foldOf(int row) const
     return *m_folds.insert(seq, computeFold(eventIndex(row)));
 }
 
+trace::CallEndScan TraceModel::callEndScanFrom(int from) const
+{
+    trace::CallEndScan scan;
+    const int n = static_cast<int>(m_rows.size());
+    size_t others = 0;
+    for (int i = from; i < n && i - from <= kMaxFoldRun && others <= trace::kCallEndLookahead; ++i) {
+        const trace::FoldRole role = roleAt(i);
+        if (role == trace::FoldRole::CallEnd) {
+            scan.start(static_cast<size_t>(i), others);
+            return scan;
+        }
+        others += role == trace::FoldRole::Delta ? 0 : 1;
+    }
+    scan.start(std::nullopt, others);
+    return scan;
+}
+
 TraceModel::Fold TraceModel::computeFold(int at) const
 {
     const int n = static_cast<int>(m_rows.size());
     const Row &host = m_rows.at(static_cast<size_t>(at));
+    const auto isDelta = [this](int i) { return roleAt(i) == trace::FoldRole::Delta; };
     std::vector<int> members;
     // Above: the run of folding events between the row before and this one; those of this row's
-    // time (or with no row above) are this row's.
+    // time (or with no row above) are this row's, and so is a streamed answer whose call this row
+    // ends. Such an answer may lie behind a row or two the step appended first: the walk goes on
+    // past the run for as long as what it passes still ends here.
     int before = at - 1;
     while (before >= 0 && at - before <= kMaxFoldRun && folds(m_rows.at(static_cast<size_t>(before))))
         --before;
     std::optional<int64_t> previousTime;
     if (before >= 0 && !folds(m_rows.at(static_cast<size_t>(before))))
         previousTime = m_rows.at(static_cast<size_t>(before)).timeMs;
-    const std::string hostKind = m_kinds.at(host.kind).toStdString();
-    for (int i = before + 1; i < at; ++i) {
-        const Row &row = m_rows.at(static_cast<size_t>(i));
-        if (trace::belongsToNextRow(m_kinds.at(row.kind).toStdString(), hostKind)
-            || trace::foldSide(previousTime, row.timeMs, host.timeMs) == trace::FoldSide::Next)
+    trace::CallEndScan scan = callEndScanFrom(at);
+    for (int i = at - 1; i >= 0 && at - i <= kMaxFoldRun; --i) {
+        const std::optional<size_t> end = isDelta(i) ? scan.endAfter() : std::nullopt;
+        if (i > before) {
+            if (end ? *end == static_cast<size_t>(at)
+                    : trace::foldSide(previousTime, m_rows.at(static_cast<size_t>(i)).timeMs, host.timeMs)
+                          == trace::FoldSide::Next)
+                members.push_back(i);
+        } else if (end == static_cast<size_t>(at)) {
             members.push_back(i);
+        } else if (scan.endAfter() != static_cast<size_t>(at)) {
+            break;   // nothing further up ends here
+        }
+        scan.pass(static_cast<size_t>(i), roleAt(i));
     }
-    // Below: the run up to the next row; those not of that row's time are this row's.
+    // Below: the run up to the next row; those not of that row's time, and no answer whose call
+    // has ended, are this row's.
     int after = at + 1;
     while (after < n && after - at <= kMaxFoldRun && folds(m_rows.at(static_cast<size_t>(after))))
         ++after;
     std::optional<int64_t> nextTime;
     if (after < n && !folds(m_rows.at(static_cast<size_t>(after))))
         nextTime = m_rows.at(static_cast<size_t>(after)).timeMs;
-    const std::string nextKind = nextTime ? m_kinds.at(m_rows.at(static_cast<size_t>(after)).kind).toStdString() : std::string();
-    for (int i = at + 1; i < after; ++i) {
-        const Row &row = m_rows.at(static_cast<size_t>(i));
-        if (!trace::belongsToNextRow(m_kinds.at(row.kind).toStdString(), nextKind)
-            && trace::foldSide(host.timeMs, row.timeMs, nextTime) == trace::FoldSide::Previous)
+    scan = callEndScanFrom(after);
+    for (int i = after - 1; i > at; --i) {
+        const bool answerEnded = isDelta(i) && scan.endAfter().has_value();
+        if (!answerEnded && trace::foldSide(host.timeMs, m_rows.at(static_cast<size_t>(i)).timeMs, nextTime) == trace::FoldSide::Previous)
             members.push_back(i);
+        scan.pass(static_cast<size_t>(i), roleAt(i));
     }
+    std::sort(members.begin(), members.end());
 
     Fold fold;
     if (members.empty())
@@ -97,6 +128,10 @@ qint64 TraceModel::hostSeq(qint64 seq) const
     const int n = static_cast<int>(m_rows.size());
     if (!folds(m_rows.at(static_cast<size_t>(at))))
         return seq;
+    if (roleAt(at) == trace::FoldRole::Delta) {
+        if (const auto end = callEndScanFrom(at + 1).endAfter())
+            return m_firstSeq + static_cast<qint64>(*end);
+    }
     int before = at - 1;
     while (before >= 0 && at - before <= kMaxFoldRun && folds(m_rows.at(static_cast<size_t>(before))))
         --before;
@@ -107,15 +142,33 @@ qint64 TraceModel::hostSeq(qint64 seq) const
     const bool hasAfter = after < n && !folds(m_rows.at(static_cast<size_t>(after)));
     if (!hasBefore && !hasAfter)
         return 0;
-    const auto timeAt = [&](bool has, int i) {
-        return has ? std::optional(m_rows.at(static_cast<size_t>(i)).timeMs) : std::nullopt;
-    };
-    if (hasAfter && trace::belongsToNextRow(m_kinds.at(m_rows.at(static_cast<size_t>(at)).kind).toStdString(),
-                                            m_kinds.at(m_rows.at(static_cast<size_t>(after)).kind).toStdString()))
-        return m_firstSeq + after;
-    const trace::FoldSide side = trace::foldSide(timeAt(hasBefore, before), m_rows.at(static_cast<size_t>(at)).timeMs,
-                                                 timeAt(hasAfter, after));
+    std::optional<int64_t> previousTime;
+    std::optional<int64_t> nextTime;
+    if (hasBefore)
+        previousTime = m_rows.at(static_cast<size_t>(before)).timeMs;
+    if (hasAfter)
+        nextTime = m_rows.at(static_cast<size_t>(after)).timeMs;
+    const trace::FoldSide side = trace::foldSide(previousTime, m_rows.at(static_cast<size_t>(at)).timeMs, nextTime);
     return m_firstSeq + (side == trace::FoldSide::Previous ? before : after);
+}
+
+void TraceModel::refoldCallOf(int at)
+{
+    // The deltas that now end here were shown by time in the rows around them: every row from the
+    // one before the first of them down to here.
+    trace::CallEndScan scan;
+    scan.start(static_cast<size_t>(at), 0);
+    int first = at;
+    for (int i = at - 1; i >= 0 && at - i <= kMaxFoldRun && scan.endAfter() == static_cast<size_t>(at); --i) {
+        if (roleAt(i) == trace::FoldRole::Delta)
+            first = i;
+        scan.pass(static_cast<size_t>(i), roleAt(i));
+    }
+    if (first == at)
+        return;
+    const auto from = std::lower_bound(m_ownRows.begin(), m_ownRows.end(), m_firstSeq + first);
+    for (auto it = from == m_ownRows.begin() ? from : std::prev(from); it != m_ownRows.end() && *it < m_firstSeq + at; ++it)
+        refoldSeq(*it);
 }
 
 void TraceModel::refoldSeq(qint64 seq)

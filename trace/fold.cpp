@@ -5,14 +5,21 @@
 
 namespace paddock::trace {
 
-bool foldsIntoStep(std::string_view kind)
+FoldRole foldRole(std::string_view kind)
 {
-    return kind == "cost" || kind == "checkpoint" || kind == "tool.output" || kind == "model.delta";
+    if (kind == "cost" || kind == "checkpoint" || kind == "tool.output")
+        return FoldRole::Folds;
+    if (kind == "model.delta")
+        return FoldRole::Delta;
+    if (kind == "model.response" || kind == "model.error")
+        return FoldRole::CallEnd;
+    return FoldRole::Row;
 }
 
-bool belongsToNextRow(std::string_view kind, std::string_view nextRowKind)
+bool foldsIntoStep(std::string_view kind)
 {
-    return kind == "model.delta" && nextRowKind == "model.response";
+    const FoldRole role = foldRole(kind);
+    return role == FoldRole::Folds || role == FoldRole::Delta;
 }
 
 FoldSide foldSide(std::optional<int64_t> previousRowTimeMs, int64_t timeMs, std::optional<int64_t> nextRowTimeMs)
@@ -40,15 +47,23 @@ std::vector<size_t> assignRows(std::span<const FoldEvent> events)
         if (!foldsIntoStep(events[i].kind))
             next = i;
     }
+    // A streamed answer's call end, once it is there: one backward pass.
+    std::vector<size_t> callEnd(n, kNone);
+    CallEndScan scan;
+    for (size_t i = n; i-- > 0;) {
+        const FoldRole role = foldRole(events[i].kind);
+        if (role == FoldRole::Delta)
+            callEnd[i] = scan.endAfter().value_or(kNone);
+        scan.pass(i, role);
+    }
     std::vector<size_t> rows(n);
     for (size_t i = 0; i < n; ++i) {
-        if (!foldsIntoStep(events[i].kind) || (before[i] == kNone && after[i] == kNone)) {
-            rows[i] = i;
+        if (callEnd[i] != kNone) {
+            rows[i] = callEnd[i];
             continue;
         }
-        // A streamed answer belongs to its model.response, the row after it once it is there.
-        if (after[i] != kNone && belongsToNextRow(events[i].kind, events[after[i]].kind)) {
-            rows[i] = after[i];
+        if (!foldsIntoStep(events[i].kind) || (before[i] == kNone && after[i] == kNone)) {
+            rows[i] = i;
             continue;
         }
         const auto timeOf = [&](size_t at) { return at == kNone ? std::nullopt : std::optional(events[at].timeMs); };
@@ -69,6 +84,7 @@ std::string foldNote(std::span<const FoldedEvent> folded)
     std::string lastLine;
     // A streamed model answer: its text so far (the latest attempt's) and its last line.
     size_t answerPart = static_cast<size_t>(-1);
+    int64_t answerCall = -1;   // after_seq: a call re-run after a broker's crash starts again too
     int64_t answerAttempt = 0;
     std::string answer;
     for (const auto &event : folded) {
@@ -79,8 +95,10 @@ std::string foldNote(std::span<const FoldedEvent> folded)
             }
             if (!event.payload)
                 continue;
-            if (const int64_t attempt = text::num(*event.payload, "attempt", 1); attempt != answerAttempt) {
+            const int64_t call = text::num(*event.payload, "after_seq");
+            if (const int64_t attempt = text::num(*event.payload, "attempt", 1); attempt != answerAttempt || call != answerCall) {
                 answerAttempt = attempt;   // a retried stream starts again
+                answerCall = call;
                 answer.clear();
             }
             if (event.payload->contains("text") && (*event.payload)["text"].is_string())

@@ -13,6 +13,12 @@
 // its first row an event goes to the row after it, and after its last row (the live tail, whose
 // step's row may not have arrived yet) to the row before it.
 //
+// A model's streamed answer (model.delta) is the exception: it belongs to the end of its model call
+// (the model.response, or the model.error of a call that failed), which the broker appends with
+// the rest of its step after the last delta, sometimes behind a row or two (the first step's
+// state.changed and sandbox.claimed, claimed while the model answered). Until the end is there,
+// the answer folds by time like the rest: into the row above, which grows while it streams.
+//
 // Known limit: two appends in the same millisecond look like one; a bill at the head of the second
 // then folds into the last row of the first. It still shows, one row up.
 //
@@ -33,9 +39,45 @@ namespace paddock::trace {
 // (a model's answer as it streams): what folds into its step's row when the trace folds.
 bool foldsIntoStep(std::string_view kind);
 
-// Whether an event that folds belongs to the next row whatever the times: a streamed answer's
-// model.delta events belong to their model.response once it is there.
-bool belongsToNextRow(std::string_view kind, std::string_view nextRowKind);
+// How an event's kind takes part in folding.
+enum class FoldRole : uint8_t {
+    Row,       // a row of its own
+    Folds,     // cost, checkpoint, tool.output: into the row of its time
+    Delta,     // model.delta: into its model call's end once there, else as Folds
+    CallEnd,   // model.response, model.error: a row of its own that ends a model call
+};
+FoldRole foldRole(std::string_view kind);
+
+// Events other than deltas looked past, after a model.delta, for its call's end: what a step
+// appends before its response is a handful.
+inline constexpr size_t kCallEndLookahead = 16;
+
+// Finds each model.delta's call end walking the events backward, one step per event: before the
+// walk, start() with what follows the walked range (the first call end and the other events before
+// it, if the caller knows them); then, for each event from the last to the first, endAfter() is
+// the call end after it and pass() steps over it.
+class CallEndScan {
+public:
+    void start(std::optional<size_t> end, size_t others)
+    {
+        m_end = end;
+        m_others = others;
+    }
+    std::optional<size_t> endAfter() const { return m_others <= kCallEndLookahead ? m_end : std::nullopt; }
+    void pass(size_t index, FoldRole role)
+    {
+        if (role == FoldRole::CallEnd) {
+            m_end = index;
+            m_others = 0;
+        } else if (role != FoldRole::Delta) {
+            ++m_others;
+        }
+    }
+
+private:
+    std::optional<size_t> m_end;
+    size_t m_others = 0;
+};
 
 enum class FoldSide { Previous, Next };
 

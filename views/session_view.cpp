@@ -17,7 +17,9 @@
 #include <QKeyEvent>
 #include <QLabel>
 #include <QPlainTextEdit>
+#include <QScrollBar>
 #include <QSplitter>
+#include <QTimer>
 #include <QToolBar>
 #include <QToolButton>
 #include <QVBoxLayout>
@@ -139,6 +141,11 @@ void SessionView::createTraceSplitter()
     m_details->setFont(QFontDatabase::systemFont(QFontDatabase::FixedFont));
     m_details->setPlaceholderText(tr("Select a row and press Enter to see its output"));
     m_details->setVisible(false);
+    m_details->setProperty("row", -1);   // the trace row it shows
+    m_detailsRefresh = new QTimer(this);
+    m_detailsRefresh->setSingleShot(true);
+    m_detailsRefresh->setInterval(100);
+    connect(m_detailsRefresh, &QTimer::timeout, this, &SessionView::refreshDetails);
     m_traceSplitter->addWidget(m_timeline);
     m_traceSplitter->addWidget(m_trace);
     m_traceSplitter->addWidget(m_details);
@@ -184,6 +191,14 @@ void SessionView::setModels(TraceModel *trace, CostSeries *cost)
         selectSpanOfRow(current);
     });
     connect(trace, &QAbstractItemModel::modelReset, this, [this] { setDetailsExpanded(false); });
+    // What grows under the shown row (its folded output or streamed answer) changes its data; a
+    // call's result comes as a row of its own.
+    connect(trace, &QAbstractItemModel::dataChanged, this, [this](const QModelIndex &topLeft, const QModelIndex &bottomRight) {
+        const int shown = m_details->property("row").toInt();
+        if (shown >= topLeft.row() && shown <= bottomRight.row())
+            refreshDetailsSoon();
+    });
+    connect(trace, &QAbstractItemModel::rowsInserted, this, &SessionView::refreshDetailsSoon);
     m_everyEvent->setChecked(!trace->foldBookkeeping());
     connect(trace, &TraceModel::foldBookkeepingChanged, this, [this](bool fold) {
         const QSignalBlocker blocker(m_everyEvent);
@@ -353,6 +368,27 @@ void SessionView::showDetailsFor(const QModelIndex &index)
     }
     m_details->setProperty("row", index.row());
     m_details->setPlainText(detailsFor(index.row()));
+}
+
+void SessionView::refreshDetailsSoon()
+{
+    if (isDetailsExpanded() && m_details->property("row").toInt() >= 0 && !m_detailsRefresh->isActive())
+        m_detailsRefresh->start();
+}
+
+void SessionView::refreshDetails()
+{
+    const int row = m_details->property("row").toInt();
+    if (!isDetailsExpanded() || row < 0 || row >= m_traceModel->rowCount())
+        return;
+    const QString text = detailsFor(row);
+    if (text == m_details->toPlainText())
+        return;
+    QScrollBar *bar = m_details->verticalScrollBar();
+    const bool atEnd = bar->value() == bar->maximum();
+    const int value = bar->value();
+    m_details->setPlainText(text);
+    bar->setValue(atEnd ? bar->maximum() : value);
 }
 
 QString SessionView::detailsFor(int row) const

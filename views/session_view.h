@@ -8,6 +8,10 @@
 // opened it to the one that ended it, or the newest while it runs); the table's current row selects
 // the span it belongs to (SpanModel::spanAtSeq) and brings it into view.
 //
+// The details pane follows its row while it grows: a running command's output, a model's answer
+// as it streams, a call's result when it arrives (at most every 100 ms, kept scrolled to its end
+// when it was there).
+//
 // Threads: GUI thread only. The window feeds TraceModel and CostSeries from the client; this view
 // only reads them (the plot polls the series' dirty flag on its timer). The SpanModel is the
 // view's own: it follows the TraceModel given to setModels.
@@ -22,6 +26,7 @@ class QLayout;
 class QModelIndex;
 class QPlainTextEdit;
 class QSplitter;
+class QTimer;
 class QToolBar;
 class QToolButton;
 
@@ -83,6 +88,9 @@ private:
     QWidget *createSidePane();
     void refreshHeader();
     void showDetailsFor(const QModelIndex &index);
+    // The shown row changed or rows came: its details again, soon (m_detailsRefresh).
+    void refreshDetailsSoon();
+    void refreshDetails();
     QString detailsFor(int row) const;
     void toggleDetails(const QModelIndex &index);
     void showEveryEvent(bool every);
@@ -109,6 +117,7 @@ private:
     SpanTimeline *m_timeline = nullptr;
     TraceView *m_trace = nullptr;
     QPlainTextEdit *m_details = nullptr;
+    QTimer *m_detailsRefresh = nullptr;
     SandboxCard *m_card = nullptr;
     CostPlot *m_costPlot = nullptr;
     QLabel *m_costSplit = nullptr;

@@ -141,6 +141,7 @@ protected:
         m_json.clear();
         m_toolOrdinal.clear();
         m_stopped = false;
+        m_textStreamed = false;
     }
 
     std::string onEvent(const SseEvent &event) override
@@ -167,10 +168,17 @@ protected:
             if (index < 0 || found == data.end() || !found->is_object())
                 return fmt::format("content_block_start has no index or block: \"{}\"", excerpt(event.data));
             json block = *found;
-            if (stringField(block, "type") == "tool_use") {
+            const std::string blockType = stringField(block, "type");
+            if (blockType == "tool_use") {
                 const int ordinal = static_cast<int>(m_toolOrdinal.size());
                 m_toolOrdinal[index] = ordinal;
                 deliver({.toolIndex = ordinal, .toolId = stringField(block, "id"), .toolName = stringField(block, "name")});
+            } else if (blockType == "text") {
+                // parseResponse joins a turn's text blocks with a newline: the deltas say it too,
+                // so that what streamed reads as the model.response that ends it.
+                if (m_textStreamed)
+                    deliverText("\n");
+                deliverText(stringField(block, "text"));
             }
             m_blocks[index] = std::move(block);
             return {};
@@ -184,7 +192,7 @@ protected:
             if (deltaType == "text_delta") {
                 const std::string text = stringField(delta, "text");
                 block->second["text"] = stringField(block->second, "text") + text;
-                deliver({.text = text});
+                deliverText(text);
             } else if (deltaType == "input_json_delta") {
                 const std::string part = stringField(delta, "partial_json");
                 m_json[index] += part;
@@ -226,11 +234,20 @@ protected:
     }
 
 private:
+    void deliverText(const std::string &text)
+    {
+        if (text.empty())
+            return;
+        m_textStreamed = true;
+        deliver({.text = text});
+    }
+
     nlohmann::json m_message = nlohmann::json::object();
     std::map<int, nlohmann::json> m_blocks;   // by the stream's block index
     std::map<int, std::string> m_json;        // a tool_use block's input so far
     std::map<int, int> m_toolOrdinal;         // block index -> the tool call's place among the turn's
     bool m_stopped = false;
+    bool m_textStreamed = false;   // some text delta went out (the next text block starts with "\n")
 };
 
 } // namespace

@@ -3,19 +3,31 @@
 // the session. The command prints a line, sleeps 3 s and prints another; once the trace's call row
 // shows the first line, the broker's log must still hold no result for the command (checked
 // against the log, not a guess of wall-clock time).
+//
+// And a model's answer as it streams: an `openai` session against the fake chat-completions server
+// (SSE, held twice mid-answer), the details pane open on the answer and growing while the broker's
+// log still holds no model.response.
 
 #include "app/client/grpc_console_client.h"
 #include "app/main_window.h"
 #include "models/session_table_model.h"
 #include "models/trace_model.h"
+#include "views/session_view.h"
+#include "views/trace_view.h"
 #include "tests/integration/daemons_fixture.h"
 #include "tests/support/qt_wait.h"
+#include "tests/unit/broker/llm/chat_test_support.h"
 
 #include <QApplication>
+#include <QPixmap>
+
+#include <cstdlib>
+#include <filesystem>
 
 namespace paddock::test {
 namespace {
 
+using llm::test::FakeChatServer;
 using nlohmann::json;
 
 QApplication &application()
@@ -78,6 +90,126 @@ command = "echo first line; sleep 3; echo second line"
 
     ASSERT_TRUE(waitFor([&] { return callRow(*window.traceModel()).contains(u"second line"); }, 60'000))
         << callRow(*window.traceModel()).toStdString();
+    window.close();
+}
+
+// The answer the fake model streams, 5 bytes an event after the role's; it ends the session.
+constexpr std::string_view kAnswer =
+    "I read the README and the build files: the project builds with CMake and its tests pass.";
+
+class LiveModelAnswer : public LiveTrace {
+protected:
+    std::map<std::string, std::string> configFiles() const override
+    {
+        return {{"broker.toml", "[models.openai]\n"
+                                "base_url = \"" + m_chat.baseUrl() + "\"\n"
+                                "model = \"gpt-test\"\n"
+                                "api_key_env = \"\"\n"
+                                "max_retries = 0\n"}};
+    }
+
+    static bool logHas(const json &log, std::string_view kind)
+    {
+        return std::any_of(log.begin(), log.end(), [&](const json &e) { return e.value("kind", "") == kind; });
+    }
+
+    // The trace row whose details name the streamed answer with `marker`; -1 when none does.
+    static int rowWhoseDetailsSay(const console::TraceModel &trace, const QString &marker)
+    {
+        for (int row = 0; row < trace.rowCount(); ++row) {
+            if (trace.detailsWithResult(row).contains(marker))
+                return row;
+        }
+        return -1;
+    }
+
+    // Each row's kind and summary, for a failure's message.
+    static std::string rowsOf(const console::TraceModel &trace)
+    {
+        std::string rows;
+        for (int row = 0; row < trace.rowCount(); ++row) {
+            const QModelIndex index = trace.index(row, 0);
+            rows += index.data(console::TraceModel::KindRole).toString().toStdString() + ": "
+                  + index.data(console::TraceModel::SummaryRole).toString().toStdString() + "\n";
+        }
+        return rows;
+    }
+
+    FakeChatServer m_chat;   // before SetUp, so that configFiles() can name it
+};
+
+TEST_F(LiveModelAnswer, TheDetailsPaneGrowsWithTheAnswerBeforeTheModelResponse)
+{
+    const json finish{{"status", "succeeded"}, {"summary", "looked at the project"}};
+    const json completion{
+        {"id", "chatcmpl-live"},
+        {"model", "gpt-test"},
+        {"choices",
+         {{{"index", 0},
+           {"finish_reason", "tool_calls"},
+           {"message",
+            {{"role", "assistant"},
+             {"content", std::string(kAnswer)},
+             {"tool_calls",
+              {{{"id", "call_1"}, {"type", "function"}, {"function", {{"name", "finish"}, {"arguments", finish.dump()}}}}}}}}}}},
+        {"usage", {{"prompt_tokens", 400}, {"completion_tokens", 30}}}};
+    m_chat.respond({{200, completion.dump(), {}}});
+    // Held after 3 pieces of text (15 bytes), then after 11 (55 bytes).
+    m_chat.streamPlans({llm::test::StreamPlan{.holdAfter = 4, .holdAgainAfter = 12}});
+
+    const CliResult submitted = cli({"submit", "--goal", "Look at the project", "--model", "openai", "--output", "json"});
+    ASSERT_EQ(submitted.exitCode, 0) << submitted.err;
+    const QString id = QString::fromStdString(json::parse(submitted.out).value("id", ""));
+
+    console::GrpcConsoleClient client;
+    console::MainWindow window(&client, console::MainWindow::Options{.persistSettings = false});
+    window.resize(1280, 800);
+    window.show();
+    window.connectToBroker(QString::fromStdString(m_broker->address));
+    ASSERT_TRUE(waitFor([&] { return window.sessionModel()->rowOf(id) >= 0; }, 30'000)) << window.connectionText().toStdString();
+    window.openSession(id);
+
+    // The first hold: the row the answer folds into says so, and its details pane is opened on it.
+    const QString soFar = QStringLiteral("the model's answer so far");
+    const console::TraceModel &trace = *window.traceModel();
+    ASSERT_TRUE(waitFor([&] { return rowWhoseDetailsSay(trace, soFar) >= 0; }, 60'000))
+        << "no row showed the streaming answer; held: " << m_chat.streamGate().held();
+    console::SessionView *view = window.sessionView();
+    view->traceView()->setCurrentIndex(view->traceView()->indexOfRow(rowWhoseDetailsSay(trace, soFar)));
+    view->setDetailsExpanded(true);
+    const QString first = QString::fromUtf8(kAnswer.substr(0, 10));
+    ASSERT_TRUE(waitFor([&] { return view->detailsText().contains(first); }, 30'000)) << view->detailsText().toStdString();
+    EXPECT_FALSE(view->detailsText().contains(QString::fromUtf8(kAnswer.substr(0, 30))))
+        << "more of the answer than the server had sent: " << view->detailsText().toStdString();
+
+    // Let 40 more bytes go: the open pane grows with them, unselected and unasked, while the log
+    // still holds no model.response (the stream is held a second time).
+    m_chat.streamGate().release();
+    ASSERT_TRUE(m_chat.streamGate().waitUntilHeld(2));
+    const QString more = QString::fromUtf8(kAnswer.substr(0, 50));
+    ASSERT_TRUE(waitFor([&] { return view->detailsText().contains(more); }, 30'000))
+        << "the open details pane did not follow the answer: " << view->detailsText().toStdString();
+    EXPECT_TRUE(view->detailsText().contains(soFar)) << view->detailsText().toStdString();
+    EXPECT_FALSE(logHas(eventsOf(id.toStdString()), "model.response")) << "the answer had already ended";
+
+    // How it looks, for docs/screenshots (PADDOCK_SCREENSHOTS_OUT, as screenshot_test).
+    const std::filesystem::path shot = *m_dir / "session-streaming.png";
+    EXPECT_TRUE(window.grab().save(QString::fromStdString(shot.string())));
+    if (const char *out = std::getenv("PADDOCK_SCREENSHOTS_OUT"); out && *out) {
+        std::filesystem::create_directories(out);
+        std::filesystem::copy_file(shot, std::filesystem::path(out) / shot.filename(),
+                                   std::filesystem::copy_options::overwrite_existing);
+    }
+
+    // The rest: the deltas fold into the model.response's row, which says how the answer came.
+    m_chat.streamGate().release();
+    const QString streamedIn = QStringLiteral("streamed in");
+    ASSERT_TRUE(waitFor([&] { return rowWhoseDetailsSay(trace, streamedIn) >= 0; }, 60'000)) << rowsOf(trace) << eventsOf(id.toStdString()).dump(1).substr(0, 6000);
+    const int responseRow = rowWhoseDetailsSay(trace, streamedIn);
+    EXPECT_EQ(trace.index(responseRow, 0).data(console::TraceModel::KindRole).toString(), u"model.response");
+    EXPECT_TRUE(trace.detailsWithResult(responseRow).contains(QString::fromUtf8(kAnswer)))
+        << trace.detailsWithResult(responseRow).toStdString();
+    EXPECT_EQ(rowWhoseDetailsSay(trace, soFar), -1) << "a row still shows the answer as streaming";
     window.close();
 }
 

@@ -217,5 +217,48 @@ TEST_F(TraceFoldTest, AStreamedAnswerGrowsInTheTraceThenFoldsIntoItsResponse)
     EXPECT_EQ(m_model.rowOfSeq(3), 1);
 }
 
+// The first step's answer streams before the sandbox is claimed: its model.response comes behind
+// the state and the claim, appended with it, and the answer moves there from the row it grew in.
+// Its response may come in an append of its own after them.
+TEST_F(TraceFoldTest, AnAnswerFoldsIntoItsResponseBehindTheRowsItsStepAppendedFirst)
+{
+    for (const bool split : {false, true}) {
+        SCOPED_TRACE(split ? "the response in an append of its own" : "one append");
+        TraceModel model;
+        QAbstractItemModelTester tester(&model, QAbstractItemModelTester::FailureReportingMode::Fatal);
+        model.appendEvents({
+            at(1, 0, "session.created", R"({"goal":"build"})"),
+            at(2, 0, "env.decision", R"({"tier":"lite"})"),
+            at(3, 100, "model.delta", R"({"after_seq":2,"attempt":1,"text":"Looking at "})"),
+            at(4, 200, "model.delta", R"({"after_seq":2,"attempt":1,"text":"the project."})"),
+        });
+        ASSERT_EQ(model.rowCount(), 2);
+        EXPECT_TRUE(model.index(1, 0).data(TraceModel::FoldNoteRole).toString().contains(u"model text 23 B: Looking at the project."));
+        QSignalSpy changed(&model, &QAbstractItemModel::dataChanged);
+        const QList<EventRecord> step{
+            at(5, 300, "state.changed", R"({"status":"running"})"),
+            at(6, 300, "sandbox.claimed", R"({"pool":"local","sandbox_id":"sb-1","tier":"lite"})"),
+            at(7, 300, "model.response", R"({"model":"gpt","text":"Looking at the project.","latency_ms":250})"),
+            at(8, 300, "cost", R"({"kind":"model"})", 30),
+        };
+        if (split) {
+            model.appendEvents(step.mid(0, 2));
+            model.appendEvents(step.mid(2));
+        } else {
+            model.appendEvents(step);
+        }
+        ASSERT_EQ(model.rowCount(), 5);
+        EXPECT_TRUE(model.index(1, 0).data(TraceModel::FoldNoteRole).toString().isEmpty())
+            << "the answer stayed in the row it grew in: " << model.index(1, 0).data(TraceModel::FoldNoteRole).toString().toStdString();
+        EXPECT_FALSE(changed.isEmpty()) << "the views were not told the row it grew in changed";
+        EXPECT_EQ(model.index(4, 0).data(TraceModel::SeqRole).toLongLong(), 7);
+        EXPECT_EQ(model.index(4, 0).data(TraceModel::FoldedSeqsRole).value<QList<qint64>>(), (QList<qint64>{3, 4, 8}));
+        EXPECT_TRUE(model.detailsWithResult(4).contains(u"streamed in 2 model.delta event(s), seq 3 to 4"))
+            << model.detailsWithResult(4).toStdString();
+        EXPECT_EQ(model.rowOfSeq(3), 4);
+        EXPECT_EQ(model.rowOfSeq(5), 2);
+    }
+}
+
 } // namespace
 } // namespace paddock::console

@@ -93,11 +93,32 @@ TEST(Fold, AStreamedAnswerFoldsIntoItsModelCallsRow)
                                           {"model.response", 400}, {"cost", 400}};
     EXPECT_EQ(assignRows(answered), (std::vector<size_t>{0, 3, 3, 3, 3}));
 
+    // The first step's response comes behind the state and the sandbox claimed while the model
+    // answered; a failed call's answer folds into its model.error.
+    const std::vector<FoldEvent> firstStep{{"env.decision", 100}, {"model.delta", 200}, {"model.delta", 300},
+                                           {"state.changed", 400}, {"sandbox.claimed", 400}, {"model.response", 400},
+                                           {"cost", 400}};
+    EXPECT_EQ(assignRows(firstStep), (std::vector<size_t>{0, 5, 5, 3, 4, 5, 5}));
+    const std::vector<FoldEvent> failed{{"tool.result", 100}, {"model.delta", 200}, {"model.error", 300}};
+    EXPECT_EQ(assignRows(failed), (std::vector<size_t>{0, 2, 2}));
+    // An end further than kCallEndLookahead other events away is another call's: the answer stays.
+    std::vector<FoldEvent> far{{"tool.result", 100}, {"model.delta", 200}};
+    for (size_t i = 0; i <= kCallEndLookahead; ++i)
+        far.push_back({"tool.call", 300});
+    far.push_back({"model.response", 400});
+    EXPECT_EQ(assignRows(far)[1], 0u);
+    far.erase(far.begin() + 2);   // one fewer: now within reach
+    EXPECT_EQ(assignRows(far)[1], far.size() - 1);
+
     const json cut = json::parse(R"({"attempt":1,"text":"Hello wor"})");
     const json first = json::parse(R"({"attempt":2,"supersedes":1,"text":"Hello\nwor"})");
     const json second = json::parse(R"({"attempt":2,"text":"ld"})");
     const std::vector<FoldedEvent> folded{{"model.delta", &cut}, {"model.delta", &first}, {"model.delta", &second}};
     EXPECT_EQ(foldNote(folded), "+ model text 11 B: world");
+    // A call the broker ran again after a crash (a later after_seq) starts the text again.
+    const json orphan = json::parse(R"({"after_seq":4,"attempt":1,"text":"Half an ans"})");
+    const json rerun = json::parse(R"({"after_seq":6,"attempt":1,"text":"Whole"})");
+    EXPECT_EQ(foldNote(std::vector<FoldedEvent>{{"model.delta", &orphan}, {"model.delta", &rerun}}), "+ model text 5 B: Whole");
 }
 
 } // namespace

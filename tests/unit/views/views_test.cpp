@@ -23,6 +23,7 @@
 #include <QComboBox>
 #include <QLabel>
 #include <QLineEdit>
+#include <QPlainTextEdit>
 #include <QScrollBar>
 #include <QSignalSpy>
 #include <QTableView>
@@ -211,6 +212,54 @@ TEST_F(SessionViewTest, EveryEventShowsTheFoldedRowsAndKeepsTheSelection)
     // The model's own toggle shows in the box.
     trace.setFoldBookkeeping(false);
     EXPECT_TRUE(every->isChecked());
+}
+
+// The open details pane follows its row: a running command's output as it folds into the call's
+// row, then the result; scrolled to its end it stays there, scrolled up it stays put.
+TEST_F(SessionViewTest, TheOpenDetailsPaneFollowsARunningCommandsOutput)
+{
+    auto output = [](qint64 seq, qint64 offset, const QString &text) {
+        return event(seq, QStringLiteral("tool.output"),
+                     {{QStringLiteral("call_id"), QStringLiteral("c2")}, {QStringLiteral("stream"), QStringLiteral("stdout")},
+                      {QStringLiteral("offset"), offset}, {QStringLiteral("bytes"), qint64(text.size())}, {QStringLiteral("text"), text}});
+    };
+    QString lines;
+    for (int i = 0; i < 200; ++i)
+        lines += QStringLiteral("line %1\n").arg(i);
+    trace.appendEvents({event(8, QStringLiteral("tool.call"),
+                              {{QStringLiteral("call_id"), QStringLiteral("c2")}, {QStringLiteral("name"), QStringLiteral("run_command")},
+                               {QStringLiteral("arguments"), QJsonObject{{QStringLiteral("command"), QStringLiteral("make")}}}}),
+                        output(9, 0, lines)});
+    const int callRow = trace.rowOfSeq(8);
+    ASSERT_EQ(trace.rowOfSeq(9), callRow);
+    view.traceView()->setCurrentIndex(view.traceView()->indexOfRow(callRow));
+    view.setDetailsExpanded(true);
+    ASSERT_TRUE(view.detailsText().contains(u"line 199")) << view.detailsText().toStdString();
+    auto *details = view.findChild<QPlainTextEdit *>(QStringLiteral("traceDetails"));
+    ASSERT_NE(details, nullptr);
+    QScrollBar *bar = details->verticalScrollBar();
+    ASSERT_GT(bar->maximum(), 0);
+
+    // Scrolled to its end: more output comes, the pane shows it and stays at the end.
+    bar->setValue(bar->maximum());
+    trace.appendEvents({output(10, lines.size(), QStringLiteral("second part\n"))});
+    ASSERT_TRUE(QTest::qWaitFor([&] { return view.detailsText().contains(u"second part"); }, 5000))
+        << view.detailsText().toStdString();
+    EXPECT_EQ(bar->value(), bar->maximum());
+
+    // Scrolled up: the result comes (a row of its own), the pane shows the call with it and stays put.
+    bar->setValue(3);
+    const QString before = view.detailsText();
+    trace.appendEvents({event(11, QStringLiteral("tool.result"),
+                              {{QStringLiteral("call_id"), QStringLiteral("c2")}, {QStringLiteral("name"), QStringLiteral("run_command")},
+                               {QStringLiteral("command"), QStringLiteral("make")}, {QStringLiteral("exit_code"), 2},
+                               {QStringLiteral("stdout"), lines + QStringLiteral("second part\n")},
+                               {QStringLiteral("stderr"), QStringLiteral("make: *** [all] Error 2\n")},
+                               {QStringLiteral("duration_ms"), 1200}})});
+    ASSERT_TRUE(QTest::qWaitFor([&] { return view.detailsText() != before; }, 5000));
+    EXPECT_EQ(view.detailsText(), trace.detailsWithResult(callRow));
+    EXPECT_TRUE(view.detailsText().contains(u"Error 2")) << view.detailsText().toStdString();
+    EXPECT_EQ(bar->value(), 3);
 }
 
 TEST_F(SessionViewTest, SandboxCardShowsTheClaim)

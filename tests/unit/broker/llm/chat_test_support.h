@@ -34,20 +34,23 @@ struct CannedResponse {
 
 // How the fakes stream an answer when the request asks for one (stream: true): the answer's
 // server-sent events, cut (the connection closed) before event cutAfter, a line that is not SSE
-// sent before event malformedAt, or held before event holdAfter until StreamGate::release().
+// sent before event malformedAt, or held before event holdAfter (and again before holdAgainAfter)
+// until StreamGate::release().
 struct StreamPlan {
     int cutAfter = -1;
     int malformedAt = -1;
     int holdAfter = -1;
+    int holdAgainAfter = -1;
 };
 
-// Holds streams (StreamPlan::holdAfter) until the test releases them; counts the held.
+// Holds streams (StreamPlan::holdAfter) until the test releases them; counts the holds. Each
+// release() lets one hold go, in the order they came (a release before a hold lets it pass).
 class StreamGate {
 public:
     void release()
     {
         std::lock_guard lock(m_mutex);
-        m_released = true;
+        ++m_releases;
         m_changed.notify_all();
     }
     int held()
@@ -59,14 +62,21 @@ public:
     bool hold()
     {
         std::unique_lock lock(m_mutex);
-        ++m_held;
-        return m_changed.wait_for(lock, std::chrono::seconds(30), [&] { return m_released; });
+        const int mine = m_held++;
+        m_changed.notify_all();
+        return m_changed.wait_for(lock, std::chrono::seconds(30), [&] { return m_releases > mine; });
+    }
+    // Waits until `count` holds have begun; false after a generous limit.
+    bool waitUntilHeld(int count)
+    {
+        std::unique_lock lock(m_mutex);
+        return m_changed.wait_for(lock, std::chrono::seconds(60), [&] { return m_held >= count; });
     }
 
 private:
     std::mutex m_mutex;
     std::condition_variable m_changed;
-    bool m_released = false;
+    int m_releases = 0;
     int m_held = 0;
 };
 
@@ -81,7 +91,7 @@ inline void streamEvents(httplib::Response &response, std::vector<std::string> e
                 const int at = static_cast<int>(i);
                 if (at == plan.cutAfter)
                     return false;   // the connection closes mid-stream
-                if (at == plan.holdAfter && !gate->hold())
+                if ((at == plan.holdAfter || at == plan.holdAgainAfter) && !gate->hold())
                     return false;
                 if (at == plan.malformedAt) {
                     const std::string garbage = "<html>502 Bad Gateway</html>\n\n";

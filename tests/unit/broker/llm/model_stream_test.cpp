@@ -192,6 +192,25 @@ TEST_F(ModelStreamTest, AnthropicStreamsTextAndToolInputAndEndsWithTheUnstreamed
     EXPECT_THAT(m_anthropic.refusals(), ::testing::IsEmpty());
 }
 
+// A turn of several text blocks: the model.response joins them with a newline, and so do the
+// deltas, so that a reader who rebuilds the answer from what streamed reads the same text.
+TEST_F(ModelStreamTest, AnthropicTextBlocksStreamWithTheNewlineTheTurnJoinsThemWith)
+{
+    m_anthropic.respond({{200,
+                          FakeAnthropicServer::messageBody(
+                              json::array({FakeAnthropicServer::text("Reading the file."),
+                                           FakeAnthropicServer::toolUse("toolu_01B", "read_file", {{"path", "a.txt"}}),
+                                           FakeAnthropicServer::text("Then writing it.")}),
+                              "tool_use", {{"input_tokens", 10}, {"output_tokens", 5}}),
+                          {}}});
+    AnthropicModel streaming("anthropic", m_anthropicConfig, noWait);
+    Seen seen;
+    auto streamed = ask(streaming, watched(seen));
+    ASSERT_TRUE(streamed) << streamed.error().message;
+    EXPECT_EQ(streamed->text, "Reading the file.\nThen writing it.");
+    EXPECT_EQ(seen.text(1), streamed->text);
+}
+
 TEST_F(ModelStreamTest, AStreamCutMidWayIsRetriedAsAWhole)
 {
     m_chat.streamPlans({StreamPlan{.cutAfter = 4}});
