@@ -23,6 +23,8 @@
 
 #include <cstdlib>
 #include <filesystem>
+#include <memory>
+#include <vector>
 
 namespace paddock::test {
 namespace {
@@ -46,6 +48,33 @@ QApplication &application()
 class LiveTrace : public DaemonsTest {
 protected:
     LiveTrace() { application(); }
+
+    // paddockctl submit with `args`: the new session's id, empty (and a failure) when it failed.
+    QString submit(std::vector<std::string> args)
+    {
+        args.insert(args.begin(), "submit");
+        args.insert(args.end(), {"--output", "json"});
+        const CliResult submitted = cli(args);
+        EXPECT_EQ(submitted.exitCode, 0) << submitted.err;
+        const json session = json::parse(submitted.out, nullptr, false);
+        return session.is_object() ? QString::fromStdString(session.value("id", "")) : QString();
+    }
+
+    // The console's window on the test's broker, following session `id`; null (and a failure)
+    // when the session never showed in its list.
+    std::unique_ptr<console::MainWindow> openWindowOn(console::GrpcConsoleClient &client, const QString &id)
+    {
+        auto window = std::make_unique<console::MainWindow>(&client, console::MainWindow::Options{.persistSettings = false});
+        window->resize(1280, 800);
+        window->show();
+        window->connectToBroker(QString::fromStdString(m_broker->address));
+        if (!waitFor([&] { return window->sessionModel()->rowOf(id) >= 0; }, 30'000)) {
+            ADD_FAILURE() << "the session never showed: " << window->connectionText().toStdString();
+            return nullptr;
+        }
+        window->openSession(id);
+        return window;
+    }
 };
 
 // The summary of the trace's run_command call row; empty when there is none yet.
@@ -70,17 +99,13 @@ goal = "print, wait, print"
 tool = "run_command"
 command = "echo first line; sleep 3; echo second line"
 )");
-    const CliResult submitted = cli({"submit", "--playbook", playbook.string(), "--output", "json"});
-    ASSERT_EQ(submitted.exitCode, 0) << submitted.err;
-    const QString id = QString::fromStdString(json::parse(submitted.out).value("id", ""));
+    const QString id = submit({"--playbook", playbook.string()});
+    ASSERT_FALSE(id.isEmpty());
 
     console::GrpcConsoleClient client;
-    console::MainWindow window(&client, console::MainWindow::Options{.persistSettings = false});
-    window.resize(1280, 800);
-    window.show();
-    window.connectToBroker(QString::fromStdString(m_broker->address));
-    ASSERT_TRUE(waitFor([&] { return window.sessionModel()->rowOf(id) >= 0; }, 30'000)) << window.connectionText().toStdString();
-    window.openSession(id);
+    const auto shown = openWindowOn(client, id);
+    ASSERT_TRUE(shown);
+    console::MainWindow &window = *shown;
 
     ASSERT_TRUE(waitFor([&] { return callRow(*window.traceModel()).contains(u"first line"); }, 60'000))
         << "the call's row never showed the first line: " << callRow(*window.traceModel()).toStdString();
@@ -140,34 +165,21 @@ protected:
 
 TEST_F(LiveModelAnswer, TheDetailsPaneGrowsWithTheAnswerBeforeTheModelResponse)
 {
-    const json finish{{"status", "succeeded"}, {"summary", "looked at the project"}};
-    const json completion{
-        {"id", "chatcmpl-live"},
-        {"model", "gpt-test"},
-        {"choices",
-         {{{"index", 0},
-           {"finish_reason", "tool_calls"},
-           {"message",
-            {{"role", "assistant"},
-             {"content", std::string(kAnswer)},
-             {"tool_calls",
-              {{{"id", "call_1"}, {"type", "function"}, {"function", {{"name", "finish"}, {"arguments", finish.dump()}}}}}}}}}}},
-        {"usage", {{"prompt_tokens", 400}, {"completion_tokens", 30}}}};
-    m_chat.respond({{200, completion.dump(), {}}});
+    m_chat.respond({{200,
+                     llm::test::toolCallCompletion("call_1", "finish",
+                                                   {{"status", "succeeded"}, {"summary", "looked at the project"}},
+                                                   std::string(kAnswer), 400, 30),
+                     {}}});
     // Held after 3 pieces of text (15 bytes), then after 11 (55 bytes).
     m_chat.streamPlans({llm::test::StreamPlan{.holdAfter = 4, .holdAgainAfter = 12}});
 
-    const CliResult submitted = cli({"submit", "--goal", "Look at the project", "--model", "openai", "--output", "json"});
-    ASSERT_EQ(submitted.exitCode, 0) << submitted.err;
-    const QString id = QString::fromStdString(json::parse(submitted.out).value("id", ""));
+    const QString id = submit({"--goal", "Look at the project", "--model", "openai"});
+    ASSERT_FALSE(id.isEmpty());
 
     console::GrpcConsoleClient client;
-    console::MainWindow window(&client, console::MainWindow::Options{.persistSettings = false});
-    window.resize(1280, 800);
-    window.show();
-    window.connectToBroker(QString::fromStdString(m_broker->address));
-    ASSERT_TRUE(waitFor([&] { return window.sessionModel()->rowOf(id) >= 0; }, 30'000)) << window.connectionText().toStdString();
-    window.openSession(id);
+    const auto shown = openWindowOn(client, id);
+    ASSERT_TRUE(shown);
+    console::MainWindow &window = *shown;
 
     // The first hold: the row the answer folds into says so, and its details pane is opened on it.
     const QString soFar = QStringLiteral("the model's answer so far");

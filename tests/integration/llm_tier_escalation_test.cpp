@@ -32,19 +32,7 @@ using llm::test::FakeChatServer;
 // A chat completion that calls one tool.
 std::string toolCall(const std::string &id, const std::string &name, const json &arguments)
 {
-    return json{{"id", "chatcmpl-" + id},
-                {"object", "chat.completion"},
-                {"model", "gpt-test"},
-                {"choices",
-                 {{{"index", 0},
-                   {"finish_reason", "tool_calls"},
-                   {"message",
-                    {{"role", "assistant"},
-                     {"content", nullptr},
-                     {"tool_calls",
-                      {{{"id", id}, {"type", "function"}, {"function", {{"name", name}, {"arguments", arguments.dump()}}}}}}}}}}},
-                {"usage", {{"prompt_tokens", 500}, {"completion_tokens", 30}, {"total_tokens", 530}}}}
-        .dump();
+    return llm::test::toolCallCompletion(id, name, arguments, nullptr, 500, 30);
 }
 
 class LlmTierEscalation : public EngineFixture {

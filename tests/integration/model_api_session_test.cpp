@@ -151,21 +151,8 @@ TEST_F(ModelApiSession, AnAnthropicSessionRunsACommandAndFinishes)
 
 TEST_F(ModelApiSession, AnOpenAiSessionRunsACommandAndFinishes)
 {
-    auto toolCall = [](const std::string &id, const std::string &name, const json &arguments) {
-        return json{{"id", "chatcmpl-" + id},
-                    {"object", "chat.completion"},
-                    {"model", "gpt-test"},
-                    {"choices",
-                     {{{"index", 0},
-                       {"finish_reason", "tool_calls"},
-                       {"message",
-                        {{"role", "assistant"},
-                         {"content", nullptr},
-                         {"tool_calls",
-                          {{{"id", id}, {"type", "function"},
-                            {"function", {{"name", name}, {"arguments", arguments.dump()}}}}}}}}}}},
-                    {"usage", {{"prompt_tokens", 100}, {"completion_tokens", 20}, {"total_tokens", 120}}}}
-            .dump();
+    const auto toolCall = [](const std::string &id, const std::string &name, const json &arguments) {
+        return llm::test::toolCallCompletion(id, name, arguments);
     };
     m_openai.respond({{200, toolCall("call_1", "run_command", {{"command", kCommand}}), {}},
                       {200, toolCall("call_2", "finish", {{"status", "succeeded"}, {"summary", "wrote the note"}}), {}}});

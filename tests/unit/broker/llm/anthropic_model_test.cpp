@@ -15,6 +15,7 @@
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <memory>
 #include <mutex>
 #include <thread>
 
@@ -497,24 +498,39 @@ TEST_F(AnthropicModelTest, TheSystemPromptTellsTheTiersAndTheBound)
 
 TEST_F(AnthropicModelTest, CancelInFlightEndsTheTurnOnce)
 {
-    // A responder that holds the request until the test lets it go.
-    std::mutex mutex;
-    std::condition_variable changed;
-    bool arrived = false, release = false;
-    m_server.respondWith([&](const json &) {
-        std::unique_lock lock(mutex);
-        arrived = true;
-        changed.notify_all();
-        changed.wait(lock, [&] { return release; });
+    // A responder that holds the request until the test lets it go. Its state is shared with the
+    // server's thread, which may still be waking from the wait when the test body has returned.
+    struct Hold {
+        std::mutex mutex;
+        std::condition_variable changed;
+        bool arrived = false;
+        bool release = false;
+        void letGo()
+        {
+            {
+                std::lock_guard lock(mutex);
+                release = true;
+            }
+            changed.notify_all();
+        }
+    };
+    const auto hold = std::make_shared<Hold>();
+    m_server.respondWith([hold](const json &) {
+        std::unique_lock lock(hold->mutex);
+        hold->arrived = true;
+        hold->changed.notify_all();
+        hold->changed.wait(lock, [&] { return hold->release; });
         return CannedResponse{200, writeFileResponse(), {}};
     });
+    // Lets the request go however the test ends (an ASSERT returns early).
+    const std::unique_ptr<Hold, void (*)(Hold *)> releaseAtEnd(hold.get(), [](Hold *h) { h->letGo(); });
     test::Inbox<Result<ModelTurn>> turns;
     {
         AnthropicModel model = makeModel();
         model.nextAsync(m_context, turns.doneFor(0));
         {
-            std::unique_lock lock(mutex);
-            ASSERT_TRUE(changed.wait_for(lock, std::chrono::seconds(30), [&] { return arrived; }));
+            std::unique_lock lock(hold->mutex);
+            ASSERT_TRUE(hold->changed.wait_for(lock, std::chrono::seconds(30), [&] { return hold->arrived; }));
         }
         model.cancelInFlight();
         ASSERT_TRUE(turns.waitFor(1));
@@ -523,11 +539,7 @@ TEST_F(AnthropicModelTest, CancelInFlightEndsTheTurnOnce)
         EXPECT_EQ(turn.error().code, ErrorCode::Cancelled);
         EXPECT_THAT(turn.error().message, HasSubstr(m_server.messagesUrl()));
     }
-    {
-        std::lock_guard lock(mutex);
-        release = true;
-    }
-    changed.notify_all();
+    hold->letGo();
     EXPECT_EQ(turns.deliveries(0), 1u);
 }
 

@@ -155,6 +155,28 @@ inline std::vector<std::string> chatCompletionEvents(const nlohmann::json &compl
     return events;
 }
 
+// A chat.completion body whose assistant message says `content` (null: nothing) and calls one
+// tool, with the usage given.
+inline std::string toolCallCompletion(const std::string &id, const std::string &name, const nlohmann::json &arguments,
+                                      const nlohmann::json &content = nullptr, int promptTokens = 100,
+                                      int completionTokens = 20)
+{
+    using nlohmann::json;
+    const json call{{"id", id}, {"type", "function"}, {"function", {{"name", name}, {"arguments", arguments.dump()}}}};
+    return json{{"id", "chatcmpl-" + id},
+                {"object", "chat.completion"},
+                {"model", "gpt-test"},
+                {"choices",
+                 json::array({{{"index", 0},
+                               {"finish_reason", "tool_calls"},
+                               {"message", {{"role", "assistant"}, {"content", content}, {"tool_calls", json::array({call})}}}}})},
+                {"usage",
+                 {{"prompt_tokens", promptTokens},
+                  {"completion_tokens", completionTokens},
+                  {"total_tokens", promptTokens + completionTokens}}}}
+        .dump();
+}
+
 struct ReceivedRequest {
     std::string path;
     std::string body;
