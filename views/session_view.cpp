@@ -141,7 +141,6 @@ void SessionView::createTraceSplitter()
     m_details->setFont(QFontDatabase::systemFont(QFontDatabase::FixedFont));
     m_details->setPlaceholderText(tr("Select a row and press Enter to see its output"));
     m_details->setVisible(false);
-    m_details->setProperty("row", -1);   // the trace row it shows
     m_detailsRefresh = new QTimer(this);
     m_detailsRefresh->setSingleShot(true);
     m_detailsRefresh->setInterval(100);
@@ -194,11 +193,13 @@ void SessionView::setModels(TraceModel *trace, CostSeries *cost)
     // What grows under the shown row (its folded output or streamed answer) changes its data; a
     // call's result comes as a row of its own.
     connect(trace, &QAbstractItemModel::dataChanged, this, [this](const QModelIndex &topLeft, const QModelIndex &bottomRight) {
-        const int shown = m_details->property("row").toInt();
-        if (shown >= topLeft.row() && shown <= bottomRight.row())
+        if (m_detailsRow >= topLeft.row() && m_detailsRow <= bottomRight.row())
             refreshDetailsSoon();
     });
-    connect(trace, &QAbstractItemModel::rowsInserted, this, &SessionView::refreshDetailsSoon);
+    connect(trace, &QAbstractItemModel::rowsInserted, this, [this] {
+        if (m_detailsAwaitResult)
+            refreshDetailsSoon();
+    });
     m_everyEvent->setChecked(!trace->foldBookkeeping());
     connect(trace, &TraceModel::foldBookkeepingChanged, this, [this](bool fold) {
         const QSignalBlocker blocker(m_everyEvent);
@@ -351,7 +352,7 @@ QString SessionView::detailsText() const { return m_details->toPlainText(); }
 
 void SessionView::toggleDetails(const QModelIndex &index)
 {
-    if (isDetailsExpanded() && m_details->property("row").toInt() == index.row()) {
+    if (isDetailsExpanded() && m_detailsRow == index.row()) {
         setDetailsExpanded(false);
         return;
     }
@@ -361,27 +362,26 @@ void SessionView::toggleDetails(const QModelIndex &index)
 
 void SessionView::showDetailsFor(const QModelIndex &index)
 {
-    if (!index.isValid() || !m_traceModel) {
+    m_detailsRow = index.isValid() && m_traceModel ? index.row() : -1;
+    m_detailsAwaitResult = false;
+    if (m_detailsRow < 0) {
         m_details->clear();
-        m_details->setProperty("row", -1);
         return;
     }
-    m_details->setProperty("row", index.row());
-    m_details->setPlainText(detailsFor(index.row()));
+    m_details->setPlainText(detailsFor(m_detailsRow));
 }
 
 void SessionView::refreshDetailsSoon()
 {
-    if (isDetailsExpanded() && m_details->property("row").toInt() >= 0 && !m_detailsRefresh->isActive())
+    if (isDetailsExpanded() && m_detailsRow >= 0 && !m_detailsRefresh->isActive())
         m_detailsRefresh->start();
 }
 
 void SessionView::refreshDetails()
 {
-    const int row = m_details->property("row").toInt();
-    if (!isDetailsExpanded() || row < 0 || row >= m_traceModel->rowCount())
+    if (!isDetailsExpanded() || m_detailsRow < 0 || m_detailsRow >= m_traceModel->rowCount())
         return;
-    const QString text = detailsFor(row);
+    const QString text = detailsFor(m_detailsRow);
     if (text == m_details->toPlainText())
         return;
     QScrollBar *bar = m_details->verticalScrollBar();
@@ -391,8 +391,12 @@ void SessionView::refreshDetails()
     bar->setValue(atEnd ? bar->maximum() : value);
 }
 
-QString SessionView::detailsFor(int row) const
+QString SessionView::detailsFor(int row)
 {
+    // Only a tool call's details depend on a later row (its result's); until that has come, new
+    // rows may bring it.
+    m_detailsAwaitResult = m_traceModel->index(row, 0).data(TraceModel::KindRole).toString() == u"tool.call"
+                        && m_traceModel->resultRowOf(row) < 0;
     return m_traceModel->detailsWithResult(row);   // rows are the same in the view's proxy
 }
 

@@ -91,7 +91,8 @@ private:
     // The shown row changed or rows came: its details again, soon (m_detailsRefresh).
     void refreshDetailsSoon();
     void refreshDetails();
-    QString detailsFor(int row) const;
+    // What the pane shows for a row; notes whether a later row may still change it.
+    QString detailsFor(int row);
     void toggleDetails(const QModelIndex &index);
     void showEveryEvent(bool every);
     // Selection both ways between the timeline and the table.
@@ -118,6 +119,8 @@ private:
     TraceView *m_trace = nullptr;
     QPlainTextEdit *m_details = nullptr;
     QTimer *m_detailsRefresh = nullptr;
+    int m_detailsRow = -1;                // the trace row the pane shows
+    bool m_detailsAwaitResult = false;    // it is a tool call whose result has not come yet
     SandboxCard *m_card = nullptr;
     CostPlot *m_costPlot = nullptr;
     QLabel *m_costSplit = nullptr;
